@@ -1,0 +1,1 @@
+//! drsftp-blast: (skeleton, to be filled).

@@ -1,0 +1,1 @@
+//! drsftp-io: (skeleton, to be filled).

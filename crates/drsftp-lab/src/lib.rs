@@ -1,0 +1,1 @@
+//! drsftp-lab: (skeleton, to be filled).

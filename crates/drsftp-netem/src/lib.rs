@@ -1,0 +1,1 @@
+//! drsftp-netem: (skeleton, to be filled).

@@ -1,0 +1,1 @@
+//! drsftp-proto: (skeleton, to be filled).

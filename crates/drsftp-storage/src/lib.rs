@@ -1,0 +1,1 @@
+//! drsftp-storage: (skeleton, to be filled).

@@ -1,0 +1,1 @@
+//! drsftp-sys: (skeleton, to be filled).

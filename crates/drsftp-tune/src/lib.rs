@@ -1,0 +1,1 @@
+//! drsftp-tune: (skeleton, to be filled).

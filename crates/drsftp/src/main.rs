@@ -1,0 +1,2 @@
+//! drsftp command-line entry point (skeleton).
+fn main() {}
