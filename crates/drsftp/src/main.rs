@@ -1,2 +1,37 @@
-//! drsftp command-line entry point (skeleton).
-fn main() {}
+//! drsftp command-line entry point: parses arguments and dispatches to one module per subcommand in `cmd/`.
+//!
+//! Exit codes: 0 success, 1 transfer or protocol failure, 2 usage error (clap).
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// GridFTP-compatible bulk data transfer with Dynamic Right-Sizing.
+#[derive(Parser, Debug)]
+#[command(name = "drsftp", version, about, long_about = None)]
+struct Cli {
+    /// Log verbosity (error, warn, info, debug, trace); also honours RUST_LOG.
+    #[arg(long, global = true, default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+// Each subcommand lives in one file under cmd/; adding one touches this enum and cmd/mod.rs.
+#[derive(Subcommand, Debug)]
+enum Command {}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let result: anyhow::Result<()> = match cli.command {};
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("drsftp: error: {err:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
