@@ -1,1 +1,7 @@
-//! drsftp-io: (skeleton, to be filled).
+//! drsftp-io: the one thin tokio layer. It owns every socket and file handle and drives the sans-IO cores in
+//! drsftp-proto, drsftp-tune and drsftp-blast: `server` runs `drsftp serve`, `client` runs `drsftp copy`/`ls`,
+//! `data` moves bytes on data channels (stream mode and MODE E) for both.
+
+pub mod client;
+pub mod data;
+pub mod server;

@@ -1,1 +1,8 @@
-//! drsftp-sys: (skeleton, to be filled).
+//! drsftp-sys: the only crate with `unsafe` code and OS specifics (socket options, TCP_INFO, TUN, UDP batching,
+//! network namespaces). Everything above it is safe, portable Rust.
+
+pub mod netns;
+pub mod sockopt;
+pub mod tcp_info;
+pub mod tun;
+pub mod udp;

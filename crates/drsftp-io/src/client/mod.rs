@@ -1,0 +1,1 @@
+//! GridFTP client driver: control connection, data channel set-up, transfers for `drsftp copy` and `drsftp ls`.

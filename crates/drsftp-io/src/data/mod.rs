@@ -1,0 +1,1 @@
+//! Data channels shared by server and client: stream mode and MODE E send/receive over parallel TCP streams.

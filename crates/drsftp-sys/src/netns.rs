@@ -1,0 +1,1 @@
+//! Network namespaces: create, enter (setns) and remove them for the WAN lab.

@@ -1,0 +1,1 @@
+//! UDP batching: sendmmsg/recvmmsg and UDP GSO/GRO where the kernel has them.
