@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command: installs peers, builds, and runs the whole test suite (unit, property, loopback interop
+# with Globus/curl/lftp/ftplib, and WAN-lab tests when run as root). .ci/run calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export DRSFTP_BIN="$PWD/target/release/drsftp"
+cargo test --release --locked --workspace --no-fail-fast 2>&1
