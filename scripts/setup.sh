@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(globus-gridftp-server-progs globus-gass-copy-progs iperf3 curl lftp iproute2 iputils-ping python3 procps)
+pkgs=(globus-gridftp-server-progs globus-gass-copy-progs iperf3 curl lftp iproute2 iputils-ping python3 procps bc)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
