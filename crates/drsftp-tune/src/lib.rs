@@ -1,1 +1,18 @@
-//! drsftp-tune: (skeleton, to be filled).
+//! drsftp-tune: sans-IO Dynamic Right-Sizing (seeds 000/002/003), buffer policies and limit classification, and
+//! the parallel-stream/buffer model of seed 001 with its online `-p auto` controller. No I/O, no clocks: every
+//! entry point takes `now: Instant` and returns actions (`handle_*` / `poll_*`).
+
+pub mod auto;
+pub mod drs;
+pub mod fluid;
+pub mod model;
+pub mod policy;
+pub mod sample;
+
+pub use auto::{AutoConfig, AutoStreams, StreamAction};
+pub use drs::{
+    window_bounds, DrsAction, DrsConfig, DrsReceiver, DrsSender, RttSource, WindowBounds,
+};
+pub use model::{fit, saturation_point, Fit, FitPoint, Model, RecommendInput, Recommendation};
+pub use policy::{parse_size, BufferPolicy, Limit, LimitClassifier, LimitReport, ParseError};
+pub use sample::TcpSample;

@@ -1,0 +1,204 @@
+//! `-p auto`: online stream-count controller. Starts from the model's P, probes upward by ~25 % while the measured
+//! aggregate throughput gain exceeds `min_gain`, reverts a probe that buys nothing, and in steady state backs off
+//! (retires streams) when per-stream throughput drops — the sign that competing flows appeared and extra streams
+//! would only take bandwidth from them. Periodically re-probes upward. Pure state machine.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamAction {
+    /// Open this many more data streams (MODE E).
+    Add(u32),
+    /// Close this many streams cleanly (EOD on each).
+    Retire(u32),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoConfig {
+    pub min_streams: u32,
+    pub max_streams: u32,
+    /// Accept a probe that raised aggregate throughput by at least this fraction.
+    pub min_gain: f64,
+    /// Back off when per-stream throughput falls this fraction below the steady baseline.
+    pub backoff_drop: f64,
+    /// Wait this long after a change before measuring (a few RTTs for new streams to ramp).
+    pub settle: Duration,
+    /// Average this many samples for one measurement.
+    pub samples: usize,
+    /// Re-probe upward after this long in steady state.
+    pub reprobe: Duration,
+}
+
+impl Default for AutoConfig {
+    fn default() -> Self {
+        AutoConfig {
+            min_streams: 1,
+            max_streams: 64,
+            min_gain: 0.05,
+            backoff_drop: 0.25,
+            settle: Duration::from_secs(1),
+            samples: 3,
+            reprobe: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    /// Measuring the current P as the base of an upward probe.
+    Base,
+    /// Measuring after adding `added` streams on top of a base throughput.
+    Probe { added: u32, base: f64 },
+    /// Measuring after a revert/back-off, to set the steady baseline.
+    Rebase,
+    /// Steady: baseline aggregate and per-stream throughput.
+    Hold {
+        total: f64,
+        per_stream: f64,
+        since: Instant,
+    },
+}
+
+/// The controller.
+#[derive(Debug)]
+pub struct AutoStreams {
+    cfg: AutoConfig,
+    streams: u32,
+    state: State,
+    settle_until: Instant,
+    acc: Vec<f64>,
+    low_run: usize,
+    actions: VecDeque<StreamAction>,
+}
+
+impl AutoStreams {
+    /// `initial` is the model's starting P (clamped to the configured range).
+    pub fn new(now: Instant, initial: u32, cfg: AutoConfig) -> Self {
+        let streams = initial.clamp(cfg.min_streams.max(1), cfg.max_streams.max(1));
+        AutoStreams {
+            settle_until: now + cfg.settle,
+            cfg,
+            streams,
+            state: State::Base,
+            acc: vec![],
+            low_run: 0,
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// Streams the controller wants open now.
+    pub fn streams(&self) -> u32 {
+        self.streams
+    }
+
+    /// True once probing has stopped (steady state).
+    pub fn is_steady(&self) -> bool {
+        matches!(self.state, State::Hold { .. })
+    }
+
+    pub fn poll_action(&mut self) -> Option<StreamAction> {
+        self.actions.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            State::Hold { since, .. } => Some(since + self.cfg.reprobe),
+            _ => Some(self.settle_until),
+        }
+    }
+
+    /// Aggregate goodput over all streams (bytes/s) measured over the period ending at `now`.
+    pub fn handle_sample(&mut self, now: Instant, throughput: f64) {
+        if now < self.settle_until {
+            return;
+        }
+        if let State::Hold {
+            total,
+            per_stream,
+            since,
+        } = self.state
+        {
+            let ps = throughput / self.streams as f64;
+            if ps < per_stream * (1.0 - self.cfg.backoff_drop)
+                && throughput <= total * (1.0 + self.cfg.min_gain)
+            {
+                self.low_run += 1;
+                if self.low_run >= self.cfg.samples && self.streams > self.cfg.min_streams {
+                    // Competing traffic (or a slower path): halve the streams above the floor.
+                    let extra = self.streams - self.cfg.min_streams;
+                    let cut = extra.div_ceil(2).max(1);
+                    self.change(now, -(cut as i64));
+                    self.state = State::Rebase;
+                }
+                return;
+            }
+            self.low_run = 0;
+            if now >= since + self.cfg.reprobe {
+                self.state = State::Base;
+                self.acc.clear();
+            } else {
+                return;
+            }
+        }
+        self.acc.push(throughput);
+        if self.acc.len() < self.cfg.samples {
+            return;
+        }
+        let t = self.acc.iter().sum::<f64>() / self.acc.len() as f64;
+        self.acc.clear();
+        match self.state {
+            State::Base => self.start_probe(now, t),
+            State::Probe { added, base } => {
+                if t >= base * (1.0 + self.cfg.min_gain) {
+                    self.start_probe(now, t);
+                } else {
+                    self.change(now, -(added as i64));
+                    self.state = State::Rebase;
+                }
+            }
+            State::Rebase => self.hold(now, t),
+            State::Hold { .. } => unreachable!(),
+        }
+    }
+
+    /// Timer expiry: nothing to do beyond what `handle_sample` does; present for driver symmetry.
+    pub fn handle_timeout(&mut self, _now: Instant) {}
+
+    fn start_probe(&mut self, now: Instant, base: f64) {
+        let step = (self.streams / 4)
+            .max(1)
+            .min(self.cfg.max_streams.saturating_sub(self.streams));
+        if step == 0 {
+            self.hold(now, base);
+            return;
+        }
+        self.change(now, step as i64);
+        self.state = State::Probe { added: step, base };
+    }
+
+    fn hold(&mut self, now: Instant, total: f64) {
+        self.low_run = 0;
+        self.state = State::Hold {
+            total,
+            per_stream: total / self.streams as f64,
+            since: now,
+        };
+    }
+
+    fn change(&mut self, now: Instant, delta: i64) {
+        let next = (self.streams as i64 + delta)
+            .clamp(self.cfg.min_streams as i64, self.cfg.max_streams as i64)
+            as u32;
+        if next > self.streams {
+            self.actions
+                .push_back(StreamAction::Add(next - self.streams));
+        } else if next < self.streams {
+            self.actions
+                .push_back(StreamAction::Retire(self.streams - next));
+        }
+        self.streams = next;
+        self.settle_until = now + self.cfg.settle;
+        self.acc.clear();
+    }
+}

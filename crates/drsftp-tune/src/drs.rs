@@ -1,0 +1,530 @@
+//! Dynamic Right-Sizing: the receiver-side estimator (`DrsReceiver`) that keeps the receive buffer at about twice
+//! the bandwidth-delay product (seeds 000 §4, 003 §4.3), and the sender side (`DrsSender`) that answers SBUF
+//! requests (MODE E descriptor 0x02 / reply 0x01, or `SBUF <ID> <size>`) with a bounded send-buffer change.
+//!
+//! RTT comes from in-band SBUF echoes (portable; an application-to-application time that over-estimates the path
+//! RTT, which only over-provisions) or from TCP_INFO `rcv_rtt` (sharper: the kernel's own receiver RTT estimate).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::sample::TcpSample;
+
+/// What the I/O layer should do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrsAction {
+    /// `setsockopt(SO_RCVBUF, n)` on the data socket (the usable window is about `n` on Linux).
+    SetRecvBuf(u64),
+    /// Send an SBUF request to the sender carrying our buffer size: in-band MODE E header with descriptor 0x02 and
+    /// `size` in the count field, or `SBUF <id> <size>` on the control channel. Its echo gives an RTT sample.
+    SendSbufProbe { id: u64, size: u64 },
+    /// Sender side: `setsockopt(SO_SNDBUF, n)`.
+    SetSendBuf(u64),
+    /// Sender side: echo the request (descriptor 0x01 on the next outgoing header, or `200 SBUF <id> <size>`).
+    SbufReply { id: u64, size: u64 },
+}
+
+/// Where the current RTT estimate comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RttSource {
+    /// Nothing measured yet; `DrsConfig::initial_rtt` is used.
+    Assumed,
+    /// In-band SBUF request/echo round trip (application to application).
+    SbufEcho,
+    /// TCP_INFO (`rcv_rtt` or `rtt`), kernel-measured.
+    TcpInfo,
+}
+
+/// Estimator tuning. All sizes are bytes in setsockopt units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrsConfig {
+    pub min_buf: u64,
+    pub max_buf: u64,
+    /// Buffer in force when the estimator starts (what the socket was given after window-scale set-up).
+    pub initial_buf: u64,
+    /// RTT assumed until one is measured.
+    pub initial_rtt: Duration,
+    /// Sampling interval floor (the interval is one RTT, but not below this nor above `max_interval`).
+    pub min_interval: Duration,
+    pub max_interval: Duration,
+    /// Number of consecutive low samples before the buffer may shrink, and the per-interval shrink factor.
+    pub shrink_after: usize,
+    pub shrink_factor: f64,
+    /// Send SBUF probes in-band (only when the peer opted in).
+    pub probes: bool,
+    /// Re-probe when the last RTT sample is older than this many RTTs (and at least `min_probe_gap`).
+    pub rtt_stale_rtts: u32,
+    pub min_probe_gap: Duration,
+    /// Ignore buffer changes smaller than this fraction of the current buffer (syscall and SBUF churn).
+    pub hysteresis: f64,
+}
+
+impl Default for DrsConfig {
+    fn default() -> Self {
+        DrsConfig {
+            min_buf: 64 * 1024,
+            max_buf: 64 * 1024 * 1024,
+            initial_buf: 256 * 1024,
+            initial_rtt: Duration::from_millis(100),
+            min_interval: Duration::from_millis(20),
+            max_interval: Duration::from_millis(1000),
+            shrink_after: 8,
+            shrink_factor: 0.75,
+            probes: true,
+            rtt_stale_rtts: 16,
+            min_probe_gap: Duration::from_millis(500),
+            hysteresis: 0.125,
+        }
+    }
+}
+
+/// Receiver-side DRS estimator.
+#[derive(Debug)]
+pub struct DrsReceiver {
+    cfg: DrsConfig,
+    buf: u64,
+    srtt: Option<Duration>,
+    source: RttSource,
+    last_rtt_at: Option<Instant>,
+    interval_start: Instant,
+    interval_bytes: u64,
+    recent: VecDeque<u64>,
+    bdp: u64,
+    probe: Option<(u64, Instant)>,
+    next_probe_id: u64,
+    announce: bool,
+    actions: VecDeque<DrsAction>,
+}
+
+impl DrsReceiver {
+    pub fn new(now: Instant, cfg: DrsConfig) -> Self {
+        let buf = cfg.initial_buf.clamp(cfg.min_buf, cfg.max_buf);
+        let mut r = DrsReceiver {
+            buf,
+            srtt: None,
+            source: RttSource::Assumed,
+            last_rtt_at: None,
+            interval_start: now,
+            interval_bytes: 0,
+            recent: VecDeque::new(),
+            bdp: 0,
+            probe: None,
+            next_probe_id: 1,
+            announce: cfg.probes,
+            actions: VecDeque::new(),
+            cfg,
+        };
+        if buf != r.cfg.initial_buf {
+            r.actions.push_back(DrsAction::SetRecvBuf(buf));
+        }
+        r.maybe_probe(now);
+        r
+    }
+
+    /// Current receive buffer (setsockopt units).
+    pub fn buffer(&self) -> u64 {
+        self.buf
+    }
+    /// Current RTT estimate (or the assumed one).
+    pub fn rtt(&self) -> Duration {
+        self.srtt.unwrap_or(self.cfg.initial_rtt)
+    }
+    pub fn rtt_source(&self) -> RttSource {
+        self.source
+    }
+    /// Last BDP sample (bytes per RTT delivered), 0 before the first full interval.
+    pub fn bdp_estimate(&self) -> u64 {
+        self.bdp
+    }
+    /// Current sampling interval: one RTT, clamped to [min_interval, max_interval].
+    pub fn interval(&self) -> Duration {
+        self.rtt()
+            .clamp(self.cfg.min_interval, self.cfg.max_interval)
+    }
+
+    /// `n` payload bytes were read from the data socket at `now`.
+    pub fn handle_bytes(&mut self, now: Instant, n: u64) {
+        self.close_interval(now);
+        self.interval_bytes += n;
+    }
+
+    /// The sender echoed SBUF probe `id` (descriptor 0x01, or a `200 SBUF <id> <size>` reply).
+    pub fn handle_sbuf_echo(&mut self, now: Instant, id: u64) {
+        let Some((pid, sent)) = self.probe else {
+            return;
+        };
+        if pid != id {
+            return;
+        }
+        self.probe = None;
+        let rtt = now.saturating_duration_since(sent);
+        // TCP_INFO is sharper; an echo only replaces it when TCP_INFO has gone stale.
+        let tcp_fresh = self.source == RttSource::TcpInfo
+            && self
+                .last_rtt_at
+                .is_some_and(|t| now.saturating_duration_since(t) < self.rtt() * 4);
+        if !tcp_fresh && rtt > Duration::ZERO {
+            self.rtt_sample(now, rtt, RttSource::SbufEcho);
+        }
+        self.close_interval(now);
+    }
+
+    /// A TCP_INFO reading of the data socket. Uses `rcv_rtt` (receiver's estimate), else `rtt`.
+    pub fn handle_tcp_info(&mut self, now: Instant, info: &TcpSample) {
+        let rtt = if !info.rcv_rtt.is_zero() {
+            info.rcv_rtt
+        } else {
+            info.rtt
+        };
+        if !rtt.is_zero() {
+            self.rtt_sample(now, rtt, RttSource::TcpInfo);
+        }
+        self.close_interval(now);
+    }
+
+    /// Timer expiry (see [`poll_timeout`](Self::poll_timeout)).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.close_interval(now);
+        self.maybe_probe(now);
+    }
+
+    pub fn poll_action(&mut self) -> Option<DrsAction> {
+        self.actions.pop_front()
+    }
+
+    /// Next time `handle_timeout` should be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let end = self.interval_start + self.interval();
+        if !self.cfg.probes {
+            return Some(end);
+        }
+        let probe_at = match self.probe {
+            Some((_, sent)) => sent + self.probe_timeout(),
+            None => self.last_rtt_at.map_or(end, |t| t + self.stale_after()),
+        };
+        Some(end.min(probe_at))
+    }
+
+    fn probe_timeout(&self) -> Duration {
+        (self.rtt() * 4).max(Duration::from_secs(1))
+    }
+
+    fn stale_after(&self) -> Duration {
+        (self.rtt() * self.cfg.rtt_stale_rtts).max(self.cfg.min_probe_gap)
+    }
+
+    fn rtt_sample(&mut self, now: Instant, rtt: Duration, source: RttSource) {
+        self.srtt = Some(match self.srtt {
+            Some(s) if self.source == source => (s * 7 + rtt) / 8,
+            _ => rtt,
+        });
+        self.source = source;
+        self.last_rtt_at = Some(now);
+    }
+
+    fn close_interval(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.interval_start);
+        if elapsed < self.interval() {
+            return;
+        }
+        // Bytes delivered per RTT over the interval: the flight size the sender sustained (a lower bound on its
+        // window when the interval is about one RTT, seed 002).
+        let bdp =
+            (self.interval_bytes as f64 * self.rtt().as_secs_f64() / elapsed.as_secs_f64()) as u64;
+        self.interval_start = now;
+        self.interval_bytes = 0;
+        self.bdp = bdp;
+        self.recent.push_back(bdp);
+        while self.recent.len() > self.cfg.shrink_after.max(1) {
+            self.recent.pop_front();
+        }
+        let cur = self.buf;
+        let mut next = cur;
+        let want = bdp.saturating_mul(2);
+        if want > cur {
+            // Grow at once: in slow start the sender may double every RTT (seed 000 §4.3).
+            next = want;
+        } else if self.recent.len() >= self.cfg.shrink_after {
+            let peak = self
+                .recent
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0)
+                .saturating_mul(2);
+            if (peak as f64) < cur as f64 * (1.0 - self.cfg.hysteresis) {
+                next = peak.max((cur as f64 * self.cfg.shrink_factor) as u64);
+            }
+        }
+        let next = next.clamp(self.cfg.min_buf, self.cfg.max_buf);
+        let change = next.abs_diff(cur) as f64;
+        if next != cur && (change >= cur as f64 * self.cfg.hysteresis || next == self.cfg.max_buf) {
+            self.buf = next;
+            self.actions.push_back(DrsAction::SetRecvBuf(next));
+            self.announce = self.cfg.probes;
+        }
+        self.maybe_probe(now);
+    }
+
+    fn maybe_probe(&mut self, now: Instant) {
+        if !self.cfg.probes {
+            return;
+        }
+        if let Some((_, sent)) = self.probe {
+            if now.saturating_duration_since(sent) < self.probe_timeout() {
+                return;
+            }
+            self.probe = None; // lost or ignored by the peer
+        }
+        let stale = self
+            .last_rtt_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.stale_after());
+        if self.announce
+            || (stale && self.source != RttSource::TcpInfo)
+            || self.last_rtt_at.is_none()
+        {
+            let id = self.next_probe_id;
+            self.next_probe_id += 1;
+            self.probe = Some((id, now));
+            self.announce = false;
+            self.actions
+                .push_back(DrsAction::SendSbufProbe { id, size: self.buf });
+        }
+    }
+}
+
+/// Seed 002's bounds on the sender's window from `bytes` seen by the receiver over `period`, given the RTT and the
+/// timer granularity `g`: a period of about k RTTs spans between ⌊(T−g)/RTT⌋ and ⌈(T+g)/RTT⌉+1 partial rounds.
+/// A period shorter than one RTT only gives a lower bound (`upper == None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowBounds {
+    pub lower: u64,
+    pub upper: Option<u64>,
+}
+
+pub fn window_bounds(bytes: u64, period: Duration, rtt: Duration, g: Duration) -> WindowBounds {
+    if rtt.is_zero() {
+        return WindowBounds {
+            lower: bytes,
+            upper: None,
+        };
+    }
+    let lo_t = period.saturating_sub(g).as_secs_f64() / rtt.as_secs_f64();
+    let hi_t = (period + g).as_secs_f64() / rtt.as_secs_f64();
+    let k_max = hi_t.ceil().max(1.0) + 1.0;
+    let k_min = lo_t.floor();
+    let lower = (bytes as f64 / k_max).ceil() as u64;
+    if k_min < 1.0 {
+        let lower = if hi_t <= 1.0 { bytes } else { lower };
+        return WindowBounds { lower, upper: None };
+    }
+    WindowBounds {
+        lower,
+        upper: Some((bytes as f64 / k_min).floor() as u64),
+    }
+}
+
+/// Sender side of DRS: applies SBUF requests to the send buffer, never below what the connection already has in
+/// flight (TCP_INFO cwnd, or seed 002's lower bound from bytes sent per RTT) and never above `max_buf`.
+#[derive(Debug)]
+pub struct DrsSender {
+    min_buf: u64,
+    max_buf: u64,
+    buf: u64,
+    cwnd: u64,
+    actions: VecDeque<DrsAction>,
+}
+
+impl DrsSender {
+    pub fn new(initial_buf: u64, min_buf: u64, max_buf: u64) -> Self {
+        DrsSender {
+            min_buf,
+            max_buf,
+            buf: initial_buf,
+            cwnd: 0,
+            actions: VecDeque::new(),
+        }
+    }
+    pub fn buffer(&self) -> u64 {
+        self.buf
+    }
+    /// TCP_INFO of the sending socket: its congestion window is a floor for the send buffer.
+    pub fn handle_tcp_info(&mut self, _now: Instant, info: &TcpSample) {
+        self.cwnd = info.cwnd_bytes;
+    }
+    /// An SBUF request (`size` = the receiver's buffer).
+    pub fn handle_sbuf_request(&mut self, _now: Instant, id: u64, size: u64) {
+        let floor = self.min_buf.max(self.cwnd).min(self.max_buf);
+        let n = size.clamp(floor, self.max_buf);
+        if n != self.buf {
+            self.buf = n;
+            self.actions.push_back(DrsAction::SetSendBuf(n));
+        }
+        self.actions.push_back(DrsAction::SbufReply { id, size: n });
+    }
+    pub fn poll_action(&mut self) -> Option<DrsAction> {
+        self.actions.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn drain(r: &mut DrsReceiver) -> Vec<DrsAction> {
+        std::iter::from_fn(|| r.poll_action()).collect()
+    }
+
+    #[test]
+    fn first_action_is_a_probe_announcing_the_buffer() {
+        let t0 = Instant::now();
+        let mut r = DrsReceiver::new(t0, DrsConfig::default());
+        assert_eq!(
+            drain(&mut r),
+            vec![DrsAction::SendSbufProbe {
+                id: 1,
+                size: 256 * 1024
+            }]
+        );
+        r.handle_sbuf_echo(t0 + ms(80), 1);
+        assert_eq!(r.rtt(), ms(80));
+        assert_eq!(r.rtt_source(), RttSource::SbufEcho);
+        // Wrong id is ignored.
+        r.handle_sbuf_echo(t0 + ms(90), 7);
+        assert_eq!(r.rtt(), ms(80));
+    }
+
+    #[test]
+    fn window_limited_flow_doubles_buffer_each_interval() {
+        let t0 = Instant::now();
+        let cfg = DrsConfig {
+            probes: false,
+            initial_rtt: ms(100),
+            ..DrsConfig::default()
+        };
+        let mut r = DrsReceiver::new(t0, cfg);
+        let mut t = t0;
+        let mut sizes = vec![];
+        for _ in 0..5 {
+            // Sender fills exactly the advertised window each RTT.
+            let w = r.buffer();
+            for k in 0..10 {
+                r.handle_bytes(t + ms(10 * k), w / 10);
+            }
+            t += ms(100);
+            r.handle_timeout(t);
+            sizes.push(r.buffer());
+        }
+        for w in sizes.windows(2) {
+            assert!(w[1] >= 2 * w[0] * 9 / 10, "{sizes:?}");
+        }
+    }
+
+    #[test]
+    fn shrinks_slowly_after_sustained_low_samples() {
+        let t0 = Instant::now();
+        let cfg = DrsConfig {
+            probes: false,
+            initial_buf: 8 << 20,
+            initial_rtt: ms(50),
+            ..DrsConfig::default()
+        };
+        let mut r = DrsReceiver::new(t0, cfg.clone());
+        let mut t = t0;
+        let mut bufs = vec![];
+        for _ in 0..40 {
+            r.handle_bytes(t, 100_000);
+            t += ms(50);
+            r.handle_timeout(t);
+            bufs.push(r.buffer());
+        }
+        // No shrink before `shrink_after` samples, then at most 25 % per step, converging to 2 x 100 KB.
+        assert!(
+            bufs[..cfg.shrink_after - 1].iter().all(|&b| b == 8 << 20),
+            "{bufs:?}"
+        );
+        for w in bufs.windows(2) {
+            assert!(w[1] as f64 >= w[0] as f64 * 0.75 - 1.0, "{bufs:?}");
+        }
+        assert_eq!(*bufs.last().unwrap(), 200_000);
+    }
+
+    #[test]
+    fn tcp_info_rtt_is_preferred_over_echo() {
+        let t0 = Instant::now();
+        let mut r = DrsReceiver::new(t0, DrsConfig::default());
+        drain(&mut r);
+        let s = TcpSample {
+            rcv_rtt: ms(40),
+            ..TcpSample::default()
+        };
+        r.handle_tcp_info(t0 + ms(5), &s);
+        assert_eq!((r.rtt(), r.rtt_source()), (ms(40), RttSource::TcpInfo));
+        r.handle_sbuf_echo(t0 + ms(150), 1); // app-level echo, 150 ms: ignored while TCP_INFO is fresh
+        assert_eq!(r.rtt(), ms(40));
+    }
+
+    #[test]
+    fn sender_bounds_send_buffer() {
+        let t0 = Instant::now();
+        let mut s = DrsSender::new(128 * 1024, 64 * 1024, 4 << 20);
+        s.handle_tcp_info(
+            t0,
+            &TcpSample {
+                cwnd_bytes: 1 << 20,
+                ..TcpSample::default()
+            },
+        );
+        s.handle_sbuf_request(t0, 3, 512 * 1024); // below cwnd: floor at cwnd
+        assert_eq!(s.poll_action(), Some(DrsAction::SetSendBuf(1 << 20)));
+        assert_eq!(
+            s.poll_action(),
+            Some(DrsAction::SbufReply {
+                id: 3,
+                size: 1 << 20
+            })
+        );
+        s.handle_sbuf_request(t0, 4, 64 << 20); // above the cap
+        assert_eq!(s.poll_action(), Some(DrsAction::SetSendBuf(4 << 20)));
+        assert_eq!(
+            s.poll_action(),
+            Some(DrsAction::SbufReply {
+                id: 4,
+                size: 4 << 20
+            })
+        );
+        s.handle_sbuf_request(t0, 5, 64 << 20); // unchanged: reply only
+        assert_eq!(
+            s.poll_action(),
+            Some(DrsAction::SbufReply {
+                id: 5,
+                size: 4 << 20
+            })
+        );
+        assert_eq!(s.poll_action(), None);
+    }
+
+    #[test]
+    fn window_bounds_follow_seed_002() {
+        // One RTT measured with a 10 ms timer: window between bytes/3 and bytes.
+        let b = window_bounds(300_000, ms(110), ms(100), ms(10));
+        assert_eq!(b.upper, Some(300_000));
+        assert_eq!(b.lower, 100_000);
+        // Shorter than an RTT: only a lower bound, the bytes themselves.
+        let b = window_bounds(50_000, ms(40), ms(100), ms(0));
+        assert_eq!(
+            b,
+            WindowBounds {
+                lower: 50_000,
+                upper: None
+            }
+        );
+        // Ten RTTs: tight.
+        let b = window_bounds(1_000_000, ms(1000), ms(100), ms(0));
+        assert_eq!((b.lower, b.upper), (90_910, Some(100_000)));
+    }
+}
