@@ -1,0 +1,88 @@
+//! `-p auto` against a steady-state parallel-stream model of a shared bottleneck: each of our P streams is
+//! window-limited to a per-stream rate that follows seed 001's law on this path (so the true saturation point is
+//! known), and N greedy competing flows share max-min fairly.
+
+use std::time::{Duration, Instant};
+
+use drsftp_tune::{AutoConfig, AutoStreams, Model, StreamAction};
+
+const RATE: f64 = 1e9 / 8.0;
+
+/// Our aggregate throughput with `p` streams of per-stream cap `cap`, against `n` greedy flows.
+fn ours(p: u32, n: u32, cap: f64) -> f64 {
+    let share = RATE / (p + n) as f64;
+    if cap >= share || n == 0 && cap * p as f64 >= RATE {
+        if n == 0 {
+            RATE
+        } else {
+            share * p as f64
+        }
+    } else {
+        cap * p as f64
+    }
+}
+
+fn drive(ctl: &mut AutoStreams, now: &mut Instant, secs: u64, n: u32, cap: f64) {
+    for _ in 0..secs * 4 {
+        *now += Duration::from_millis(250);
+        let t = ours(ctl.streams(), n, cap);
+        ctl.handle_sample(*now, t);
+        while let Some(a) = ctl.poll_action() {
+            assert!(matches!(a, StreamAction::Add(k) | StreamAction::Retire(k) if k > 0));
+        }
+    }
+}
+
+#[test]
+fn climbs_to_the_true_saturation_point_and_stops() {
+    // True path: C1' = 200 (the default model, 155, under-estimates it): P_o(1 MB, 50 ms) = 25.8.
+    let truth = Model {
+        c1: 200.0,
+        ..Model::default()
+    };
+    let b_kb = 1024.0;
+    let p_true = truth.p_opt(50.0, b_kb);
+    let cap = RATE / p_true;
+    let start = Model::default().streams_for(Duration::from_millis(50), 1e9, 1 << 20);
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut ctl = AutoStreams::new(now, start, AutoConfig::default());
+    drive(&mut ctl, &mut now, 60, 0, cap);
+    let p = ctl.streams();
+    let frac = ours(p, 0, cap) / RATE;
+    // Cheapest configuration reaching 95 % of the best: ceil(0.95 * p_true).
+    let cheapest = (0.95 * p_true).ceil();
+    eprintln!(
+        "start {start}, true P_o {p_true:.1}, auto settled at {p} ({:.1}% of the bottleneck)",
+        frac * 100.0
+    );
+    assert!(ctl.is_steady());
+    assert!(frac >= 0.95, "throughput fraction {frac}");
+    assert!(
+        p as f64 <= 1.25 * cheapest,
+        "{p} streams vs cheapest {cheapest}"
+    );
+}
+
+#[test]
+fn backs_off_when_competitors_appear_and_recovers_after() {
+    let cap = RATE / 25.8;
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut ctl = AutoStreams::new(now, 20, AutoConfig::default());
+    drive(&mut ctl, &mut now, 20, 0, cap);
+    let alone = ctl.streams();
+    assert!(ctl.is_steady() && alone >= 24, "{alone}");
+    // 25 greedy flows arrive: our streams drop to a fair share each.
+    drive(&mut ctl, &mut now, 20, 25, cap);
+    let contended = ctl.streams();
+    let share_auto = ours(contended, 25, cap) / RATE;
+    let share_fixed = ours(alone, 25, cap) / RATE;
+    eprintln!("alone {alone} streams; with 25 competitors {contended} streams, share {share_auto:.2} vs {share_fixed:.2} had P stayed");
+    assert!(contended < alone, "backed off: {contended} < {alone}");
+    assert!(share_auto < share_fixed);
+    // Competitors leave; the periodic re-probe climbs back to saturation.
+    drive(&mut ctl, &mut now, 120, 0, cap);
+    let again = ctl.streams();
+    assert!(ours(again, 0, cap) / RATE >= 0.95, "recovered to {again}");
+}
