@@ -8,11 +8,15 @@ pub mod fluid;
 pub mod model;
 pub mod policy;
 pub mod sample;
+pub mod units;
 
 pub use auto::{AutoConfig, AutoStreams, StreamAction};
 pub use drs::{
     window_bounds, DrsAction, DrsConfig, DrsReceiver, DrsSender, RttSource, WindowBounds,
 };
 pub use model::{fit, saturation_point, Fit, FitPoint, Model, RecommendInput, Recommendation};
-pub use policy::{parse_size, BufferPolicy, Limit, LimitClassifier, LimitReport, ParseError};
+pub use policy::{
+    format_size, parse_size, BufferPolicy, Limit, LimitClassifier, LimitReport, ParseError,
+};
 pub use sample::TcpSample;
+pub use units::{parse_duration, parse_rate};

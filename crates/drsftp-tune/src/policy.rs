@@ -13,6 +13,10 @@ pub enum ParseError {
     Size(String),
     #[error("invalid buffer policy {0:?} (drs, kernel, or a size such as 4M)")]
     Policy(String),
+    #[error("invalid rate {0:?} (examples: 1gbit, 100mbit, 622Mbps, 10G)")]
+    Rate(String),
+    #[error("invalid duration {0:?} (examples: 50ms, 0.1s, 250us)")]
+    Duration(String),
 }
 
 /// Parse a byte size. Suffixes K/M/G (optionally followed by B or iB) are binary (1024-based), as in the seeds'

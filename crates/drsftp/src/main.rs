@@ -19,14 +19,19 @@ struct Cli {
 
 // Each subcommand lives in one file under cmd/; adding one touches this enum and cmd/mod.rs.
 #[derive(Subcommand, Debug)]
-enum Command {}
+enum Command {
+    /// Recommend parallel streams and buffer size for a path (seed 001 model), or fit the model.
+    Tune(cmd::tune::Args),
+}
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Tune(args) => cmd::tune::run(args),
+    };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {

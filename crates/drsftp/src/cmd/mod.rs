@@ -1,1 +1,2 @@
 //! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
+pub mod tune;
