@@ -426,6 +426,76 @@ mod tests {
         assert_eq!(a.reported, 200_000);
     }
 
+    /// Accept one connection on a listener whose receive buffer was set to `pre` (None: autotuning) before
+    /// listen, and return the accepted socket's receive window scale.
+    fn accepted_rcv_wscale(pre: Option<usize>) -> u8 {
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        if let Some(b) = pre {
+            set_recv_buf(&sock, b).unwrap();
+        }
+        sock.bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+        sock.listen(4).unwrap();
+        let l: TcpListener = sock.into();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        crate::tcp_info::tcp_info(&s).unwrap().rcv_wscale
+    }
+
+    #[test]
+    fn window_scale_is_fixed_by_the_buffer_in_force_at_listen() {
+        let auto = accepted_rcv_wscale(None);
+        let small = accepted_rcv_wscale(Some(32 * 1024));
+        let large = accepted_rcv_wscale(Some(4 << 20));
+        eprintln!(
+            "rcv_wscale: autotuning {auto}, 32K before listen {small}, 4M before listen {large}"
+        );
+        // A small SO_RCVBUF before listen caps the scale (so later growth is capped at 64K << scale); leaving
+        // autotuning or setting a large buffer first gives a scale sized for tcp_rmem[2]/rmem_max.
+        assert!(small < auto, "small {small} auto {auto}");
+        assert!(large > small);
+        assert!(auto >= 7, "scale {auto} covers >= 8 MB windows");
+    }
+
+    #[test]
+    fn window_clamp_follows_later_rcvbuf_changes() {
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        set_recv_buf(&sock, 4 << 20).unwrap();
+        sock.bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+        sock.listen(4).unwrap();
+        let l: TcpListener = sock.into();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let at_accept = window_clamp(&s).unwrap();
+        set_recv_buf(&s, 64 * 1024).unwrap();
+        let after_shrink = window_clamp(&s).unwrap();
+        let l2 = buf_limits().unwrap();
+        let grown = set_buf_best(&s, Dir::Recv, 16 << 20, l2.rmem_max).unwrap();
+        let after_grow = window_clamp(&s).unwrap();
+        set_window_clamp(&s, 12 << 20).unwrap();
+        let raised = window_clamp(&s).unwrap();
+        eprintln!("window_clamp: accept {at_accept}, after 64K {after_shrink}, after {grown:?} {after_grow}, raised {raised}");
+        // Linux fixes the clamp when the connection is set up (from the buffer in force then) and does not move
+        // it on later SO_RCVBUF changes: a connection set up with a small buffer can never open a large window
+        // unless TCP_WINDOW_CLAMP is raised explicitly (it can be, up to 64K << rcv_wscale).
+        assert_eq!(after_shrink, at_accept);
+        assert_eq!(after_grow, at_accept);
+        assert_eq!(raised, 12 << 20);
+    }
+
     #[test]
     fn clamp_lowat_and_congestion_roundtrip_on_connected_socket() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
