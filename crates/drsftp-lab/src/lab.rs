@@ -1,0 +1,443 @@
+//! `Lab`: an RAII guard over N network namespaces (`drs-NAME-hK`, host K = 198.18.0.K/24 on `tun0`) joined by the
+//! in-process forwarder thread; tears everything down on Drop, and a watchdog process does so if we die (Ctrl-C,
+//! panic=abort, SIGKILL).
+
+use std::io::Write as _;
+use std::net::Ipv4Addr;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use drsftp_netem::{LinkConfig, Profile, QueueLimit};
+use drsftp_sys::netns;
+use drsftp_sys::tun::{self, Tun, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN};
+
+use crate::forward::{self, ForwarderSpec, ForwarderStats};
+
+/// Why a lab could not be brought up (or torn down).
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("the WAN lab needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to create network namespaces; running as uid {0}")]
+    NotRoot(u32),
+    #[error("the WAN lab needs TUN devices: {0}")]
+    NoTun(String),
+    #[error("the WAN lab needs iproute2's `ip` command: {0}")]
+    NoIp(String),
+    #[error("invalid lab configuration: {0}")]
+    Config(String),
+    #[error("lab {0:?} already exists (namespaces drs-{0}-h*); run `drsftp lab down {0}`")]
+    Exists(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
+    let what = what.into();
+    move |source| LabError::Io { what, source }
+}
+
+/// Per-host TCP settings, applied inside each namespace (these sysctls are per network namespace).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TcpSettings {
+    /// `net.ipv4.tcp_congestion_control` (`cubic`, `bbr`, `reno`); `None` = namespace default (bbr here).
+    pub congestion: Option<String>,
+    /// `net.ipv4.tcp_rmem` as "min default max".
+    pub rmem: Option<String>,
+    /// `net.ipv4.tcp_wmem` as "min default max".
+    pub wmem: Option<String>,
+}
+
+/// The TCP settings in force in one host, read back after applying, plus the global limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpReport {
+    pub congestion: String,
+    pub rmem: String,
+    pub wmem: String,
+    /// Global (not settable per namespace): net.core.rmem_max / wmem_max.
+    pub rmem_max: String,
+    pub wmem_max: String,
+}
+
+impl std::fmt::Display for TcpReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cc={} tcp_rmem=\"{}\" tcp_wmem=\"{}\" (global rmem_max={} wmem_max={})",
+            self.congestion, self.rmem, self.wmem, self.rmem_max, self.wmem_max
+        )
+    }
+}
+
+/// Everything that defines a lab.
+#[derive(Debug, Clone)]
+pub struct LabConfig {
+    /// Lab name: 1-12 chars of [a-z0-9]; namespaces are `drs-NAME-hK`.
+    pub name: String,
+    /// Number of hosts (2..=250).
+    pub hosts: usize,
+    /// Each direction's link; `delay` is one-way (RTT/2). The seed is mixed per (src, dst) link.
+    pub link: LinkConfig,
+    /// Optional time-varying profile (RTT/rate/loss) applied to every link from lab start.
+    pub profile: Option<Profile>,
+    /// Interface MTU (default 1500).
+    pub mtu: u32,
+    /// Use IFF_VNET_HDR + TSO offload (GSO super-packets forwarded whole). Default true.
+    pub gso: bool,
+    pub tcp: TcpSettings,
+}
+
+impl LabConfig {
+    /// A lab of `hosts` hosts with the given RTT and rate, 1×BDP queue, no loss.
+    pub fn new(name: &str, hosts: usize, rtt: Duration, rate_bps: u64) -> LabConfig {
+        LabConfig {
+            name: name.to_string(),
+            hosts,
+            link: LinkConfig::new(rtt / 2, rate_bps).with_queue(QueueLimit::Bdp(1.0)),
+            profile: None,
+            mtu: 1500,
+            gso: true,
+            tcp: TcpSettings::default(),
+        }
+    }
+}
+
+/// One emulated host.
+#[derive(Debug, Clone)]
+pub struct HostInfo {
+    /// 1-based host number.
+    pub index: usize,
+    /// Namespace name (`drs-NAME-hK`).
+    pub netns: String,
+    pub addr: Ipv4Addr,
+}
+
+/// The lab's network: 198.18.0.0/24, host K at 198.18.0.K.
+pub const LAB_NET: [u8; 3] = [198, 18, 0];
+
+/// Namespace name of host `k` of lab `name`.
+pub fn netns_name(name: &str, k: usize) -> String {
+    format!("drs-{name}-h{k}")
+}
+
+/// Namespaces that belong to lab `name`.
+pub fn lab_namespaces(name: &str) -> Vec<String> {
+    let prefix = format!("drs-{name}-h");
+    netns::list()
+        .into_iter()
+        .filter(|n| {
+            n.strip_prefix(&prefix)
+                .is_some_and(|r| r.parse::<u32>().is_ok())
+        })
+        .collect()
+}
+
+/// Check the prerequisites (root, /dev/net/tun, `ip`); `Err` says what is missing. Tests call this to skip.
+pub fn check_prerequisites() -> Result<(), LabError> {
+    let uid = nix::unistd::geteuid().as_raw();
+    if uid != 0 {
+        return Err(LabError::NotRoot(uid));
+    }
+    tun::check_tun_available().map_err(LabError::NoTun)?;
+    Command::new("ip")
+        .arg("-V")
+        .output()
+        .map_err(|e| LabError::NoIp(e.to_string()))?;
+    Ok(())
+}
+
+/// Delete all namespaces of lab `name` (used by `lab down` for leftovers). Returns the names removed.
+pub fn remove_namespaces(name: &str) -> Vec<String> {
+    let v = lab_namespaces(name);
+    for ns in &v {
+        let _ = netns::delete(ns);
+    }
+    v
+}
+
+/// A running lab; dropping it removes the namespaces, TUN devices and forwarder thread.
+pub struct Lab {
+    cfg: LabConfig,
+    hosts: Vec<HostInfo>,
+    tcp: Vec<TcpReport>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<std::io::Result<()>>>,
+    stats: Arc<Mutex<ForwarderStats>>,
+    watchdog: Option<Child>,
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> Result<String, LabError> {
+    let out = cmd.output().map_err(io_err(what))?;
+    if !out.status.success() {
+        return Err(LabError::Io {
+            what: what.to_string(),
+            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn read_global(key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/")))
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+impl Lab {
+    /// Create the namespaces and TUN devices, apply TCP settings, start the forwarder.
+    pub fn up(cfg: LabConfig) -> Result<Lab, LabError> {
+        check_prerequisites()?;
+        if cfg.name.is_empty()
+            || cfg.name.len() > 12
+            || !cfg
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        {
+            return Err(LabError::Config(format!(
+                "name {:?} must be 1-12 chars of [a-z0-9]",
+                cfg.name
+            )));
+        }
+        if !(2..=250).contains(&cfg.hosts) {
+            return Err(LabError::Config(format!(
+                "hosts must be 2..=250, got {}",
+                cfg.hosts
+            )));
+        }
+        if !(576..=65_000).contains(&cfg.mtu) {
+            return Err(LabError::Config(format!(
+                "mtu must be 576..=65000, got {}",
+                cfg.mtu
+            )));
+        }
+        if !lab_namespaces(&cfg.name).is_empty() {
+            return Err(LabError::Exists(cfg.name.clone()));
+        }
+        let hosts: Vec<HostInfo> = (1..=cfg.hosts)
+            .map(|k| HostInfo {
+                index: k,
+                netns: netns_name(&cfg.name, k),
+                addr: Ipv4Addr::new(LAB_NET[0], LAB_NET[1], LAB_NET[2], k as u8),
+            })
+            .collect();
+        // Watchdog: its own process group (so Ctrl-C does not reach it); when our end of its stdin closes
+        // (normal drop or our death), it deletes the namespaces.
+        let script = format!(
+            "read _x; for ns in {}; do ip netns del \"$ns\" 2>/dev/null; done",
+            hosts
+                .iter()
+                .map(|h| h.netns.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(io_err("spawn watchdog"))?;
+        let mut lab = Lab {
+            cfg: cfg.clone(),
+            hosts: hosts.clone(),
+            tcp: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: None,
+            stats: Arc::new(Mutex::new(ForwarderStats::default())),
+            watchdog: Some(watchdog),
+        };
+        let mut tuns = Vec::new();
+        for h in &hosts {
+            netns::create(&h.netns).map_err(io_err(format!("create namespace {}", h.netns)))?;
+            let gso = cfg.gso;
+            let t = netns::run_in(&h.netns, move || -> std::io::Result<Tun> {
+                let t = Tun::open("tun0", gso)?;
+                if gso {
+                    t.set_offload(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN)?;
+                }
+                Ok(t)
+            })
+            .and_then(|r| r)
+            .map_err(io_err(format!("open TUN in {}", h.netns)))?;
+            tuns.push(t);
+            let ns = h.netns.as_str();
+            let addr = format!("{}/24", h.addr);
+            let mtu = cfg.mtu.to_string();
+            for args in [
+                vec!["-n", ns, "link", "set", "lo", "up"],
+                vec!["-n", ns, "addr", "add", &addr, "dev", "tun0"],
+                vec![
+                    "-n",
+                    ns,
+                    "link",
+                    "set",
+                    "tun0",
+                    "mtu",
+                    &mtu,
+                    "txqueuelen",
+                    "1000",
+                    "up",
+                ],
+            ] {
+                run_ok(
+                    Command::new("ip").args(&args),
+                    &format!("ip {}", args.join(" ")),
+                )?;
+            }
+            let mut sets = vec![
+                "net.ipv6.conf.all.disable_ipv6=1".to_string(),
+                "net.ipv6.conf.default.disable_ipv6=1".to_string(),
+                "net.ipv4.tcp_no_metrics_save=1".to_string(),
+            ];
+            if let Some(c) = &cfg.tcp.congestion {
+                sets.push(format!("net.ipv4.tcp_congestion_control={c}"));
+            }
+            if let Some(r) = &cfg.tcp.rmem {
+                sets.push(format!("net.ipv4.tcp_rmem={r}"));
+            }
+            if let Some(w) = &cfg.tcp.wmem {
+                sets.push(format!("net.ipv4.tcp_wmem={w}"));
+            }
+            run_ok(
+                Command::new("ip")
+                    .args(["netns", "exec", ns, "sysctl", "-q", "-w"])
+                    .args(&sets),
+                &format!("sysctl in {ns}"),
+            )?;
+            let got = run_ok(
+                Command::new("ip").args([
+                    "netns",
+                    "exec",
+                    ns,
+                    "sysctl",
+                    "-n",
+                    "net.ipv4.tcp_congestion_control",
+                    "net.ipv4.tcp_rmem",
+                    "net.ipv4.tcp_wmem",
+                ]),
+                "read back sysctls",
+            )?;
+            let l: Vec<String> = got
+                .lines()
+                .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+                .collect();
+            lab.tcp.push(TcpReport {
+                congestion: l.first().cloned().unwrap_or_default(),
+                rmem: l.get(1).cloned().unwrap_or_default(),
+                wmem: l.get(2).cloned().unwrap_or_default(),
+                rmem_max: read_global("net.core.rmem_max"),
+                wmem_max: read_global("net.core.wmem_max"),
+            });
+        }
+        let spec = ForwarderSpec {
+            tuns,
+            link: cfg.link.clone(),
+            profile: cfg.profile.clone(),
+            net: LAB_NET,
+        };
+        let (stop, stats) = (lab.stop.clone(), lab.stats.clone());
+        lab.thread = Some(
+            std::thread::Builder::new()
+                .name(format!("drs-fwd-{}", cfg.name))
+                .spawn(move || forward::run(spec, stop, stats))
+                .map_err(io_err("spawn forwarder"))?,
+        );
+        Ok(lab)
+    }
+
+    pub fn config(&self) -> &LabConfig {
+        &self.cfg
+    }
+
+    pub fn hosts(&self) -> &[HostInfo] {
+        &self.hosts
+    }
+
+    /// Host `k` (1-based). Panics if out of range.
+    pub fn host(&self, k: usize) -> &HostInfo {
+        &self.hosts[k - 1]
+    }
+
+    /// Address of host `k` (1-based).
+    pub fn addr(&self, k: usize) -> Ipv4Addr {
+        self.host(k).addr
+    }
+
+    /// TCP settings read back from host `k` (1-based) plus global limits.
+    pub fn tcp_report(&self, k: usize) -> &TcpReport {
+        &self.tcp[k - 1]
+    }
+
+    /// A `Command` running `program` inside host `k`'s namespace (via `ip netns exec`). Add args and spawn it.
+    pub fn exec(&self, k: usize, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.host(k).netns, program]);
+        c
+    }
+
+    /// Run `f` on a thread inside host `k`'s namespace (sockets created there stay there).
+    pub fn run_in<F, R>(&self, k: usize, f: F) -> std::io::Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        netns::run_in(&self.host(k).netns, f)
+    }
+
+    /// Latest forwarder counters (refreshed every ~200 ms).
+    pub fn stats(&self) -> ForwarderStats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// True while the forwarder thread is running.
+    pub fn forwarder_alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Tear down now, reporting errors (Drop does the same but ignores them).
+    pub fn down(mut self) -> Result<(), LabError> {
+        self.teardown()
+    }
+
+    fn teardown(&mut self) -> Result<(), LabError> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut res = Ok(());
+        if let Some(t) = self.thread.take() {
+            if let Ok(Err(e)) = t.join() {
+                res = Err(LabError::Io {
+                    what: "forwarder".into(),
+                    source: e,
+                });
+            }
+        }
+        for h in &self.hosts {
+            if let Err(e) = netns::delete(&h.netns) {
+                res = Err(LabError::Io {
+                    what: format!("delete {}", h.netns),
+                    source: e,
+                });
+            }
+        }
+        if let Some(mut w) = self.watchdog.take() {
+            if let Some(mut stdin) = w.stdin.take() {
+                let _ = stdin.write_all(b"\n");
+            }
+            let _ = w.wait();
+        }
+        res
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}

@@ -1,0 +1,94 @@
+//! Brings up a real 2-host lab (20 ms RTT, 100 Mbit/s), checks RTT accuracy and a TCP transfer, tears it down.
+//! Skips with a printed reason without root / TUN / iproute2.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use drsftp_lab::measure::udp_ping;
+use drsftp_lab::{check_prerequisites, lab_namespaces, Lab, LabConfig};
+
+#[test]
+fn two_host_lab_rtt_and_tcp_transfer() {
+    if let Err(why) = check_prerequisites() {
+        eprintln!("SKIP two_host_lab_rtt_and_tcp_transfer: {why}");
+        return;
+    }
+    let name = format!("t{}", std::process::id() % 1_000_000);
+    let cfg = LabConfig::new(&name, 2, Duration::from_millis(20), 100_000_000);
+    let lab = Lab::up(cfg).expect("lab up");
+    assert_eq!(lab_namespaces(&name).len(), 2);
+    assert_eq!(lab.addr(2).to_string(), "198.18.0.2");
+    eprintln!("h1 TCP: {}", lab.tcp_report(1));
+
+    let p = udp_ping(&lab, 1, 2, 20, Duration::from_millis(10)).expect("ping");
+    assert_eq!(p.lost, 0);
+    let mean_ms = p.mean().as_secs_f64() * 1e3;
+    eprintln!(
+        "RTT mean {mean_ms:.3} ms (min {:?} max {:?})",
+        p.min(),
+        p.max()
+    );
+    assert!(
+        (19.6..=20.4).contains(&mean_ms),
+        "RTT {mean_ms} ms not within 2% of 20 ms"
+    );
+
+    // 8 MB over TCP from host 1 to host 2 through the emulated link, checked byte for byte.
+    let a2 = lab.addr(2);
+    let listener = lab
+        .run_in(2, move || TcpListener::bind((a2, 0)))
+        .unwrap()
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let n = 8 << 20;
+    let rx = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut v = Vec::new();
+        s.read_to_end(&mut v).unwrap();
+        v
+    });
+    let client = lab
+        .run_in(1, move || TcpStream::connect((a2, port)))
+        .unwrap()
+        .unwrap();
+    let data: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+    let t = Instant::now();
+    let mut c = client;
+    c.write_all(&data).unwrap();
+    drop(c);
+    let got = rx.join().unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(got.len(), n);
+    assert!(got == data, "payload corrupted in transit");
+    let mbit = n as f64 * 8.0 / secs / 1e6;
+    eprintln!("8 MB in {secs:.2} s = {mbit:.1} Mbit/s");
+    // Cannot exceed the emulated 100 Mbit/s (plus slack for the 1xBDP queue's initial burst).
+    assert!(mbit < 105.0, "transfer faster than the link: {mbit} Mbit/s");
+    std::thread::sleep(Duration::from_millis(500)); // stats are published every ~200 ms
+    let st = lab.stats();
+    assert!(st.total().delivered_bytes > n as u64);
+    assert!(lab.forwarder_alive());
+
+    lab.down().expect("lab down");
+    assert!(lab_namespaces(&name).is_empty(), "namespaces left behind");
+}
+
+#[test]
+fn lab_up_rejects_bad_names_and_cleans_up_on_error() {
+    if let Err(why) = check_prerequisites() {
+        eprintln!("SKIP lab_up_rejects_bad_names_and_cleans_up_on_error: {why}");
+        return;
+    }
+    let bad = LabConfig::new("Bad-Name", 2, Duration::from_millis(1), 0);
+    assert!(matches!(Lab::up(bad), Err(drsftp_lab::LabError::Config(_))));
+    // A bogus congestion control name fails during setup; the partly built lab must vanish.
+    let name = format!("e{}", std::process::id() % 1_000_000);
+    let mut cfg = LabConfig::new(&name, 2, Duration::from_millis(1), 0);
+    cfg.tcp.congestion = Some("nosuchcc".into());
+    assert!(Lab::up(cfg).is_err());
+    assert!(
+        lab_namespaces(&name).is_empty(),
+        "namespaces left behind after failed up"
+    );
+}
