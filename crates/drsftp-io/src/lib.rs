@@ -4,4 +4,5 @@
 
 pub mod client;
 pub mod data;
+pub mod drs;
 pub mod server;

@@ -1,0 +1,387 @@
+//! Per-stream DRS driver for data sockets: window-scale set-up before connect/listen, then on each read it feeds
+//! the sans-IO `drsftp_tune::DrsReceiver`, reads TCP_INFO at most once per sampling interval, applies SO_RCVBUF
+//! changes, hands in-band SBUF probes back to the data engine, and records a buffer/RTT/throughput trace.
+//! The sender half applies SBUF requests to SO_SNDBUF. Synchronous (socket options only), usable on tokio streams.
+
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use drsftp_sys::sockopt::{self, BufLimits, Dir};
+use drsftp_sys::tcp_info::{tcp_info, TcpInfo};
+use drsftp_tune::{
+    BufferPolicy, DrsAction, DrsConfig, DrsReceiver, DrsSender, LimitClassifier, LimitReport,
+    TcpSample,
+};
+
+/// Convert the kernel's TCP_INFO into the tuner's portable sample.
+pub fn sample_of(i: &TcpInfo) -> TcpSample {
+    TcpSample {
+        rtt: i.rtt,
+        rcv_rtt: i.rcv_rtt,
+        min_rtt: i.min_rtt,
+        cwnd_bytes: i.cwnd_bytes(),
+        delivery_rate: i.delivery_rate,
+        bytes_received: i.bytes_received,
+        bytes_acked: i.bytes_acked,
+        rcv_space: i.rcv_space as u64,
+        busy_time: i.busy_time,
+        rwnd_limited: i.rwnd_limited,
+        sndbuf_limited: i.sndbuf_limited,
+    }
+}
+
+/// Largest receive buffer DRS may use on this host: rmem_max, or `want` if we may exceed it with SO_RCVBUFFORCE.
+pub fn drs_max_buf(limits: &BufLimits, want: u64, root: bool) -> u64 {
+    if root {
+        want
+    } else {
+        want.min(limits.rmem_max as u64)
+    }
+}
+
+/// Before `connect`/`listen`: arrange buffers so the window scale (and Linux's window clamp, which are both fixed
+/// at connection set-up) allow the largest window the policy may ever want.
+/// - `Kernel`: nothing (autotuning picks a scale for tcp_rmem[2]).
+/// - `Fixed(b)`: SO_RCVBUF and SO_SNDBUF = b (FORCE above the caps when permitted).
+/// - `Drs`: SO_RCVBUF = `drs_max` now; call [`after_connect`] to drop to the DRS starting size.
+pub fn prepare_socket(
+    fd: impl AsFd,
+    policy: BufferPolicy,
+    limits: &BufLimits,
+    drs_max: u64,
+) -> io::Result<()> {
+    let fd = fd.as_fd();
+    let e = |err: sockopt::SockoptError| io::Error::other(err);
+    match policy {
+        BufferPolicy::Kernel => {}
+        BufferPolicy::Fixed(b) => {
+            sockopt::set_buf_best(fd, Dir::Recv, b as usize, limits.rmem_max).map_err(e)?;
+            sockopt::set_buf_best(fd, Dir::Send, b as usize, limits.wmem_max).map_err(e)?;
+        }
+        BufferPolicy::Drs => {
+            sockopt::set_buf_best(fd, Dir::Recv, drs_max as usize, limits.rmem_max).map_err(e)?;
+        }
+    }
+    Ok(())
+}
+
+/// After `connect`/`accept` under `Drs`: set the receive buffer to DRS's starting size (the window clamp stays at
+/// the pre-connect maximum, so DRS can grow it again later).
+pub fn after_connect(
+    fd: impl AsFd,
+    policy: BufferPolicy,
+    limits: &BufLimits,
+    initial: u64,
+) -> io::Result<()> {
+    if policy == BufferPolicy::Drs {
+        sockopt::set_buf_best(fd, Dir::Recv, initial as usize, limits.rmem_max)
+            .map_err(io::Error::other)?;
+    }
+    Ok(())
+}
+
+/// One row of a transfer trace (`--trace FILE`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceRow {
+    pub t: Duration,
+    /// Receive buffer in force (setsockopt units; for `Kernel`, the kernel's rcv_space).
+    pub buffer: u64,
+    pub rtt: Duration,
+    pub bdp: u64,
+    pub bytes: u64,
+    /// Throughput since the previous row, bits/s.
+    pub bps: f64,
+}
+
+/// Write a trace as CSV: `t_s,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps`.
+pub fn write_trace_csv(mut w: impl Write, rows: &[TraceRow]) -> io::Result<()> {
+    writeln!(w, "t_s,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps")?;
+    for r in rows {
+        writeln!(
+            w,
+            "{:.3},{},{:.3},{},{},{:.3}",
+            r.t.as_secs_f64(),
+            r.buffer,
+            r.rtt.as_secs_f64() * 1e3,
+            r.bdp,
+            r.bytes,
+            r.bps / 1e6
+        )?;
+    }
+    Ok(())
+}
+
+/// Receiving end of one data stream.
+#[derive(Debug)]
+pub struct DrsStream {
+    apply: bool,
+    rx: DrsReceiver,
+    limits: BufLimits,
+    start: Instant,
+    next_info: Instant,
+    bytes: u64,
+    last_row: (Instant, u64),
+    trace: Vec<TraceRow>,
+    applied: Vec<u64>,
+}
+
+impl DrsStream {
+    /// `policy` Drs applies SO_RCVBUF; Kernel/Fixed only observe (trace, RTT) without touching the buffer.
+    pub fn new(now: Instant, policy: BufferPolicy, cfg: DrsConfig, limits: BufLimits) -> Self {
+        let apply = policy == BufferPolicy::Drs;
+        let cfg = if apply {
+            cfg
+        } else {
+            DrsConfig {
+                probes: false,
+                ..cfg
+            }
+        };
+        DrsStream {
+            apply,
+            rx: DrsReceiver::new(now, cfg),
+            limits,
+            start: now,
+            next_info: now,
+            bytes: 0,
+            last_row: (now, 0),
+            trace: vec![],
+            applied: vec![],
+        }
+    }
+
+    /// Call after every read of `n` payload bytes from `fd`. Returns in-band actions the engine must send
+    /// (only `SendSbufProbe`, and only if probes were enabled because the peer opted in).
+    pub fn on_read(&mut self, fd: impl AsFd, now: Instant, n: u64) -> io::Result<Vec<DrsAction>> {
+        self.bytes += n;
+        self.rx.handle_bytes(now, n);
+        self.poll(fd, now)
+    }
+
+    /// The peer echoed SBUF probe `id`.
+    pub fn on_sbuf_echo(&mut self, now: Instant, id: u64) {
+        self.rx.handle_sbuf_echo(now, id);
+    }
+
+    /// Timer/poll hook: reads TCP_INFO once per interval and applies pending actions.
+    pub fn poll(&mut self, fd: impl AsFd, now: Instant) -> io::Result<Vec<DrsAction>> {
+        let fd = fd.as_fd();
+        if now >= self.next_info {
+            let info = tcp_info(fd)?;
+            self.rx.handle_tcp_info(now, &sample_of(&info));
+            self.next_info = now + self.rx.interval();
+            let (t_prev, b_prev) = self.last_row;
+            let dt = now.saturating_duration_since(t_prev).as_secs_f64();
+            let buffer = if self.apply {
+                self.rx.buffer()
+            } else {
+                info.rcv_space as u64
+            };
+            self.trace.push(TraceRow {
+                t: now.saturating_duration_since(self.start),
+                buffer,
+                rtt: self.rx.rtt(),
+                bdp: self.rx.bdp_estimate(),
+                bytes: self.bytes,
+                bps: if dt > 0.0 {
+                    (self.bytes - b_prev) as f64 * 8.0 / dt
+                } else {
+                    0.0
+                },
+            });
+            self.last_row = (now, self.bytes);
+        }
+        if self.rx.poll_timeout().is_some_and(|t| now >= t) {
+            self.rx.handle_timeout(now);
+        }
+        let mut out = vec![];
+        while let Some(a) = self.rx.poll_action() {
+            match a {
+                DrsAction::SetRecvBuf(b) if self.apply => {
+                    sockopt::set_buf_best(fd, Dir::Recv, b as usize, self.limits.rmem_max)
+                        .map_err(io::Error::other)?;
+                    self.applied.push(b);
+                }
+                DrsAction::SetRecvBuf(_) => {}
+                other => out.push(other),
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn buffer(&self) -> u64 {
+        self.rx.buffer()
+    }
+    pub fn estimator(&self) -> &DrsReceiver {
+        &self.rx
+    }
+    pub fn trace(&self) -> &[TraceRow] {
+        &self.trace
+    }
+    /// Every SO_RCVBUF value applied, in order.
+    pub fn applied(&self) -> &[u64] {
+        &self.applied
+    }
+}
+
+/// Sending end of one data stream: applies SBUF requests to SO_SNDBUF and says what to reply.
+#[derive(Debug)]
+pub struct DrsSendStream {
+    tx: DrsSender,
+    limits: BufLimits,
+    classifier: LimitClassifier,
+}
+
+impl DrsSendStream {
+    pub fn new(initial: u64, limits: BufLimits, max_buf: u64) -> Self {
+        DrsSendStream {
+            tx: DrsSender::new(initial, 64 * 1024, max_buf),
+            limits,
+            classifier: LimitClassifier::new(),
+        }
+    }
+
+    /// Handle an SBUF request (in-band 0x02 or `SBUF <id> <size>`); returns the size to echo (0x01 / `200 SBUF`).
+    pub fn on_sbuf_request(
+        &mut self,
+        fd: impl AsFd,
+        now: Instant,
+        id: u64,
+        size: u64,
+    ) -> io::Result<u64> {
+        let fd = fd.as_fd();
+        let info = tcp_info(fd)?;
+        let s = sample_of(&info);
+        self.tx.handle_tcp_info(now, &s);
+        self.classifier.handle_tcp_info(now, &s);
+        self.tx.handle_sbuf_request(now, id, size);
+        let mut reply = size;
+        while let Some(a) = self.tx.poll_action() {
+            match a {
+                DrsAction::SetSendBuf(n) => {
+                    sockopt::set_buf_best(fd, Dir::Send, n as usize, self.limits.wmem_max)
+                        .map_err(io::Error::other)?;
+                }
+                DrsAction::SbufReply { size, .. } => reply = size,
+                _ => {}
+            }
+        }
+        Ok(reply)
+    }
+
+    /// Sample TCP_INFO for the limit classifier (call at the end of a transfer, and periodically if wanted).
+    pub fn observe(&mut self, fd: impl AsFd, now: Instant) -> io::Result<()> {
+        self.classifier
+            .handle_tcp_info(now, &sample_of(&tcp_info(fd)?));
+        Ok(())
+    }
+
+    /// Which limit bound this stream so far.
+    pub fn limits_report(&self) -> Option<LimitReport> {
+        self.classifier.report()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn drs_stream_applies_buffers_and_traces_a_loopback_transfer() {
+        let limits = sockopt::buf_limits().unwrap();
+        let policy = BufferPolicy::Drs;
+        let max = drs_max_buf(&limits, 16 << 20, false);
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        prepare_socket(&sock, policy, &limits, max).unwrap();
+        sock.bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+        sock.listen(1).unwrap();
+        let l: TcpListener = sock.into();
+        let addr = l.local_addr().unwrap();
+        const N: u64 = 64 << 20;
+        let writer = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            let chunk = vec![3u8; 1 << 16];
+            for _ in 0..N / chunk.len() as u64 {
+                c.write_all(&chunk).unwrap();
+            }
+        });
+        let (mut s, _) = l.accept().unwrap();
+        let cfg = DrsConfig {
+            initial_buf: 64 * 1024,
+            max_buf: max,
+            min_interval: Duration::from_millis(2),
+            ..DrsConfig::default()
+        };
+        after_connect(&s, policy, &limits, cfg.initial_buf).unwrap();
+        assert_eq!(sockopt::recv_buf(&s).unwrap(), 2 * 64 * 1024);
+        let t0 = Instant::now();
+        let mut d = DrsStream::new(t0, policy, cfg, limits);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut got = 0u64;
+        let mut probes = 0;
+        while got < N {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0);
+            got += n as u64;
+            for a in d.on_read(&s, Instant::now(), n as u64).unwrap() {
+                assert!(matches!(a, DrsAction::SendSbufProbe { .. }));
+                probes += 1;
+            }
+        }
+        writer.join().unwrap();
+        let rtt = d.estimator().rtt();
+        eprintln!(
+            "loopback DRS: {} trace rows, rtt {:?} ({:?}), applied {:?}, final SO_RCVBUF {}",
+            d.trace().len(),
+            rtt,
+            d.estimator().rtt_source(),
+            d.applied(),
+            sockopt::recv_buf(&s).unwrap()
+        );
+        assert!(!d.trace().is_empty());
+        assert_eq!(d.estimator().rtt_source(), drsftp_tune::RttSource::TcpInfo);
+        assert!(rtt < Duration::from_millis(50), "loopback rtt {rtt:?}");
+        // Every applied value is what the socket reports (halved), within the cap.
+        if let Some(&last) = d.applied().last() {
+            assert_eq!(
+                sockopt::recv_buf(&s).unwrap() as u64,
+                2 * last.min(limits.rmem_max as u64)
+            );
+        }
+        assert!(probes >= 1, "announcement probe handed to the engine");
+        let mut csv = vec![];
+        write_trace_csv(&mut csv, d.trace()).unwrap();
+        let text = String::from_utf8(csv).unwrap();
+        assert!(text.starts_with("t_s,buffer_bytes,rtt_ms"));
+        assert_eq!(text.lines().count(), d.trace().len() + 1);
+    }
+
+    #[test]
+    fn sender_applies_sbuf_request_to_sndbuf() {
+        let limits = sockopt::buf_limits().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _s = l.accept().unwrap();
+        let mut tx = DrsSendStream::new(128 * 1024, limits, 2 << 20);
+        let reply = tx.on_sbuf_request(&c, Instant::now(), 9, 1 << 20).unwrap();
+        assert_eq!(reply, 1 << 20);
+        assert_eq!(sockopt::send_buf(&c).unwrap(), 2 << 20);
+        let reply = tx
+            .on_sbuf_request(&c, Instant::now(), 10, 64 << 20)
+            .unwrap();
+        assert_eq!(reply, 2 << 20, "capped at the sender's max");
+        tx.observe(&c, Instant::now() + Duration::from_millis(1))
+            .unwrap();
+        assert!(tx.limits_report().is_some());
+    }
+}
