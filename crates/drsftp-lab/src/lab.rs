@@ -298,7 +298,23 @@ impl Lab {
                 "net.ipv4.tcp_no_metrics_save=1".to_string(),
             ];
             if let Some(c) = &cfg.tcp.congestion {
-                sets.push(format!("net.ipv4.tcp_congestion_control={c}"));
+                // A non-initial namespace may only default to an algorithm in the *global*
+                // net.ipv4.tcp_allowed_congestion_control list (EPERM otherwise); say so instead of a bare sysctl error.
+                let r = run_ok(
+                    Command::new("ip")
+                        .args(["netns", "exec", ns, "sysctl", "-q", "-w"])
+                        .arg(format!("net.ipv4.tcp_congestion_control={c}")),
+                    "set congestion control",
+                );
+                if r.is_err() {
+                    return Err(LabError::Config(format!(
+                        "cannot make {c:?} the default congestion control in {ns}: a namespace may only default to an algorithm \
+                         in the global net.ipv4.tcp_allowed_congestion_control (now \"{}\"). Set it per socket instead \
+                         (TCP_CONGESTION as root, e.g. iperf3 -C {c}), or allow it machine-wide with \
+                         sysctl -w net.ipv4.tcp_allowed_congestion_control=\"... {c}\"",
+                        read_global("net.ipv4.tcp_allowed_congestion_control")
+                    )));
+                }
             }
             if let Some(r) = &cfg.tcp.rmem {
                 sets.push(format!("net.ipv4.tcp_rmem={r}"));

@@ -18,6 +18,8 @@
 //! # drop(out);
 //! ```
 
+pub mod bench;
+pub mod daemon;
 pub mod forward;
 pub mod lab;
 pub mod measure;

@@ -1,7 +1,7 @@
 //! Measurements through a running lab: UDP echo RTT probes (no `ping` binary needed) and iperf3 TCP/UDP runs
 //! parsed from iperf3's JSON output.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -61,7 +61,7 @@ pub fn udp_ping(
     let mut buf = [0u8; 64];
     for seq in 0..count as u64 {
         let t = Instant::now();
-        sock.send_to(&seq.to_be_bytes(), SocketAddr::from(echo_addr))?;
+        sock.send_to(&seq.to_be_bytes(), echo_addr)?;
         let mut got = false;
         while t.elapsed() < Duration::from_secs(3) {
             match sock.recv_from(&mut buf) {
@@ -96,6 +96,9 @@ pub struct IperfResult {
     pub udp_lost: u64,
     /// Seconds measured.
     pub seconds: f64,
+    /// Congestion control actually used by the sender and receiver sockets (from iperf3).
+    pub sender_cc: String,
+    pub receiver_cc: String,
 }
 
 /// Error from an iperf3 run.
@@ -144,6 +147,14 @@ pub fn iperf3(
     let end = &v["end"];
     let f = |x: &serde_json::Value| x.as_f64().unwrap_or(0.0);
     let mut r = IperfResult::default();
+    r.sender_cc = end["sender_tcp_congestion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    r.receiver_cc = end["receiver_tcp_congestion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     if end.get("sum_received").is_some() {
         r.bits_per_second = f(&end["sum_received"]["bits_per_second"]);
         r.seconds = f(&end["sum_received"]["seconds"]);

@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Recommend parallel streams and buffer size for a path (seed 001 model), or fit the model.
     Tune(cmd::tune::Args),
+    /// WAN lab: emulated hosts in network namespaces joined by a user-space link emulator.
+    Lab(cmd::lab::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -31,6 +33,7 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let result: anyhow::Result<()> = match cli.command {
         Command::Tune(args) => cmd::tune::run(args),
+        Command::Lab(args) => cmd::lab::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,2 +1,3 @@
 //! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
+pub mod lab;
 pub mod tune;

@@ -1,0 +1,428 @@
+//! `drsftp lab up|down|exec|status|bench`: the WAN lab from the command line. `up` daemonises a `lab serve`
+//! process that owns the lab (namespaces, TUN devices, forwarder); its PID, config and stats live in
+//! /run/drsftp-lab/NAME/.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use drsftp_lab::daemon::{pid_alive, terminate, TermSignals};
+use drsftp_lab::{bench, check_prerequisites, lab_namespaces, remove_namespaces, Lab, LabConfig};
+use drsftp_netem::{
+    parse_duration, parse_probability, parse_queue, parse_rate, LossModel, Profile,
+};
+
+const STATE_DIR: &str = "/run/drsftp-lab";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: LabCmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum LabCmd {
+    /// Bring up lab NAME: N namespaces drs-NAME-hK (198.18.0.K/24) joined by an emulated WAN; daemonises.
+    Up(UpArgs),
+    /// (internal) Run lab NAME in the foreground until SIGTERM/SIGINT; used by `up`.
+    #[command(hide = true)]
+    Serve(UpArgs),
+    /// Tear down lab NAME (forwarder, namespaces, TUN devices).
+    Down { name: String },
+    /// Run a command inside host HOST (1, h1 or 198.18.0.1) of lab NAME.
+    Exec {
+        name: String,
+        host: String,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// List labs, their hosts and forwarder counters.
+    Status,
+    /// Measure RTT/rate/loss accuracy, forwarder ceiling and the 100 Mbit/s · 100 ms baseline table.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Lab name, 1-12 chars of [a-z0-9].
+    name: String,
+    /// Round-trip time (each direction gets half).
+    #[arg(long, default_value = "100ms")]
+    rtt: String,
+    /// Bottleneck rate per direction per host pair (e.g. 100mbit, 1gbit; 0 = unlimited).
+    #[arg(long, default_value = "100mbit")]
+    rate: String,
+    /// Bernoulli loss per direction (e.g. 0.1%).
+    #[arg(long)]
+    loss: Option<String>,
+    /// Gilbert-Elliott loss instead: "p_gb,p_bg,loss_good,loss_bad" (probabilities, % allowed).
+    #[arg(long, conflicts_with = "loss")]
+    ge: Option<String>,
+    /// Uniform jitter (delay ± jitter, never reordering by itself).
+    #[arg(long)]
+    jitter: Option<String>,
+    /// Reordering probability (held back by 1 ms).
+    #[arg(long)]
+    reorder: Option<String>,
+    /// Duplication probability.
+    #[arg(long)]
+    duplicate: Option<String>,
+    /// Drop-tail queue: 1bdp, 2xbdp, 64KB, 12.5MB, unlimited.
+    #[arg(long, default_value = "1bdp")]
+    queue: String,
+    /// Number of hosts.
+    #[arg(long, default_value_t = 4)]
+    hosts: usize,
+    /// Time-varying profile: a file (see drsftp-netem Profile docs) or a built-in name (lanl-ny).
+    #[arg(long)]
+    profile: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Congestion control in every host (cubic, bbr, reno); default: namespace default (bbr).
+    #[arg(long)]
+    cc: Option<String>,
+    /// tcp_rmem "min default max" in every host.
+    #[arg(long)]
+    tcp_rmem: Option<String>,
+    /// tcp_wmem "min default max" in every host.
+    #[arg(long)]
+    tcp_wmem: Option<String>,
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
+    /// Disable vnet-hdr/TSO (one MTU packet per read).
+    #[arg(long)]
+    no_gso: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// iperf3 seconds per run.
+    #[arg(long, default_value_t = 10)]
+    secs: u32,
+    /// Comma list of parts: rtt,rate,loss,ceiling,baseline (default all).
+    #[arg(long, default_value = "rtt,rate,loss,ceiling,baseline")]
+    only: String,
+    /// Also write the Markdown report here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn build_config(a: &UpArgs) -> anyhow::Result<LabConfig> {
+    let rtt = parse_duration(&a.rtt)?;
+    let rate = parse_rate(&a.rate)?;
+    let mut cfg = LabConfig::new(&a.name, a.hosts, rtt, rate);
+    cfg.link.queue = parse_queue(&a.queue)?;
+    cfg.link.seed = a.seed;
+    if let Some(l) = &a.loss {
+        cfg.link.loss = LossModel::Bernoulli {
+            p: parse_probability(l)?,
+        };
+    }
+    if let Some(g) = &a.ge {
+        let v: Vec<f64> = g
+            .split(',')
+            .map(parse_probability)
+            .collect::<Result<_, _>>()?;
+        let [p_gb, p_bg, loss_good, loss_bad] = v[..] else {
+            bail!("--ge needs 4 comma-separated probabilities")
+        };
+        cfg.link.loss = LossModel::GilbertElliott {
+            p_gb,
+            p_bg,
+            loss_good,
+            loss_bad,
+        };
+    }
+    if let Some(j) = &a.jitter {
+        cfg.link.jitter = parse_duration(j)?;
+    }
+    if let Some(r) = &a.reorder {
+        cfg.link.reorder = parse_probability(r)?;
+    }
+    if let Some(d) = &a.duplicate {
+        cfg.link.duplicate = parse_probability(d)?;
+    }
+    if let Some(p) = &a.profile {
+        cfg.profile = Some(match Profile::builtin(p) {
+            Some(b) => b,
+            None => Profile::parse(
+                &std::fs::read_to_string(p).with_context(|| format!("read profile {p}"))?,
+            )?,
+        });
+    }
+    cfg.mtu = a.mtu;
+    cfg.gso = !a.no_gso;
+    cfg.tcp.congestion = a.cc.clone();
+    cfg.tcp.rmem = a.tcp_rmem.clone();
+    cfg.tcp.wmem = a.tcp_wmem.clone();
+    Ok(cfg)
+}
+
+fn state_dir(name: &str) -> PathBuf {
+    PathBuf::from(STATE_DIR).join(name)
+}
+
+fn read_pid(name: &str) -> Option<i32> {
+    std::fs::read_to_string(state_dir(name).join("pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn describe(lab: &Lab, a: &UpArgs) -> String {
+    let mut s = format!(
+        "lab {}: {} hosts, rtt={} rate={} queue={} loss={} jitter={} profile={} mtu={} gso={}\n",
+        a.name,
+        a.hosts,
+        a.rtt,
+        a.rate,
+        a.queue,
+        a.loss.as_deref().or(a.ge.as_deref()).unwrap_or("0"),
+        a.jitter.as_deref().unwrap_or("0"),
+        a.profile.as_deref().unwrap_or("-"),
+        a.mtu,
+        !a.no_gso
+    );
+    for h in lab.hosts() {
+        s += &format!(
+            "  h{} {} netns {}  TCP: {}\n",
+            h.index,
+            h.addr,
+            h.netns,
+            lab.tcp_report(h.index)
+        );
+    }
+    s
+}
+
+fn up(a: UpArgs) -> anyhow::Result<()> {
+    check_prerequisites()?;
+    build_config(&a)?; // validate before daemonising
+    let dir = state_dir(&a.name);
+    if let Some(pid) = read_pid(&a.name) {
+        if pid_alive(pid) {
+            bail!("lab {} is already up (pid {pid})", a.name);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let log = std::fs::File::create(dir.join("log"))?;
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let i = args
+        .iter()
+        .position(|x| x == "up")
+        .context("cannot find `up` in argv")?;
+    args[i] = "serve".into();
+    let mut child = {
+        use std::os::unix::process::CommandExt;
+        Command::new(std::env::current_exe()?)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()?
+    };
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) {
+        if dir.join("ready").exists() {
+            print!(
+                "{}",
+                std::fs::read_to_string(dir.join("info")).unwrap_or_default()
+            );
+            println!("forwarder pid {} (state in {})", child.id(), dir.display());
+            return Ok(());
+        }
+        if let Some(st) = child.try_wait()? {
+            let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+            let _ = std::fs::remove_dir_all(&dir);
+            bail!("lab serve exited ({st}):\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!(
+        "lab {} did not become ready in 30 s; see {}/log",
+        a.name,
+        dir.display()
+    )
+}
+
+fn serve(a: UpArgs) -> anyhow::Result<()> {
+    let set = TermSignals::block()?; // inherited by the forwarder thread; we wait for them below
+    let cfg = build_config(&a)?;
+    let dir = state_dir(&a.name);
+    std::fs::create_dir_all(&dir)?;
+    let lab = Lab::up(cfg)?;
+    std::fs::write(dir.join("pid"), std::process::id().to_string())?;
+    std::fs::write(dir.join("info"), describe(&lab, &a))?;
+    std::fs::write(dir.join("ready"), "")?;
+    let lab = std::sync::Arc::new(lab);
+    let l2 = lab.clone();
+    let sdir = dir.clone();
+    std::thread::spawn(move || loop {
+        let st = l2.stats();
+        let mut s = String::new();
+        for (i, row) in st.links.iter().enumerate() {
+            for (j, l) in row.iter().enumerate() {
+                if i != j && l.sent_pkts > 0 {
+                    s += &format!(
+                        "h{}->h{}: sent {} pkts / {} B, delivered {} / {} B, dropped queue {} loss {}, max backlog {} B\n",
+                        i + 1,
+                        j + 1,
+                        l.sent_pkts,
+                        l.sent_bytes,
+                        l.delivered_pkts,
+                        l.delivered_bytes,
+                        l.dropped_queue_pkts,
+                        l.dropped_loss_pkts,
+                        l.max_backlog_bytes
+                    );
+                }
+            }
+        }
+        s += &format!(
+            "read {} (gso {}), unroutable {}, write errors {}\n",
+            st.read_pkts, st.gso_pkts, st.unroutable_pkts, st.write_errors
+        );
+        let _ = std::fs::write(sdir.join("stats"), s);
+        std::thread::sleep(Duration::from_secs(1));
+    });
+    let sig = set.wait()?;
+    eprintln!("lab {}: {sig}, tearing down", a.name);
+    let _ = std::fs::remove_file(dir.join("ready"));
+    match std::sync::Arc::try_unwrap(lab) {
+        Ok(lab) => lab.down()?,
+        Err(arc) => drop(arc), // stats thread still holds a clone; teardown by name below
+    }
+    remove_namespaces(&a.name);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn down(name: &str) -> anyhow::Result<()> {
+    let mut stopped = false;
+    if let Some(pid) = read_pid(name) {
+        if pid_alive(pid) {
+            terminate(pid)?;
+            let t = Instant::now();
+            while pid_alive(pid) && t.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if pid_alive(pid) {
+                bail!("lab {name}: forwarder pid {pid} did not exit after SIGTERM");
+            }
+            stopped = true;
+        }
+    }
+    let left = remove_namespaces(name);
+    let _ = std::fs::remove_dir_all(state_dir(name));
+    if !stopped && left.is_empty() {
+        bail!("no lab named {name}");
+    }
+    println!(
+        "lab {name} down{}",
+        if left.is_empty() {
+            String::new()
+        } else {
+            format!(" (removed leftover {})", left.join(" "))
+        }
+    );
+    Ok(())
+}
+
+fn status() -> anyhow::Result<()> {
+    let mut names: Vec<String> = std::fs::read_dir(STATE_DIR)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    if names.is_empty() {
+        println!("no labs under {STATE_DIR}");
+    }
+    for n in &names {
+        let dir = state_dir(n);
+        let pid = read_pid(n);
+        let alive = pid.is_some_and(pid_alive);
+        println!(
+            "== {n}: pid {} {}",
+            pid.map(|p| p.to_string()).unwrap_or("-".into()),
+            if alive { "running" } else { "NOT running" }
+        );
+        print!(
+            "{}",
+            std::fs::read_to_string(dir.join("info")).unwrap_or_default()
+        );
+        print!(
+            "{}",
+            std::fs::read_to_string(dir.join("stats")).unwrap_or_default()
+        );
+    }
+    let stray: Vec<String> = drsftp_sys::netns::list()
+        .into_iter()
+        .filter(|ns| {
+            ns.starts_with("drs-") && !names.iter().any(|n| ns.starts_with(&format!("drs-{n}-h")))
+        })
+        .collect();
+    if !stray.is_empty() {
+        println!(
+            "namespaces with prefix drs- not owned by a running `lab up`: {}",
+            stray.join(" ")
+        );
+    }
+    Ok(())
+}
+
+fn exec(name: &str, host: &str, cmd: &[String]) -> anyhow::Result<()> {
+    let k: usize = host
+        .trim_start_matches('h')
+        .rsplit('.')
+        .next()
+        .unwrap_or("")
+        .parse()
+        .with_context(|| format!("bad host {host:?} (1, h1 or 198.18.0.1)"))?;
+    let ns = drsftp_lab::netns_name(name, k);
+    if !lab_namespaces(name).contains(&ns) {
+        bail!("lab {name} has no host {k} (namespace {ns} missing)");
+    }
+    let st = Command::new("ip")
+        .args(["netns", "exec", &ns])
+        .args(cmd)
+        .status()?;
+    let _ = std::io::stdout().flush();
+    std::process::exit(st.code().unwrap_or(1));
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.cmd {
+        LabCmd::Up(a) => up(a),
+        LabCmd::Serve(a) => serve(a),
+        LabCmd::Down { name } => down(&name),
+        LabCmd::Exec { name, host, cmd } => exec(&name, &host, &cmd),
+        LabCmd::Status => status(),
+        LabCmd::Bench(b) => {
+            check_prerequisites()?;
+            let has = |p: &str| b.only.split(',').any(|x| x.trim() == p);
+            let opts = bench::BenchOptions {
+                prefix: format!("b{}x", std::process::id() % 100_000),
+                secs: b.secs,
+                rtt: has("rtt"),
+                rate: has("rate"),
+                loss: has("loss"),
+                ceiling: has("ceiling"),
+                baseline: has("baseline"),
+            };
+            let md = bench::run(&opts);
+            if let Some(p) = b.out {
+                std::fs::write(&p, md).with_context(|| format!("write {}", p.display()))?;
+            }
+            Ok(())
+        }
+    }
+}
