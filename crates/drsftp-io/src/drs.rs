@@ -66,19 +66,88 @@ pub fn prepare_socket(
     Ok(())
 }
 
-/// After `connect`/`accept` under `Drs`: set the receive buffer to DRS's starting size (the window clamp stays at
-/// the pre-connect maximum, so DRS can grow it again later).
+/// How DRS imposes its window on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrsKnob {
+    /// Seeds 000/003: shrink SO_RCVBUF after connect and resize it. On Linux 6.x a locked buffer shrunk after
+    /// set-up pins `rcv_ssthresh` (the advertised window stops growing when SO_RCVBUF is raised again); see
+    /// docs/drs.md. Kept for comparison.
+    RecvBuf,
+    /// Keep the large pre-connect SO_RCVBUF as a ceiling and move TCP_WINDOW_CLAMP (the advertised-window bound)
+    /// instead; raising the clamp also raises `rcv_ssthresh`. Receive memory is bounded by the window.
+    WindowClamp,
+}
+
+/// After `connect`/`accept` under `Drs`: impose DRS's starting window via `knob`.
 pub fn after_connect(
     fd: impl AsFd,
     policy: BufferPolicy,
     limits: &BufLimits,
     initial: u64,
+    knob: DrsKnob,
 ) -> io::Result<()> {
     if policy == BufferPolicy::Drs {
-        sockopt::set_buf_best(fd, Dir::Recv, initial as usize, limits.rmem_max)
-            .map_err(io::Error::other)?;
+        apply_knob(fd.as_fd(), knob, limits, initial)?;
     }
     Ok(())
+}
+
+fn apply_knob(
+    fd: std::os::fd::BorrowedFd<'_>,
+    knob: DrsKnob,
+    limits: &BufLimits,
+    n: u64,
+) -> io::Result<()> {
+    match knob {
+        DrsKnob::RecvBuf => {
+            sockopt::set_buf_best(fd, Dir::Recv, n as usize, limits.rmem_max)
+                .map_err(io::Error::other)?;
+        }
+        DrsKnob::WindowClamp => {
+            sockopt::set_window_clamp(fd, n as usize).map_err(io::Error::other)?
+        }
+    }
+    Ok(())
+}
+
+/// A listening socket with `policy`'s pre-listen buffers (window scale), bound to `addr`.
+pub fn listen_with(
+    addr: std::net::SocketAddr,
+    policy: BufferPolicy,
+    limits: &BufLimits,
+    drs_max: u64,
+) -> io::Result<std::net::TcpListener> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    s.set_reuse_address(true)?;
+    prepare_socket(&s, policy, limits, drs_max)?;
+    s.bind(&addr.into())?;
+    s.listen(128)?;
+    Ok(s.into())
+}
+
+/// A blocking connect with `policy`'s pre-connect buffers and an optional congestion control (`cubic`, `bbr`).
+pub fn connect_with(
+    addr: std::net::SocketAddr,
+    policy: BufferPolicy,
+    limits: &BufLimits,
+    drs_max: u64,
+    congestion: Option<&str>,
+) -> io::Result<std::net::TcpStream> {
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    if let Some(cc) = congestion {
+        sockopt::set_congestion(&s, cc).map_err(io::Error::other)?;
+    }
+    prepare_socket(&s, policy, limits, drs_max)?;
+    s.connect(&addr.into())?;
+    Ok(s.into())
 }
 
 /// One row of a transfer trace (`--trace FILE`).
@@ -92,21 +161,29 @@ pub struct TraceRow {
     pub bytes: u64,
     /// Throughput since the previous row, bits/s.
     pub bps: f64,
+    /// Window the kernel actually advertises (tcpi_rcv_wnd) and its growth threshold (tcpi_rcv_ssthresh).
+    pub rcv_wnd: u32,
+    pub rcv_ssthresh: u32,
 }
 
 /// Write a trace as CSV: `t_s,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps`.
 pub fn write_trace_csv(mut w: impl Write, rows: &[TraceRow]) -> io::Result<()> {
-    writeln!(w, "t_s,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps")?;
+    writeln!(
+        w,
+        "t_s,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps,rcv_wnd,rcv_ssthresh"
+    )?;
     for r in rows {
         writeln!(
             w,
-            "{:.3},{},{:.3},{},{},{:.3}",
+            "{:.3},{},{:.3},{},{},{:.3},{},{}",
             r.t.as_secs_f64(),
             r.buffer,
             r.rtt.as_secs_f64() * 1e3,
             r.bdp,
             r.bytes,
-            r.bps / 1e6
+            r.bps / 1e6,
+            r.rcv_wnd,
+            r.rcv_ssthresh
         )?;
     }
     Ok(())
@@ -116,6 +193,7 @@ pub fn write_trace_csv(mut w: impl Write, rows: &[TraceRow]) -> io::Result<()> {
 #[derive(Debug)]
 pub struct DrsStream {
     apply: bool,
+    knob: DrsKnob,
     rx: DrsReceiver,
     limits: BufLimits,
     start: Instant,
@@ -140,6 +218,7 @@ impl DrsStream {
         };
         DrsStream {
             apply,
+            knob: DrsKnob::WindowClamp,
             rx: DrsReceiver::new(now, cfg),
             limits,
             start: now,
@@ -184,6 +263,8 @@ impl DrsStream {
                 rtt: self.rx.rtt(),
                 bdp: self.rx.bdp_estimate(),
                 bytes: self.bytes,
+                rcv_wnd: info.rcv_wnd,
+                rcv_ssthresh: info.rcv_ssthresh,
                 bps: if dt > 0.0 {
                     (self.bytes - b_prev) as f64 * 8.0 / dt
                 } else {
@@ -199,8 +280,7 @@ impl DrsStream {
         while let Some(a) = self.rx.poll_action() {
             match a {
                 DrsAction::SetRecvBuf(b) if self.apply => {
-                    sockopt::set_buf_best(fd, Dir::Recv, b as usize, self.limits.rmem_max)
-                        .map_err(io::Error::other)?;
+                    apply_knob(fd, self.knob, &self.limits, b)?;
                     self.applied.push(b);
                 }
                 DrsAction::SetRecvBuf(_) => {}
@@ -210,6 +290,11 @@ impl DrsStream {
         Ok(out)
     }
 
+    /// Choose how the window is imposed (default [`DrsKnob::WindowClamp`]); must match [`after_connect`].
+    pub fn with_knob(mut self, knob: DrsKnob) -> Self {
+        self.knob = knob;
+        self
+    }
     pub fn buffer(&self) -> u64 {
         self.rx.buffer()
     }
@@ -322,10 +407,10 @@ mod tests {
             min_interval: Duration::from_millis(2),
             ..DrsConfig::default()
         };
-        after_connect(&s, policy, &limits, cfg.initial_buf).unwrap();
+        after_connect(&s, policy, &limits, cfg.initial_buf, DrsKnob::RecvBuf).unwrap();
         assert_eq!(sockopt::recv_buf(&s).unwrap(), 2 * 64 * 1024);
         let t0 = Instant::now();
-        let mut d = DrsStream::new(t0, policy, cfg, limits);
+        let mut d = DrsStream::new(t0, policy, cfg, limits).with_knob(DrsKnob::RecvBuf);
         let mut buf = vec![0u8; 1 << 16];
         let mut got = 0u64;
         let mut probes = 0;

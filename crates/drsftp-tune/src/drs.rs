@@ -57,6 +57,8 @@ pub struct DrsConfig {
     pub min_probe_gap: Duration,
     /// Ignore buffer changes smaller than this fraction of the current buffer (syscall and SBUF churn).
     pub hysteresis: f64,
+    /// Buffer = `gain` x BDP estimate (seeds: 2, for a sender doubling its window each RTT in slow start).
+    pub gain: f64,
 }
 
 impl Default for DrsConfig {
@@ -74,6 +76,7 @@ impl Default for DrsConfig {
             rtt_stale_rtts: 16,
             min_probe_gap: Duration::from_millis(500),
             hysteresis: 0.125,
+            gain: 2.0,
         }
     }
 }
@@ -240,7 +243,7 @@ impl DrsReceiver {
         }
         let cur = self.buf;
         let mut next = cur;
-        let want = bdp.saturating_mul(2);
+        let want = (bdp as f64 * self.cfg.gain) as u64;
         if want > cur {
             // Grow at once: in slow start the sender may double every RTT (seed 000 §4.3).
             next = want;

@@ -40,11 +40,39 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Benchmark buffer policies (64K, 212.5K, 16M, kernel, drs) with raw TCP on a 2-host WAN lab of --rtt and
+    /// --rate (needs root); prints throughput, buffer memory and ratios. Markdown table on stdout.
+    #[arg(long)]
+    bench_drs: bool,
+    /// Bench: bytes per transfer (a transfer also stops after --bench-secs).
+    #[arg(long, default_value = "64M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    bench_size: u64,
+    /// Bench: time cap per transfer, seconds.
+    #[arg(long, default_value_t = 12.0)]
+    bench_secs: f64,
+    /// Bench: congestion controls to run, comma-separated.
+    #[arg(long, default_value = "cubic,bbr")]
+    bench_cc: String,
+    /// Bench: how DRS imposes its window: clamp (TCP_WINDOW_CLAMP) or rcvbuf (SO_RCVBUF, the seeds' way).
+    #[arg(long, default_value = "clamp")]
+    bench_knob: String,
+    /// Bench: DRS gain (buffer = gain x BDP estimate).
+    #[arg(long, default_value_t = 2.0)]
+    bench_drs_gain: f64,
+    /// Bench: write each transfer's buffer/RTT/throughput trace as CSV into this directory.
+    #[arg(long)]
+    bench_trace: Option<std::path::PathBuf>,
+    /// Bench: receiver's tcp_rmem (e.g. "4096 131072 262144") to emulate a host whose autotuning cap is below BDP.
+    #[arg(long)]
+    bench_rmem: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.fit {
         return run_fit(path, args.json);
+    }
+    if args.bench_drs {
+        return bench::run(&args);
     }
     let (Some(rtt), Some(rate)) = (args.rtt, args.rate) else {
         bail!("--rtt and --rate are required (or --fit FILE)");
@@ -145,4 +173,243 @@ fn run_fit(path: &std::path::Path, json: bool) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--bench-drs`: raw-TCP buffer-policy benchmark on a 2-host lab (host 1 sends to host 2).
+mod bench {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    use anyhow::{anyhow, Context};
+    use drsftp_io::drs::{
+        after_connect, connect_with, drs_max_buf, listen_with, DrsKnob, DrsStream,
+    };
+    use drsftp_lab::{Lab, LabConfig, TcpSettings};
+    use drsftp_sys::{sockopt, tcp_info::tcp_info};
+    use drsftp_tune::{format_size, BufferPolicy, DrsConfig};
+
+    struct Row {
+        policy: BufferPolicy,
+        cc: String,
+        bytes: u64,
+        secs: f64,
+        mean_buf: f64,
+        max_buf: u64,
+        rwnd_frac: f64,
+    }
+
+    impl Row {
+        fn mbps(&self) -> f64 {
+            self.bytes as f64 * 8.0 / self.secs / 1e6
+        }
+        fn per_mb(&self) -> f64 {
+            self.mbps() / (self.mean_buf / (1 << 20) as f64).max(1e-9)
+        }
+    }
+
+    pub fn run(args: &super::Args) -> anyhow::Result<()> {
+        drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
+        let rtt = args.rtt.unwrap_or(Duration::from_millis(100));
+        let rate = args.rate.unwrap_or(100e6);
+        let mut cfg = LabConfig::new(
+            &format!("tb{}", std::process::id() % 100_000),
+            2,
+            rtt,
+            rate as u64,
+        );
+        cfg.tcp = TcpSettings {
+            rmem: args.bench_rmem.clone(),
+            ..TcpSettings::default()
+        };
+        let lab = Lab::up(cfg).context("lab up")?;
+        println!(
+            "# DRS benchmark: raw TCP, 1 stream, lab RTT {:?}, rate {:.0} Mbit/s",
+            rtt,
+            rate / 1e6
+        );
+        println!("receiver host: {}", lab.tcp_report(2));
+        println!(
+            "size {} per transfer, capped at {} s\n",
+            format_size(args.bench_size),
+            args.bench_secs
+        );
+        println!(
+            "| cc | buffer | Mbit/s | mean rcvbuf | max rcvbuf | Mbit/s per MB | rwnd-limited |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+        let policies = [
+            BufferPolicy::Fixed(64 << 10),
+            BufferPolicy::Fixed(217_600),
+            BufferPolicy::Fixed(16 << 20),
+            BufferPolicy::Kernel,
+            BufferPolicy::Drs,
+        ];
+        let mut rows = vec![];
+        for cc in args
+            .bench_cc
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            for &p in &policies {
+                let r = one(
+                    &lab,
+                    p,
+                    cc,
+                    args.bench_size,
+                    Duration::from_secs_f64(args.bench_secs),
+                    args.bench_trace.as_deref(),
+                    args.bench_drs_gain,
+                    if args.bench_knob == "rcvbuf" {
+                        DrsKnob::RecvBuf
+                    } else {
+                        DrsKnob::WindowClamp
+                    },
+                )?;
+                println!(
+                    "| {} | {} | {:.2} | {} | {} | {:.2} | {:.0}% |",
+                    r.cc,
+                    r.policy,
+                    r.mbps(),
+                    format_size(r.mean_buf as u64),
+                    format_size(r.max_buf),
+                    r.per_mb(),
+                    r.rwnd_frac * 100.0
+                );
+                rows.push(r);
+            }
+        }
+        println!();
+        for cc in args.bench_cc.split(',').map(str::trim) {
+            let get = |p: BufferPolicy| rows.iter().find(|r| r.cc == cc && r.policy == p);
+            let (Some(d), Some(o), Some(s), Some(k)) = (
+                get(BufferPolicy::Drs),
+                get(BufferPolicy::Fixed(16 << 20)),
+                get(BufferPolicy::Fixed(64 << 10)),
+                get(BufferPolicy::Kernel),
+            ) else {
+                continue;
+            };
+            println!(
+                "{cc}: DRS/16M throughput {:.3}, DRS/16M memory {:.3}, Mbit/s-per-MB DRS/16M {:.1}x, DRS/64K throughput \
+                 {:.1}x, kernel/16M throughput {:.3} memory {:.3}",
+                d.mbps() / o.mbps(),
+                d.mean_buf / o.mean_buf,
+                d.per_mb() / o.per_mb(),
+                d.mbps() / s.mbps(),
+                k.mbps() / o.mbps(),
+                k.mean_buf / o.mean_buf
+            );
+        }
+        drop(lab);
+        Ok(())
+    }
+
+    fn one(
+        lab: &Lab,
+        policy: BufferPolicy,
+        cc: &str,
+        size: u64,
+        cap: Duration,
+        trace: Option<&std::path::Path>,
+        gain: f64,
+        knob: DrsKnob,
+    ) -> anyhow::Result<Row> {
+        let a2 = lab.addr(2);
+        let limits = lab.run_in(2, sockopt::buf_limits)?.context("limits")?;
+        let max = drs_max_buf(&limits, 16 << 20, true);
+        let listener: TcpListener = lab
+            .run_in(2, move || {
+                listen_with(SocketAddr::from((a2, 0)), policy, &limits, max)
+            })?
+            .context("listen")?;
+        let port = listener.local_addr()?.port();
+        let rx = std::thread::spawn(
+            move || -> std::io::Result<(u64, f64, f64, u64, Vec<drsftp_io::drs::TraceRow>)> {
+                let (mut s, _) = listener.accept()?;
+                let dcfg = DrsConfig {
+                    initial_buf: 64 << 10,
+                    max_buf: max,
+                    probes: false,
+                    gain,
+                    ..DrsConfig::default()
+                };
+                after_connect(&s, policy, &limits, dcfg.initial_buf, knob)?;
+                let t0 = Instant::now();
+                let mut drs = DrsStream::new(t0, policy, dcfg, limits).with_knob(knob);
+                let mut buf = vec![0u8; 1 << 18];
+                let (mut got, mut area, mut maxb) = (0u64, 0.0f64, 0u64);
+                let mut last = t0;
+                loop {
+                    let n = s.read(&mut buf)?;
+                    let now = Instant::now();
+                    // Receive memory bound: the smaller of the buffer (halved: the kernel doubles it) and the
+                    // window clamp (what DRS moves in clamp mode).
+                    let e = std::io::Error::other;
+                    let cur = (sockopt::recv_buf(&s).map_err(e)? / 2)
+                        .min(sockopt::window_clamp(&s).map_err(e)?)
+                        as u64;
+                    area += cur as f64 * now.duration_since(last).as_secs_f64();
+                    maxb = maxb.max(cur);
+                    last = now;
+                    if n == 0 {
+                        break;
+                    }
+                    got += n as u64;
+                    drs.on_read(&s, now, n as u64)?;
+                }
+                let secs = last.duration_since(t0).as_secs_f64().max(1e-6);
+                Ok((got, secs, area / secs, maxb, drs.trace().to_vec()))
+            },
+        );
+        let cc2 = cc.to_string();
+        let sender: TcpStream = lab
+            .run_in(1, move || -> std::io::Result<TcpStream> {
+                // Only a fixed policy touches the sender's buffers; otherwise send-side autotuning stays on.
+                let p = if let BufferPolicy::Fixed(_) = policy {
+                    policy
+                } else {
+                    BufferPolicy::Kernel
+                };
+                let l1 = sockopt::buf_limits().map_err(std::io::Error::other)?;
+                connect_with(SocketAddr::from((a2, port)), p, &l1, max, Some(&cc2))
+            })?
+            .context("connect")?;
+        let mut c = sender;
+        let chunk = vec![0x5au8; 1 << 18];
+        let t0 = Instant::now();
+        let mut sent = 0u64;
+        let before = tcp_info(&c)?;
+        while sent < size && t0.elapsed() < cap {
+            let n = (size - sent).min(chunk.len() as u64) as usize;
+            c.write_all(&chunk[..n])?;
+            sent += n as u64;
+        }
+        let after = tcp_info(&c)?;
+        c.shutdown(std::net::Shutdown::Write)?;
+        let (bytes, secs, mean_buf, max_buf, rows) =
+            rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+        if let Some(dir) = trace {
+            let f = std::fs::File::create(dir.join(format!("drs-trace-{cc}-{policy}.csv")))?;
+            drsftp_io::drs::write_trace_csv(std::io::BufWriter::new(f), &rows)?;
+        }
+        let busy = after
+            .busy_time
+            .saturating_sub(before.busy_time)
+            .as_secs_f64();
+        let rwnd = after
+            .rwnd_limited
+            .saturating_sub(before.rwnd_limited)
+            .as_secs_f64();
+        Ok(Row {
+            policy,
+            cc: cc.to_string(),
+            bytes,
+            secs,
+            mean_buf,
+            max_buf,
+            rwnd_frac: if busy > 0.0 { rwnd / busy } else { 0.0 },
+        })
+    }
 }
