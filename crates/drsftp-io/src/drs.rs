@@ -452,6 +452,60 @@ mod tests {
     }
 
     #[test]
+    fn window_clamp_knob_moves_the_clamp_not_the_buffer() {
+        let limits = sockopt::buf_limits().unwrap();
+        let max = drs_max_buf(&limits, 8 << 20, false);
+        let l = listen_with(
+            "127.0.0.1:0".parse().unwrap(),
+            BufferPolicy::Drs,
+            &limits,
+            max,
+        )
+        .unwrap();
+        let addr = l.local_addr().unwrap();
+        const N: u64 = 32 << 20;
+        let writer = std::thread::spawn(move || {
+            let mut c = connect_with(addr, BufferPolicy::Kernel, &limits, 0, None).unwrap();
+            let chunk = vec![1u8; 1 << 16];
+            for _ in 0..N / chunk.len() as u64 {
+                c.write_all(&chunk).unwrap();
+            }
+        });
+        let (mut s, _) = l.accept().unwrap();
+        let big = sockopt::recv_buf(&s).unwrap();
+        after_connect(
+            &s,
+            BufferPolicy::Drs,
+            &limits,
+            64 * 1024,
+            DrsKnob::WindowClamp,
+        )
+        .unwrap();
+        assert_eq!(sockopt::window_clamp(&s).unwrap(), 64 * 1024);
+        let cfg = DrsConfig {
+            initial_buf: 64 * 1024,
+            max_buf: max,
+            min_interval: Duration::from_millis(2),
+            ..DrsConfig::default()
+        };
+        let mut d = DrsStream::new(Instant::now(), BufferPolicy::Drs, cfg, limits);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut got = 0;
+        while got < N {
+            let n = s.read(&mut buf).unwrap() as u64;
+            assert!(n > 0);
+            got += n;
+            d.on_read(&s, Instant::now(), n).unwrap();
+        }
+        writer.join().unwrap();
+        // The pre-listen buffer stays as the ceiling; the clamp carries the DRS value.
+        assert_eq!(sockopt::recv_buf(&s).unwrap(), big);
+        if let Some(&last) = d.applied().last() {
+            assert_eq!(sockopt::window_clamp(&s).unwrap() as u64, last);
+        }
+    }
+
+    #[test]
     fn sender_applies_sbuf_request_to_sndbuf() {
         let limits = sockopt::buf_limits().unwrap();
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
