@@ -59,6 +59,10 @@ pub struct Args {
     /// Bench: DRS gain (buffer = gain x BDP estimate).
     #[arg(long, default_value_t = 2.0)]
     bench_drs_gain: f64,
+    /// Bench: time-varying link profile: a built-in name (lanl-ny) or a profile file (drsftp-netem text format).
+    /// Use --bench-secs equal to the profile's repeat period so every policy sees a whole cycle.
+    #[arg(long)]
+    bench_profile: Option<String>,
     /// Bench: write each transfer's buffer/RTT/throughput trace as CSV into this directory.
     #[arg(long)]
     bench_trace: Option<std::path::PathBuf>,
@@ -222,6 +226,17 @@ mod bench {
             rmem: args.bench_rmem.clone(),
             ..TcpSettings::default()
         };
+        if let Some(p) = &args.bench_profile {
+            let prof = match drsftp_netem::Profile::builtin(p) {
+                Some(b) => b,
+                None => drsftp_netem::Profile::parse(
+                    &std::fs::read_to_string(p).with_context(|| format!("reading {p}"))?,
+                )
+                .map_err(|e| anyhow!("{p}: {e}"))?,
+            };
+            println!("profile:\n```\n{}```", prof.to_text());
+            cfg.profile = Some(prof);
+        }
         let lab = Lab::up(cfg).context("lab up")?;
         println!(
             "# DRS benchmark: raw TCP, 1 stream, lab RTT {:?}, rate {:.0} Mbit/s",
