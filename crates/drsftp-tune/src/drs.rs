@@ -57,6 +57,10 @@ pub struct DrsConfig {
     pub min_probe_gap: Duration,
     /// Ignore buffer changes smaller than this fraction of the current buffer (syscall and SBUF churn).
     pub hysteresis: f64,
+    /// Compute the BDP with the minimum RTT seen over the last `min_rtt_window` instead of the smoothed RTT, so a
+    /// standing queue the sender builds (loss-based cc) is not counted twice.
+    pub bdp_min_rtt: bool,
+    pub min_rtt_window: Duration,
     /// Buffer = `gain` x BDP estimate (seeds: 2, for a sender doubling its window each RTT in slow start).
     pub gain: f64,
 }
@@ -77,6 +81,8 @@ impl Default for DrsConfig {
             min_probe_gap: Duration::from_millis(500),
             hysteresis: 0.125,
             gain: 2.0,
+            bdp_min_rtt: false,
+            min_rtt_window: Duration::from_secs(10),
         }
     }
 }
@@ -87,6 +93,7 @@ pub struct DrsReceiver {
     cfg: DrsConfig,
     buf: u64,
     srtt: Option<Duration>,
+    min_rtt: Option<(Duration, Instant)>,
     source: RttSource,
     last_rtt_at: Option<Instant>,
     interval_start: Instant,
@@ -105,6 +112,7 @@ impl DrsReceiver {
         let mut r = DrsReceiver {
             buf,
             srtt: None,
+            min_rtt: None,
             source: RttSource::Assumed,
             last_rtt_at: None,
             interval_start: now,
@@ -223,6 +231,12 @@ impl DrsReceiver {
         });
         self.source = source;
         self.last_rtt_at = Some(now);
+        let expired = self
+            .min_rtt
+            .is_some_and(|(_, at)| now.saturating_duration_since(at) > self.cfg.min_rtt_window);
+        if expired || self.min_rtt.is_none_or(|(m, _)| rtt <= m) {
+            self.min_rtt = Some((rtt, now));
+        }
     }
 
     fn close_interval(&mut self, now: Instant) {
@@ -232,8 +246,11 @@ impl DrsReceiver {
         }
         // Bytes delivered per RTT over the interval: the flight size the sender sustained (a lower bound on its
         // window when the interval is about one RTT, seed 002).
-        let bdp =
-            (self.interval_bytes as f64 * self.rtt().as_secs_f64() / elapsed.as_secs_f64()) as u64;
+        let rtt = match (self.cfg.bdp_min_rtt, self.min_rtt) {
+            (true, Some((m, _))) => m,
+            _ => self.rtt(),
+        };
+        let bdp = (self.interval_bytes as f64 * rtt.as_secs_f64() / elapsed.as_secs_f64()) as u64;
         self.interval_start = now;
         self.interval_bytes = 0;
         self.bdp = bdp;
@@ -469,6 +486,53 @@ mod tests {
         assert_eq!((r.rtt(), r.rtt_source()), (ms(40), RttSource::TcpInfo));
         r.handle_sbuf_echo(t0 + ms(150), 1); // app-level echo, 150 ms: ignored while TCP_INFO is fresh
         assert_eq!(r.rtt(), ms(40));
+    }
+
+    #[test]
+    fn min_rtt_bdp_ignores_standing_queue() {
+        // 10 MB/s path, 100 ms base RTT; the sender's queue raises the RTT to 170 ms.
+        let run = |min_rtt: bool| {
+            let t0 = Instant::now();
+            let cfg = DrsConfig {
+                probes: false,
+                bdp_min_rtt: min_rtt,
+                initial_buf: 1 << 20,
+                ..DrsConfig::default()
+            };
+            let mut r = DrsReceiver::new(t0, cfg);
+            let mut t = t0;
+            r.handle_tcp_info(
+                t,
+                &TcpSample {
+                    rcv_rtt: ms(100),
+                    ..TcpSample::default()
+                },
+            );
+            for _ in 0..20 {
+                r.handle_tcp_info(
+                    t,
+                    &TcpSample {
+                        rcv_rtt: ms(170),
+                        ..TcpSample::default()
+                    },
+                );
+                for _ in 0..10 {
+                    t += ms(17);
+                    r.handle_bytes(t, 170_000);
+                }
+            }
+            r.buffer()
+        };
+        let smoothed = run(false);
+        let min = run(true);
+        assert!(
+            smoothed >= 2_900_000,
+            "2 x 10 MB/s x ~150-170 ms: {smoothed}"
+        );
+        assert!(
+            (1_900_000..=2_200_000).contains(&min),
+            "2 x 10 MB/s x 100 ms: {min}"
+        );
     }
 
     #[test]

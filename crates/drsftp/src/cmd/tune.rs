@@ -56,6 +56,9 @@ pub struct Args {
     /// Bench: how DRS imposes its window: clamp (TCP_WINDOW_CLAMP) or rcvbuf (SO_RCVBUF, the seeds' way).
     #[arg(long, default_value = "clamp")]
     bench_knob: String,
+    /// Bench: DRS computes the BDP from the minimum RTT (not the smoothed one).
+    #[arg(long)]
+    bench_min_rtt: bool,
     /// Bench: DRS gain (buffer = gain x BDP estimate).
     #[arg(long, default_value_t = 2.0)]
     bench_drs_gain: f64,
@@ -276,6 +279,7 @@ mod bench {
                     Duration::from_secs_f64(args.bench_secs),
                     args.bench_trace.as_deref(),
                     args.bench_drs_gain,
+                    args.bench_min_rtt,
                     if args.bench_knob == "rcvbuf" {
                         DrsKnob::RecvBuf
                     } else {
@@ -329,6 +333,7 @@ mod bench {
         cap: Duration,
         trace: Option<&std::path::Path>,
         gain: f64,
+        min_rtt: bool,
         knob: DrsKnob,
     ) -> anyhow::Result<Row> {
         let a2 = lab.addr(2);
@@ -348,6 +353,7 @@ mod bench {
                     max_buf: max,
                     probes: false,
                     gain,
+                    bdp_min_rtt: min_rtt,
                     ..DrsConfig::default()
                 };
                 after_connect(&s, policy, &limits, dcfg.initial_buf, knob)?;
