@@ -96,38 +96,56 @@ pub fn run(opts: &BenchOptions) -> String {
     }
 
     if opts.rate {
-        out(format!("## Sustained TCP rate vs set rate (iperf3 -t {t} -O 3, 1 stream, BBR, tcp_rmem/wmem max 64 MB, MTU 1500, queue 1 BDP)\n"));
-        out("Goodput excludes IP+TCP headers (52 B per 1500 B packet with timestamps), so the ideal goodput is 96.53 % of the IP-level rate the link enforces; `IP-level` = goodput × 1500/1448.\n".into());
-        out(
-            "| set rate | RTT | goodput | IP-level | error | retransmits | TCP settings (h1) |"
-                .into(),
-        );
-        out("|---|---|---|---|---|---|---|".into());
+        out(format!("## Sustained rate vs set rate (iperf3 -t {t} -O 3, 1 stream, MTU 1500, queue 1 BDP, tcp_rmem/wmem max 64 MB)\n"));
+        out("TCP goodput excludes IP+TCP headers (52 B per 1500 B packet with timestamps), so ideal TCP goodput is 96.53 % of the IP-level rate the link enforces; `IP-level` = goodput × 1500/1448. UDP rows send 1472 B datagrams (1500 B IP packets) at 1.2× the set rate and report the received rate × 1500/1472 — a direct measure of the emulated serialisation rate.\n".into());
+        out("| set rate | RTT | traffic | goodput Mbit/s | IP-level Mbit/s | error | retransmits / UDP lost | TCP settings (h1) |".into());
+        out("|---|---|---|---|---|---|---|---|".into());
         for (rate, rtt_ms) in [
             (10_000_000u64, 100u64),
             (100_000_000, 100),
             (1_000_000_000, 100),
             (1_000_000_000, 20),
         ] {
-            let mut cfg = LabConfig::new(&next_name(), 2, Duration::from_millis(rtt_ms), rate);
-            cfg.tcp = big_tcp("bbr");
-            let r = Lab::up(cfg).map_err(|e| e.to_string()).and_then(|lab| {
-                let r = iperf3(&lab, 1, 2, 5201, &["-t", &t, "-O", "3"]).map_err(|e| e.to_string());
-                r.map(|r| (r, lab.tcp_report(1).to_string()))
-            });
-            match r {
-                Ok((r, tcp)) => {
-                    let ip = r.bits_per_second * 1500.0 / 1448.0;
-                    out(format!(
-                        "| {} Mbit/s | {rtt_ms} ms | {} | {} | {:+.2} % | {} | {tcp} |",
-                        rate / 1_000_000,
-                        mbit(r.bits_per_second),
-                        mbit(ip),
-                        (ip / rate as f64 - 1.0) * 100.0,
-                        r.retransmits
-                    ));
+            let bw = format!("{}", rate * 12 / 10);
+            let variants: [(&str, Vec<&str>); 3] = [
+                ("TCP cubic", vec!["-t", &t, "-O", "3", "-C", "cubic"]),
+                ("TCP bbr", vec!["-t", &t, "-O", "3", "-C", "bbr"]),
+                ("UDP 1.2x", vec!["-u", "-b", &bw, "-l", "1472", "-t", &t]),
+            ];
+            for (label, args) in variants {
+                let mut cfg = LabConfig::new(&next_name(), 2, Duration::from_millis(rtt_ms), rate);
+                cfg.tcp = big_tcp("bbr");
+                let r = Lab::up(cfg).map_err(|e| e.to_string()).and_then(|lab| {
+                    let r = iperf3(&lab, 1, 2, 5201, &args).map_err(|e| e.to_string());
+                    r.map(|r| (r, lab.tcp_report(1).to_string()))
+                });
+                match r {
+                    Ok((r, tcp)) => {
+                        let udp = label.starts_with("UDP");
+                        let ip = r.bits_per_second
+                            * if udp {
+                                1500.0 / 1472.0
+                            } else {
+                                1500.0 / 1448.0
+                            };
+                        let cc = if udp {
+                            "-".to_string()
+                        } else {
+                            format!("socket cc={}; ns {tcp}", r.sender_cc)
+                        };
+                        out(format!(
+                            "| {} Mbit/s | {rtt_ms} ms | {label} | {} | {} | {:+.2} % | {} | {cc} |",
+                            rate / 1_000_000,
+                            mbit(r.bits_per_second),
+                            mbit(ip),
+                            (ip / rate as f64 - 1.0) * 100.0,
+                            if udp { r.udp_lost } else { r.retransmits },
+                        ));
+                    }
+                    Err(e) => out(format!(
+                        "| {rate} | {rtt_ms} | {label} | error: {e} | | | | |"
+                    )),
                 }
-                Err(e) => out(format!("| {rate} | {rtt_ms} | error: {e} | | | | |")),
             }
         }
         out(String::new());
@@ -241,13 +259,35 @@ pub fn run(opts: &BenchOptions) -> String {
         out("| cc (sender/receiver socket) | case | iperf3 args (+ -C cc) | goodput | retransmits | TCP settings (both hosts) |".into());
         out("|---|---|---|---|---|---|".into());
         for cc in ["cubic", "bbr"] {
-            for (case, args) in [
-                ("fixed 64 KB window", vec!["-w", "64K"]),
-                ("kernel autotuning", vec![]),
-                ("16 MB window", vec!["-w", "16M"]),
-                ("4 streams × 64 KB", vec!["-P", "4", "-w", "64K"]),
+            // `-w 16M` cannot work here: SO_RCVBUF/SO_SNDBUF are capped by the global rmem_max/wmem_max (4 MB on this
+            // machine) and iperf3 aborts. Two stand-ins: the largest -w allowed, and a 16 MB buffer from the
+            // per-namespace tcp_rmem/tcp_wmem defaults (not capped by rmem_max).
+            let sixteen = TcpSettings {
+                congestion: None,
+                rmem: Some("4096 16777216 16777216".into()),
+                wmem: Some("4096 16777216 16777216".into()),
+            };
+            for (case, args, tcp) in [
+                ("fixed 64 KB window", vec!["-w", "64K"], None),
+                ("kernel autotuning", vec![], None),
+                ("16 MB window (-w 16M)", vec!["-w", "16M"], None),
+                (
+                    "4 MB window (largest -w under rmem_max)",
+                    vec!["-w", "4M"],
+                    None,
+                ),
+                (
+                    "16 MB buffers via tcp_rmem/tcp_wmem default",
+                    vec![],
+                    Some(sixteen.clone()),
+                ),
+                ("4 streams × 64 KB", vec!["-P", "4", "-w", "64K"], None),
             ] {
-                let cfg = LabConfig::new(&next_name(), 2, Duration::from_millis(100), 100_000_000);
+                let mut cfg =
+                    LabConfig::new(&next_name(), 2, Duration::from_millis(100), 100_000_000);
+                if let Some(tcp) = tcp {
+                    cfg.tcp = tcp;
+                }
                 // Per socket (iperf3 -C): cubic is not in this machine's tcp_allowed_congestion_control, so a
                 // namespace cannot default to it.
                 let mut a: Vec<&str> = vec!["-t", &t, "-C", cc];

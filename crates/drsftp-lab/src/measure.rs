@@ -146,22 +146,31 @@ pub fn iperf3(
     }
     let end = &v["end"];
     let f = |x: &serde_json::Value| x.as_f64().unwrap_or(0.0);
-    let mut r = IperfResult::default();
-    r.sender_cc = end["sender_tcp_congestion"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
-    r.receiver_cc = end["receiver_tcp_congestion"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
-    if end.get("sum_received").is_some() {
+    let mut r = IperfResult {
+        sender_cc: end["sender_tcp_congestion"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+        receiver_cc: end["receiver_tcp_congestion"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+        ..Default::default()
+    };
+    let udp = v["start"]["test_start"]["protocol"].as_str() == Some("UDP");
+    if !udp {
         r.bits_per_second = f(&end["sum_received"]["bits_per_second"]);
         r.seconds = f(&end["sum_received"]["seconds"]);
         r.retransmits = f(&end["sum_sent"]["retransmits"]) as u64;
     } else {
-        r.bits_per_second = f(&end["sum"]["bits_per_second"]);
-        r.seconds = f(&end["sum"]["seconds"]);
+        // UDP: end.sum carries the server-reported loss; sum_received (newer iperf3) the receiver's rate.
+        let rx = if end["sum_received"].is_object() {
+            &end["sum_received"]
+        } else {
+            &end["sum"]
+        };
+        r.bits_per_second = f(&rx["bits_per_second"]);
+        r.seconds = f(&rx["seconds"]);
         r.udp_packets = f(&end["sum"]["packets"]) as u64;
         r.udp_lost = f(&end["sum"]["lost_packets"]) as u64;
     }
