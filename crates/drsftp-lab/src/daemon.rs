@@ -4,9 +4,20 @@
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::unistd::Pid;
 
-/// True if process `pid` exists.
+/// True if process `pid` exists and is not a zombie (a killed daemon may linger unreaped as a zombie).
 pub fn pid_alive(pid: i32) -> bool {
-    kill(Pid::from_raw(pid), None).is_ok()
+    if kill(Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // Field 3, after the parenthesised command name, is the state.
+        Ok(stat) => !matches!(
+            stat.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z" | "X")
+        ),
+        Err(_) => false,
+    }
 }
 
 /// Send SIGTERM to `pid`.

@@ -261,10 +261,13 @@ fn serve(a: UpArgs) -> anyhow::Result<()> {
     std::fs::write(dir.join("info"), describe(&lab, &a))?;
     std::fs::write(dir.join("ready"), "")?;
     let lab = std::sync::Arc::new(lab);
-    let l2 = lab.clone();
+    let weak = std::sync::Arc::downgrade(&lab);
     let sdir = dir.clone();
     std::thread::spawn(move || loop {
-        let st = l2.stats();
+        // Weak: the stats writer must not keep the lab alive at teardown.
+        let Some(st) = weak.upgrade().map(|l| l.stats()) else {
+            return;
+        };
         let mut s = String::new();
         for (i, row) in st.links.iter().enumerate() {
             for (j, l) in row.iter().enumerate() {
@@ -294,9 +297,18 @@ fn serve(a: UpArgs) -> anyhow::Result<()> {
     let sig = set.wait()?;
     eprintln!("lab {}: {sig}, tearing down", a.name);
     let _ = std::fs::remove_file(dir.join("ready"));
-    match std::sync::Arc::try_unwrap(lab) {
-        Ok(lab) => lab.down()?,
-        Err(arc) => drop(arc), // stats thread still holds a clone; teardown by name below
+    let mut lab = lab;
+    for _ in 0..100 {
+        match std::sync::Arc::try_unwrap(lab) {
+            Ok(l) => {
+                l.down()?;
+                break;
+            }
+            Err(again) => {
+                lab = again;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
     }
     remove_namespaces(&a.name);
     let _ = std::fs::remove_dir_all(&dir);
@@ -319,8 +331,12 @@ fn down(name: &str) -> anyhow::Result<()> {
         }
     }
     let left = remove_namespaces(name);
+    let had_state = state_dir(name).exists();
     let _ = std::fs::remove_dir_all(state_dir(name));
-    if !stopped && left.is_empty() {
+    if !stopped && had_state {
+        println!("lab {name}: daemon had already exited; state removed");
+    }
+    if !stopped && !had_state && left.is_empty() {
         bail!("no lab named {name}");
     }
     println!(
