@@ -66,6 +66,21 @@ pub struct Args {
     /// Use --bench-secs equal to the profile's repeat period so every policy sees a whole cycle.
     #[arg(long)]
     bench_profile: Option<String>,
+    /// Calibration sweep (seed 001 Table 2 style) on a lab link of --rtt/--rate with raw TCP: for each buffer in
+    /// --sweep-bufs and stream count in --sweep-streams, measure throughput, find the saturation point per buffer
+    /// and fit C1', C2. Needs root.
+    #[arg(long)]
+    sweep: bool,
+    #[arg(long, default_value = "64K,128K,256K,512K,1M")]
+    sweep_bufs: String,
+    #[arg(long, default_value = "1,2,3,4,6,8,12,16")]
+    sweep_streams: String,
+    /// Sweep: seconds per measurement.
+    #[arg(long, default_value_t = 3.0)]
+    sweep_secs: f64,
+    /// Sweep: saturation threshold (a larger stream count must add more than this fraction).
+    #[arg(long, default_value_t = 0.05)]
+    sweep_gain: f64,
     /// Bench: write each transfer's buffer/RTT/throughput trace as CSV into this directory.
     #[arg(long)]
     bench_trace: Option<std::path::PathBuf>,
@@ -80,6 +95,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.bench_drs {
         return bench::run(&args);
+    }
+    if args.sweep {
+        return bench::sweep(&args);
     }
     let (Some(rtt), Some(rate)) = (args.rtt, args.rate) else {
         bail!("--rtt and --rate are required (or --fit FILE)");
@@ -323,6 +341,132 @@ mod bench {
         }
         drop(lab);
         Ok(())
+    }
+
+    pub fn sweep(args: &super::Args) -> anyhow::Result<()> {
+        use drsftp_tune::{fit, parse_size, saturation_point, FitPoint, Model};
+        drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
+        let rtt = args.rtt.unwrap_or(Duration::from_millis(20));
+        let rate = args.rate.unwrap_or(1e9);
+        let bufs: Vec<u64> = args
+            .sweep_bufs
+            .split(',')
+            .map(|b| parse_size(b.trim()))
+            .collect::<Result<_, _>>()?;
+        let streams: Vec<u32> = args
+            .sweep_streams
+            .split(',')
+            .map(|p| p.trim().parse())
+            .collect::<Result<_, _>>()?;
+        let cfg = LabConfig::new(
+            &format!("ts{}", std::process::id() % 100_000),
+            2,
+            rtt,
+            rate as u64,
+        );
+        let lab = Lab::up(cfg).context("lab up")?;
+        let secs = Duration::from_secs_f64(args.sweep_secs);
+        println!(
+            "# Calibration sweep: raw TCP, lab RTT {rtt:?}, rate {:.0} Mbit/s, {} s per point\n",
+            rate / 1e6,
+            args.sweep_secs
+        );
+        print!("| B \\ P |");
+        for p in &streams {
+            print!(" {p} |");
+        }
+        println!(" P_o measured | P_o model (155, 0.86, scaled) |");
+        println!("|---|{}---|---|", "---|".repeat(streams.len()));
+        let model = Model::default();
+        let mut pts = vec![];
+        for &b in &bufs {
+            let mut row = vec![];
+            print!("| {} |", format_size(b));
+            for &p in &streams {
+                let mbps = parallel(&lab, b, p, secs)?;
+                print!(" {mbps:.0} |");
+                std::io::stdout().flush()?;
+                row.push((p, mbps));
+            }
+            let po = saturation_point(&row, args.sweep_gain).unwrap_or(1);
+            let pm = model.streams_for(rtt, rate, b);
+            println!(" {po} | {pm} |");
+            pts.push(FitPoint {
+                rtt_ms: rtt.as_secs_f64() * 1e3,
+                b_kb: b as f64 / 1024.0,
+                p_o: po as f64,
+            });
+        }
+        match fit(&pts) {
+            Some(f) => println!(
+                "\nfit: P_o = {:.1} * RTT / B^{:.3} (at {:.0} Mbit/s; seed: 155, 0.86 at 1 Gbit/s); R^2 {:.3}, mean error {:.1}%, max {:.1}%",
+                f.model.c1, f.model.c2, rate / 1e6, f.r2, f.mean_rel_err * 100.0, f.max_rel_err * 100.0
+            ),
+            None => println!("\nfit: not enough distinct points"),
+        }
+        drop(lab);
+        Ok(())
+    }
+
+    /// `p` streams with fixed buffers `b` from host 1 to host 2 for `dur`; aggregate Mbit/s.
+    fn parallel(lab: &Lab, b: u64, p: u32, dur: Duration) -> anyhow::Result<f64> {
+        let a2 = lab.addr(2);
+        let policy = BufferPolicy::Fixed(b);
+        let limits = lab.run_in(2, sockopt::buf_limits)?.context("limits")?;
+        let listener = lab.run_in(2, move || {
+            listen_with(SocketAddr::from((a2, 0)), policy, &limits, b)
+        })??;
+        let port = listener.local_addr()?.port();
+        let rx = std::thread::spawn(move || -> std::io::Result<u64> {
+            let mut hs = vec![];
+            for _ in 0..p {
+                let (mut s, _) = listener.accept()?;
+                hs.push(std::thread::spawn(move || -> std::io::Result<u64> {
+                    let mut buf = vec![0u8; 1 << 17];
+                    let mut got = 0u64;
+                    loop {
+                        let n = s.read(&mut buf)?;
+                        if n == 0 {
+                            return Ok(got);
+                        }
+                        got += n as u64;
+                    }
+                }));
+            }
+            let mut total = 0;
+            for h in hs {
+                total += h
+                    .join()
+                    .map_err(|_| std::io::Error::other("rx panicked"))??;
+            }
+            Ok(total)
+        });
+        let mut senders = vec![];
+        for _ in 0..p {
+            let l1 = lab.run_in(1, sockopt::buf_limits)?.context("limits")?;
+            let c = lab.run_in(1, move || {
+                connect_with(SocketAddr::from((a2, port)), policy, &l1, b, None)
+            })??;
+            senders.push(c);
+        }
+        let t0 = Instant::now();
+        let hs: Vec<_> = senders
+            .into_iter()
+            .map(|mut c| {
+                std::thread::spawn(move || -> std::io::Result<()> {
+                    let chunk = vec![7u8; 1 << 17];
+                    while t0.elapsed() < dur {
+                        c.write_all(&chunk)?;
+                    }
+                    c.shutdown(std::net::Shutdown::Write)
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().map_err(|_| anyhow!("sender panicked"))??;
+        }
+        let bytes = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+        Ok(bytes as f64 * 8.0 / t0.elapsed().as_secs_f64() / 1e6)
     }
 
     fn one(
