@@ -21,6 +21,12 @@ impl PingResult {
         }
         self.samples.iter().sum::<Duration>() / self.samples.len() as u32
     }
+    /// Median sample (robust to a rare scheduler hiccup on a busy machine).
+    pub fn median(&self) -> Duration {
+        let mut v = self.samples.clone();
+        v.sort();
+        v.get(v.len() / 2).copied().unwrap_or_default()
+    }
     pub fn min(&self) -> Duration {
         self.samples.iter().min().copied().unwrap_or_default()
     }
