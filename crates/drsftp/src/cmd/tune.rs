@@ -469,6 +469,7 @@ mod bench {
         Ok(bytes as f64 * 8.0 / t0.elapsed().as_secs_f64() / 1e6)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn one(
         lab: &Lab,
         policy: BufferPolicy,
