@@ -56,6 +56,10 @@ pub struct Args {
     /// Bench: how DRS imposes its window: clamp (TCP_WINDOW_CLAMP) or rcvbuf (SO_RCVBUF, the seeds' way).
     #[arg(long, default_value = "clamp")]
     bench_knob: String,
+    /// Bench: concurrent connections per policy (memory when a server holds many transfers); memory columns
+    /// are the sum over connections.
+    #[arg(long, default_value_t = 1)]
+    bench_conns: usize,
     /// Bench: DRS computes the BDP from the minimum RTT (not the smoothed one).
     #[arg(long)]
     bench_min_rtt: bool,
@@ -289,21 +293,62 @@ mod bench {
             .filter(|s| !s.is_empty())
         {
             for &p in &policies {
-                let r = one(
-                    &lab,
-                    p,
-                    cc,
-                    args.bench_size,
-                    Duration::from_secs_f64(args.bench_secs),
-                    args.bench_trace.as_deref(),
-                    args.bench_drs_gain,
-                    args.bench_min_rtt,
-                    if args.bench_knob == "rcvbuf" {
-                        DrsKnob::RecvBuf
-                    } else {
-                        DrsKnob::WindowClamp
-                    },
-                )?;
+                let knob = if args.bench_knob == "rcvbuf" {
+                    DrsKnob::RecvBuf
+                } else {
+                    DrsKnob::WindowClamp
+                };
+                let cap = Duration::from_secs_f64(args.bench_secs);
+                let n = args.bench_conns.max(1);
+                // N concurrent connections (a server holding many transfers): sum throughput and memory.
+                let results: Vec<anyhow::Result<Row>> = std::thread::scope(|sc| {
+                    let hs: Vec<_> = (0..n)
+                        .map(|i| {
+                            let lab = &lab;
+                            let trace = if i == 0 {
+                                args.bench_trace.as_deref()
+                            } else {
+                                None
+                            };
+                            sc.spawn(move || {
+                                one(
+                                    lab,
+                                    p,
+                                    cc,
+                                    args.bench_size,
+                                    cap,
+                                    trace,
+                                    args.bench_drs_gain,
+                                    args.bench_min_rtt,
+                                    knob,
+                                )
+                            })
+                        })
+                        .collect();
+                    hs.into_iter()
+                        .map(|h| {
+                            h.join()
+                                .unwrap_or_else(|_| Err(anyhow!("bench thread panicked")))
+                        })
+                        .collect()
+                });
+                let mut r: Option<Row> = None;
+                for x in results {
+                    let x = x?;
+                    r = Some(match r {
+                        None => x,
+                        Some(acc) => Row {
+                            bytes: acc.bytes + x.bytes,
+                            secs: acc.secs.max(x.secs),
+                            mean_buf: acc.mean_buf + x.mean_buf,
+                            max_buf: acc.max_buf + x.max_buf,
+                            rwnd_frac: acc.rwnd_frac + x.rwnd_frac,
+                            ..acc
+                        },
+                    });
+                }
+                let mut r = r.expect("at least one connection");
+                r.rwnd_frac /= n as f64;
                 println!(
                     "| {} | {} | {:.2} | {} | {} | {:.2} | {:.0}% |",
                     r.cc,
