@@ -1,1 +1,2 @@
 //! drsftp-proto: (skeleton, to be filled).
+pub mod client;

@@ -1,0 +1,31 @@
+//! Sans-IO GridFTP client: the control-channel session that `drsftp copy`/`ls` drive (reply framing, FEAT,
+//! 111/112/126 markers, PASV/EPSV/PORT/EPRT addressing, and the command sequencing of a transfer). It does not
+//! touch data channels; it tells the driver when to listen or connect (see [`Event`]).
+//!
+//! ```text
+//!   driver ──start(now, Op)──────────────▶ ClientSession ──poll_transmit()──▶ command bytes ──▶ server
+//!   server ──reply bytes──handle_input(now)──▶            ──poll_event()────▶ Listen / Connect / TransferStarted /
+//!   driver ──handle_listening / handle_data_ready──▶                          markers / Done / Failed
+//!   driver ──handle_timeout(now) at poll_timeout()──▶
+//! ```
+
+mod addr;
+mod feat;
+mod markers;
+mod reply;
+mod session;
+#[cfg(test)]
+mod tests;
+mod types;
+
+pub use addr::{parse_epsv, parse_pasv, port_command};
+pub use feat::{Features, VERIFY_PREFERENCE};
+pub use markers::{
+    parse_perf_marker, parse_range_marker, parse_ranges, parse_stripe_counts, PerfMarker,
+};
+pub use reply::{Reply, ReplyError, ReplyReader};
+pub use session::ClientSession;
+pub use types::{
+    ClientConfig, ClientError, Direction, Event, ListKind, Op, Outcome, Partial, TransferMode,
+    TransferReport, TransferSpec,
+};

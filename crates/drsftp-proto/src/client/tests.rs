@@ -1,0 +1,447 @@
+//! Deterministic session tests: scripted servers replaying the Globus control dialogues recorded in
+//! notes/globus-peer.md §3, on a virtual clock.
+
+use super::*;
+use std::time::{Duration, Instant};
+
+struct Harness {
+    s: ClientSession,
+    now: Instant,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let now = Instant::now();
+        let mut s = ClientSession::new(ClientConfig::default(), now);
+        s.set_peer_ip("127.0.0.1".parse().unwrap());
+        Harness { s, now }
+    }
+    fn reply(&mut self, text: &str) {
+        let bytes = text.replace('\n', "\r\n");
+        self.s.handle_input(self.now, bytes.as_bytes());
+    }
+    /// The next command line sent (without CRLF); panics if none.
+    fn sent(&mut self) -> String {
+        let b = self.s.poll_transmit().expect("a command was sent");
+        let s = String::from_utf8(b).unwrap();
+        assert!(s.ends_with("\r\n"));
+        s.trim_end().to_string()
+    }
+    fn nothing_sent(&mut self) {
+        assert_eq!(self.s.poll_transmit(), None);
+    }
+    fn events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.s.poll_event()).collect()
+    }
+    fn expect(&mut self, cmd: &str, reply: &str) {
+        assert_eq!(self.sent(), cmd);
+        self.nothing_sent();
+        self.reply(reply);
+    }
+    fn login_globus(&mut self) {
+        self.reply("220 vm GridFTP Server 13.24 (gcc64, 1653033972-1) [Grid Community Toolkit 6.2] ready.\n");
+        self.s
+            .start(
+                self.now,
+                Op::Login {
+                    user: "anonymous".into(),
+                    pass: "drsftp@".into(),
+                },
+            )
+            .unwrap();
+        self.expect("USER anonymous", "331 Password required for anonymous.\n");
+        self.expect("PASS drsftp@", "230 User anonymous logged in.\n");
+        self.expect(
+            "FEAT",
+            "211-Extensions supported\n CKSM MD5:10;ADLER32:10;SHA1:10;SHA256:11;SHA512:12;\n PARALLEL\n SIZE\n ERET\n ESTO\n211 End.\n",
+        );
+        let ev = self.events();
+        assert!(matches!(&ev[..], [Event::Done(Outcome::LoggedIn(f))] if f.parallel()));
+        assert_eq!(self.s.features().verify_algorithm(), Some("SHA256"));
+    }
+}
+
+fn spec(direction: Direction, mode: TransferMode, streams: u32) -> TransferSpec {
+    TransferSpec {
+        direction,
+        path: "/tmp/gftp/src/f200M".into(),
+        mode,
+        streams,
+        tcp_buffer: Some(4194304),
+        partial: None,
+        alloc: None,
+    }
+}
+
+#[test]
+fn commands_wait_for_greeting() {
+    let mut h = Harness::new();
+    h.s.start(
+        h.now,
+        Op::Login {
+            user: "u".into(),
+            pass: "p".into(),
+        },
+    )
+    .unwrap();
+    h.nothing_sent();
+    h.reply("220 ready\n");
+    assert_eq!(h.sent(), "USER u");
+    assert_eq!(h.s.start(h.now, Op::Quit), Err(ClientError::Busy));
+}
+
+#[test]
+fn mode_e_download_like_globus_url_copy() {
+    // notes §3.2: TYPE I, MODE E, SITE RETRBUFSIZE, OPTS RETR, PORT, RETR, 150, 226.
+    let mut h = Harness::new();
+    h.login_globus();
+    h.s.start(
+        h.now,
+        Op::Transfer(spec(Direction::Download, TransferMode::Extended, 4)),
+    )
+    .unwrap();
+    h.expect("TYPE I", "200 Type set to I.\n");
+    h.expect("MODE E", "200 Mode set to E.\n");
+    h.expect("SITE RETRBUFSIZE 4194304", "200 Site Command Successful.\n");
+    h.expect(
+        "OPTS RETR Parallelism=4,4,4;",
+        "200 OPTS Command Successful.\n",
+    );
+    h.nothing_sent();
+    assert_eq!(h.events(), vec![Event::Listen]);
+    assert_eq!(
+        h.s.poll_timeout(),
+        None,
+        "no reply deadline while the driver binds"
+    );
+    h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
+    h.expect("PORT 127,0,0,1,235,41", "200 PORT Command successful.\n");
+    h.expect("RETR /tmp/gftp/src/f200M", "150 Beginning transfer.\n");
+    assert!(matches!(&h.events()[..], [Event::TransferStarted(r)] if r.code == 150));
+    assert_eq!(
+        h.s.poll_timeout(),
+        None,
+        "a running transfer has no reply deadline"
+    );
+    h.reply("226 Transfer Complete.\n");
+    let ev = h.events();
+    let [Event::Done(Outcome::Transferred(rep))] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(
+        rep.buffer_command.as_deref(),
+        Some("SITE RETRBUFSIZE 4194304")
+    );
+    assert!(rep.parallelism_accepted);
+    assert_eq!(rep.final_reply.as_ref().unwrap().code, 226);
+
+    // A second transfer in the same session does not repeat TYPE/MODE.
+    let mut sp = spec(Direction::Download, TransferMode::Extended, 2);
+    sp.tcp_buffer = None;
+    sp.partial = Some(Partial {
+        offset: 1000,
+        length: 5000000,
+    });
+    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.expect(
+        "OPTS RETR Parallelism=2,2,2;",
+        "200 OPTS Command Successful.\n",
+    );
+    assert_eq!(h.events(), vec![Event::Listen]);
+    h.s.handle_listening(h.now, "127.0.0.1:1025".parse().unwrap());
+    h.expect("PORT 127,0,0,1,4,1", "200 PORT Command successful.\n");
+    h.expect(
+        "ERET P 1000 5000000 /tmp/gftp/src/f200M",
+        "150 Beginning transfer.\n226 Transfer Complete.\n",
+    );
+    assert!(matches!(
+        h.events().last(),
+        Some(Event::Done(Outcome::Transferred(_)))
+    ));
+}
+
+#[test]
+fn mode_e_upload_with_markers() {
+    // notes §3.3: PASV, ALLO, STOR, 112 perf markers, 111 range marker, 226.
+    let mut h = Harness::new();
+    h.login_globus();
+    let mut sp = spec(Direction::Upload, TransferMode::Extended, 4);
+    sp.path = "/tmp/gftp/dst/ul_p4".into();
+    sp.alloc = Some(209715200);
+    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.expect("TYPE I", "200 Type set to I.\n");
+    h.expect("MODE E", "200 Mode set to E.\n");
+    h.expect("SITE STORBUFSIZE 4194304", "200 Site Command Successful.\n");
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,146,89)\n");
+    assert_eq!(
+        h.events(),
+        vec![Event::Connect {
+            addr: "127.0.0.1:37465".parse().unwrap(),
+            streams: 4
+        }]
+    );
+    h.nothing_sent();
+    h.s.handle_data_ready(h.now);
+    h.expect("ALLO 209715200", "200 ALLO command successful.\n");
+    h.expect(
+        "STOR /tmp/gftp/dst/ul_p4",
+        "150 Beginning transfer.\n112-Perf Marker\n Timestamp:  1795359163.8\n Stripe Index: 0\n Stripe Bytes Transferred: 0\n Total Stripe Count: 1\n112 End.\n",
+    );
+    h.reply("112-Perf Marker\n Timestamp:  1795359164.3\n Stripe Index: 0\n Stripe Bytes Transferred: 209715200\n Total Stripe Count: 1\n112 End.\n111 Range Marker 0-209715200\n226 Transfer Complete.\n");
+    let ev = h.events();
+    assert!(matches!(ev[0], Event::TransferStarted(_)));
+    assert!(matches!(&ev[1], Event::PerfMarker(p) if p.stripe_bytes == 0));
+    assert!(matches!(&ev[2], Event::PerfMarker(p) if p.stripe_bytes == 209715200));
+    assert_eq!(ev[3], Event::RangeMarker(vec![0..209715200]));
+    let Event::Done(Outcome::Transferred(rep)) = &ev[4] else {
+        panic!()
+    };
+    assert_eq!(rep.ranges, vec![0..209715200]);
+    assert_eq!(rep.last_perf.as_ref().unwrap().stripe_bytes, 209715200);
+}
+
+#[test]
+fn stream_mode_partial_upload_and_mode_switch_back() {
+    let mut h = Harness::new();
+    h.login_globus();
+    let mut sp = spec(Direction::Upload, TransferMode::Extended, 2);
+    sp.tcp_buffer = None;
+    sp.path = "/d/p".into();
+    sp.partial = Some(Partial {
+        offset: 1000,
+        length: 5000000,
+    });
+    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.expect("TYPE I", "200 ok\n");
+    h.expect("MODE E", "200 ok\n");
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,2)\n");
+    h.s.handle_data_ready(h.now);
+    h.expect("ALLO 5000000", "200 ok\n");
+    h.expect(
+        "ESTO A 1000 /d/p",
+        "150 go\n111 Range Marker 0-5000000\n226 done\n",
+    );
+    assert!(matches!(h.events().last(), Some(Event::Done(_))));
+    // Stream mode afterwards: MODE S is sent, no OPTS, PASV even for a download.
+    let mut sp = spec(Direction::Download, TransferMode::Stream, 4);
+    sp.tcp_buffer = None;
+    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.expect("MODE S", "200 ok\n");
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,3)\n");
+    assert_eq!(
+        h.events(),
+        vec![Event::Connect {
+            addr: "127.0.0.1:259".parse().unwrap(),
+            streams: 1
+        }]
+    );
+    h.s.handle_data_ready(h.now);
+    h.expect("RETR /tmp/gftp/src/f200M", "125 reusing\n226 ok\n");
+    assert!(matches!(h.events().last(), Some(Event::Done(_))));
+}
+
+#[test]
+fn buffer_falls_back_to_sbuf_then_continues() {
+    let mut h = Harness::new();
+    h.reply("220 hi\n");
+    h.s.start(
+        h.now,
+        Op::Login {
+            user: "a".into(),
+            pass: "b".into(),
+        },
+    )
+    .unwrap();
+    h.expect("USER a", "230 no password needed\n");
+    h.expect("FEAT", "502 not here\n");
+    assert!(
+        matches!(&h.events()[..], [Event::Done(Outcome::LoggedIn(f))] if f.names().count() == 0)
+    );
+    let sp = spec(Direction::Download, TransferMode::Stream, 1);
+    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.expect("TYPE I", "200 ok\n");
+    h.expect("SITE RETRBUFSIZE 4194304", "500 Invalid command.\n");
+    h.expect("SBUF 4194304", "502 no\n");
+    assert!(matches!(&h.events()[..], [Event::Notice(_)]));
+    h.expect("PASV", "500 no pasv\n");
+    h.expect("EPSV", "229 Entering Extended Passive Mode (|||6446|)\n");
+    assert_eq!(
+        h.events(),
+        vec![Event::Connect {
+            addr: "127.0.0.1:6446".parse().unwrap(),
+            streams: 1
+        }]
+    );
+    h.s.handle_data_ready(h.now);
+    h.expect("RETR /tmp/gftp/src/f200M", "550 No such file.\n");
+    let ev = h.events();
+    let [Event::Failed(ClientError::Refused { command, reply })] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(command, "RETR /tmp/gftp/src/f200M");
+    assert_eq!(reply.code, 550);
+    assert!(
+        !h.s.is_dead(),
+        "a refused transfer leaves the session usable"
+    );
+}
+
+#[test]
+fn size_checksum_list_raw_quit() {
+    let mut h = Harness::new();
+    h.login_globus();
+    h.s.start(h.now, Op::Size("/f".into())).unwrap();
+    h.expect("SIZE /f", "213 209715200\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Size(209715200))]);
+    h.s.start(
+        h.now,
+        Op::Checksum {
+            algorithm: "MD5".into(),
+            offset: 0,
+            length: None,
+            path: "/f".into(),
+        },
+    )
+    .unwrap();
+    h.expect("CKSM MD5 0 -1 /f", "213 55013D97c2a4df3d8d27523168a2a12c\n");
+    assert_eq!(
+        h.events(),
+        vec![Event::Done(Outcome::Checksum(
+            "55013d97c2a4df3d8d27523168a2a12c".into()
+        ))]
+    );
+    h.s.start(
+        h.now,
+        Op::Checksum {
+            algorithm: "MD5".into(),
+            offset: 5,
+            length: Some(9),
+            path: "/f".into(),
+        },
+    )
+    .unwrap();
+    h.expect("CKSM MD5 5 9 /f", "213 not hex!\n");
+    assert!(matches!(
+        &h.events()[..],
+        [Event::Failed(ClientError::BadReply { .. })]
+    ));
+    h.s.start(
+        h.now,
+        Op::List {
+            path: "/tmp".into(),
+            kind: ListKind::Mlsd,
+        },
+    )
+    .unwrap();
+    h.expect("TYPE I", "200 ok\n");
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,0,21)\n");
+    h.s.handle_data_ready(h.now);
+    h.expect("MLSD /tmp", "150 Opening\n226 Closing\n");
+    assert!(matches!(h.events().last(), Some(Event::Done(Outcome::Listed(r))) if r.code == 226));
+    h.s.start(h.now, Op::Command("SITE HELP".into())).unwrap();
+    h.expect(
+        "SITE HELP",
+        "214-The following commands are recognized:\n ALLO APPE\n214 End\n",
+    );
+    assert!(
+        matches!(&h.events()[..], [Event::Done(Outcome::Reply(r))] if r.code == 214 && r.lines.len() == 3)
+    );
+    h.s.start(h.now, Op::Quit).unwrap();
+    h.expect("QUIT", "221 Goodbye.\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Closed)]);
+    assert!(h.s.is_dead());
+}
+
+#[test]
+fn reply_timeout_is_fatal_and_virtual() {
+    let mut h = Harness::new();
+    assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_secs(60)));
+    h.reply("220 hi\n");
+    h.s.start(h.now, Op::Size("/x".into())).unwrap();
+    assert_eq!(h.sent(), "SIZE /x");
+    let d = h.s.poll_timeout().unwrap();
+    h.s.handle_timeout(d - Duration::from_millis(1));
+    assert!(h.events().is_empty());
+    h.s.handle_timeout(d);
+    assert_eq!(
+        h.events(),
+        vec![Event::Failed(ClientError::Timeout("SIZE /x".into()))]
+    );
+    assert!(h.s.is_dead());
+    assert_eq!(h.s.start(h.now, Op::Quit), Err(ClientError::Busy));
+}
+
+#[test]
+fn abort_running_transfer() {
+    let mut h = Harness::new();
+    h.login_globus();
+    let mut sp = spec(Direction::Download, TransferMode::Stream, 1);
+    sp.tcp_buffer = None;
+    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.expect("TYPE I", "200 ok\n");
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,0,21)\n");
+    h.s.handle_data_ready(h.now);
+    h.expect("RETR /tmp/gftp/src/f200M", "150 go\n");
+    h.events();
+    h.s.abort(h.now);
+    assert_eq!(h.sent(), "ABOR");
+    h.reply("426 Data connection closed; transfer aborted.\n");
+    assert!(h.events().is_empty());
+    h.reply("226 Abort successful\n");
+    assert_eq!(h.events(), vec![Event::Failed(ClientError::Aborted)]);
+    assert!(!h.s.is_dead());
+    // Abort while parked waiting for the driver: fails at once, nothing sent.
+    let sp = spec(Direction::Download, TransferMode::Extended, 2);
+    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.expect("MODE E", "200 ok\n");
+    h.expect("SITE RETRBUFSIZE 4194304", "200 ok\n");
+    h.expect("OPTS RETR Parallelism=2,2,2;", "200 ok\n");
+    assert_eq!(h.events(), vec![Event::Listen]);
+    h.s.abort(h.now);
+    assert_eq!(h.events(), vec![Event::Failed(ClientError::Aborted)]);
+    h.nothing_sent();
+}
+
+#[test]
+fn framing_errors_and_eof_are_fatal() {
+    let mut h = Harness::new();
+    h.reply("220 hi\n");
+    h.s.start(h.now, Op::Size("/x".into())).unwrap();
+    h.sent();
+    h.reply("HTTP/1.1 400 Bad Request\n");
+    assert!(matches!(
+        &h.events()[..],
+        [Event::Failed(ClientError::Framing(_))]
+    ));
+    assert!(h.s.is_dead());
+    let mut h = Harness::new();
+    h.s.handle_eof();
+    assert_eq!(h.events(), vec![Event::Failed(ClientError::Closed)]);
+    let mut h = Harness::new();
+    h.reply("421 too many users\n");
+    assert!(matches!(
+        &h.events()[..],
+        [Event::Failed(ClientError::Refused { .. })]
+    ));
+}
+
+#[test]
+fn password_is_masked_in_errors() {
+    let mut h = Harness::new();
+    h.reply("220 hi\n");
+    h.s.start(
+        h.now,
+        Op::Login {
+            user: "u".into(),
+            pass: "secret".into(),
+        },
+    )
+    .unwrap();
+    h.expect("USER u", "331 pw\n");
+    h.expect("PASS secret", "530 Login incorrect.\n");
+    let ev = h.events();
+    let [Event::Failed(e)] = &ev[..] else {
+        panic!()
+    };
+    assert!(!e.to_string().contains("secret"), "{e}");
+}

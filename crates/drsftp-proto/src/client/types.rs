@@ -1,0 +1,268 @@
+//! The client session's vocabulary: operations the driver asks for ([`Op`]), what it gets back ([`Event`],
+//! [`Outcome`], [`TransferReport`]) and the error type ([`ClientError`]). No logic lives here.
+
+use super::feat::Features;
+use super::markers::PerfMarker;
+use super::reply::{Reply, ReplyError};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+
+/// Session settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// How long to wait for the reply to a command (not for the end of a running transfer: the driver watches
+    /// data progress for that).
+    pub reply_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            reply_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Data transfer mode on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransferMode {
+    /// RFC 959 stream mode (`MODE S`): one connection, end of data is the socket close.
+    Stream,
+    /// GridFTP extended block mode (`MODE E`): N connections, 17-byte block headers, EOD/EOF accounting.
+    Extended,
+}
+
+impl TransferMode {
+    /// The letter sent in `MODE x` and reported in `--json` (`"S"`/`"E"`).
+    pub fn letter(self) -> char {
+        match self {
+            TransferMode::Stream => 'S',
+            TransferMode::Extended => 'E',
+        }
+    }
+}
+
+/// Which way the file moves, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Server → client (RETR/ERET).
+    Download,
+    /// Client → server (STOR/ESTO).
+    Upload,
+}
+
+/// A partial transfer: `ERET P offset length` for downloads, `ESTO A offset` (with `length` bytes sent) for
+/// uploads. The bytes land at the same offset on the other side, as globus-url-copy `-off/-len` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partial {
+    /// First byte of the section.
+    pub offset: u64,
+    /// Number of bytes in the section.
+    pub length: u64,
+}
+
+/// Everything the session needs to drive one file transfer on the control channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferSpec {
+    /// Download or upload.
+    pub direction: Direction,
+    /// Server path, sent as is.
+    pub path: String,
+    /// Stream or extended block mode.
+    pub mode: TransferMode,
+    /// Parallel TCP streams (MODE E). Stream mode always uses one.
+    pub streams: u32,
+    /// TCP buffer size to request from the server (`SITE RETRBUFSIZE`/`SITE STORBUFSIZE`, then `SBUF`).
+    pub tcp_buffer: Option<u64>,
+    /// Partial transfer, if any.
+    pub partial: Option<Partial>,
+    /// Upload size announced with `ALLO` (uploads only).
+    pub alloc: Option<u64>,
+}
+
+/// Which listing command to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// RFC 3659 machine-readable listing.
+    Mlsd,
+    /// Human-readable `LIST`.
+    List,
+    /// Names only.
+    Nlst,
+}
+
+impl ListKind {
+    /// The verb on the wire.
+    pub fn verb(self) -> &'static str {
+        match self {
+            ListKind::Mlsd => "MLSD",
+            ListKind::List => "LIST",
+            ListKind::Nlst => "NLST",
+        }
+    }
+}
+
+/// One operation requested by the driver. Only one runs at a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// USER/PASS, then FEAT.
+    Login {
+        /// User name.
+        user: String,
+        /// Password.
+        pass: String,
+    },
+    /// `SIZE path`.
+    Size(String),
+    /// `CKSM alg offset length path` (length `-1` = to the end).
+    Checksum {
+        /// Algorithm name as the server lists it (e.g. `SHA256`).
+        algorithm: String,
+        /// First byte.
+        offset: u64,
+        /// Bytes to cover, `None` for "to the end".
+        length: Option<u64>,
+        /// Server path.
+        path: String,
+    },
+    /// A whole transfer: parameters, data-channel set-up, the transfer command and its completion.
+    Transfer(TransferSpec),
+    /// A directory listing over a stream-mode data connection.
+    List {
+        /// Server path (empty for the current directory).
+        path: String,
+        /// MLSD, LIST or NLST.
+        kind: ListKind,
+    },
+    /// Any single command line; completes with its final (2xx/3xx) reply.
+    Command(String),
+    /// `QUIT`.
+    Quit,
+}
+
+/// How an operation ended successfully.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Login done; the server's features (empty if FEAT is not supported).
+    LoggedIn(Features),
+    /// `SIZE` result.
+    Size(u64),
+    /// `CKSM` result, lower-case hex as the server sent it.
+    Checksum(String),
+    /// The transfer command completed (226/250).
+    Transferred(TransferReport),
+    /// The listing completed; its bytes came over the data channel.
+    Listed(Reply),
+    /// The final reply of an [`Op::Command`].
+    Reply(Reply),
+    /// `QUIT` answered; the control connection can be closed.
+    Closed,
+}
+
+/// What the server agreed to during a transfer, and what it reported.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TransferReport {
+    /// The buffer-size command the server accepted (`SITE RETRBUFSIZE 4194304`, `SBUF ...`), if any.
+    pub buffer_command: Option<String>,
+    /// True if `OPTS RETR Parallelism=...;` got a 2xx.
+    pub parallelism_accepted: bool,
+    /// Range markers (111) received, in arrival order (not merged).
+    pub ranges: Vec<Range<u64>>,
+    /// The last 112 perf marker.
+    pub last_perf: Option<PerfMarker>,
+    /// Stripe connection counts from a 126 reply, if any.
+    pub stripe_counts: Option<Vec<u64>>,
+    /// Non-fatal refusals along the way (e.g. buffer size not accepted), as text.
+    pub notices: Vec<String>,
+    /// The final reply of the transfer command.
+    pub final_reply: Option<Reply>,
+}
+
+/// Something the driver must act on or may report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Bind a data listener now and call `handle_listening(now, addr)` with its address (MODE E download:
+    /// the server is the sender and connects).
+    Listen,
+    /// Open `streams` data connections to `addr` (the server's passive address) and call
+    /// `handle_data_ready(now)` once they are being set up.
+    Connect {
+        /// Server's passive data address.
+        addr: SocketAddr,
+        /// Connections to open.
+        streams: u32,
+    },
+    /// The server accepted the transfer/listing command (125/150): move data now.
+    TransferStarted(Reply),
+    /// A `111 Range Marker`.
+    RangeMarker(Vec<Range<u64>>),
+    /// A `112 Perf Marker`.
+    PerfMarker(PerfMarker),
+    /// A `126` stripe-count reply.
+    StripeCounts(Vec<u64>),
+    /// A non-fatal refusal (text for logs).
+    Notice(String),
+    /// The current operation finished.
+    Done(Outcome),
+    /// The current operation failed. If [`ClientError::is_fatal`], the control connection is unusable.
+    Failed(ClientError),
+    /// A reply arrived while no operation was running (e.g. `421` before closing).
+    Unsolicited(Reply),
+}
+
+/// Why an operation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server refused a command.
+    #[error("server refused `{command}`: {reply}")]
+    Refused {
+        /// The command line (password masked).
+        command: String,
+        /// The server's reply.
+        reply: Reply,
+    },
+    /// A reply could not be understood (e.g. a 227 without an address).
+    #[error("cannot understand the reply to `{command}`: {reply}")]
+    BadReply {
+        /// The command line.
+        command: String,
+        /// The reply.
+        reply: Reply,
+    },
+    /// The server's byte stream is not FTP.
+    #[error("control channel framing: {0}")]
+    Framing(#[from] ReplyError),
+    /// No reply within the configured time.
+    #[error("no reply to `{0}` in time")]
+    Timeout(String),
+    /// The server closed the control connection.
+    #[error("server closed the control connection")]
+    Closed,
+    /// An operation was started while another was running, or after the session failed.
+    #[error("session busy or closed")]
+    Busy,
+    /// The transfer was aborted with ABOR.
+    #[error("transfer aborted")]
+    Aborted,
+}
+
+impl ClientError {
+    /// True if the control connection cannot be used after this error.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Framing(_) | ClientError::Timeout(_) | ClientError::Closed
+        )
+    }
+    /// The server's reply code, if the error carries a reply.
+    pub fn reply_code(&self) -> Option<u16> {
+        match self {
+            ClientError::Refused { reply, .. } | ClientError::BadReply { reply, .. } => {
+                Some(reply.code)
+            }
+            _ => None,
+        }
+    }
+}
