@@ -1,2 +1,8 @@
-//! drsftp-proto: (skeleton, to be filled).
+//! drsftp-proto: the sans-IO GridFTP protocol cores. Control-channel client ([`client`]) and server ([`server`])
+//! session state machines, the MODE E block codec ([`mode_e`]) and byte range sets for restart markers
+//! ([`ranges`]). No sockets, no threads, no clock reads: bytes and `now` come in, replies and actions go out.
+
 pub mod client;
+pub mod mode_e;
+pub mod ranges;
+pub mod server;

@@ -1,1 +1,109 @@
-//! drsftp-storage: (skeleton, to be filled).
+//! drsftp-storage: the `Storage` trait with positioned reads and writes (MODE E blocks arrive out of order), a
+//! filesystem backend confined to a served root, part files renamed into place only when complete, CKSM checksums,
+//! an in-memory backend for deterministic tests, and the one mapping from storage errors to FTP reply codes.
+//!
+//! Paths given to a [`Storage`] are *virtual*: `/`-separated, relative to the served root (a leading `/` is the
+//! root itself). They are normalised lexically (`.`/`..` can never climb above `/`), and a backend must refuse to
+//! follow a symlink whose target lies outside the root.
+
+mod checksum;
+mod error;
+mod fs;
+mod mem;
+mod path;
+
+pub use checksum::{checksum, ChecksumAlg};
+pub use error::StorageError;
+pub use fs::FsStorage;
+pub use mem::MemStorage;
+pub use path::{join_virtual, normalize_virtual};
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// `Result` with a [`StorageError`].
+pub type Result<T> = std::result::Result<T, StorageError>;
+
+/// What kind of directory entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// Regular file.
+    File,
+    /// Directory.
+    Dir,
+    /// Anything else (device, socket, dangling or escaping symlink): listed, never opened.
+    Other,
+}
+
+/// Metadata of one path, as listings and SIZE/MDTM/MLST need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    /// Final path component (`/` for the root).
+    pub name: String,
+    /// File, directory or other.
+    pub kind: EntryKind,
+    /// Size in bytes (0 for directories).
+    pub size: u64,
+    /// Last modification time.
+    pub modified: SystemTime,
+    /// Unix permission bits (`0o644` etc.), for LIST/MLST `UNIX.mode`.
+    pub mode: u32,
+}
+
+/// An open file supporting positioned I/O from many threads at once (one per data stream).
+pub trait FileHandle: Send + Sync + std::fmt::Debug {
+    /// Read up to `buf.len()` bytes at `offset`; returns 0 at end of file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+    /// Write all of `buf` at `offset` (the file grows as needed; holes read as zeros).
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> Result<u64>;
+    /// True if the file is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// Flush data to stable storage.
+    fn sync(&self) -> Result<()>;
+}
+
+/// How an upload is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// STOR: a new part file; the destination appears only on [`PartFile::commit`].
+    Replace,
+    /// APPE / ESTO / STOR after REST: write into the existing file in place (created if missing), keeping its
+    /// bytes; writes land at their given offsets.
+    InPlace,
+}
+
+/// An upload in progress. Dropping it without [`PartFile::commit`] removes the part file (`Replace`), so a failed
+/// transfer never leaves a file that looks complete.
+pub trait PartFile: Send + Sync + std::fmt::Debug {
+    /// The handle to write blocks into.
+    fn handle(&self) -> Arc<dyn FileHandle>;
+    /// Make the upload visible at its destination path (fsync + rename for `Replace`). Consumes the upload.
+    fn commit(self: Box<Self>) -> Result<()>;
+    /// Throw the upload away (also what `Drop` does for `Replace`).
+    fn abort(self: Box<Self>);
+}
+
+/// A served file tree. All methods are synchronous and may block on disk; the I/O layer calls them from blocking
+/// threads where that matters.
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// Metadata of `path` (following symlinks that stay inside the root).
+    fn stat(&self, path: &str) -> Result<Metadata>;
+    /// Entries of directory `path`, sorted by name, without `.` and `..`.
+    fn list(&self, path: &str) -> Result<Vec<Metadata>>;
+    /// Open an existing regular file for reading.
+    fn open_read(&self, path: &str) -> Result<Arc<dyn FileHandle>>;
+    /// Begin an upload to `path`.
+    fn open_write(&self, path: &str, mode: WriteMode) -> Result<Box<dyn PartFile>>;
+    /// Create a directory (parent must exist).
+    fn mkdir(&self, path: &str) -> Result<()>;
+    /// Remove an empty directory.
+    fn rmdir(&self, path: &str) -> Result<()>;
+    /// Remove a file.
+    fn remove(&self, path: &str) -> Result<()>;
+    /// Rename `from` to `to` (both inside the root).
+    fn rename(&self, from: &str, to: &str) -> Result<()>;
+}

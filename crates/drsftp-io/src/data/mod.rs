@@ -1,1 +1,162 @@
-//! Data channels shared by server and client: stream mode and MODE E send/receive over parallel TCP streams.
+//! Data channels shared by server and client: stream mode and MODE E send/receive over parallel TCP streams,
+//! reading and writing through `drsftp_storage::FileHandle` with positioned I/O, with per-stream buffer policy
+//! (fixed / kernel / DRS) applied before connect/listen, and live progress for markers and progress bars.
+//!
+//! Contract (used by `server` and `client`):
+//! - Sockets are made with [`listen`] / [`connect`], which apply the buffer policy *before* listen/connect
+//!   (window scale is fixed at connection set-up).
+//! - Stream mode: [`send_stream`] writes `range` of the file then shuts the socket down (EOF = close);
+//!   [`recv_stream`] reads to EOF and writes at `offset + n`.
+//! - MODE E: [`send_mode_e`] spreads `ranges` over the given sockets in blocks of `opts.block_size` (each stream
+//!   pulls the next block, so faster streams carry more), every stream ends with EOD and exactly one carries
+//!   EOF|EOD with the stream count; sockets stay open and are returned for reuse (Globus keeps them until QUIT).
+//!   [`recv_mode_e`] takes connections from a channel (new accepts and/or cached sockets), validates every header
+//!   with `drsftp_proto::mode_e::Limits`, writes each block at its offset, and ends when EOF was seen and the
+//!   number of EODs equals the announced count: it never waits for TCP EOF.
+
+mod engine;
+
+pub use engine::{connect, listen, recv_mode_e, recv_stream, send_mode_e, send_stream};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use drsftp_proto::mode_e::HeaderError;
+use drsftp_proto::ranges::RangeSet;
+use drsftp_storage::StorageError;
+use drsftp_tune::BufferPolicy;
+
+/// Default MODE E block size (what globus-gridftp-server sends).
+pub const DEFAULT_BLOCK: usize = 256 * 1024;
+
+/// Options for one transfer's data channels.
+#[derive(Debug, Clone)]
+pub struct DataOpts {
+    /// How each data socket's buffers are managed.
+    pub buffer: BufferPolicy,
+    /// MODE E payload bytes per block when sending.
+    pub block_size: usize,
+    /// Largest block accepted when receiving, and the end offset blocks may reach (`u64::MAX` = unbounded).
+    pub max_block: u64,
+    /// Receiving: reject blocks with `offset + count` past this (e.g. ERET length). `u64::MAX` = no limit.
+    pub max_end: u64,
+    /// In-band SBUF (descriptors 0x02/0x01) negotiated with the peer: probes are sent/answered only then.
+    pub inband_sbuf: bool,
+    /// Largest buffer DRS may grow a stream to.
+    pub drs_max: u64,
+}
+
+impl Default for DataOpts {
+    fn default() -> Self {
+        DataOpts {
+            buffer: BufferPolicy::Kernel,
+            block_size: DEFAULT_BLOCK,
+            max_block: 64 << 20,
+            max_end: u64::MAX,
+            inband_sbuf: false,
+            drs_max: 64 << 20,
+        }
+    }
+}
+
+/// Live counters of one transfer, shared between the engine and whoever reports progress (markers, bars).
+#[derive(Debug, Default)]
+pub struct Progress {
+    bytes: AtomicU64,
+    streams: AtomicU64,
+    /// Sum over streams of the receive (or send) buffer currently in force, bytes.
+    buffer: AtomicU64,
+    ranges: Mutex<RangeSet>,
+}
+
+impl Progress {
+    /// New, all zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Payload bytes moved so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+    /// Data connections in use.
+    pub fn streams(&self) -> u64 {
+        self.streams.load(Ordering::Relaxed)
+    }
+    /// Buffer bytes in force across streams.
+    pub fn buffer(&self) -> u64 {
+        self.buffer.load(Ordering::Relaxed)
+    }
+    /// File ranges written so far (receiving side) or sent (sending side), in file offsets.
+    pub fn ranges(&self) -> RangeSet {
+        self.ranges.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+    pub(crate) fn add(&self, range: std::ops::Range<u64>) {
+        self.bytes
+            .fetch_add(range.end - range.start, Ordering::Relaxed);
+        if let Ok(mut r) = self.ranges.lock() {
+            r.insert(range);
+        }
+    }
+    pub(crate) fn set_streams(&self, n: u64) {
+        self.streams.store(n, Ordering::Relaxed);
+    }
+    pub(crate) fn add_buffer(&self, delta: i64) {
+        if delta >= 0 {
+            self.buffer.fetch_add(delta as u64, Ordering::Relaxed);
+        } else {
+            self.buffer.fetch_sub((-delta) as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a finished transfer moved.
+#[derive(Debug)]
+pub struct DataReport {
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Data connections used.
+    pub streams: usize,
+    /// File ranges moved (file offsets).
+    pub ranges: RangeSet,
+    /// MODE E connections that ended with EOD and no CLOSE: may carry the next transfer.
+    pub reusable: Vec<tokio::net::TcpStream>,
+    /// Largest total buffer in force across streams during the transfer, bytes.
+    pub peak_buffer: u64,
+}
+
+/// Why a data transfer failed. Maps to FTP replies in the server (`reply_code`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DataError {
+    /// Socket error on a data connection (reset, refused, timeout).
+    #[error("data connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// Reading or writing the file failed.
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    /// The peer sent a MODE E header we refuse.
+    #[error("bad MODE E header: {0}")]
+    Header(#[from] HeaderError),
+    /// A data connection closed before its EOD, or the transfer ended with bytes missing.
+    #[error("transfer incomplete: {0}")]
+    Incomplete(String),
+    /// No data connection arrived, or none made progress, in time.
+    #[error("data connection timed out")]
+    Timeout,
+    /// ABOR or shutdown.
+    #[error("transfer aborted")]
+    Aborted,
+}
+
+impl DataError {
+    /// The FTP reply code a server sends for this failure (426 connection trouble, 451 local error,
+    /// 452 storage full, 425 no connection).
+    pub fn reply_code(&self) -> u16 {
+        match self {
+            DataError::Io(_) | DataError::Incomplete(_) | DataError::Header(_) => 426,
+            DataError::Aborted => 426,
+            DataError::Timeout => 425,
+            DataError::Storage(e) => e.reply_code(),
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Sans-IO GridFTP server session: control-line framing, one file per FTP verb (under `verbs/`, registered in
+//! `verbs/mod.rs`), and the session state machine that turns command bytes plus `now` into reply bytes and
+//! [`Action`]s for the driver (filesystem requests, data-channel set-up, transfers). It owns no sockets and no
+//! files and reads no clock.
+//!
+//! ```text
+//!   driver ──handle_input(now, bytes)──▶ ServerSession ──poll_transmit()──▶ reply bytes ──▶ client
+//!                                                      ──poll_action()───▶ Fs / Listen / Transfer / Abort / Close
+//!   driver ──handle_fs / handle_listening / handle_progress / handle_transfer_done / handle_timeout──▶
+//! ```
+
+mod types;
+
+pub use types::*;

@@ -1,0 +1,230 @@
+//! The server session's vocabulary: configuration, the actions it asks the driver to perform, and the results the
+//! driver hands back. No logic lives here.
+
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+use std::time::Duration;
+
+use drsftp_storage::{ChecksumAlg, Metadata, StorageError, WriteMode};
+
+use crate::ranges::RangeSet;
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Accept `anonymous`/`ftp` logins with any password.
+    pub anonymous: bool,
+    /// Static user/password pairs (in addition to anonymous, if enabled).
+    pub users: Vec<(String, String)>,
+    /// Text of the `220` greeting.
+    pub banner: String,
+    /// Longest accepted command line, bytes (longer lines get `500` and are discarded up to the next CRLF).
+    pub max_line: usize,
+    /// Close the control connection after this long without a command (no transfer running): `421`.
+    pub idle_timeout: Duration,
+    /// Address advertised in PASV/SPAS replies (default: the control connection's local address).
+    pub data_interface: Option<IpAddr>,
+    /// Interval of `111`/`112` markers while receiving in MODE E (Globus default: 5 s).
+    pub marker_interval: Duration,
+    /// Default parallelism for MODE E sends when the client gave no `OPTS RETR Parallelism`.
+    pub default_parallelism: u32,
+    /// Largest parallelism accepted from `OPTS RETR`.
+    pub max_parallelism: u32,
+    /// Largest buffer size accepted from SBUF/SITE *BUFSIZE (bytes).
+    pub max_buffer: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            anonymous: true,
+            users: vec![],
+            banner: "drsftp GridFTP server ready.".into(),
+            max_line: 4096,
+            idle_timeout: Duration::from_secs(900),
+            data_interface: None,
+            marker_interval: Duration::from_secs(5),
+            default_parallelism: 1,
+            max_parallelism: 64,
+            max_buffer: 256 << 20,
+        }
+    }
+}
+
+/// A filesystem request; the driver runs it on its `Storage` and answers with [`ServerSession::handle_fs`].
+/// Paths are already resolved against the session's working directory (absolute virtual paths).
+///
+/// [`ServerSession::handle_fs`]: super::ServerSession::handle_fs
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsRequest {
+    /// `Storage::stat` → [`FsResult::Stat`].
+    Stat(String),
+    /// `Storage::list` → [`FsResult::List`].
+    List(String),
+    /// `Storage::mkdir` → [`FsResult::Done`].
+    Mkdir(String),
+    /// `Storage::rmdir` → [`FsResult::Done`].
+    Rmdir(String),
+    /// `Storage::remove` → [`FsResult::Done`].
+    Remove(String),
+    /// `Storage::rename` → [`FsResult::Done`].
+    Rename {
+        /// Source path.
+        from: String,
+        /// Destination path.
+        to: String,
+    },
+    /// `drsftp_storage::checksum` over `offset..offset+length` (`None` = to the end) → [`FsResult::Checksum`].
+    Checksum {
+        /// Algorithm.
+        alg: ChecksumAlg,
+        /// File.
+        path: String,
+        /// First byte.
+        offset: u64,
+        /// Length, `None` = to the end.
+        length: Option<u64>,
+    },
+}
+
+/// The driver's answer to an [`FsRequest`].
+#[derive(Debug)]
+pub enum FsResult {
+    /// Metadata of the path.
+    Stat(Metadata),
+    /// Directory entries.
+    List(Vec<Metadata>),
+    /// The operation succeeded.
+    Done,
+    /// Lower-case hex checksum.
+    Checksum(String),
+    /// The operation failed; the session maps it with `StorageError::reply_code`.
+    Err(StorageError),
+}
+
+/// Where data connections come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataEndpoint {
+    /// The driver's passive listener(s) from the last PASV/EPSV/SPAS (accept connections there).
+    Passive,
+    /// Connect to these addresses (PORT/EPRT: one; SPOR: several). In MODE E, `parallelism` connections to each.
+    Active(Vec<SocketAddr>),
+}
+
+/// What flows over the data channel and where it comes from or goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Payload {
+    /// Server sends file bytes (RETR/ERET): `ranges` of the file in file offsets; in MODE E blocks carry
+    /// `file offset - wire_sub` (ERET: offsets relative to the section start).
+    SendFile {
+        /// Absolute virtual path.
+        path: String,
+        /// File ranges to send (empty ranges never appear). For RETR without REST: `0..size` (the driver may
+        /// pass `0..u64::MAX` semantics as "to EOF" — see `to_eof`).
+        ranges: Vec<Range<u64>>,
+        /// The last range runs to the end of the file (its `end` is only an upper bound).
+        to_eof: bool,
+        /// Subtracted from file offsets in MODE E headers.
+        wire_sub: u64,
+    },
+    /// Server sends these bytes (a listing) over stream mode.
+    SendBytes(Vec<u8>),
+    /// Server receives a file (STOR/APPE/ESTO).
+    RecvFile {
+        /// Absolute virtual path.
+        path: String,
+        /// `Replace` for STOR (part file renamed on success), `InPlace` for APPE/ESTO/restarted STOR.
+        write_mode: WriteMode,
+        /// Stream mode: first byte lands here (REST offset, or the current size for APPE).
+        /// MODE E: added to every block's wire offset (ESTO A offset).
+        offset: u64,
+        /// Expected size, if announced with ALLO (a short transfer is then an error).
+        expected: Option<u64>,
+    },
+}
+
+/// Data transfer mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// MODE S.
+    Stream,
+    /// MODE E.
+    Extended,
+}
+
+/// A transfer the driver must run, then report with `handle_transfer_done`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferPlan {
+    /// Identifies the transfer in later calls.
+    pub id: u64,
+    /// What moves.
+    pub payload: Payload,
+    /// MODE S or MODE E (listings are always stream mode).
+    pub mode: Mode,
+    /// Where the data connections come from.
+    pub endpoint: DataEndpoint,
+    /// MODE E sending: connections to open per address (`OPTS RETR Parallelism`).
+    pub parallelism: u32,
+    /// TCP buffer size requested with SBUF / SITE RETRBUFSIZE / STORBUFSIZE, if any.
+    pub tcp_buffer: Option<u64>,
+    /// TYPE A: convert line ends (LF ↔ CRLF) in stream mode.
+    pub ascii: bool,
+}
+
+/// Something the driver must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Run a filesystem request and call `handle_fs`.
+    Fs(FsRequest),
+    /// Bind `count` passive data listeners (one for PASV/EPSV, one per stripe for SPAS) on `ip` (port 0) and
+    /// call `handle_listening`. Any previous passive listeners are closed.
+    Listen {
+        /// Address to bind.
+        ip: IpAddr,
+        /// Number of listeners.
+        count: usize,
+    },
+    /// Start a transfer and call `handle_transfer_done` when it ends (and `handle_progress` while it runs).
+    Transfer(TransferPlan),
+    /// Stop the running transfer (ABOR); the driver still calls `handle_transfer_done` (with `Aborted`).
+    Abort,
+    /// Apply an in-transfer buffer change (control-channel `SBUF <id> <size>` during a transfer, seed 000).
+    SetBuffer {
+        /// Probe id from the command.
+        id: u64,
+        /// Requested size.
+        size: u64,
+    },
+    /// Flush pending replies and close the control connection (QUIT, idle timeout, fatal framing error).
+    Close,
+}
+
+/// How a transfer ended, from the driver.
+#[derive(Debug)]
+pub enum TransferResult {
+    /// All data moved (and, for receives, the file was committed).
+    Ok {
+        /// Payload bytes.
+        bytes: u64,
+        /// Data connections used.
+        streams: usize,
+    },
+    /// It failed; `code` is the FTP reply code to use (425/426/451/452/550/553) and `message` the text.
+    Failed {
+        /// Reply code.
+        code: u16,
+        /// Reply text.
+        message: String,
+    },
+    /// ABOR stopped it.
+    Aborted,
+}
+
+/// Live progress of a running transfer, for markers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransferProgress {
+    /// Payload bytes so far.
+    pub bytes: u64,
+    /// File ranges received so far (receiving side), for `111 Range Marker`.
+    pub ranges: RangeSet,
+}
