@@ -1,1 +1,99 @@
-//! GridFTP server driver: listener, one task per control session, executing drsftp-proto server actions.
+//! GridFTP server driver: the accept loop and its shutdown. Each control connection runs one task
+//! ([`conn`]) that pumps bytes through the sans-IO `drsftp_proto::server::ServerSession` and carries out its
+//! actions: filesystem requests on blocking threads ([`fs`]) and transfers on the data engine ([`transfer`]).
+
+// TEMPORARY until the proto ServerSession lands (keeps drsftp-io compiling for concurrent work).
+#[cfg(any())]
+mod conn;
+mod fs;
+mod transfer;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use drsftp_proto::server::ServerConfig;
+use drsftp_storage::Storage;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::data::DataOpts;
+
+/// Everything a server needs besides its listener.
+#[derive(Debug, Clone)]
+pub struct ServerParams {
+    /// Session settings (login policy, banner, limits, markers).
+    pub session: ServerConfig,
+    /// Data-channel settings (buffer policy, block size).
+    pub data: DataOpts,
+    /// The served tree.
+    pub storage: Arc<dyn Storage>,
+}
+
+/// A handle to stop a running server: dropping it or calling [`Shutdown::trigger`] ends the accept loop and
+/// every session (running transfers are aborted, sessions get `421`).
+#[derive(Debug, Clone)]
+pub struct Shutdown(watch::Sender<bool>);
+
+impl Shutdown {
+    /// Ask the server to stop.
+    pub fn trigger(&self) {
+        let _ = self.0.send(true);
+    }
+}
+
+/// Bind `addr` and return the listener plus its real address (port 0 picks one).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind(addr).await?;
+    let a = l.local_addr()?;
+    Ok((l, a))
+}
+
+/// Run the server on `listener` until `shutdown` fires. Returns when the accept loop stops; sessions still
+/// running are told to close.
+pub async fn serve(
+    listener: TcpListener,
+    params: ServerParams,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let params = Arc::new(params);
+    let mut stop = shutdown.clone();
+    loop {
+        tokio::select! {
+            r = listener.accept() => {
+                let (sock, peer) = match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // EMFILE and friends: log, back off briefly, keep serving.
+                        tracing::warn!("accept: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let params = params.clone();
+                let stop = shutdown.clone();
+                #[cfg(any())]
+                tokio::spawn(async move {
+                    if let Err(e) = conn::run(sock, peer, params, stop).await {
+                        tracing::debug!("session {peer}: {e}");
+                    }
+                });
+                let _ = (sock, peer, params, stop);
+            }
+            r = stop.changed() => {
+                // A dropped Shutdown handle also stops the server.
+                if r.is_err() || *stop.borrow() { return Ok(()); }
+            }
+        }
+    }
+}
+
+/// Start a server on `addr` in the current tokio runtime. Returns its address and the shutdown handle.
+pub async fn spawn(
+    addr: SocketAddr,
+    params: ServerParams,
+) -> std::io::Result<(SocketAddr, Shutdown, tokio::task::JoinHandle<std::io::Result<()>>)> {
+    let (l, a) = bind(addr).await?;
+    let (tx, rx) = watch::channel(false);
+    let h = tokio::spawn(serve(l, params, rx));
+    Ok((a, Shutdown(tx), h))
+}

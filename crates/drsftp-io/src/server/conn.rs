@@ -1,0 +1,181 @@
+//! One control connection: reads command bytes into the sans-IO `ServerSession`, writes its replies, and carries
+//! out its actions — filesystem requests on blocking threads, passive listeners, one transfer task at a time —
+//! feeding results, progress and timeouts back in. Ends on QUIT, idle timeout, peer close or server shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use drsftp_proto::server::{Action, FsResult, ServerSession, TransferProgress, TransferResult};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::transfer::{self, DataCache, Job};
+use super::{fs, ServerParams};
+use crate::data::{self, Progress};
+
+/// How often a running transfer's counters are handed to the session (for 111/112 markers).
+const PROGRESS_TICK: Duration = Duration::from_millis(500);
+
+struct Running {
+    id: u64,
+    task: JoinHandle<(TransferResult, Option<DataCache>)>,
+    progress: Arc<Progress>,
+}
+
+async fn flush(s: &mut ServerSession, wr: &mut OwnedWriteHalf) -> std::io::Result<()> {
+    while let Some(bytes) = s.poll_transmit() {
+        wr.write_all(&bytes).await?;
+    }
+    Ok(())
+}
+
+/// Serve one control connection until it ends.
+pub(crate) async fn run(
+    sock: TcpStream,
+    peer: SocketAddr,
+    params: Arc<ServerParams>,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let local = sock.local_addr()?;
+    let _ = sock.set_nodelay(true);
+    let (mut rd, mut wr) = sock.into_split();
+    let t0 = Instant::now();
+    let mut s = ServerSession::new(t0, params.session.clone(), local, peer);
+    let epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    s.set_epoch(t0, epoch);
+    let (fs_tx, mut fs_rx) = mpsc::channel::<FsResult>(1);
+    let mut running: Option<Running> = None;
+    let mut passive: Vec<Arc<TcpListener>> = vec![];
+    let mut cache: Option<DataCache> = None;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut tick = tokio::time::interval(PROGRESS_TICK);
+    let mut close = false;
+    loop {
+        flush(&mut s, &mut wr).await?;
+        while let Some(action) = s.poll_action() {
+            let now = Instant::now();
+            match action {
+                Action::Fs(req) => {
+                    let st = params.storage.clone();
+                    let tx = fs_tx.clone();
+                    tokio::spawn(async move {
+                        let _ = tx.send(fs::execute_async(st, req).await).await;
+                    });
+                }
+                Action::Listen { ip, count } => {
+                    passive.clear();
+                    let mut addrs = vec![];
+                    let mut err = None;
+                    for _ in 0..count.max(1) {
+                        match data::listen(SocketAddr::new(ip, 0), &params.data).await {
+                            Ok(l) => {
+                                if let Ok(a) = l.local_addr() {
+                                    addrs.push(a);
+                                }
+                                passive.push(Arc::new(l));
+                            }
+                            Err(e) => err = Some(e.to_string()),
+                        }
+                    }
+                    let r = match err {
+                        Some(e) => Err(e),
+                        None => Ok(addrs),
+                    };
+                    s.handle_listening(now, r);
+                }
+                Action::Transfer(plan) => {
+                    let progress = Arc::new(Progress::new());
+                    let id = plan.id;
+                    let job = Job {
+                        plan,
+                        storage: params.storage.clone(),
+                        opts: params.data.clone(),
+                        passive: passive.clone(),
+                        cache: cache.take(),
+                        progress: progress.clone(),
+                    };
+                    running = Some(Running {
+                        id,
+                        task: tokio::spawn(transfer::run(job)),
+                        progress,
+                    });
+                }
+                Action::Abort => {
+                    if let Some(r) = running.take() {
+                        r.task.abort();
+                        let _ = r.task.await;
+                        s.handle_transfer_done(Instant::now(), r.id, TransferResult::Aborted);
+                    }
+                }
+                Action::SetBuffer { id, size } => {
+                    // Control-channel SBUF during a transfer (seed 000): recorded; in-band DRS on the data
+                    // connections does the resizing.
+                    tracing::debug!("SBUF {id} {size} during transfer");
+                }
+                Action::Close => close = true,
+            }
+            flush(&mut s, &mut wr).await?;
+        }
+        if close || s.is_closed() {
+            flush(&mut s, &mut wr).await?;
+            let _ = wr.shutdown().await;
+            if let Some(r) = running.take() {
+                r.task.abort();
+            }
+            return Ok(());
+        }
+        let deadline = s.poll_timeout().map(tokio::time::Instant::from_std);
+        tokio::select! {
+            n = rd.read(&mut buf) => {
+                let n = n?;
+                if n == 0 {
+                    if let Some(r) = running.take() { r.task.abort(); }
+                    return Ok(());
+                }
+                s.handle_input(Instant::now(), &buf[..n]);
+            }
+            Some(r) = fs_rx.recv() => s.handle_fs(Instant::now(), r),
+            done = async { running.as_mut().expect("guarded").task.await }, if running.is_some() => {
+                let r = running.take().expect("guarded");
+                let result = match done {
+                    Ok((res, kept)) => { cache = kept; res }
+                    Err(e) => TransferResult::Failed { code: 451, message: format!("transfer task: {e}") },
+                };
+                s.handle_progress(Instant::now(), progress_of(&r.progress));
+                s.handle_transfer_done(Instant::now(), r.id, result);
+            }
+            _ = tick.tick(), if running.is_some() => {
+                if let Some(r) = running.as_ref() {
+                    s.handle_progress(Instant::now(), progress_of(&r.progress));
+                }
+            }
+            _ = sleep_until(deadline), if deadline.is_some() => s.handle_timeout(Instant::now()),
+            _ = stop.changed() => {
+                if let Some(r) = running.take() { r.task.abort(); }
+                let _ = wr.write_all(b"421 Server shutting down.\r\n").await;
+                let _ = wr.shutdown().await;
+                return Ok(());
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn progress_of(p: &Progress) -> TransferProgress {
+    TransferProgress {
+        bytes: p.bytes(),
+        ranges: p.ranges(),
+    }
+}

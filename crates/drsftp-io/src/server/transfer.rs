@@ -1,0 +1,309 @@
+//! Runs one `TransferPlan` from the server session: opens the file (a part file for uploads, committed only when
+//! every byte arrived), gets data connections (passive accepts, active connects, or MODE E connections kept from
+//! the previous transfer), hands them to the data engine, and turns the outcome into a `TransferResult`.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use drsftp_proto::server::{DataEndpoint, Mode, Payload, TransferPlan, TransferResult};
+use drsftp_storage::{BytesFile, FileHandle, PartFile, Storage, StorageError};
+use drsftp_tune::BufferPolicy;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::data::{self, DataError, DataOpts, DataReport, Progress};
+
+/// How long to wait for the client's data connection.
+const ACCEPT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// MODE E connections left open after EOD, keyed by where they came from: the PORT/SPOR addresses we connected
+/// to, or the passive listener addresses the client connected to.
+#[derive(Debug)]
+pub(crate) struct DataCache {
+    pub(crate) key: Vec<SocketAddr>,
+    pub(crate) socks: Vec<TcpStream>,
+}
+
+/// Everything a transfer task needs.
+pub(crate) struct Job {
+    pub(crate) plan: TransferPlan,
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) opts: DataOpts,
+    pub(crate) passive: Vec<Arc<TcpListener>>,
+    pub(crate) cache: Option<DataCache>,
+    pub(crate) progress: Arc<Progress>,
+}
+
+/// Run the job; returns the result for the session and the connections worth keeping.
+pub(crate) async fn run(job: Job) -> (TransferResult, Option<DataCache>) {
+    match run_inner(job).await {
+        Ok((bytes, streams, cache)) => (TransferResult::Ok { bytes, streams }, cache),
+        Err(e) => {
+            tracing::info!("transfer failed: {e}");
+            (
+                TransferResult::Failed {
+                    code: e.reply_code(),
+                    message: e.to_string(),
+                },
+                None,
+            )
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
+) -> Result<T, DataError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| DataError::Io(std::io::Error::other(e.to_string())))?
+        .map_err(DataError::Storage)
+}
+
+async fn run_inner(job: Job) -> Result<(u64, usize, Option<DataCache>), DataError> {
+    let Job {
+        plan,
+        storage,
+        mut opts,
+        passive,
+        cache,
+        progress,
+    } = job;
+    if let Some(b) = plan.tcp_buffer {
+        opts.buffer = BufferPolicy::Fixed(b);
+    }
+    match plan.payload.clone() {
+        Payload::SendFile {
+            path,
+            mut ranges,
+            to_eof,
+            wire_sub,
+        } => {
+            let st = storage.clone();
+            let file = blocking(move || st.open_read(&path)).await?;
+            if to_eof {
+                let len = file.len().map_err(DataError::Storage)?;
+                if let Some(last) = ranges.last_mut() {
+                    last.end = len;
+                }
+                ranges.retain(|r| r.start < r.end);
+            }
+            send(&plan, file, ranges, wire_sub, &opts, passive, cache, progress).await
+        }
+        Payload::SendBytes(bytes) => {
+            let len = bytes.len() as u64;
+            let file: Arc<dyn FileHandle> = Arc::new(BytesFile::new(bytes));
+            let plan = TransferPlan {
+                mode: Mode::Stream,
+                ..plan
+            };
+            send(&plan, file, vec![0..len], 0, &opts, passive, None, progress)
+                .await
+                .map(|(b, s, _)| (b, s, cache))
+        }
+        Payload::RecvFile {
+            path,
+            write_mode,
+            offset,
+            expected,
+        } => {
+            let st = storage.clone();
+            let p = path.clone();
+            let part = blocking(move || st.open_write(&p, write_mode)).await?;
+            let key = listener_key(&passive);
+            // Connections the client kept from the previous MODE E upload to these listeners carry this one too.
+            let cache = cache.filter(|c| c.key == key && plan.mode == Mode::Extended);
+            let r = recv(&plan, part.handle(), offset, &opts, passive, cache, progress).await;
+            finish_upload(part, r, write_mode, offset, expected, key).await
+        }
+    }
+}
+
+/// Check an upload is complete, then commit it; otherwise the part file is discarded.
+async fn finish_upload(
+    part: Box<dyn PartFile>,
+    r: Result<DataReport, DataError>,
+    write_mode: drsftp_storage::WriteMode,
+    offset: u64,
+    expected: Option<u64>,
+    key: Vec<SocketAddr>,
+) -> Result<(u64, usize, Option<DataCache>), DataError> {
+    let report = match r {
+        Ok(r) => r,
+        Err(e) => {
+            part.abort();
+            return Err(e);
+        }
+    };
+    // A replaced file must be one contiguous run from its start; an announced size must be reached.
+    let holes = match write_mode {
+        drsftp_storage::WriteMode::Replace => {
+            let end = report.ranges.ranges().last().map_or(0, |r| r.end);
+            !report.ranges.gaps(offset..end).is_empty()
+        }
+        drsftp_storage::WriteMode::InPlace => false,
+    };
+    let short = expected.is_some_and(|e| report.bytes < e);
+    if holes || short {
+        part.abort();
+        return Err(DataError::Incomplete(format!(
+            "received {} bytes in ranges {} (expected {})",
+            report.bytes,
+            report.ranges,
+            expected.map_or("no size".into(), |e| e.to_string())
+        )));
+    }
+    blocking(move || part.commit()).await?;
+    let cache = keep(key, report.reusable);
+    Ok((report.bytes, report.streams, cache))
+}
+
+fn keep(key: Vec<SocketAddr>, socks: Vec<TcpStream>) -> Option<DataCache> {
+    (!socks.is_empty()).then_some(DataCache { key, socks })
+}
+
+async fn accept_one(l: &TcpListener) -> Result<TcpStream, DataError> {
+    match tokio::time::timeout(ACCEPT_TIMEOUT, l.accept()).await {
+        Ok(Ok((s, _))) => Ok(s),
+        Ok(Err(e)) => Err(DataError::Io(e)),
+        Err(_) => Err(DataError::Timeout),
+    }
+}
+
+fn first_listener(passive: &[Arc<TcpListener>]) -> Result<&TcpListener, DataError> {
+    passive
+        .first()
+        .map(|l| l.as_ref())
+        .ok_or_else(|| DataError::Incomplete("no passive listener (send PASV first)".into()))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn send(
+    plan: &TransferPlan,
+    file: Arc<dyn FileHandle>,
+    ranges: Vec<Range<u64>>,
+    wire_sub: u64,
+    opts: &DataOpts,
+    passive: Vec<Arc<TcpListener>>,
+    cache: Option<DataCache>,
+    progress: Arc<Progress>,
+) -> Result<(u64, usize, Option<DataCache>), DataError> {
+    match (plan.mode, &plan.endpoint) {
+        (Mode::Stream, ep) => {
+            let sock = match ep {
+                DataEndpoint::Passive => accept_one(first_listener(&passive)?).await?,
+                DataEndpoint::Active(addrs) => connect_first(addrs, opts).await?,
+            };
+            let range = ranges.first().cloned().unwrap_or(0..0);
+            let r = data::send_stream(sock, file, range, opts, progress).await?;
+            Ok((r.bytes, 1, None))
+        }
+        (Mode::Extended, DataEndpoint::Active(addrs)) => {
+            let per = plan.parallelism.max(1) as usize;
+            let socks = match cache {
+                Some(c) if c.key == *addrs && c.socks.len() == per * addrs.len() => c.socks,
+                _ => {
+                    let mut v = Vec::with_capacity(per * addrs.len());
+                    for a in addrs {
+                        for _ in 0..per {
+                            v.push(data::connect(*a, opts).await?);
+                        }
+                    }
+                    v
+                }
+            };
+            let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
+            Ok((r.bytes, r.streams, keep(addrs.clone(), r.reusable)))
+        }
+        (Mode::Extended, DataEndpoint::Passive) => {
+            // Not GFD.20 (the sender connects), but harmless: serve whoever connects to our listener.
+            let key = listener_key(&passive);
+            let socks = match cache {
+                Some(c) if c.key == key => c.socks,
+                _ => vec![accept_one(first_listener(&passive)?).await?],
+            };
+            let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
+            Ok((r.bytes, r.streams, keep(key, r.reusable)))
+        }
+    }
+}
+
+async fn connect_first(addrs: &[SocketAddr], opts: &DataOpts) -> Result<TcpStream, DataError> {
+    let a = addrs
+        .first()
+        .ok_or_else(|| DataError::Incomplete("no PORT address".into()))?;
+    Ok(data::connect(*a, opts).await?)
+}
+
+fn listener_key(passive: &[Arc<TcpListener>]) -> Vec<SocketAddr> {
+    passive.iter().filter_map(|l| l.local_addr().ok()).collect()
+}
+
+async fn recv(
+    plan: &TransferPlan,
+    file: Arc<dyn FileHandle>,
+    offset: u64,
+    opts: &DataOpts,
+    passive: Vec<Arc<TcpListener>>,
+    cache: Option<DataCache>,
+    progress: Arc<Progress>,
+) -> Result<DataReport, DataError> {
+    match (plan.mode, &plan.endpoint) {
+        (Mode::Stream, ep) => {
+            let sock = match ep {
+                DataEndpoint::Passive => accept_one(first_listener(&passive)?).await?,
+                DataEndpoint::Active(addrs) => connect_first(addrs, opts).await?,
+            };
+            data::recv_stream(sock, file, offset, opts, progress).await
+        }
+        (Mode::Extended, ep) => {
+            let (tx, rx) = mpsc::channel(256);
+            if let Some(c) = cache {
+                for s in c.socks {
+                    let _ = tx.try_send(s);
+                }
+            }
+            let feeder = match ep {
+                DataEndpoint::Passive => {
+                    let ls = passive.clone();
+                    if ls.is_empty() {
+                        return Err(DataError::Incomplete("no passive listener".into()));
+                    }
+                    tokio::spawn(async move {
+                        let mut tasks = vec![];
+                        for l in ls {
+                            let tx = tx.clone();
+                            tasks.push(tokio::spawn(async move {
+                                while let Ok((s, _)) = l.accept().await {
+                                    if tx.send(s).await.is_err() {
+                                        break;
+                                    }
+                                }
+                            }));
+                        }
+                        for t in tasks {
+                            let _ = t.await;
+                        }
+                    })
+                }
+                DataEndpoint::Active(addrs) => {
+                    // Also not GFD.20 (the receiver connects): one connection per address.
+                    let mut socks = vec![];
+                    for a in addrs {
+                        socks.push(data::connect(*a, opts).await?);
+                    }
+                    tokio::spawn(async move {
+                        for s in socks {
+                            let _ = tx.send(s).await;
+                        }
+                    })
+                }
+            };
+            let r = data::recv_mode_e(rx, file, offset, opts, progress).await;
+            feeder.abort();
+            r
+        }
+    }
+}

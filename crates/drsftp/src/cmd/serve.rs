@@ -1,0 +1,114 @@
+//! `drsftp serve`: run the GridFTP server on a directory until Ctrl-C / SIGTERM, then shut down cleanly
+//! (running transfers are aborted and their part files removed; sessions get `421`).
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use drsftp_io::data::DataOpts;
+use drsftp_io::server::{self, ServerParams};
+use drsftp_proto::server::ServerConfig;
+use drsftp_storage::FsStorage;
+use drsftp_tune::{parse_size, BufferPolicy};
+
+/// Serve DIR over GridFTP (FTP with MODE E, parallel streams, ERET/ESTO, CKSM, SBUF).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Control-channel address to listen on (GridFTP's usual port is 2811; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:2811")]
+    pub listen: String,
+    /// Directory served as `/`. Nothing outside it is reachable (`..`, absolute paths and symlinks pointing out
+    /// are refused).
+    #[arg(long)]
+    pub root: PathBuf,
+    /// Accept anonymous logins (user `anonymous` or `ftp`, any password).
+    #[arg(long)]
+    pub anonymous: bool,
+    /// Accept this login, as USER:PASSWORD (repeatable).
+    #[arg(long = "user", value_name = "USER:PASSWORD")]
+    pub users: Vec<String>,
+    /// Address advertised in PASV/SPAS replies (default: the address the client connected to).
+    #[arg(long, value_name = "IP")]
+    pub data_interface: Option<IpAddr>,
+    /// Data-socket buffers: `kernel` (Linux autotuning), `drs` (user-space Dynamic Right-Sizing) or a fixed size
+    /// such as `4M`. A client's SBUF / SITE RETRBUFSIZE overrides it per transfer.
+    #[arg(long, default_value = "kernel")]
+    pub buffer: BufferPolicy,
+    /// MODE E block size when sending.
+    #[arg(long, default_value = "256K", value_parser = parse_size)]
+    pub block_size: u64,
+    /// Streams used for a MODE E send when the client sent no `OPTS RETR Parallelism`.
+    #[arg(long, default_value_t = 1)]
+    pub default_parallelism: u32,
+    /// Print the bound control address as `listening <addr>` on stdout (for scripts using port 0).
+    #[arg(long)]
+    pub print_addr: bool,
+}
+
+fn parse_users(list: &[String]) -> Result<Vec<(String, String)>> {
+    list.iter()
+        .map(|u| {
+            u.split_once(':')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .with_context(|| format!("--user {u:?}: expected USER:PASSWORD"))
+        })
+        .collect()
+}
+
+/// Run the server until interrupted.
+pub fn run(args: Args) -> Result<()> {
+    let users = parse_users(&args.users)?;
+    if !args.anonymous && users.is_empty() {
+        bail!("nobody could log in: pass --anonymous and/or --user USER:PASSWORD");
+    }
+    let addr: SocketAddr = args
+        .listen
+        .to_socket_addrs()
+        .with_context(|| format!("--listen {}", args.listen))?
+        .next()
+        .with_context(|| format!("--listen {}: no address", args.listen))?;
+    let storage = FsStorage::new(&args.root)
+        .with_context(|| format!("--root {}", args.root.display()))?;
+    let params = ServerParams {
+        session: ServerConfig {
+            anonymous: args.anonymous,
+            users,
+            data_interface: args.data_interface,
+            default_parallelism: args.default_parallelism.max(1),
+            ..ServerConfig::default()
+        },
+        data: DataOpts {
+            buffer: args.buffer,
+            block_size: args.block_size.clamp(4096, 64 << 20) as usize,
+            ..DataOpts::default()
+        },
+        storage: Arc::new(storage),
+    };
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let (bound, shutdown, task) = server::spawn(addr, params)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        if args.print_addr {
+            println!("listening {bound}");
+        }
+        eprintln!(
+            "drsftp: serving {} on ftp://{bound}/ ({}buffers {})",
+            args.root.display(),
+            if args.anonymous { "anonymous, " } else { "" },
+            args.buffer
+        );
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("drsftp: shutting down");
+        shutdown.trigger();
+        task.await??;
+        // Give sessions a moment to send 421 and drop their part files.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        Ok(())
+    })
+}
