@@ -1,1 +1,278 @@
 //! GridFTP client driver: control connection, data channel set-up, transfers for `drsftp copy` and `drsftp ls`.
+//!
+//! A [`Client`] is one logged-in control connection driving the sans-IO `drsftp_proto::client::ClientSession`
+//! ([`control`]); a transfer ([`transfer`]) runs the data engine (`crate::data`) next to it. Downloads go to a
+//! hidden part file renamed into place only after the byte count and the server's CKSM agree ([`download`]);
+//! uploads are checked the same way afterwards ([`upload`]).
+//!
+//! Mode rules (as globus-url-copy): `streams > 1` means MODE E with that many TCP streams; `streams == 1` is stream
+//! mode unless `mode_e` is set. In MODE E the sender connects: for downloads the client listens (PORT) and the
+//! server opens the streams; for uploads the client connects to the server's PASV address.
+
+mod control;
+mod download;
+mod error;
+mod local;
+mod transfer;
+mod upload;
+mod verify;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use drsftp_proto::client::{Op, Outcome};
+use drsftp_storage::ChecksumAlg;
+use drsftp_tune::BufferPolicy;
+
+use crate::data::{DataOpts, Progress};
+use control::Control;
+
+pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
+pub use error::ClientError;
+
+/// How a transfer is run.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Parallel TCP streams. More than 1 selects MODE E.
+    pub streams: u32,
+    /// Use MODE E even with one stream.
+    pub mode_e: bool,
+    /// TCP buffer size to ask the server for (`SITE RETRBUFSIZE`/`STORBUFSIZE`, falling back to `SBUF`).
+    pub tcp_buffer: Option<u64>,
+    /// Our data sockets' buffer policy (kernel autotuning, DRS, or a fixed size).
+    pub buffer: BufferPolicy,
+    /// Move only this section (ERET/ESTO); the bytes land at the same offset on the other side.
+    pub partial: Option<Partial>,
+    /// After the transfer, compare CKSM with a local checksum when the server advertises one we know.
+    pub verify: bool,
+    /// Reply timeout for commands, connect timeout, and the longest time without data progress.
+    pub timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            streams: 1,
+            mode_e: false,
+            tcp_buffer: None,
+            buffer: BufferPolicy::Kernel,
+            partial: None,
+            verify: true,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl ClientOptions {
+    /// The wire mode these options select.
+    pub fn mode(&self) -> TransferMode {
+        if self.streams > 1 || self.mode_e {
+            TransferMode::Extended
+        } else {
+            TransferMode::Stream
+        }
+    }
+
+    fn data_opts(&self) -> DataOpts {
+        DataOpts {
+            buffer: self.buffer,
+            ..DataOpts::default()
+        }
+    }
+}
+
+/// What a finished transfer did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransferSummary {
+    /// Payload bytes moved.
+    pub bytes: u64,
+    /// Wall-clock seconds from the first transfer command to the end of data (verification not included).
+    pub seconds: f64,
+    /// Data connections used.
+    pub streams: usize,
+    /// Stream mode or MODE E.
+    pub mode: TransferMode,
+    /// Largest total socket buffer in force across our streams, bytes.
+    pub peak_buffer: u64,
+    /// The buffer-size command the server accepted, if any.
+    pub buffer_command: Option<String>,
+    /// Algorithm name and hex digest both sides agreed on.
+    pub checksum: Option<(String, String)>,
+    /// True if the checksum was compared and matched.
+    pub verified: bool,
+    /// Non-fatal remarks (buffer size refused, checksum not verified and why).
+    pub notices: Vec<String>,
+}
+
+impl TransferSummary {
+    fn new(mode: TransferMode, moved: &transfer::Moved) -> Self {
+        TransferSummary {
+            bytes: moved.data.bytes,
+            seconds: moved.seconds,
+            streams: moved.data.streams,
+            mode,
+            peak_buffer: moved.data.peak_buffer,
+            buffer_command: moved.report.buffer_command.clone(),
+            checksum: None,
+            verified: false,
+            notices: moved.report.notices.clone(),
+        }
+    }
+
+    /// Throughput in megabits (10^6 bit) per second.
+    pub fn mbps(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes as f64 * 8.0 / 1e6 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One logged-in control connection to a GridFTP/FTP server. One operation at a time.
+#[derive(Debug)]
+pub struct Client {
+    control: Control,
+    timeout: Duration,
+}
+
+async fn size(control: &mut Control, path: &str) -> Result<u64, ClientError> {
+    match control.run(Op::Size(path.to_string())).await? {
+        Outcome::Size(n) => Ok(n),
+        other => Err(ClientError::Invalid(format!(
+            "unexpected SIZE outcome {other:?}"
+        ))),
+    }
+}
+
+impl Client {
+    /// Connects to `host_port` (`host:port`, names resolved here), reads the greeting and logs in (USER/PASS,
+    /// then FEAT). `timeout` bounds the connect and every reply.
+    pub async fn connect(
+        host_port: &str,
+        user: &str,
+        pass: &str,
+        timeout: Duration,
+    ) -> Result<Client, ClientError> {
+        let mut control = Control::connect(host_port, timeout).await?;
+        match control
+            .run(Op::Login {
+                user: user.to_string(),
+                pass: pass.to_string(),
+            })
+            .await?
+        {
+            Outcome::LoggedIn(_) => Ok(Client { control, timeout }),
+            other => Err(ClientError::Invalid(format!(
+                "unexpected login outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// The server's 220 greeting.
+    pub fn banner(&self) -> Option<String> {
+        self.control.session().banner().map(|r| r.joined())
+    }
+
+    /// What the server listed in FEAT after login.
+    pub fn features(&self) -> &Features {
+        self.control.session().features()
+    }
+
+    /// The checksum algorithm downloads and uploads are verified with on this server, if any.
+    pub fn verify_algorithm(&self) -> Option<ChecksumAlg> {
+        verify::pick_alg(self.features())
+    }
+
+    /// Downloads `remote` to the file `local` (see [`ClientOptions`]). Whole files go through a hidden part file
+    /// renamed into place at the end; partial downloads write into `local` in place. On error nothing is left at
+    /// `local` unless it existed before a partial download.
+    pub async fn download(
+        &mut self,
+        remote: &str,
+        local: &Path,
+        opts: &ClientOptions,
+        progress: Arc<Progress>,
+    ) -> Result<TransferSummary, ClientError> {
+        download::run(&mut self.control, remote, local, opts, progress).await
+    }
+
+    /// Uploads the file `local` to `remote`.
+    pub async fn upload(
+        &mut self,
+        local: &Path,
+        remote: &str,
+        opts: &ClientOptions,
+        progress: Arc<Progress>,
+    ) -> Result<TransferSummary, ClientError> {
+        upload::run(&mut self.control, local, remote, opts, progress).await
+    }
+
+    /// A directory listing (MLSD, LIST or NLST) over a stream-mode data connection, as text.
+    pub async fn list(&mut self, path: &str, kind: ListKind) -> Result<String, ClientError> {
+        let mem = Arc::new(local::MemFile::new(256 << 20));
+        let job = transfer::DataJob::RecvStream {
+            file: mem.clone(),
+            offset: 0,
+        };
+        self.control.start(Op::List {
+            path: path.to_string(),
+            kind,
+        })?;
+        transfer::run_started(
+            &mut self.control,
+            job,
+            DataOpts::default(),
+            Arc::new(Progress::new()),
+            self.timeout,
+        )
+        .await?;
+        Ok(String::from_utf8_lossy(&mem.take()).into_owned())
+    }
+
+    /// `SIZE path`.
+    pub async fn size(&mut self, path: &str) -> Result<u64, ClientError> {
+        size(&mut self.control, path).await
+    }
+
+    /// `CKSM alg offset length path` (`length` `None` = to the end); lower-case hex.
+    pub async fn checksum(
+        &mut self,
+        alg: &str,
+        path: &str,
+        offset: u64,
+        length: Option<u64>,
+    ) -> Result<String, ClientError> {
+        let op = Op::Checksum {
+            algorithm: alg.to_string(),
+            offset,
+            length,
+            path: path.to_string(),
+        };
+        match self.control.run(op).await? {
+            Outcome::Checksum(h) => Ok(h),
+            other => Err(ClientError::Invalid(format!(
+                "unexpected CKSM outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// Any single command (e.g. `MKD /x`, `DELE /x`); returns the final reply's text.
+    pub async fn command(&mut self, line: &str) -> Result<String, ClientError> {
+        match self.control.run(Op::Command(line.to_string())).await? {
+            Outcome::Reply(r) => Ok(r.to_string()),
+            other => Err(ClientError::Invalid(format!(
+                "unexpected outcome {other:?}"
+            ))),
+        }
+    }
+
+    /// `QUIT`, then closes the connection.
+    pub async fn quit(mut self) -> Result<(), ClientError> {
+        if self.control.session().is_dead() {
+            return Ok(());
+        }
+        self.control.run(Op::Quit).await.map(|_| ())
+    }
+}

@@ -1,0 +1,203 @@
+//! The control connection: one TCP socket pumping the sans-IO [`ClientSession`]. It writes what the session
+//! transmits, feeds it reply bytes and deadlines, and hands its events to the caller one at a time. It never touches
+//! data channels; `transfer` acts on Listen/Connect/TransferStarted.
+//!
+//! [`Control::next_event`] is cancel-safe (writes advance a cursor only after the socket took the bytes, reads are
+//! single `read` calls), so `transfer` can `select!` on it next to a running data task.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use drsftp_proto::client::{ClientConfig, ClientSession, Event, Op, Outcome};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::ClientError;
+
+/// A logged-in (or logging-in) control connection.
+#[derive(Debug)]
+pub(crate) struct Control {
+    sock: TcpStream,
+    session: ClientSession,
+    out: Vec<u8>,
+    out_pos: usize,
+    buf: Box<[u8]>,
+    local: SocketAddr,
+    peer: SocketAddr,
+}
+
+impl Control {
+    /// Resolves `host_port`, connects (each resolved address in turn, each bounded by `timeout`) and waits for
+    /// nothing yet: the session holds the greeting until the first operation.
+    pub(crate) async fn connect(
+        host_port: &str,
+        timeout: Duration,
+    ) -> Result<Control, ClientError> {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(host_port)
+            .await
+            .map_err(|e| ClientError::Resolve {
+                host: host_port.to_string(),
+                source: e,
+            })?
+            .collect();
+        if addrs.is_empty() {
+            return Err(ClientError::Resolve {
+                host: host_port.to_string(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses"),
+            });
+        }
+        let mut last = None;
+        for addr in addrs {
+            match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+                Ok(Ok(sock)) => {
+                    let _ = sock.set_nodelay(true);
+                    let local = sock.local_addr().map_err(ClientError::Control)?;
+                    let peer = sock.peer_addr().map_err(ClientError::Control)?;
+                    let mut session = ClientSession::new(
+                        ClientConfig {
+                            reply_timeout: timeout,
+                        },
+                        Instant::now(),
+                    );
+                    session.set_peer_ip(peer.ip());
+                    return Ok(Control {
+                        sock,
+                        session,
+                        out: Vec::new(),
+                        out_pos: 0,
+                        buf: vec![0u8; 16 * 1024].into_boxed_slice(),
+                        local,
+                        peer,
+                    });
+                }
+                Ok(Err(e)) => last = Some(e),
+                Err(_) => {
+                    last = Some(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer within {timeout:?}"),
+                    ))
+                }
+            }
+        }
+        Err(ClientError::Connect {
+            addr: host_port.to_string(),
+            source: last.unwrap_or_else(|| std::io::Error::other("no address worked")),
+        })
+    }
+
+    /// Our end of the control connection: data listeners bind to this IP.
+    pub(crate) fn local_ip(&self) -> IpAddr {
+        self.local.ip()
+    }
+
+    /// The server's end of the control connection.
+    pub(crate) fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The sans-IO session (features, banner, `handle_listening`, `handle_data_ready`, `abort`).
+    pub(crate) fn session(&self) -> &ClientSession {
+        &self.session
+    }
+
+    /// Mutable access for the `handle_*` calls the data side makes.
+    pub(crate) fn session_mut(&mut self) -> &mut ClientSession {
+        &mut self.session
+    }
+
+    /// Starts an operation (its first command goes out with the next [`Control::next_event`]).
+    pub(crate) fn start(&mut self, op: Op) -> Result<(), ClientError> {
+        self.session.start(Instant::now(), op)?;
+        Ok(())
+    }
+
+    fn collect_output(&mut self) {
+        while let Some(bytes) = self.session.poll_transmit() {
+            if self.out_pos == self.out.len() {
+                self.out.clear();
+                self.out_pos = 0;
+            }
+            if let Ok(s) = std::str::from_utf8(&bytes) {
+                let line = s.trim_end();
+                if line.len() >= 5 && line[..5].eq_ignore_ascii_case("PASS ") {
+                    tracing::debug!("-> PASS ****");
+                } else {
+                    tracing::debug!("-> {line}");
+                }
+            }
+            self.out.extend_from_slice(&bytes);
+        }
+    }
+
+    /// Writes pending command bytes. Cancel-safe: the cursor moves only after a completed `write`.
+    async fn flush(&mut self) -> Result<(), ClientError> {
+        self.collect_output();
+        while self.out_pos < self.out.len() {
+            let n = self
+                .sock
+                .write(&self.out[self.out_pos..])
+                .await
+                .map_err(ClientError::Control)?;
+            if n == 0 {
+                return Err(ClientError::Control(std::io::ErrorKind::WriteZero.into()));
+            }
+            self.out_pos += n;
+        }
+        Ok(())
+    }
+
+    /// The next session event: sends queued commands, reads replies, and honours the session's deadline.
+    pub(crate) async fn next_event(&mut self) -> Result<Event, ClientError> {
+        loop {
+            self.flush().await?;
+            if let Some(ev) = self.session.poll_event() {
+                return Ok(ev);
+            }
+            if self.session.is_dead() {
+                return Err(ClientError::Session(
+                    drsftp_proto::client::ClientError::Closed,
+                ));
+            }
+            let read = self.sock.read(&mut self.buf);
+            let n = match self.session.poll_timeout() {
+                Some(deadline) => tokio::time::timeout_at(deadline.into(), read).await.ok(),
+                None => Some(read.await),
+            };
+            match n {
+                None => self.session.handle_timeout(Instant::now()),
+                Some(Ok(0)) => self.session.handle_eof(),
+                Some(Ok(n)) => {
+                    if tracing::enabled!(tracing::Level::DEBUG) {
+                        for line in String::from_utf8_lossy(&self.buf[..n]).lines() {
+                            tracing::debug!("<- {line}");
+                        }
+                    }
+                    self.session.handle_input(Instant::now(), &self.buf[..n]);
+                }
+                Some(Err(e)) => return Err(ClientError::Control(e)),
+            }
+        }
+    }
+
+    /// Runs an operation that needs no data channel to its outcome. Markers and notices are logged.
+    pub(crate) async fn run(&mut self, op: Op) -> Result<Outcome, ClientError> {
+        self.start(op)?;
+        self.finish().await
+    }
+
+    /// Waits for the running operation's outcome (after an abort, for instance).
+    pub(crate) async fn finish(&mut self) -> Result<Outcome, ClientError> {
+        loop {
+            match self.next_event().await? {
+                Event::Done(o) => return Ok(o),
+                Event::Failed(e) => return Err(e.into()),
+                Event::Notice(n) => tracing::info!("server: {n}"),
+                Event::Unsolicited(r) => tracing::info!("unsolicited reply: {r}"),
+                ev @ (Event::Listen | Event::Connect { .. }) => {
+                    tracing::warn!("unexpected {ev:?} for a command without data");
+                }
+                ev => tracing::debug!("{ev:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Download orchestration: SIZE, a part file (or the destination in place for `--off/--len`), RETR/ERET in stream
+//! mode or MODE E, byte-count and range checks, CKSM verification, then the rename into place. Any error drops the
+//! [`Destination`], which removes what the download created.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use drsftp_proto::client::{Direction, TransferSpec};
+use drsftp_storage::FileHandle;
+
+use super::control::Control;
+use super::local::Destination;
+use super::transfer::{self, DataJob};
+use super::{verify, ClientError, ClientOptions, TransferSummary};
+use crate::data::Progress;
+
+/// `SIZE path`, where "the server does not do SIZE" (500/502/504) is `None` and everything else (550 no such
+/// file, a dead connection) is an error.
+pub(crate) async fn size_if_supported(
+    control: &mut Control,
+    path: &str,
+) -> Result<Option<u64>, ClientError> {
+    match super::size(control, path).await {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if matches!(e.reply_code(), Some(500 | 502 | 504)) => {
+            tracing::info!("server does not answer SIZE: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Downloads `remote` to `local`. See the module docs.
+pub(crate) async fn run(
+    control: &mut Control,
+    remote: &str,
+    local: &Path,
+    opts: &ClientOptions,
+    progress: Arc<Progress>,
+) -> Result<TransferSummary, ClientError> {
+    let size = size_if_supported(control, remote).await?;
+    // The file range we expect to receive.
+    let want = match (opts.partial, size) {
+        (Some(p), Some(sz)) => {
+            if p.offset > sz {
+                return Err(ClientError::Invalid(format!(
+                    "offset {} is past the end of {remote} ({sz} bytes)",
+                    p.offset
+                )));
+            }
+            p.offset..p.offset + p.length.min(sz - p.offset)
+        }
+        (Some(p), None) => p.offset..p.offset + p.length,
+        (None, Some(sz)) => 0..sz,
+        (None, None) => 0..u64::MAX,
+    };
+    let dest = match opts.partial {
+        Some(_) => Destination::in_place(local)?,
+        None => Destination::part_file(local)?,
+    };
+    let handle = dest.handle();
+    let file: Arc<dyn FileHandle> = handle.clone();
+    let mode = opts.mode();
+    let mut dopts = opts.data_opts();
+    if want.end != u64::MAX {
+        dopts.max_end = want.end;
+    }
+    let offset = opts.partial.map_or(0, |p| p.offset);
+    let job = match mode {
+        drsftp_proto::client::TransferMode::Extended => DataJob::RecvModeE {
+            file: file.clone(),
+            wire_add: offset,
+        },
+        drsftp_proto::client::TransferMode::Stream => DataJob::RecvStream {
+            file: file.clone(),
+            offset,
+        },
+    };
+    let spec = TransferSpec {
+        direction: Direction::Download,
+        path: remote.to_string(),
+        mode,
+        streams: opts.streams.max(1),
+        tcp_buffer: opts.tcp_buffer,
+        partial: opts.partial,
+        alloc: None,
+    };
+    let moved = transfer::run(control, spec, job, dopts, progress, opts.timeout).await?;
+    let want = if want.end == u64::MAX {
+        // Size unknown: whatever arrived, from the start.
+        want.start..want.start + moved.data.bytes
+    } else {
+        want
+    };
+    verify::check_moved(remote, &moved.data, want.clone())?;
+    if opts.partial.is_none() {
+        let got = handle.len()?;
+        if got != want.end {
+            return Err(ClientError::SizeMismatch {
+                what: local.display().to_string(),
+                expected: want.end,
+                got,
+            });
+        }
+    }
+    let mut summary = TransferSummary::new(mode, &moved);
+    if opts.verify {
+        match verify::pick_alg(control.session().features()) {
+            Some(alg) => {
+                let v = verify::compare(control, alg, remote, file, want, opts.partial.is_none())
+                    .await?;
+                summary.verified = v.checksum.is_some();
+                summary.checksum = v.checksum;
+                summary.notices.extend(v.skipped);
+            }
+            None => summary
+                .notices
+                .push("checksum not verified: the server lists no CKSM algorithm we know".into()),
+        }
+    }
+    dest.commit()?;
+    Ok(summary)
+}

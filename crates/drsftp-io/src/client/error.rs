@@ -1,0 +1,101 @@
+//! The client driver's error type: everything `drsftp copy`/`ls` can fail on, from name resolution to a checksum
+//! mismatch. Protocol refusals keep the sans-IO session's error (with the server's reply) as their source.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use drsftp_proto::client::ClientError as SessionError;
+use drsftp_storage::StorageError;
+
+use crate::data::DataError;
+
+/// Why a client operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The host name did not resolve, or resolved to nothing.
+    #[error("cannot resolve {host}: {source}")]
+    Resolve {
+        /// What was looked up (`host:port`).
+        host: String,
+        /// The resolver's error.
+        source: io::Error,
+    },
+    /// The control connection could not be opened.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The address tried (`host:port`).
+        addr: String,
+        /// The socket error.
+        source: io::Error,
+    },
+    /// Reading or writing the control connection failed.
+    #[error("control connection: {0}")]
+    Control(io::Error),
+    /// The server refused a command, sent something unintelligible, timed out or hung up.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// A data connection could not be set up (listen, connect).
+    #[error("data connection set-up: {0}")]
+    DataSetup(io::Error),
+    /// The data transfer itself failed.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// A local file could not be opened, created, renamed or removed.
+    #[error("{}: {source}", path.display())]
+    Local {
+        /// The local path.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Reading or checksumming a local file failed.
+    #[error("local file: {0}")]
+    Storage(#[from] StorageError),
+    /// No data moved for this long while a transfer was running.
+    #[error("transfer stalled: no data for {0:?}")]
+    Stalled(Duration),
+    /// The number of bytes moved is not what the server's SIZE (or the requested range) says.
+    #[error("size mismatch for {what}: expected {expected} bytes, got {got}")]
+    SizeMismatch {
+        /// Which file.
+        what: String,
+        /// What it should be.
+        expected: u64,
+        /// What it is.
+        got: u64,
+    },
+    /// The local and remote checksums differ.
+    #[error("{alg} checksum mismatch for {what}: local {local}, server {remote}")]
+    ChecksumMismatch {
+        /// Which file.
+        what: String,
+        /// Algorithm name (`SHA256`).
+        alg: String,
+        /// Local digest (hex).
+        local: String,
+        /// Server's digest (hex).
+        remote: String,
+    },
+    /// The request cannot be carried out (bad range, unsupported combination).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ClientError {
+    /// The FTP reply code, if the server refused something.
+    pub fn reply_code(&self) -> Option<u16> {
+        match self {
+            ClientError::Session(e) => e.reply_code(),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn local(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        ClientError::Local {
+            path: path.into(),
+            source,
+        }
+    }
+}

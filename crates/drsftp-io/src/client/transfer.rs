@@ -1,0 +1,338 @@
+//! One transfer on an open control connection: acts on the session's data-channel events (Listen → bind and PORT,
+//! Connect → open the streams, TransferStarted → start the data engine), runs the engine next to the control
+//! channel, and ends only when both the final reply (226) and the data side are done. A data failure sends ABOR; a
+//! control failure cancels the data task; no progress for `stall` seconds fails the transfer.
+
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsftp_proto::client::{Event, Op, Outcome, TransferReport, TransferSpec};
+use drsftp_storage::FileHandle;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::control::Control;
+use super::ClientError;
+use crate::data::{self, DataError, DataOpts, DataReport, Progress};
+
+/// What the data side does once the server has accepted the transfer command.
+#[derive(Debug)]
+pub(crate) enum DataJob {
+    /// MODE E download: accept the server's connections, blocks land at `wire offset + wire_add`.
+    RecvModeE {
+        file: Arc<dyn FileHandle>,
+        wire_add: u64,
+    },
+    /// Stream-mode download into `file` from `offset`, until the server closes.
+    RecvStream {
+        file: Arc<dyn FileHandle>,
+        offset: u64,
+    },
+    /// MODE E upload of `range` over the opened connections, wire offsets `file offset - wire_sub`.
+    SendModeE {
+        file: Arc<dyn FileHandle>,
+        range: Range<u64>,
+        wire_sub: u64,
+    },
+    /// Stream-mode upload of `range`, then close.
+    SendStream {
+        file: Arc<dyn FileHandle>,
+        range: Range<u64>,
+    },
+}
+
+/// What a finished transfer gives back.
+#[derive(Debug)]
+pub(crate) struct Moved {
+    /// The session's view: buffer command accepted, markers, final reply.
+    pub(crate) report: TransferReport,
+    /// The engine's view: bytes, streams, ranges, peak buffer.
+    pub(crate) data: DataReport,
+    /// Seconds from the first command to the end of both sides.
+    pub(crate) seconds: f64,
+}
+
+type DataTask = JoinHandle<Result<DataReport, DataError>>;
+
+/// Aborts a spawned task when dropped (so an early return never leaves a data task running).
+struct TaskGuard(Option<DataTask>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            t.abort();
+        }
+    }
+}
+
+async fn join(task: &mut TaskGuard) -> Result<DataReport, DataError> {
+    match task.0.as_mut() {
+        Some(t) => match t.await {
+            Ok(r) => r,
+            Err(e) => Err(DataError::Incomplete(format!("data task ended: {e}"))),
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs `spec` with `job` on `control`. `stall` bounds the time without data progress once the transfer runs.
+pub(crate) async fn run(
+    control: &mut Control,
+    spec: TransferSpec,
+    job: DataJob,
+    opts: DataOpts,
+    progress: Arc<Progress>,
+    stall: Duration,
+) -> Result<Moved, ClientError> {
+    control.start(Op::Transfer(spec))?;
+    run_started(control, job, opts, progress, stall).await
+}
+
+/// Like [`run`] for an operation already started on `control` (a transfer or a listing).
+pub(crate) async fn run_started(
+    control: &mut Control,
+    job: DataJob,
+    opts: DataOpts,
+    progress: Arc<Progress>,
+    stall: Duration,
+) -> Result<Moved, ClientError> {
+    let begin = Instant::now();
+    let peer_ip = control.peer().ip();
+    let mut job = Some(job);
+    let mut listener: Option<TcpListener> = None;
+    let mut socks: Vec<TcpStream> = Vec::new();
+    let mut task = TaskGuard(None);
+    let mut report: Option<TransferReport> = None;
+    let mut data: Option<DataReport> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut last_bytes = progress.bytes();
+    let mut last_change = Instant::now();
+
+    while report.is_none() || data.is_none() {
+        tokio::select! {
+            ev = control.next_event(), if report.is_none() => match ev? {
+                Event::Listen => {
+                    let bind = SocketAddr::new(control.local_ip(), 0);
+                    let l = data::listen(bind, &opts).await.map_err(ClientError::DataSetup)?;
+                    let addr = l.local_addr().map_err(ClientError::DataSetup)?;
+                    tracing::debug!("data listener on {addr}");
+                    listener = Some(l);
+                    control.session_mut().handle_listening(Instant::now(), addr);
+                }
+                Event::Connect { addr, streams } => {
+                    let addr = if addr.ip().is_unspecified() {
+                        SocketAddr::new(peer_ip, addr.port())
+                    } else {
+                        addr
+                    };
+                    socks = connect_all(addr, streams, &opts, stall).await?;
+                    control.session_mut().handle_data_ready(Instant::now());
+                }
+                Event::TransferStarted(reply) => {
+                    tracing::debug!("transfer started: {reply}");
+                    if let Some(j) = job.take() {
+                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks),
+                            peer_ip, opts.clone(), progress.clone())?);
+                    }
+                    last_change = Instant::now();
+                }
+                Event::Done(Outcome::Transferred(r)) => {
+                    if let Some(j) = job.take() {
+                        // 2xx without a 1xx first: the data may still be there to collect.
+                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks),
+                            peer_ip, opts.clone(), progress.clone())?);
+                    }
+                    for n in &r.notices {
+                        tracing::info!("server: {n}");
+                    }
+                    report = Some(r);
+                    last_change = Instant::now();
+                }
+                Event::Done(Outcome::Listed(reply)) => {
+                    if let Some(j) = job.take() {
+                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks),
+                            peer_ip, opts.clone(), progress.clone())?);
+                    }
+                    report = Some(TransferReport { final_reply: Some(reply), ..Default::default() });
+                    last_change = Instant::now();
+                }
+                Event::Done(other) => {
+                    return Err(ClientError::Invalid(format!("unexpected outcome of a transfer: {other:?}")));
+                }
+                Event::Failed(e) => return Err(e.into()),
+                Event::RangeMarker(r) => tracing::debug!("range marker {r:?}"),
+                Event::PerfMarker(p) => tracing::debug!("perf marker {p:?}"),
+                Event::Notice(n) => tracing::info!("server: {n}"),
+                ev => tracing::debug!("{ev:?}"),
+            },
+            r = join(&mut task), if data.is_none() => {
+                task.0 = None;
+                match r {
+                    Ok(d) => data = Some(d),
+                    Err(e) => {
+                        if report.is_none() {
+                            abort(control).await;
+                        }
+                        return Err(e.into());
+                    }
+                }
+            }
+            _ = tick.tick() => {
+                let b = progress.bytes();
+                if b != last_bytes {
+                    last_bytes = b;
+                    last_change = Instant::now();
+                } else if task.0.is_some() && last_change.elapsed() >= stall {
+                    if let Some(t) = task.0.take() {
+                        t.abort();
+                    }
+                    if report.is_none() {
+                        abort(control).await;
+                    }
+                    return Err(ClientError::Stalled(stall));
+                }
+            }
+        }
+    }
+    Ok(Moved {
+        report: report.unwrap_or_default(),
+        data: data.expect("loop ends with data"),
+        seconds: begin.elapsed().as_secs_f64(),
+    })
+}
+
+/// Sends ABOR and waits (bounded by the session's reply deadline) for the server to acknowledge it.
+async fn abort(control: &mut Control) {
+    control.session_mut().abort(Instant::now());
+    match tokio::time::timeout(Duration::from_secs(120), control.finish()).await {
+        Ok(Err(e)) => tracing::debug!("after ABOR: {e}"),
+        Ok(Ok(o)) => tracing::debug!("after ABOR: {o:?}"),
+        Err(_) => tracing::debug!("no answer to ABOR"),
+    }
+}
+
+/// Opens `n` data connections to `addr` concurrently.
+async fn connect_all(
+    addr: SocketAddr,
+    n: u32,
+    opts: &DataOpts,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>, ClientError> {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n.max(1) {
+        let opts = opts.clone();
+        set.spawn(async move { tokio::time::timeout(timeout, data::connect(addr, &opts)).await });
+    }
+    let mut socks = Vec::with_capacity(n as usize);
+    while let Some(r) = set.join_next().await {
+        let r = r.map_err(|e| ClientError::DataSetup(std::io::Error::other(e.to_string())))?;
+        let s = match r {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(ClientError::DataSetup(e)),
+            Err(_) => {
+                return Err(ClientError::DataSetup(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("connecting to {addr} took longer than {timeout:?}"),
+                )))
+            }
+        };
+        socks.push(s);
+    }
+    tracing::debug!("{} data connection(s) to {addr}", socks.len());
+    Ok(socks)
+}
+
+fn spawn(
+    job: DataJob,
+    listener: Option<TcpListener>,
+    mut socks: Vec<TcpStream>,
+    peer_ip: IpAddr,
+    opts: DataOpts,
+    progress: Arc<Progress>,
+) -> Result<DataTask, ClientError> {
+    let missing =
+        |what: &str| ClientError::Invalid(format!("server started the transfer before {what}"));
+    Ok(match job {
+        DataJob::RecvModeE { file, wire_add } => {
+            let l = listener.ok_or_else(|| missing("the data listener was set up"))?;
+            tokio::spawn(
+                async move { recv_accepting(l, peer_ip, file, wire_add, opts, progress).await },
+            )
+        }
+        DataJob::RecvStream { file, offset } => {
+            let s = socks
+                .pop()
+                .ok_or_else(|| missing("a data connection was open"))?;
+            tokio::spawn(async move { data::recv_stream(s, file, offset, &opts, progress).await })
+        }
+        DataJob::SendModeE {
+            file,
+            range,
+            wire_sub,
+        } => {
+            if socks.is_empty() {
+                return Err(missing("data connections were open"));
+            }
+            tokio::spawn(async move {
+                data::send_mode_e(socks, file, vec![range], wire_sub, &opts, progress).await
+            })
+        }
+        DataJob::SendStream { file, range } => {
+            let s = socks
+                .pop()
+                .ok_or_else(|| missing("a data connection was open"))?;
+            tokio::spawn(async move { data::send_stream(s, file, range, &opts, progress).await })
+        }
+    })
+}
+
+/// MODE E receive: accepts the server's connections (only from the control peer's address) into the engine's
+/// channel until the engine has seen EOF and every EOD.
+async fn recv_accepting(
+    listener: TcpListener,
+    peer_ip: IpAddr,
+    file: Arc<dyn FileHandle>,
+    wire_add: u64,
+    opts: DataOpts,
+    progress: Arc<Progress>,
+) -> Result<DataReport, DataError> {
+    let (tx, rx) = mpsc::channel(64);
+    let recv = data::recv_mode_e(rx, file, wire_add, &opts, progress);
+    tokio::pin!(recv);
+    let accept = accept_loop(listener, tx, peer_ip);
+    tokio::pin!(accept);
+    let mut accepting = true;
+    loop {
+        tokio::select! {
+            r = &mut recv => return r,
+            _ = &mut accept, if accepting => accepting = false,
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, tx: mpsc::Sender<TcpStream>, peer_ip: IpAddr) {
+    let want = peer_ip.to_canonical();
+    loop {
+        match listener.accept().await {
+            Ok((s, from)) => {
+                if from.ip().to_canonical() != want {
+                    tracing::warn!(
+                        "refusing data connection from {from}: not the server ({peer_ip})"
+                    );
+                    continue;
+                }
+                tracing::debug!("data connection from {from}");
+                if tx.send(s).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!("data listener: {e}");
+                return;
+            }
+        }
+    }
+}

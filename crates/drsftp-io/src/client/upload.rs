@@ -1,0 +1,97 @@
+//! Upload orchestration: open the local file, STOR (or `ESTO A offset` for `--off/--len`) in stream mode or MODE E
+//! with ALLO, then check the server's SIZE (whole files) and compare CKSM. A mismatch is reported as an error; the
+//! remote file is left for the user to inspect (we do not delete on the server).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use drsftp_proto::client::{Direction, TransferMode, TransferSpec};
+use drsftp_storage::FileHandle;
+
+use super::control::Control;
+use super::download::size_if_supported;
+use super::local::LocalFile;
+use super::transfer::{self, DataJob};
+use super::{verify, ClientError, ClientOptions, TransferSummary};
+use crate::data::Progress;
+
+/// Uploads `local` to `remote`. See the module docs.
+pub(crate) async fn run(
+    control: &mut Control,
+    local: &Path,
+    remote: &str,
+    opts: &ClientOptions,
+    progress: Arc<Progress>,
+) -> Result<TransferSummary, ClientError> {
+    let lf = LocalFile::open_read(local)?;
+    let len = lf.len()?;
+    let file: Arc<dyn FileHandle> = Arc::new(lf);
+    let range = match opts.partial {
+        Some(p) => {
+            let end = p
+                .offset
+                .checked_add(p.length)
+                .filter(|e| *e <= len)
+                .ok_or_else(|| {
+                    ClientError::Invalid(format!(
+                        "--off {} --len {} is past the end of {} ({len} bytes)",
+                        p.offset,
+                        p.length,
+                        local.display()
+                    ))
+                })?;
+            p.offset..end
+        }
+        None => 0..len,
+    };
+    let mode = opts.mode();
+    let job = match mode {
+        TransferMode::Extended => DataJob::SendModeE {
+            file: file.clone(),
+            range: range.clone(),
+            wire_sub: range.start,
+        },
+        TransferMode::Stream => DataJob::SendStream {
+            file: file.clone(),
+            range: range.clone(),
+        },
+    };
+    let spec = TransferSpec {
+        direction: Direction::Upload,
+        path: remote.to_string(),
+        mode,
+        streams: opts.streams.max(1),
+        tcp_buffer: opts.tcp_buffer,
+        partial: opts.partial,
+        alloc: Some(len),
+    };
+    let moved = transfer::run(control, spec, job, opts.data_opts(), progress, opts.timeout).await?;
+    verify::check_moved(&local.display().to_string(), &moved.data, range.clone())?;
+    if opts.partial.is_none() {
+        if let Some(got) = size_if_supported(control, remote).await? {
+            if got != len {
+                return Err(ClientError::SizeMismatch {
+                    what: remote.to_string(),
+                    expected: len,
+                    got,
+                });
+            }
+        }
+    }
+    let mut summary = TransferSummary::new(mode, &moved);
+    if opts.verify {
+        match verify::pick_alg(control.session().features()) {
+            Some(alg) => {
+                let v = verify::compare(control, alg, remote, file, range, opts.partial.is_none())
+                    .await?;
+                summary.verified = v.checksum.is_some();
+                summary.checksum = v.checksum;
+                summary.notices.extend(v.skipped);
+            }
+            None => summary
+                .notices
+                .push("checksum not verified: the server lists no CKSM algorithm we know".into()),
+        }
+    }
+    Ok(summary)
+}
