@@ -12,11 +12,13 @@ mod fs;
 mod mem;
 mod path;
 
-pub use checksum::{checksum, ChecksumAlg};
+pub use checksum::{checksum, checksum_bytes, ChecksumAlg, Checksummer};
 pub use error::StorageError;
 pub use fs::FsStorage;
-pub use mem::MemStorage;
-pub use path::{join_virtual, normalize_virtual};
+pub use mem::{BytesFile, MemStorage};
+pub use path::{
+    is_part_name, join_virtual, normalize_virtual, validate, MAX_COMPONENT_LEN, MAX_PATH_LEN,
+};
 
 use std::sync::Arc;
 use std::time::SystemTime;
