@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 transfer or protocol failure, 2 usage error (clap).
 
 mod cmd;
+mod url;
 
 use clap::{Parser, Subcommand};
 
@@ -20,6 +21,10 @@ struct Cli {
 // Each subcommand lives in one file under cmd/; adding one touches this enum and cmd/mod.rs.
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Copy one file to or from a GridFTP/FTP server (stream mode or MODE E with parallel streams).
+    Copy(cmd::copy::Args),
+    /// List a directory on a GridFTP/FTP server (MLSD, falling back to LIST/NLST).
+    Ls(cmd::ls::Args),
     /// Recommend parallel streams and buffer size for a path (seed 001 model), or fit the model.
     Tune(cmd::tune::Args),
     /// WAN lab: emulated hosts in network namespaces joined by a user-space link emulator.
@@ -32,6 +37,8 @@ fn main() -> std::process::ExitCode {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let result: anyhow::Result<()> = match cli.command {
+        Command::Copy(args) => cmd::copy::run(args),
+        Command::Ls(args) => cmd::ls::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Lab(args) => cmd::lab::run(args),
     };

@@ -1,3 +1,5 @@
 //! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
+pub mod copy;
 pub mod lab;
+pub mod ls;
 pub mod tune;

@@ -1,0 +1,457 @@
+//! `drsftp copy SRC DST`: one file between a local path and a GridFTP/FTP server, either way, in stream mode or MODE
+//! E with parallel streams, optionally a section (`--off/--len`), verified with CKSM afterwards. Shows a progress bar
+//! on a terminal and ends with a one-line summary (stderr) or one JSON object (stdout, `--json`).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use drsftp_io::client::{Client, ClientOptions, Partial, TransferMode, TransferSummary};
+use drsftp_io::data::Progress;
+use drsftp_tune::{parse_duration, parse_size, BufferPolicy};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use crate::url::{parse_endpoint, Endpoint, FtpUrl};
+
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  drsftp copy ftp://127.0.0.1:2811/data/big.bin /tmp/ -p 4\n  \
+drsftp copy ./big.bin ftp://user:pass@host:2811/incoming/ --tcp-bs 4M\n  \
+drsftp copy ftp://host/f part.bin --off 1000 --len 5000000 --json"
+)]
+pub struct Args {
+    /// Source: a local file, or ftp://[user[:pass]@]host[:port]/path (user defaults to anonymous).
+    src: String,
+    /// Destination: a local file or directory (a directory gets the source's file name), or an ftp:// URL (a URL
+    /// ending in '/' gets the local file name).
+    dst: String,
+    /// Parallel TCP streams. More than 1 uses MODE E (extended block mode) with that many streams, like
+    /// globus-url-copy -p; 1 uses plain stream mode unless --mode-e is given.
+    #[arg(short = 'p', long = "parallel", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=128))]
+    parallel: u32,
+    /// TCP buffer size to request from the server (SITE RETRBUFSIZE / SITE STORBUFSIZE, falling back to SBUF),
+    /// e.g. 4M. Our own sockets use it too (fixed size) unless --buffer says otherwise.
+    #[arg(long = "tcp-bs", value_name = "SIZE", value_parser = size_arg)]
+    tcp_bs: Option<u64>,
+    /// Buffer policy for our data sockets: `kernel` (Linux autotuning), `drs` (user-space Dynamic Right-Sizing), or
+    /// a fixed size such as 4M. Default: kernel, or the --tcp-bs size if given.
+    #[arg(long, value_name = "drs|kernel|SIZE", value_parser = policy_arg)]
+    buffer: Option<BufferPolicy>,
+    /// Use MODE E even with a single stream.
+    #[arg(long)]
+    mode_e: bool,
+    /// Partial transfer: first byte of the section (ERET/ESTO, like globus-url-copy -off). The bytes land at the
+    /// same offset in the destination, which is written in place. Without --len: to the end of the file.
+    #[arg(long, value_name = "N")]
+    off: Option<u64>,
+    /// Partial transfer: number of bytes of the section (like globus-url-copy -len). Without --off: from byte 0.
+    #[arg(long, value_name = "N")]
+    len: Option<u64>,
+    /// Do not compare checksums (CKSM) after the transfer. Sizes are still checked.
+    #[arg(long)]
+    no_verify: bool,
+    /// Print exactly one JSON object with the result (or the error) on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar and no summary line.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Timeout for connecting, for each server reply, and for a transfer making no progress, e.g. 60s, 500ms.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
+    timeout: Duration,
+}
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+fn policy_arg(s: &str) -> Result<BufferPolicy, String> {
+    s.parse::<BufferPolicy>().map_err(|e| e.to_string())
+}
+
+fn duration_arg(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// A resolved copy: which way, and the two ends.
+#[derive(Debug)]
+enum Plan {
+    Download { remote: FtpUrl, local: PathBuf },
+    Upload { local: PathBuf, remote: FtpUrl },
+}
+
+impl Plan {
+    fn source(&self) -> String {
+        match self {
+            Plan::Download { remote, .. } => remote.to_string(),
+            Plan::Upload { local, .. } => local.display().to_string(),
+        }
+    }
+    fn destination(&self) -> String {
+        match self {
+            Plan::Download { local, .. } => local.display().to_string(),
+            Plan::Upload { remote, .. } => remote.to_string(),
+        }
+    }
+    fn remote(&self) -> &FtpUrl {
+        match self {
+            Plan::Download { remote, .. } | Plan::Upload { remote, .. } => remote,
+        }
+    }
+}
+
+fn plan(src: &str, dst: &str) -> Result<Plan> {
+    match (parse_endpoint(src)?, parse_endpoint(dst)?) {
+        (Endpoint::Remote(remote), Endpoint::Local(mut local)) => {
+            let name = remote
+                .file_name()
+                .filter(|_| !remote.is_dir_like())
+                .with_context(|| format!("{remote} names a directory; give a file URL"))?
+                .to_string();
+            if local.is_dir() || dst.ends_with('/') {
+                local.push(name);
+            }
+            Ok(Plan::Download { remote, local })
+        }
+        (Endpoint::Local(local), Endpoint::Remote(mut remote)) => {
+            if local.is_dir() {
+                bail!("{} is a directory; drsftp copy moves one file", local.display());
+            }
+            if remote.is_dir_like() {
+                let name = local
+                    .file_name()
+                    .with_context(|| format!("{} has no file name", local.display()))?;
+                remote = remote.join(&name.to_string_lossy());
+            }
+            Ok(Plan::Upload { local, remote })
+        }
+        (Endpoint::Remote(_), Endpoint::Remote(_)) => bail!(
+            "server-to-server (third-party) copies are not yet supported; copy to a local file and then up"
+        ),
+        (Endpoint::Local(_), Endpoint::Local(_)) => {
+            bail!("both endpoints are local; one must be an ftp:// URL")
+        }
+    }
+}
+
+fn options(args: &Args) -> ClientOptions {
+    ClientOptions {
+        streams: args.parallel,
+        mode_e: args.mode_e,
+        tcp_buffer: args.tcp_bs,
+        buffer: args
+            .buffer
+            .or(args.tcp_bs.map(BufferPolicy::Fixed))
+            .unwrap_or(BufferPolicy::Kernel),
+        partial: None,
+        verify: !args.no_verify,
+        timeout: args.timeout,
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let plan = match plan(&args.src, &args.dst) {
+        Ok(p) => p,
+        Err(e) => {
+            if args.json {
+                println!(
+                    "{}",
+                    json!({"error": format!("{e:#}"), "source": args.src, "destination": args.dst})
+                );
+            }
+            return Err(e);
+        }
+    };
+    let opts = options(&args);
+    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let result = rt.block_on(async {
+        tokio::select! {
+            r = copy(&plan, &args, opts.clone()) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    match result {
+        Ok(s) => {
+            report(&plan, &args, &opts, &s);
+            Ok(())
+        }
+        Err(e) => {
+            if args.json {
+                let j = json!({
+                    "error": format!("{e:#}"),
+                    "source": plan.source(),
+                    "destination": plan.destination(),
+                });
+                println!("{j}");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The section to move, with a missing --len meaning "to the end" (`total` = the source's size).
+fn section(args: &Args, total: Option<u64>) -> Result<Option<Partial>> {
+    if args.off.is_none() && args.len.is_none() {
+        return Ok(None);
+    }
+    let offset = args.off.unwrap_or(0);
+    let length = match (args.len, total) {
+        (Some(l), _) => l,
+        (None, Some(t)) if t >= offset => t - offset,
+        (None, Some(t)) => bail!("--off {offset} is past the end of the source ({t} bytes)"),
+        (None, None) => {
+            bail!("--off without --len needs the source size, which the server did not give")
+        }
+    };
+    Ok(Some(Partial { offset, length }))
+}
+
+async fn copy(plan: &Plan, args: &Args, mut opts: ClientOptions) -> Result<TransferSummary> {
+    let url = plan.remote();
+    let mut client = Client::connect(&url.authority(), &url.user, &url.pass, opts.timeout)
+        .await
+        .with_context(|| format!("logging in to {}", url.authority()))?;
+    let progress = Arc::new(Progress::new());
+    let summary = match plan {
+        Plan::Download { remote, local } => {
+            // Best effort: the size is for the progress bar and --off without --len; the download itself
+            // reports a missing file.
+            let total = client.size(&remote.path).await.ok();
+            opts.partial = section(args, total)?;
+            let bar_total = opts.partial.map(|p| p.length).or(total);
+            let bar = Bar::start(args, bar_total, progress.clone());
+            let r = client
+                .download(&remote.path, local, &opts, progress.clone())
+                .await;
+            bar.finish();
+            r.with_context(|| format!("downloading {remote} to {}", local.display()))?
+        }
+        Plan::Upload { local, remote } => {
+            let total = std::fs::metadata(local)
+                .with_context(|| format!("{}", local.display()))?
+                .len();
+            opts.partial = section(args, Some(total))?;
+            let bar_total = opts.partial.map(|p| p.length).unwrap_or(total);
+            let bar = Bar::start(args, Some(bar_total), progress.clone());
+            let r = client
+                .upload(local, &remote.path, &opts, progress.clone())
+                .await;
+            bar.finish();
+            r.with_context(|| format!("uploading {} to {remote}", local.display()))?
+        }
+    };
+    if let Err(e) = client.quit().await {
+        tracing::debug!("QUIT: {e}");
+    }
+    Ok(summary)
+}
+
+/// The terminal progress bar, fed from the engine's counters.
+struct Bar {
+    bar: Option<ProgressBar>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Bar {
+    fn start(args: &Args, total: Option<u64>, progress: Arc<Progress>) -> Bar {
+        if args.quiet || !std::io::stderr().is_terminal() {
+            return Bar {
+                bar: None,
+                ticker: None,
+            };
+        }
+        let bar = match total {
+            Some(t) => {
+                let b = ProgressBar::new(t);
+                b.set_style(
+                    ProgressStyle::with_template(
+                        "{bar:32.cyan/blue} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} {msg}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                b
+            }
+            None => {
+                let b = ProgressBar::new_spinner();
+                b.set_style(
+                    ProgressStyle::with_template(
+                        "{spinner} {bytes} {binary_bytes_per_sec} {elapsed} {msg}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                b
+            }
+        };
+        let b = bar.clone();
+        let ticker = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(200));
+            loop {
+                tick.tick().await;
+                b.set_position(progress.bytes());
+                let streams = progress.streams();
+                if streams > 1 {
+                    b.set_message(format!("{streams} streams"));
+                }
+                b.tick();
+            }
+        });
+        Bar {
+            bar: Some(bar),
+            ticker: Some(ticker),
+        }
+    }
+
+    fn finish(self) {
+        if let Some(t) = self.ticker {
+            t.abort();
+        }
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+fn human_rate(mbps: f64) -> String {
+    if mbps >= 1000.0 {
+        format!("{:.1} Gbit/s", mbps / 1000.0)
+    } else if mbps >= 1.0 {
+        format!("{mbps:.1} Mbit/s")
+    } else {
+        format!("{:.1} kbit/s", mbps * 1000.0)
+    }
+}
+
+/// The one-line human summary.
+fn summary_line(s: &TransferSummary) -> String {
+    let mode = match s.mode {
+        TransferMode::Extended => "MODE E",
+        TransferMode::Stream => "stream mode",
+    };
+    let streams = if s.streams == 1 {
+        "1 stream".to_string()
+    } else {
+        format!("{} streams", s.streams)
+    };
+    let verified = match (&s.checksum, s.verified) {
+        (Some((alg, _)), true) => format!("{alg} verified"),
+        _ => "checksum not verified".to_string(),
+    };
+    let buffers = if s.peak_buffer > 0 {
+        format!(", buffers peak {}", human_bytes(s.peak_buffer))
+    } else {
+        String::new()
+    };
+    format!(
+        "copied {} in {:.1} s: {}, {streams} ({mode}){buffers}, {verified}",
+        human_bytes(s.bytes),
+        s.seconds,
+        human_rate(s.mbps()),
+    )
+}
+
+fn report(plan: &Plan, args: &Args, opts: &ClientOptions, s: &TransferSummary) {
+    if args.json {
+        let j = json!({
+            "source": plan.source(),
+            "destination": plan.destination(),
+            "bytes": s.bytes,
+            "seconds": s.seconds,
+            "mbps": s.mbps(),
+            "streams": s.streams,
+            "mode": s.mode.letter().to_string(),
+            "buffer_policy": opts.buffer.to_string(),
+            "buffer_bytes": s.peak_buffer,
+            "verified": s.verified,
+            "checksum": s.checksum.as_ref().map(|(a, h)| format!("{}:{h}", a.to_ascii_lowercase())),
+            "notices": s.notices,
+        });
+        println!("{j}");
+    }
+    if !args.quiet {
+        for n in &s.notices {
+            eprintln!("drsftp: note: {n}");
+        }
+        if !args.json {
+            eprintln!("{}", summary_line(s));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_resolve_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        match plan("ftp://h:2811/a/b.bin", d).unwrap() {
+            Plan::Download { local, remote } => {
+                assert_eq!(local, dir.path().join("b.bin"));
+                assert_eq!(remote.path, "/a/b.bin");
+            }
+            p => panic!("{p:?}"),
+        }
+        match plan("ftp://h:2811/a/b.bin", &format!("{d}/new.bin")).unwrap() {
+            Plan::Download { local, .. } => assert_eq!(local, dir.path().join("new.bin")),
+            p => panic!("{p:?}"),
+        }
+        let f = dir.path().join("up.dat");
+        std::fs::write(&f, b"x").unwrap();
+        match plan(f.to_str().unwrap(), "ftp://h:2811/in/").unwrap() {
+            Plan::Upload { remote, .. } => assert_eq!(remote.path, "/in/up.dat"),
+            p => panic!("{p:?}"),
+        }
+        match plan(f.to_str().unwrap(), "ftp://h:2811/in/x").unwrap() {
+            Plan::Upload { remote, .. } => assert_eq!(remote.path, "/in/x"),
+            p => panic!("{p:?}"),
+        }
+        assert!(plan("ftp://a/x", "ftp://b/y")
+            .unwrap_err()
+            .to_string()
+            .contains("not yet supported"));
+        assert!(plan("/a", "/b").is_err());
+        assert!(plan("ftp://h/dir/", d).is_err());
+        assert!(plan(d, "ftp://h/x").is_err());
+    }
+
+    #[test]
+    fn summary_formats() {
+        let s = TransferSummary {
+            bytes: 2 << 30,
+            seconds: 3.2,
+            streams: 4,
+            mode: TransferMode::Extended,
+            peak_buffer: 16 << 20,
+            buffer_command: None,
+            checksum: Some(("SHA256".into(), "ab".into())),
+            verified: true,
+            notices: vec![],
+        };
+        assert_eq!(
+            summary_line(&s),
+            "copied 2.0 GiB in 3.2 s: 5.4 Gbit/s, 4 streams (MODE E), buffers peak 16.0 MiB, SHA256 verified"
+        );
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_rate(0.5), "500.0 kbit/s");
+    }
+}
