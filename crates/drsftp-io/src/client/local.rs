@@ -176,7 +176,7 @@ impl Destination {
             .create(true)
             .truncate(true)
             .open(&part)
-            .map_err(|e| ClientError::local(&part, e))?;
+            .map_err(|e| ClientError::local(dest, e))?;
         Ok(Destination {
             handle: Arc::new(LocalFile::wrap(file, &part)),
             dest: dest.to_path_buf(),

@@ -1,0 +1,151 @@
+//! Client driver failure paths against a scripted fake FTP server on loopback (things a real Globus server will not
+//! do on request): a data connection that stalls (→ ABOR, `Stalled`), a short stream-mode download acknowledged
+//! with 226 (→ size mismatch), and a server that hangs up mid-transfer. In every case no destination or part file
+//! may be left behind.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use drsftp_io::client::{Client, ClientError, ClientOptions};
+use drsftp_io::data::Progress;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the fake server does once RETR arrives.
+#[derive(Debug, Clone, Copy)]
+enum Misbehave {
+    /// Send 10 bytes, keep the data connection open, never reply 226; answer ABOR with 426 + 226.
+    Stall,
+    /// Announce SIZE 1000 but send 10 bytes, close, reply 226.
+    Short,
+    /// Send 10 bytes, then close the control connection.
+    HangUp,
+}
+
+/// A one-session fake server; returns its control address and the commands it saw.
+async fn fake(m: Misbehave) -> (String, tokio::task::JoinHandle<Vec<String>>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let task = tokio::spawn(async move {
+        let (sock, _) = l.accept().await.unwrap();
+        let (r, mut w) = sock.into_split();
+        let mut lines = BufReader::new(r).lines();
+        let mut seen = Vec::new();
+        let mut data_l: Option<TcpListener> = None;
+        let mut data: Option<TcpStream> = None;
+        w.write_all(b"220 fake ready\r\n").await.unwrap();
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push(line.clone());
+            let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
+            let reply: String = match verb.as_str() {
+                "USER" => "331 pass\r\n".into(),
+                "PASS" => "230 in\r\n".into(),
+                "FEAT" => "211-Features\r\n SIZE\r\n CKSM SHA256\r\n211 End\r\n".into(),
+                "SIZE" => "213 1000\r\n".into(),
+                "TYPE" => "200 ok\r\n".into(),
+                "PASV" => {
+                    let dl = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                    let p = dl.local_addr().unwrap().port();
+                    data_l = Some(dl);
+                    format!(
+                        "227 Entering Passive Mode (127,0,0,1,{},{})\r\n",
+                        p >> 8,
+                        p & 255
+                    )
+                }
+                "RETR" => {
+                    w.write_all(b"150 go\r\n").await.unwrap();
+                    let (mut s, _) = data_l.take().unwrap().accept().await.unwrap();
+                    s.write_all(&[7u8; 10]).await.unwrap();
+                    match m {
+                        Misbehave::Stall => {
+                            data = Some(s);
+                            continue;
+                        }
+                        Misbehave::Short => {
+                            drop(s);
+                            "226 done\r\n".into()
+                        }
+                        Misbehave::HangUp => return seen,
+                    }
+                }
+                "ABOR" => {
+                    data = None;
+                    "426 aborted\r\n226 ABOR ok\r\n".into()
+                }
+                "QUIT" => {
+                    w.write_all(b"221 bye\r\n").await.unwrap();
+                    return seen;
+                }
+                _ => "502 no\r\n".into(),
+            };
+            w.write_all(reply.as_bytes()).await.unwrap();
+        }
+        drop(data);
+        seen
+    });
+    (addr, task)
+}
+
+fn assert_empty(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "files left behind: {left:?}");
+}
+
+async fn download(m: Misbehave) -> (Result<(), ClientError>, Vec<String>) {
+    let (addr, server) = fake(m).await;
+    let out = tempfile::tempdir().unwrap();
+    let dst = out.path().join("f.bin");
+    let mut c = Client::connect(&addr, "u", "p", Duration::from_secs(5))
+        .await
+        .unwrap();
+    let opts = ClientOptions {
+        timeout: Duration::from_millis(800),
+        ..ClientOptions::default()
+    };
+    let r = c
+        .download("/f.bin", &dst, &opts, Arc::new(Progress::new()))
+        .await
+        .map(|_| ());
+    assert!(!dst.exists());
+    assert_empty(out.path());
+    let _ = tokio::time::timeout(Duration::from_secs(2), c.quit()).await;
+    let seen = tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("fake server ends")
+        .unwrap();
+    (r, seen)
+}
+
+#[tokio::test]
+async fn stalled_transfer_is_aborted() {
+    let (r, seen) = download(Misbehave::Stall).await;
+    assert!(matches!(r, Err(ClientError::Stalled(_))), "{r:?}");
+    assert!(seen.iter().any(|l| l == "ABOR"), "ABOR sent: {seen:?}");
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("QUIT"),
+        "session still usable: {seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn short_stream_download_is_a_size_mismatch() {
+    let (r, _) = download(Misbehave::Short).await;
+    match r {
+        Err(ClientError::SizeMismatch { expected, got, .. }) => {
+            assert_eq!((expected, got), (1000, 10))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn control_hang_up_fails_cleanly() {
+    let (r, _) = download(Misbehave::HangUp).await;
+    assert!(r.is_err(), "{r:?}");
+}
