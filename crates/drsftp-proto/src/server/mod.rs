@@ -8,7 +8,25 @@
 //!                                                      ──poll_action()───▶ Fs / Listen / Transfer / Abort / Close
 //!   driver ──handle_fs / handle_listening / handle_progress / handle_transfer_done / handle_timeout──▶
 //! ```
+//!
+//! The driver contract (when to call which `handle_*`) is in the [`ServerSession`] docs (`session.rs`).
 
+mod ctx;
+mod error;
+mod framing;
+mod listing;
+mod reply;
+mod session;
+mod transfer;
 mod types;
+mod verbs;
 
+#[cfg(test)]
+mod fuzz;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testutil;
+
+pub use session::{ServerSession, MAX_QUEUED_COMMANDS};
 pub use types::*;

@@ -1,0 +1,292 @@
+//! The per-session state verb handlers read and change (login, working directory, data-channel parameters,
+//! REST/RNFR/ALLO, the data endpoint) and the session's output side: queued reply bytes, queued actions, and the
+//! one outstanding driver request together with the continuation that consumes its answer.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+use drsftp_storage::StorageError;
+
+use super::error::CommandError;
+use super::listing::FactSet;
+use super::reply;
+use super::transfer::Running;
+use super::types::{Action, DataEndpoint, FsRequest, FsResult, Mode, ServerConfig};
+use crate::ranges::RangeSet;
+
+/// Continuation run with the driver's answer to an [`Action::Fs`].
+pub(crate) type FsCont = Box<dyn FnOnce(&mut Ctx, Instant, FsResult) + Send>;
+/// Continuation run with the driver's answer to an [`Action::Listen`].
+pub(crate) type ListenCont =
+    Box<dyn FnOnce(&mut Ctx, Instant, Result<Vec<SocketAddr>, String>) + Send>;
+
+/// The driver request the session waits for; no command is processed until it is answered.
+pub(crate) enum Pending {
+    /// Waiting for `handle_fs`.
+    Fs(FsCont),
+    /// Waiting for `handle_listening`.
+    Listen(ListenCont),
+}
+
+impl fmt::Debug for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Pending::Fs(_) => "Pending::Fs",
+            Pending::Listen(_) => "Pending::Listen",
+        })
+    }
+}
+
+/// A `REST` argument, kept for the next transfer command only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Rest {
+    /// `REST n`: stream-mode restart offset.
+    Offset(u64),
+    /// `REST a-b,c-d`: ranges the client already holds (MODE E).
+    Ranges(RangeSet),
+}
+
+impl Rest {
+    /// The ranges already held, as a set (`REST n` holds `0..n`).
+    pub(crate) fn held(&self) -> RangeSet {
+        match self {
+            Rest::Offset(n) => std::iter::once(0..*n).collect(),
+            Rest::Ranges(r) => r.clone(),
+        }
+    }
+}
+
+/// Session state shared by the session loop and the verb handlers.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub(crate) cfg: ServerConfig,
+    pub(crate) local: SocketAddr,
+    pub(crate) peer: SocketAddr,
+    /// Name from `USER`, waiting for `PASS`.
+    pub(crate) user: Option<String>,
+    /// The logged-in user.
+    pub(crate) logged_in: Option<String>,
+    pub(crate) login_failures: u32,
+    /// Working directory (absolute virtual path).
+    pub(crate) cwd: String,
+    /// Source path accepted by `RNFR`, valid for the very next command only.
+    pub(crate) rnfr: Option<String>,
+    /// TYPE A (stream-mode line-end conversion).
+    pub(crate) ascii: bool,
+    pub(crate) mode: Mode,
+    /// From `OPTS RETR Parallelism=`.
+    pub(crate) parallelism: Option<u32>,
+    /// From SBUF / SITE *BUFSIZE.
+    pub(crate) tcp_buffer: Option<u64>,
+    pub(crate) rest: Option<Rest>,
+    /// From `ALLO`, for the next upload.
+    pub(crate) allo: Option<u64>,
+    /// Set by a successful PASV/EPSV/SPAS or PORT/EPRT/SPOR; kept across transfers (MODE E reuses it).
+    pub(crate) endpoint: Option<DataEndpoint>,
+    /// `EPSV ALL` was sent: PORT/PASV/EPRT/SPOR/SPAS are refused (RFC 2428 §4).
+    pub(crate) epsv_all: bool,
+    /// Allow PORT/EPRT/SPOR to addresses other than the control peer's (third-party transfers).
+    pub(crate) allow_foreign_data: bool,
+    /// MLSx facts selected with `OPTS MLST`.
+    pub(crate) facts: FactSet,
+    pub(crate) transfer: Option<Running>,
+    pub(crate) pending: Option<Pending>,
+    /// `Action::Close` was emitted; nothing more is processed.
+    pub(crate) closed: bool,
+    /// Transfers finished in this session (STAT).
+    pub(crate) transfers_done: u64,
+    pub(crate) idle_deadline: Option<Instant>,
+    out: Vec<u8>,
+    actions: VecDeque<Action>,
+    next_id: u64,
+    /// `(instant, epoch seconds)` pairing from `set_epoch`; else timestamps count from `started`.
+    epoch: Option<(Instant, f64)>,
+    started: Instant,
+}
+
+impl Ctx {
+    pub(crate) fn new(
+        now: Instant,
+        cfg: ServerConfig,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Self {
+        let idle_deadline = now.checked_add(cfg.idle_timeout);
+        Ctx {
+            cfg,
+            local,
+            peer,
+            user: None,
+            logged_in: None,
+            login_failures: 0,
+            cwd: "/".into(),
+            rnfr: None,
+            ascii: true,
+            mode: Mode::Stream,
+            parallelism: None,
+            tcp_buffer: None,
+            rest: None,
+            allo: None,
+            endpoint: None,
+            epsv_all: false,
+            allow_foreign_data: false,
+            facts: FactSet::default(),
+            transfer: None,
+            pending: None,
+            closed: false,
+            transfers_done: 0,
+            idle_deadline,
+            out: Vec::new(),
+            actions: VecDeque::new(),
+            next_id: 1,
+            epoch: None,
+            started: now,
+        }
+    }
+
+    /// Queues a single-line reply.
+    pub(crate) fn reply(&mut self, code: u16, text: &str) {
+        self.out.extend_from_slice(&reply::single(code, text));
+    }
+
+    /// Queues a multi-line reply.
+    pub(crate) fn reply_multi(&mut self, code: u16, first: &str, body: &[String], last: &str) {
+        self.out
+            .extend_from_slice(&reply::multi(code, first, body, last));
+    }
+
+    /// Queues preformatted reply bytes.
+    pub(crate) fn reply_raw(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
+    /// Queues the reply for a refused command.
+    pub(crate) fn refuse(&mut self, e: &CommandError) {
+        self.reply(e.code(), &e.to_string());
+    }
+
+    /// Queues the reply for a storage failure (code from `StorageError::reply_code`).
+    pub(crate) fn storage_error(&mut self, e: &StorageError) {
+        self.reply(e.reply_code(), &e.to_string());
+    }
+
+    /// The driver answered an Fs request with the wrong kind of result.
+    pub(crate) fn unexpected(&mut self, got: &FsResult) {
+        let kind = match got {
+            FsResult::Stat(_) => "Stat",
+            FsResult::List(_) => "List",
+            FsResult::Done => "Done",
+            FsResult::Checksum(_) => "Checksum",
+            FsResult::Err(_) => "Err",
+        };
+        self.reply(
+            451,
+            &format!("Local error: unexpected storage answer ({kind})."),
+        );
+    }
+
+    pub(crate) fn take_output(&mut self) -> Option<Vec<u8>> {
+        (!self.out.is_empty()).then(|| std::mem::take(&mut self.out))
+    }
+
+    pub(crate) fn action(&mut self, a: Action) {
+        self.actions.push_back(a);
+    }
+
+    pub(crate) fn take_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Asks the driver to run `req`; `k` gets the answer. Commands wait until then.
+    pub(crate) fn fs(
+        &mut self,
+        req: FsRequest,
+        k: impl FnOnce(&mut Ctx, Instant, FsResult) + Send + 'static,
+    ) {
+        self.action(Action::Fs(req));
+        self.pending = Some(Pending::Fs(Box::new(k)));
+    }
+
+    /// Asks the driver for `count` passive listeners on `ip`; `k` gets the answer. The old endpoint is gone.
+    pub(crate) fn listen(
+        &mut self,
+        ip: IpAddr,
+        count: usize,
+        k: impl FnOnce(&mut Ctx, Instant, Result<Vec<SocketAddr>, String>) + Send + 'static,
+    ) {
+        if self.endpoint == Some(DataEndpoint::Passive) {
+            self.endpoint = None;
+        }
+        self.action(Action::Listen { ip, count });
+        self.pending = Some(Pending::Listen(Box::new(k)));
+    }
+
+    /// Queues `code text` and [`Action::Close`]; the session stops processing input.
+    pub(crate) fn close(&mut self, code: u16, text: &str) {
+        if self.closed {
+            return;
+        }
+        self.reply(code, text);
+        self.action(Action::Close);
+        self.closed = true;
+        self.pending = None;
+    }
+
+    /// `arg` resolved against the working directory (absolute, normalised, never above `/`).
+    pub(crate) fn resolve(&self, arg: &str) -> String {
+        drsftp_storage::join_virtual(&self.cwd, arg)
+    }
+
+    /// The endpoint for the next transfer, or `425`.
+    pub(crate) fn endpoint(&self) -> Result<DataEndpoint, CommandError> {
+        self.endpoint.clone().ok_or_else(|| {
+            CommandError::NoData("Use PORT, EPRT, SPOR, PASV, EPSV or SPAS first.".into())
+        })
+    }
+
+    /// The address passive listeners bind to and that PASV/EPSV/SPAS advertise.
+    pub(crate) fn data_ip(&self) -> IpAddr {
+        self.cfg
+            .data_interface
+            .unwrap_or(self.local.ip())
+            .to_canonical()
+    }
+
+    /// REST is good for the next transfer command only: every transfer command takes it.
+    pub(crate) fn take_rest(&mut self) -> Option<Rest> {
+        self.rest.take()
+    }
+
+    pub(crate) fn next_transfer_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        id
+    }
+
+    pub(crate) fn set_epoch(&mut self, now: Instant, epoch_secs: f64) {
+        if epoch_secs.is_finite() && epoch_secs >= 0.0 {
+            self.epoch = Some((now, epoch_secs));
+        }
+    }
+
+    /// Seconds since the Unix epoch at `now` (from `set_epoch`; without it, seconds since the session began).
+    pub(crate) fn epoch_at(&self, now: Instant) -> f64 {
+        let (base, secs) = self.epoch.unwrap_or((self.started, 0.0));
+        match now.checked_duration_since(base) {
+            Some(d) => secs + d.as_secs_f64(),
+            None => (secs - base.duration_since(now).as_secs_f64()).max(0.0),
+        }
+    }
+
+    /// Whole epoch seconds at `now`, only if the driver gave the wall clock.
+    pub(crate) fn epoch_secs(&self, now: Instant) -> Option<i64> {
+        self.epoch.map(|_| self.epoch_at(now) as i64)
+    }
+
+    /// Restarts the idle timer.
+    pub(crate) fn touch(&mut self, now: Instant) {
+        self.idle_deadline = now.checked_add(self.cfg.idle_timeout);
+    }
+}

@@ -1,0 +1,270 @@
+//! `ServerSession`: the sans-IO GridFTP server state machine. It frames command lines, runs them one at a time
+//! through the verb registry, parks while the driver answers a filesystem or listen request, lets only
+//! ABOR/STAT/NOOP/`SBUF <id> <size>` through while a transfer runs, and keeps the idle and marker timers.
+//!
+//! # Driver contract
+//!
+//! * After every `handle_*` call (and after `new`), drain [`ServerSession::poll_transmit`] and
+//!   [`ServerSession::poll_action`] until both return `None`; write replies in order.
+//! * [`Action::Fs`]: run it, then call `handle_fs` exactly once. No further command runs until then (input is
+//!   buffered, up to a bound).
+//! * [`Action::Listen`]: close old passive listeners, bind `count` new ones, call `handle_listening` once.
+//! * [`Action::Transfer`]: start it; call `handle_progress` with the latest counters periodically (at least as
+//!   often as the marker interval, and once more right before the end), then `handle_transfer_done` with the
+//!   plan's id exactly once, also after an [`Action::Abort`] (with [`TransferResult::Aborted`]).
+//! * [`Action::Abort`]: stop the running transfer, then report it as above.
+//! * [`Action::SetBuffer`]: apply the buffer to the running transfer's streams (no answer).
+//! * [`Action::Close`]: write the queued replies, then close the control connection; `is_closed` is then true.
+//! * Call `handle_timeout` at (or after) [`ServerSession::poll_timeout`], and `set_epoch` once at the start so
+//!   perf markers carry wall-clock time.
+//!
+//! QUIT during a transfer is deferred like other commands: it runs after the transfer's final reply (RFC 959
+//! §4.1.1), then the session closes.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::ctx::{Ctx, Pending};
+use super::framing::{Line, LineReader};
+use super::types::{Action, FsResult, ServerConfig, TransferProgress, TransferResult};
+use super::verbs::{self, Busy};
+
+/// Most complete command lines buffered (pipelined, or waiting behind a transfer or a driver request); beyond
+/// it the client gets `421` and the connection is closed.
+pub const MAX_QUEUED_COMMANDS: usize = 256;
+
+/// The server side of one control connection. See the module docs for the driver contract.
+#[derive(Debug)]
+pub struct ServerSession {
+    ctx: Ctx,
+    reader: LineReader,
+    queue: VecDeque<Line>,
+}
+
+/// Splits `VERB arg` at the first space.
+fn split_command(line: &str) -> (&str, &str) {
+    let line = line.trim_start();
+    line.split_once(' ').unwrap_or((line, ""))
+}
+
+/// How a queued line behaves while a transfer runs.
+fn busy_of(line: &Line) -> Busy {
+    match line {
+        Line::Text(t) => {
+            let (verb, arg) = split_command(t);
+            match verbs::lookup(verb).map(|v| v.busy) {
+                Some(Busy::JumpIf(f)) if f(arg) => Busy::Jump,
+                Some(Busy::JumpIf(_)) | None => Busy::Defer,
+                Some(b) => b,
+            }
+        }
+        Line::TooLong => Busy::Defer,
+    }
+}
+
+impl ServerSession {
+    /// A session for a freshly accepted control connection (`local` is our end, `peer` the client's). Queues the
+    /// `220` greeting and starts the idle timer.
+    pub fn new(now: Instant, cfg: ServerConfig, local: SocketAddr, peer: SocketAddr) -> Self {
+        let reader = LineReader::new(cfg.max_line);
+        let banner = cfg.banner.clone();
+        let mut ctx = Ctx::new(now, cfg, local, peer);
+        ctx.reply(220, &banner);
+        ServerSession {
+            ctx,
+            reader,
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Pairs `now` with the wall clock (`epoch_secs` = seconds since 1970 at `now`), for `112` timestamps and
+    /// LIST dates. Without it, perf-marker timestamps count from the session start.
+    pub fn set_epoch(&mut self, now: Instant, epoch_secs: f64) {
+        self.ctx.set_epoch(now, epoch_secs);
+    }
+
+    /// Allow PORT/EPRT/SPOR to addresses other than the control peer's (third-party transfers between
+    /// different hosts). Off by default: such commands get `504` (FTP bounce protection, RFC 2577). Ports below
+    /// 1024 are refused either way.
+    pub fn set_allow_foreign_data(&mut self, allow: bool) {
+        self.ctx.allow_foreign_data = allow;
+    }
+
+    /// Bytes read from the control connection, in any chunking.
+    pub fn handle_input(&mut self, now: Instant, bytes: &[u8]) {
+        if self.ctx.closed {
+            return;
+        }
+        let before = self.queue.len();
+        self.reader.push(bytes, &mut self.queue);
+        if self.queue.len() > before {
+            self.ctx.touch(now);
+        }
+        if self.queue.len() > MAX_QUEUED_COMMANDS {
+            self.queue.clear();
+            self.ctx
+                .close(421, "Too many queued commands; closing control connection.");
+            return;
+        }
+        self.pump(now);
+    }
+
+    /// Next reply bytes to write (everything queued so far, in order).
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.ctx.take_output()
+    }
+
+    /// Next action for the driver.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.ctx.take_action()
+    }
+
+    /// The answer to the pending [`Action::Fs`]. Ignored if none is pending.
+    pub fn handle_fs(&mut self, now: Instant, result: FsResult) {
+        if self.ctx.closed {
+            return;
+        }
+        match self.ctx.pending.take() {
+            Some(Pending::Fs(k)) => {
+                k(&mut self.ctx, now, result);
+                self.pump(now);
+            }
+            other => self.ctx.pending = other,
+        }
+    }
+
+    /// The answer to the pending [`Action::Listen`]: the bound addresses, or why binding failed (`425`).
+    pub fn handle_listening(&mut self, now: Instant, result: Result<Vec<SocketAddr>, String>) {
+        if self.ctx.closed {
+            return;
+        }
+        match self.ctx.pending.take() {
+            Some(Pending::Listen(k)) => {
+                k(&mut self.ctx, now, result);
+                self.pump(now);
+            }
+            other => self.ctx.pending = other,
+        }
+    }
+
+    /// Latest counters of the running transfer (replaces the previous ones).
+    pub fn handle_progress(&mut self, _now: Instant, p: TransferProgress) {
+        self.ctx.on_progress(p);
+    }
+
+    /// Transfer `id` ended: final markers, `226` or the failure reply (and `426` + `226` after ABOR); then
+    /// commands queued behind the transfer run. Unknown ids are ignored.
+    pub fn handle_transfer_done(&mut self, now: Instant, id: u64, r: TransferResult) {
+        if self.ctx.closed {
+            return;
+        }
+        self.ctx.finish_transfer(now, id, r);
+        self.pump(now);
+    }
+
+    /// Timers: markers of a MODE E receive, and the idle timeout (`421`, then [`Action::Close`]).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.ctx.closed {
+            return;
+        }
+        self.ctx.on_marker_timer(now);
+        let idle = self.ctx.transfer.is_none() && self.ctx.pending.is_none();
+        if idle && self.ctx.idle_deadline.is_some_and(|d| now >= d) {
+            let secs = self.ctx.cfg.idle_timeout.as_secs();
+            self.ctx.close(
+                421,
+                &format!("Idle timeout ({secs} seconds): closing control connection."),
+            );
+        }
+    }
+
+    /// When `handle_timeout` should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.ctx.closed {
+            return None;
+        }
+        let marker = self.ctx.transfer.as_ref().and_then(|r| r.next_marker);
+        let idle = if self.ctx.transfer.is_none() && self.ctx.pending.is_none() {
+            self.ctx.idle_deadline
+        } else {
+            None
+        };
+        match (marker, idle) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// True once [`Action::Close`] has been emitted.
+    pub fn is_closed(&self) -> bool {
+        self.ctx.closed
+    }
+
+    /// True while a transfer runs (between [`Action::Transfer`] and `handle_transfer_done`).
+    pub fn is_transferring(&self) -> bool {
+        self.ctx.transfer.is_some()
+    }
+
+    /// Runs queued commands until one needs the driver, a transfer blocks the rest, or the queue is empty.
+    fn pump(&mut self, now: Instant) {
+        loop {
+            if self.ctx.closed {
+                self.queue.clear();
+                return;
+            }
+            if self.ctx.pending.is_some() {
+                return;
+            }
+            if self.ctx.transfer.is_some() {
+                if let Some(i) = self
+                    .queue
+                    .iter()
+                    .position(|l| matches!(busy_of(l), Busy::Jump))
+                {
+                    if let Some(line) = self.queue.remove(i) {
+                        self.execute(now, line);
+                    }
+                    continue;
+                }
+                match self.queue.front().map(busy_of) {
+                    Some(Busy::Inline) => {}
+                    _ => return,
+                }
+            }
+            let Some(line) = self.queue.pop_front() else {
+                return;
+            };
+            self.execute(now, line);
+        }
+    }
+
+    fn execute(&mut self, now: Instant, line: Line) {
+        let text = match line {
+            Line::TooLong => {
+                self.ctx.reply(500, "Command line too long.");
+                return;
+            }
+            Line::Text(t) => t,
+        };
+        if text.trim().is_empty() {
+            return;
+        }
+        let (verb, arg) = split_command(&text);
+        let rnfr = self.ctx.rnfr.take();
+        let Some(v) = verbs::lookup(verb) else {
+            self.ctx.reply(500, "Unknown command.");
+            return;
+        };
+        if v.name == "RNTO" {
+            self.ctx.rnfr = rnfr;
+        }
+        if v.login && self.ctx.logged_in.is_none() {
+            self.ctx.reply(530, "Please login with USER and PASS.");
+            return;
+        }
+        if let Err(e) = (v.run)(&mut self.ctx, now, arg) {
+            self.ctx.refuse(&e);
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Cross-cutting dialogue tests of the server session (pipelining, framing errors, markers, timeouts).

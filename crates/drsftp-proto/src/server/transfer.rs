@@ -1,0 +1,253 @@
+//! The running transfer: starting it (the `150`/`125` reply and [`Action::Transfer`]), live progress, the
+//! `112` perf and `111` range markers of a MODE E receive on the marker timer, and the final replies (`226`,
+//! the driver's `4xx`/`5xx`, or `426` + `226` after ABOR).
+//!
+//! Range markers are only ever truthful: during a `Replace` upload (STOR into a part file that is discarded if
+//! the transfer fails) none are sent until the file is committed; `InPlace` uploads (APPE/ESTO/restarted STOR)
+//! report ranges as they land, and once more after a failure so the client can restart from them. Ranges are
+//! reported relative to the upload's `offset` (the ESTO view, notes §3.6: `ESTO A 1000` → `111 Range Marker
+//! 0-5000000`).
+
+use std::time::{Duration, Instant};
+
+use drsftp_storage::WriteMode;
+
+use super::ctx::Ctx;
+use super::error::{CmdResult, CommandError};
+use super::reply;
+use super::types::{Action, Mode, Payload, TransferPlan, TransferProgress, TransferResult};
+use crate::ranges::RangeSet;
+
+/// Marker timers never fire more often than this, whatever `marker_interval` says.
+const MIN_MARKER_INTERVAL: Duration = Duration::from_millis(100);
+/// Range-list text per `111` line; longer lists are split over several markers.
+const MAX_MARKER_TEXT: usize = 1024;
+
+/// The transfer the driver is running.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub(crate) id: u64,
+    /// The command, for STAT (`RETR /a/b`).
+    pub(crate) what: String,
+    pub(crate) started: Instant,
+    /// MODE E receive: `112` perf markers.
+    perf: bool,
+    /// `111` markers while running (InPlace receives in MODE E).
+    periodic_ranges: bool,
+    /// `111` markers at all (any MODE E receive; Replace only once committed).
+    final_ranges: bool,
+    /// Subtracted from file offsets in `111` markers (the RecvFile offset).
+    marker_base: u64,
+    pub(crate) progress: TransferProgress,
+    /// Ranges already sent in `111` markers (file offsets).
+    reported: RangeSet,
+    pub(crate) next_marker: Option<Instant>,
+    /// ABOR commands received for this transfer (each gets its own `226`).
+    pub(crate) aborts: u32,
+}
+
+impl Ctx {
+    /// Starts a transfer on the current data endpoint: queues the preliminary reply and [`Action::Transfer`],
+    /// consumes ALLO. Listings (`SendBytes`) always go in stream mode.
+    pub(crate) fn start_transfer(
+        &mut self,
+        now: Instant,
+        payload: Payload,
+        mode: Mode,
+        what: String,
+    ) -> CmdResult {
+        if self.transfer.is_some() {
+            return Err(CommandError::NoData(
+                "A transfer is already running.".into(),
+            ));
+        }
+        let endpoint = self.endpoint()?;
+        let listing = matches!(payload, Payload::SendBytes(_));
+        let mode = if listing { Mode::Stream } else { mode };
+        let recv = match &payload {
+            Payload::RecvFile {
+                write_mode, offset, ..
+            } => Some((*write_mode, *offset)),
+            _ => None,
+        };
+        let parallelism = match mode {
+            Mode::Extended => self
+                .parallelism
+                .unwrap_or(self.cfg.default_parallelism)
+                .clamp(1, self.cfg.max_parallelism.max(1)),
+            Mode::Stream => 1,
+        };
+        let ascii = self.ascii && mode == Mode::Stream && !listing;
+        let id = self.next_transfer_id();
+        let plan = TransferPlan {
+            id,
+            payload,
+            mode,
+            endpoint,
+            parallelism,
+            tcp_buffer: self.tcp_buffer,
+            ascii,
+        };
+        match mode {
+            Mode::Extended => self.reply(125, &format!("Beginning MODE E transfer of {what}.")),
+            Mode::Stream => {
+                let kind = if ascii || listing { "ASCII" } else { "BINARY" };
+                self.reply(
+                    150,
+                    &format!("Opening {kind} mode data connection for {what}."),
+                )
+            }
+        }
+        self.action(Action::Transfer(plan));
+        self.allo = None;
+        let ext_recv = if mode == Mode::Extended { recv } else { None };
+        let interval = self.cfg.marker_interval.max(MIN_MARKER_INTERVAL);
+        let mut run = Running {
+            id,
+            what,
+            started: now,
+            perf: ext_recv.is_some(),
+            periodic_ranges: matches!(ext_recv, Some((WriteMode::InPlace, _))),
+            final_ranges: ext_recv.is_some(),
+            marker_base: ext_recv.map_or(0, |(_, o)| o),
+            progress: TransferProgress::default(),
+            reported: RangeSet::new(),
+            next_marker: None,
+            aborts: 0,
+        };
+        if run.perf {
+            // GFD.20: a start marker (0 bytes) per stripe, then one every interval.
+            let ts = self.epoch_at(now);
+            let bytes = markers(&mut run, ts, None, false);
+            run.next_marker = now.checked_add(interval);
+            self.reply_raw(&bytes);
+        }
+        self.transfer = Some(run);
+        Ok(())
+    }
+
+    /// Latest counters from the driver.
+    pub(crate) fn on_progress(&mut self, p: TransferProgress) {
+        if let Some(run) = self.transfer.as_mut() {
+            run.progress = p;
+        }
+    }
+
+    /// The marker timer: emits due `112`/`111` markers.
+    pub(crate) fn on_marker_timer(&mut self, now: Instant) {
+        let ts = self.epoch_at(now);
+        let interval = self.cfg.marker_interval.max(MIN_MARKER_INTERVAL);
+        let Some(run) = self.transfer.as_mut() else {
+            return;
+        };
+        let Some(due) = run.next_marker else {
+            return;
+        };
+        if now < due {
+            return;
+        }
+        let periodic = run.periodic_ranges;
+        let bytes = markers(run, ts, None, periodic);
+        run.next_marker = now.checked_add(interval);
+        self.reply_raw(&bytes);
+    }
+
+    /// The driver reports the end of transfer `id`; other ids are ignored.
+    pub(crate) fn finish_transfer(&mut self, now: Instant, id: u64, r: TransferResult) {
+        if self.transfer.as_ref().map_or(true, |r| r.id != id) {
+            return;
+        }
+        let Some(mut run) = self.transfer.take() else {
+            return;
+        };
+        let ts = self.epoch_at(now);
+        match r {
+            TransferResult::Ok { bytes, .. } => {
+                if run.perf {
+                    let final_ranges = run.final_ranges;
+                    let out = markers(&mut run, ts, Some(bytes), final_ranges);
+                    self.reply_raw(&out);
+                }
+                self.reply(226, "Transfer complete.");
+            }
+            TransferResult::Failed { code, message } => {
+                if run.periodic_ranges {
+                    let out = range_markers(&mut run);
+                    self.reply_raw(&out);
+                }
+                let code = if (400..600).contains(&code) {
+                    code
+                } else {
+                    451
+                };
+                let message = if message.trim().is_empty() {
+                    "Transfer failed.".to_string()
+                } else {
+                    message
+                };
+                self.reply(code, &message);
+            }
+            TransferResult::Aborted => self.reply(426, "Transfer aborted."),
+        }
+        for _ in 0..run.aborts {
+            self.reply(226, "Abort successful.");
+        }
+        self.transfers_done += 1;
+        self.touch(now);
+    }
+}
+
+/// A `112` perf marker (bytes from progress unless `bytes` is given) and, if `ranges`, the `111` markers for
+/// ranges not reported yet.
+fn markers(run: &mut Running, ts: f64, bytes: Option<u64>, ranges: bool) -> Vec<u8> {
+    let n = bytes.unwrap_or(run.progress.bytes);
+    let mut out = reply::multi(
+        112,
+        "Perf Marker",
+        &[
+            format!(" Timestamp: {ts:.1}"),
+            " Stripe Index: 0".into(),
+            format!(" Stripe Bytes Transferred: {n}"),
+            " Total Stripe Count: 1".into(),
+        ],
+        "End.",
+    );
+    if ranges {
+        out.extend(range_markers(run));
+    }
+    out
+}
+
+/// `111 Range Marker a-b,...` for the ranges received since the last one (relative to `marker_base`), split
+/// into lines of at most [`MAX_MARKER_TEXT`] characters of ranges.
+fn range_markers(run: &mut Running) -> Vec<u8> {
+    let mut fresh = RangeSet::new();
+    for r in run.progress.ranges.ranges() {
+        for g in run.reported.gaps(r.clone()) {
+            fresh.insert(g);
+        }
+    }
+    run.reported.extend(&fresh);
+    let base = run.marker_base;
+    let mut out = Vec::new();
+    let mut text = String::new();
+    for r in fresh.ranges() {
+        let item = format!(
+            "{}-{}",
+            r.start.saturating_sub(base),
+            r.end.saturating_sub(base)
+        );
+        if !text.is_empty() && text.len() + 1 + item.len() > MAX_MARKER_TEXT {
+            out.extend(reply::single(111, &format!("Range Marker {text}")));
+            text.clear();
+        }
+        if !text.is_empty() {
+            text.push(',');
+        }
+        text.push_str(&item);
+    }
+    if !text.is_empty() {
+        out.extend(reply::single(111, &format!("Range Marker {text}")));
+    }
+    out
+}

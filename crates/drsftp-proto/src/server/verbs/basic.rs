@@ -1,0 +1,54 @@
+//! NOOP, SYST, HELP and QUIT: commands that only talk.
+
+use std::time::Instant;
+
+use crate::server::ctx::Ctx;
+use crate::server::error::CmdResult;
+
+/// `NOOP`.
+pub(super) fn noop(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    ctx.reply(200, "NOOP command successful.");
+    Ok(())
+}
+
+/// `SYST`.
+pub(super) fn syst(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    ctx.reply(215, "UNIX Type: L8");
+    Ok(())
+}
+
+/// `HELP`: the registry's verbs, eight per line.
+pub(super) fn help(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    let names: Vec<&str> = super::VERBS.iter().map(|v| v.name).collect();
+    let body: Vec<String> = names
+        .chunks(8)
+        .map(|c| format!(" {}", c.join(" ")))
+        .collect();
+    ctx.reply_multi(214, "The following commands are recognized:", &body, "End.");
+    Ok(())
+}
+
+/// `QUIT`: `221`, then close (after a running transfer: QUIT is deferred until it ends).
+pub(super) fn quit(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    ctx.close(221, "Goodbye.");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::server::testutil::H;
+    use crate::server::Action;
+
+    #[test]
+    fn syst_help_quit() {
+        let mut h = H::new();
+        assert_eq!(h.cmd("SYST"), "215 UNIX Type: L8\r\n");
+        let help = h.cmd("HELP");
+        assert!(help.starts_with("214-The following commands are recognized:\r\n USER PASS QUIT"));
+        assert!(help.contains(" CKSM") && help.ends_with("214 End.\r\n"));
+        assert_eq!(h.cmd("QUIT"), "221 Goodbye.\r\n");
+        assert_eq!(h.actions(), vec![Action::Close]);
+        assert!(h.s.is_closed());
+        assert_eq!(h.s.poll_timeout(), None);
+    }
+}

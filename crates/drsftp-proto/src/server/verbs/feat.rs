@@ -1,0 +1,169 @@
+//! FEAT (RFC 2389, Globus layout) and OPTS: `OPTS UTF8`, `OPTS MLST` fact selection and `OPTS RETR` with
+//! `Parallelism=<start>,<min>,<max>;` (GFD.20; as in Globus every option must end in `;`, keys are
+//! case-insensitive and only `<start>` is used).
+
+use std::time::Instant;
+
+use drsftp_storage::ChecksumAlg;
+
+use crate::server::ctx::Ctx;
+use crate::server::error::{CmdResult, CommandError};
+use crate::server::listing::FactSet;
+
+/// `FEAT`: exactly what this server implements.
+pub(super) fn feat(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    let cksm: String = ChecksumAlg::ALL
+        .iter()
+        .map(|a| format!("{};", a.name()))
+        .collect();
+    let body: Vec<String> = [
+        "UTF8".to_string(),
+        format!("MLST {}", ctx.facts.feat()),
+        "SIZE".into(),
+        "MDTM".into(),
+        "REST STREAM".into(),
+        "PARALLEL".into(),
+        "ERET".into(),
+        "ESTO".into(),
+        "SPAS".into(),
+        "SPOR".into(),
+        "SBUF".into(),
+        format!("CKSM {cksm}"),
+        "EPSV".into(),
+        "EPRT".into(),
+    ]
+    .into_iter()
+    .map(|f| format!(" {f}"))
+    .collect();
+    ctx.reply_multi(211, "Extensions supported:", &body, "End.");
+    Ok(())
+}
+
+/// Parallelism from `OPTS RETR` options (`None` = options without a Parallelism key). `Err` if malformed.
+fn parse_opts_retr(opts: &str) -> Result<Option<u32>, ()> {
+    let opts = opts.trim();
+    let Some(body) = opts.strip_suffix(';') else {
+        return Err(());
+    };
+    let mut parallelism = None;
+    for opt in body.split(';') {
+        let (key, value) = opt.split_once('=').ok_or(())?;
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(());
+        }
+        if key.trim().eq_ignore_ascii_case("Parallelism") {
+            let start = value.split(',').next().unwrap_or("").trim();
+            let n = super::parse_u64(start).ok_or(())?;
+            if n == 0 {
+                return Err(());
+            }
+            parallelism = Some(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        // StripeLayout, BlockSize, Markers...: accepted and ignored (one stripe, our block size).
+    }
+    Ok(parallelism)
+}
+
+/// `OPTS <command> <options>`.
+pub(super) fn opts(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    let (cmd, rest) = arg.trim_start().split_once(' ').unwrap_or((arg.trim(), ""));
+    if cmd.eq_ignore_ascii_case("RETR") {
+        if ctx.logged_in.is_none() {
+            return Err(CommandError::Reply(
+                530,
+                "Please login with USER and PASS.".into(),
+            ));
+        }
+        return match parse_opts_retr(rest) {
+            Ok(p) => {
+                if let Some(p) = p {
+                    ctx.parallelism = Some(p.min(ctx.cfg.max_parallelism.max(1)));
+                }
+                ctx.reply(200, "OPTS Command Successful.");
+                Ok(())
+            }
+            Err(()) => Err(CommandError::Reply(500, "OPTS failed.".into())),
+        };
+    }
+    if cmd.eq_ignore_ascii_case("UTF8") {
+        return match rest.trim().to_ascii_uppercase().as_str() {
+            "ON" | "" => {
+                ctx.reply(200, "UTF8 set to on.");
+                Ok(())
+            }
+            "OFF" => {
+                ctx.reply(200, "UTF8 set to off (names are sent as stored).");
+                Ok(())
+            }
+            _ => Err(CommandError::syntax("OPTS UTF8 takes ON or OFF.")),
+        };
+    }
+    if cmd.eq_ignore_ascii_case("MLST") {
+        ctx.facts = FactSet::parse(rest.trim());
+        let sel = ctx.facts.selected();
+        ctx.reply(200, &format!("MLST OPTS {sel}"));
+        return Ok(());
+    }
+    Err(CommandError::syntax(
+        "OPTS not understood for this command.",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_opts_retr;
+    use crate::client::{Features, ReplyReader};
+    use crate::server::testutil::H;
+
+    #[test]
+    fn feat_lists_what_is_implemented() {
+        let mut h = H::new();
+        let feat = h.cmd("FEAT");
+        assert_eq!(
+            feat,
+            "211-Extensions supported:\r\n UTF8\r\n MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n \
+             MDTM\r\n REST STREAM\r\n PARALLEL\r\n ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n \
+             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n211 End.\r\n"
+        );
+        // Our own client reads it as a GridFTP server with checksums.
+        let mut rd = ReplyReader::new();
+        rd.push(feat.as_bytes());
+        let f = Features::parse(&rd.next_reply().unwrap().unwrap());
+        assert!(f.parallel() && f.has("ERET") && f.has("SPAS"));
+        assert_eq!(f.verify_algorithm(), Some("SHA256"));
+    }
+
+    #[test]
+    fn opts_retr_like_globus() {
+        assert_eq!(parse_opts_retr("Parallelism=4,4,4;"), Ok(Some(4)));
+        assert_eq!(parse_opts_retr("parallelism=2;"), Ok(Some(2)));
+        assert_eq!(
+            parse_opts_retr("StripeLayout=Blocked;BlockSize=1048576;Parallelism=3,1,8;"),
+            Ok(Some(3))
+        );
+        assert_eq!(parse_opts_retr("StripeLayout=Partitioned;"), Ok(None));
+        assert_eq!(parse_opts_retr("Parallelism=4,4,4"), Err(()));
+        assert_eq!(parse_opts_retr("Parallelism=0;"), Err(()));
+        assert_eq!(parse_opts_retr("Parallelism=x;"), Err(()));
+        assert_eq!(parse_opts_retr(";"), Err(()));
+        assert_eq!(parse_opts_retr(""), Err(()));
+
+        let mut h = H::new();
+        h.login();
+        assert_eq!(
+            h.cmd("OPTS RETR Parallelism=4,4,4;"),
+            "200 OPTS Command Successful.\r\n"
+        );
+        assert_eq!(h.cmd("OPTS RETR Parallelism=4,4,4"), "500 OPTS failed.\r\n");
+        assert_eq!(h.cmd("OPTS UTF8 ON"), "200 UTF8 set to on.\r\n");
+        assert_eq!(
+            h.cmd("OPTS MLST type;size;"),
+            "200 MLST OPTS Type;Size;\r\n"
+        );
+        assert!(h
+            .cmd("FEAT")
+            .contains(" MLST Type*;Size*;Modify;Perm;UNIX.mode;\r\n"));
+        assert!(h.cmd("OPTS FOO bar").starts_with("501 "));
+    }
+}

@@ -1,0 +1,153 @@
+//! MKD, RMD, DELE, RNFR and RNTO: namespace changes, each one filesystem request. RNFR checks that the source
+//! exists (`350`); the session forgets it unless the very next command is RNTO.
+
+use std::time::Instant;
+
+use crate::server::ctx::Ctx;
+use crate::server::error::{CmdResult, CommandError};
+use crate::server::types::{FsRequest, FsResult};
+
+/// Runs `req`; on `Done` replies `code text`.
+fn simple(ctx: &mut Ctx, req: FsRequest, code: u16, text: String) {
+    ctx.fs(req, move |ctx, _now, r| match r {
+        FsResult::Done => ctx.reply(code, &text),
+        FsResult::Err(e) => ctx.storage_error(&e),
+        other => ctx.unexpected(&other),
+    });
+}
+
+/// `MKD path` → `257 "path" directory created.`
+pub(super) fn mkd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    let path = ctx.resolve(super::required(arg, "MKD")?);
+    let text = format!("{} directory created.", super::nav::quoted(&path));
+    simple(ctx, FsRequest::Mkdir(path), 257, text);
+    Ok(())
+}
+
+/// `RMD path`.
+pub(super) fn rmd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    let path = ctx.resolve(super::required(arg, "RMD")?);
+    simple(
+        ctx,
+        FsRequest::Rmdir(path),
+        250,
+        "RMD command successful.".into(),
+    );
+    Ok(())
+}
+
+/// `DELE path`.
+pub(super) fn dele(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    let path = ctx.resolve(super::required(arg, "DELE")?);
+    simple(
+        ctx,
+        FsRequest::Remove(path),
+        250,
+        "DELE command successful.".into(),
+    );
+    Ok(())
+}
+
+/// `RNFR path`: remembers an existing source.
+pub(super) fn rnfr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    let path = ctx.resolve(super::required(arg, "RNFR")?);
+    ctx.fs(FsRequest::Stat(path.clone()), move |ctx, _now, r| match r {
+        FsResult::Stat(_) => {
+            ctx.rnfr = Some(path);
+            ctx.reply(350, "File exists, ready for destination name.");
+        }
+        FsResult::Err(e) => ctx.storage_error(&e),
+        other => ctx.unexpected(&other),
+    });
+    Ok(())
+}
+
+/// `RNTO path`: right after a successful RNFR.
+pub(super) fn rnto(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    let Some(from) = ctx.rnfr.take() else {
+        return Err(CommandError::Sequence("RNFR required first.".into()));
+    };
+    let to = ctx.resolve(super::required(arg, "RNTO")?);
+    simple(
+        ctx,
+        FsRequest::Rename { from, to },
+        250,
+        "Rename successful.".into(),
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::server::testutil::{file, H};
+    use crate::server::{FsRequest, FsResult};
+    use drsftp_storage::StorageError;
+
+    #[test]
+    fn mkd_rmd_dele() {
+        let mut h = H::new();
+        h.login();
+        h.send("MKD new dir");
+        assert_eq!(
+            h.fs(FsRequest::Mkdir("/new dir".into()), FsResult::Done),
+            "257 \"/new dir\" directory created.\r\n"
+        );
+        h.send("MKD new dir");
+        let r = h.fs(
+            FsRequest::Mkdir("/new dir".into()),
+            FsResult::Err(StorageError::AlreadyExists("/new dir".into())),
+        );
+        assert!(r.starts_with("550 "));
+        h.send("RMD /new dir/");
+        assert_eq!(
+            h.fs(FsRequest::Rmdir("/new dir".into()), FsResult::Done),
+            "250 RMD command successful.\r\n"
+        );
+        h.send("DELE a/../b");
+        assert_eq!(
+            h.fs(FsRequest::Remove("/b".into()), FsResult::Done),
+            "250 DELE command successful.\r\n"
+        );
+        assert!(h.cmd("DELE").starts_with("501 "));
+        // A driver answering with the wrong kind is a local error, not a panic.
+        h.send("DELE c");
+        assert!(h
+            .fs(FsRequest::Remove("/c".into()), FsResult::List(vec![]))
+            .starts_with("451 "));
+    }
+
+    #[test]
+    fn rename_sequence() {
+        let mut h = H::new();
+        h.login();
+        assert_eq!(h.cmd("RNTO b"), "503 RNFR required first.\r\n");
+        h.send("RNFR a");
+        assert_eq!(
+            h.fs(FsRequest::Stat("/a".into()), FsResult::Stat(file("a", 1))),
+            "350 File exists, ready for destination name.\r\n"
+        );
+        h.send("RNTO b");
+        assert_eq!(
+            h.fs(
+                FsRequest::Rename {
+                    from: "/a".into(),
+                    to: "/b".into()
+                },
+                FsResult::Done
+            ),
+            "250 Rename successful.\r\n"
+        );
+        // RNFR is forgotten by any other command in between.
+        h.send("RNFR a");
+        h.fs(FsRequest::Stat("/a".into()), FsResult::Stat(file("a", 1)));
+        h.cmd("NOOP");
+        assert_eq!(h.cmd("RNTO b"), "503 RNFR required first.\r\n");
+        h.send("RNFR missing");
+        let r = h.fs(
+            FsRequest::Stat("/missing".into()),
+            FsResult::Err(StorageError::NotFound("/missing".into())),
+        );
+        assert!(r.starts_with("550 "));
+        assert_eq!(h.cmd("RNTO b"), "503 RNFR required first.\r\n");
+    }
+}

@@ -1,0 +1,216 @@
+//! LIST, NLST and MLSD: directory listings sent over the data channel, always in stream mode (whatever MODE
+//! says). The driver is asked to stat the path, then to list it if it is a directory; LIST and NLST of a file
+//! list that file, MLSD of a file is `501` (RFC 3659 §7.1). LIST/NLST ignore leading `ls` options (`-la`).
+
+use std::time::Instant;
+
+use drsftp_storage::{EntryKind, Metadata};
+
+use crate::server::ctx::Ctx;
+use crate::server::error::CmdResult;
+use crate::server::listing;
+use crate::server::types::{FsRequest, FsResult, Mode, Payload};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    List,
+    Nlst,
+    Mlsd,
+}
+
+impl Kind {
+    fn verb(self) -> &'static str {
+        match self {
+            Kind::List => "LIST",
+            Kind::Nlst => "NLST",
+            Kind::Mlsd => "MLSD",
+        }
+    }
+}
+
+/// Drops leading `-xyz` option words.
+fn strip_options(arg: &str) -> &str {
+    let mut rest = arg;
+    loop {
+        let t = rest.trim_start();
+        if !t.starts_with('-') {
+            return if rest.len() == arg.len() { arg } else { t };
+        }
+        rest = t.split_once(' ').map_or("", |(_, r)| r);
+    }
+}
+
+fn entry_line(ctx: &Ctx, now: Instant, kind: Kind, m: &Metadata, name: &str) -> String {
+    match kind {
+        Kind::List => listing::list_line(m, name, ctx.epoch_secs(now)),
+        Kind::Nlst => listing::clean_name(name),
+        Kind::Mlsd => listing::mlsx_line(m, name, ctx.facts),
+    }
+}
+
+fn send(ctx: &mut Ctx, now: Instant, kind: Kind, path: &str, lines: &[String]) {
+    let bytes = listing::to_bytes(lines);
+    let what = format!("{} {path}", kind.verb());
+    if let Err(e) = ctx.start_transfer(now, Payload::SendBytes(bytes), Mode::Stream, what) {
+        ctx.refuse(&e);
+    }
+}
+
+fn listing_cmd(ctx: &mut Ctx, arg: &str, kind: Kind) -> CmdResult {
+    let arg = if kind == Kind::Mlsd {
+        arg
+    } else {
+        strip_options(arg)
+    };
+    ctx.take_rest();
+    ctx.endpoint()?;
+    let path = ctx.resolve(arg);
+    let given = if arg.is_empty() {
+        path.clone()
+    } else {
+        arg.to_string()
+    };
+    ctx.fs(FsRequest::Stat(path.clone()), move |ctx, now, r| match r {
+        FsResult::Stat(m) if m.kind == EntryKind::Dir => {
+            ctx.fs(FsRequest::List(path.clone()), move |ctx, now, r| match r {
+                FsResult::List(entries) => {
+                    let lines: Vec<String> = entries
+                        .iter()
+                        .map(|e| entry_line(ctx, now, kind, e, &e.name))
+                        .collect();
+                    send(ctx, now, kind, &path, &lines);
+                }
+                FsResult::Err(e) => ctx.storage_error(&e),
+                other => ctx.unexpected(&other),
+            })
+        }
+        FsResult::Stat(_) if kind == Kind::Mlsd => {
+            ctx.reply(501, &format!("{path}: not a directory."))
+        }
+        FsResult::Stat(m) => {
+            let line = entry_line(ctx, now, kind, &m, &given);
+            send(ctx, now, kind, &path, &[line]);
+        }
+        FsResult::Err(e) => ctx.storage_error(&e),
+        other => ctx.unexpected(&other),
+    });
+    Ok(())
+}
+
+/// `LIST [-opts] [path]`.
+pub(super) fn list(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    listing_cmd(ctx, arg, Kind::List)
+}
+
+/// `NLST [-opts] [path]`.
+pub(super) fn nlst(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    listing_cmd(ctx, arg, Kind::Nlst)
+}
+
+/// `MLSD [path]`.
+pub(super) fn mlsd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    listing_cmd(ctx, arg, Kind::Mlsd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_options;
+    use crate::server::testutil::{dir, file, H};
+    use crate::server::{FsRequest, FsResult, Mode, Payload};
+    use drsftp_storage::{EntryKind, Metadata};
+
+    fn entries() -> Vec<Metadata> {
+        let mut sub = dir("sub");
+        sub.mode = 0o755;
+        vec![file("a.dat", 1024), sub, file("z\r\nfake", 1)]
+    }
+
+    #[test]
+    fn mlsd_in_mode_e_goes_over_stream_mode() {
+        let mut h = H::new();
+        h.login();
+        h.cmd("MODE E");
+        assert!(
+            h.cmd("MLSD /d").starts_with("425 "),
+            "needs a data endpoint"
+        );
+        h.pasv();
+        h.send("MLSD /d");
+        h.fs(FsRequest::Stat("/d".into()), FsResult::Stat(dir("d")));
+        let r = h.fs(FsRequest::List("/d".into()), FsResult::List(entries()));
+        assert_eq!(r, "150 Opening ASCII mode data connection for MLSD /d.\r\n");
+        let plan = h.transfer();
+        assert_eq!(plan.mode, Mode::Stream);
+        assert!(!plan.ascii);
+        let Payload::SendBytes(b) = plan.payload else {
+            panic!("{:?}", plan.payload)
+        };
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            "type=file;size=1024;modify=20261122145117;perm=adfwr;UNIX.mode=0644; a.dat\r\n\
+             type=dir;size=0;modify=20261122145117;perm=cdfmpel;UNIX.mode=0755; sub\r\n\
+             type=file;size=1;modify=20261122145117;perm=adfwr;UNIX.mode=0644; z??fake\r\n"
+        );
+        assert_eq!(h.done_ok(plan.id), "226 Transfer complete.\r\n");
+        h.send("MLSD /d/a.dat");
+        assert!(h
+            .fs(
+                FsRequest::Stat("/d/a.dat".into()),
+                FsResult::Stat(file("a.dat", 1))
+            )
+            .starts_with("501 "));
+    }
+
+    #[test]
+    fn list_and_nlst() {
+        let mut h = H::new();
+        h.login();
+        h.s.set_epoch(h.now, 1_795_359_077.0 + 3600.0);
+        h.pasv();
+        h.send("LIST -la");
+        h.fs(FsRequest::Stat("/".into()), FsResult::Stat(dir("/")));
+        h.fs(FsRequest::List("/".into()), FsResult::List(entries()));
+        let plan = h.transfer();
+        let Payload::SendBytes(b) = plan.payload else {
+            panic!()
+        };
+        let text = String::from_utf8(b).unwrap();
+        assert!(
+            text.starts_with("-rw-r--r-- 1 ftp ftp         1024 Nov 22 14:51 a.dat\r\ndrwxr-xr-x "),
+            "{text}"
+        );
+        h.done_ok(plan.id);
+        h.send("NLST f.txt");
+        h.fs(
+            FsRequest::Stat("/f.txt".into()),
+            FsResult::Stat(file("f.txt", 5)),
+        );
+        let plan = h.transfer();
+        assert_eq!(plan.payload, Payload::SendBytes(b"f.txt\r\n".to_vec()));
+        h.done_ok(plan.id);
+        h.send("NLST /nope");
+        let r = h.fs(
+            FsRequest::Stat("/nope".into()),
+            FsResult::Err(drsftp_storage::StorageError::NotFound("/nope".into())),
+        );
+        assert!(r.starts_with("550 "));
+        // Other entries are listed (never opened).
+        let mut o = file("sock", 0);
+        o.kind = EntryKind::Other;
+        h.send("LIST");
+        h.fs(FsRequest::Stat("/".into()), FsResult::Stat(dir("/")));
+        h.fs(FsRequest::List("/".into()), FsResult::List(vec![o]));
+        let Payload::SendBytes(b) = h.transfer().payload else {
+            panic!()
+        };
+        assert!(b.starts_with(b"?rw-r--r--"));
+    }
+
+    #[test]
+    fn ls_options_are_skipped() {
+        assert_eq!(strip_options("-la /x y"), "/x y");
+        assert_eq!(strip_options("-l -a"), "");
+        assert_eq!(strip_options(" dir"), " dir");
+        assert_eq!(strip_options(""), "");
+    }
+}

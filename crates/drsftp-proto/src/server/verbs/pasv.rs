@@ -1,0 +1,226 @@
+//! PASV, EPSV and SPAS: the server listens, the client (or the third-party sender) connects. Each asks the
+//! driver for listeners on the data interface (or the control connection's local address) and advertises the
+//! port(s): `227 Entering Passive Mode (h1,h2,h3,h4,p1,p2)`, `229 Entering Extended Passive Mode (|||port|)`,
+//! and for SPAS the multi-line `229-Entering Striped Passive Mode.` / ` h1,...,p2` / `229 End` (one stripe).
+//! PASV and SPAS need IPv4 (host-port syntax); `EPSV ALL` locks the session to EPSV (RFC 2428 §4).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Instant;
+
+use crate::server::ctx::Ctx;
+use crate::server::error::{CmdResult, CommandError};
+use crate::server::types::DataEndpoint;
+
+/// `h1,h2,h3,h4,p1,p2` (RFC 959 host-port).
+pub(crate) fn host_port(ip: Ipv4Addr, port: u16) -> String {
+    let o = ip.octets();
+    format!(
+        "{},{},{},{},{},{}",
+        o[0],
+        o[1],
+        o[2],
+        o[3],
+        port >> 8,
+        port & 0xff
+    )
+}
+
+/// The ports of the driver's listeners, or why there are none.
+fn ports(r: Result<Vec<SocketAddr>, String>) -> Result<Vec<u16>, String> {
+    let addrs = r?;
+    if addrs.is_empty() || addrs.iter().any(|a| a.port() == 0) {
+        return Err("no listening port".into());
+    }
+    Ok(addrs.iter().map(SocketAddr::port).collect())
+}
+
+fn refused(ctx: &mut Ctx, why: &str) {
+    ctx.reply(425, &format!("Cannot open passive data connection: {why}"));
+}
+
+fn check_not_epsv_all(ctx: &Ctx) -> CmdResult {
+    if ctx.epsv_all {
+        Err(CommandError::Sequence(
+            "EPSV ALL in effect: only EPSV may set up data connections.".into(),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+fn ipv4(ctx: &Ctx, verb: &str) -> Result<Ipv4Addr, CommandError> {
+    match ctx.data_ip() {
+        IpAddr::V4(a) => Ok(a),
+        IpAddr::V6(_) => Err(CommandError::NoData(format!(
+            "{verb} needs IPv4; use EPSV."
+        ))),
+    }
+}
+
+/// `PASV`.
+pub(super) fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    check_not_epsv_all(ctx)?;
+    let ip = ipv4(ctx, "PASV")?;
+    ctx.listen(IpAddr::V4(ip), 1, move |ctx, _now, r| match ports(r) {
+        Ok(p) => {
+            ctx.endpoint = Some(DataEndpoint::Passive);
+            ctx.reply(
+                227,
+                &format!("Entering Passive Mode ({})", host_port(ip, p[0])),
+            );
+        }
+        Err(e) => refused(ctx, &e),
+    });
+    Ok(())
+}
+
+/// `EPSV [1|2|ALL]`.
+pub(super) fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    let ip = ctx.data_ip();
+    let arg = arg.trim();
+    if arg.eq_ignore_ascii_case("ALL") {
+        ctx.epsv_all = true;
+        ctx.reply(200, "EPSV ALL command successful.");
+        return Ok(());
+    }
+    let family_ok = match arg {
+        "" => true,
+        "1" => ip.is_ipv4(),
+        "2" => ip.is_ipv6(),
+        a if super::parse_u64(a).is_some() => false,
+        _ => return Err(CommandError::syntax("Syntax error in EPSV argument.")),
+    };
+    if !family_ok {
+        let ours = if ip.is_ipv4() { 1 } else { 2 };
+        return Err(CommandError::Reply(
+            522,
+            format!("Network protocol not supported, use ({ours})"),
+        ));
+    }
+    ctx.listen(ip, 1, move |ctx, _now, r| match ports(r) {
+        Ok(p) => {
+            ctx.endpoint = Some(DataEndpoint::Passive);
+            ctx.reply(
+                229,
+                &format!("Entering Extended Passive Mode (|||{}|)", p[0]),
+            );
+        }
+        Err(e) => refused(ctx, &e),
+    });
+    Ok(())
+}
+
+/// `SPAS`: striped passive, one stripe here.
+pub(super) fn spas(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    check_not_epsv_all(ctx)?;
+    let ip = ipv4(ctx, "SPAS")?;
+    ctx.listen(IpAddr::V4(ip), 1, move |ctx, _now, r| match ports(r) {
+        Ok(p) => {
+            ctx.endpoint = Some(DataEndpoint::Passive);
+            let body: Vec<String> = p
+                .iter()
+                .map(|&port| format!(" {}", host_port(ip, port)))
+                .collect();
+            ctx.reply_multi(229, "Entering Striped Passive Mode.", &body, "End");
+        }
+        Err(e) => refused(ctx, &e),
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::server::testutil::H;
+    use crate::server::{Action, DataEndpoint, ServerConfig};
+    use std::net::IpAddr;
+
+    #[test]
+    fn pasv_epsv_spas_replies() {
+        let mut h = H::new();
+        h.login();
+        h.send("PASV");
+        assert_eq!(
+            h.actions(),
+            vec![Action::Listen {
+                ip: "127.0.0.1".parse().unwrap(),
+                count: 1
+            }]
+        );
+        h.s.handle_listening(h.now, Ok(vec!["127.0.0.1:37465".parse().unwrap()]));
+        assert_eq!(h.out(), "227 Entering Passive Mode (127,0,0,1,146,89)\r\n");
+        h.send("EPSV");
+        h.actions();
+        h.s.handle_listening(h.now, Ok(vec!["127.0.0.1:50001".parse().unwrap()]));
+        assert_eq!(
+            h.out(),
+            "229 Entering Extended Passive Mode (|||50001|)\r\n"
+        );
+        h.send("SPAS");
+        h.actions();
+        h.s.handle_listening(h.now, Ok(vec!["127.0.0.1:45571".parse().unwrap()]));
+        assert_eq!(
+            h.out(),
+            "229-Entering Striped Passive Mode.\r\n 127,0,0,1,178,3\r\n229 End\r\n"
+        );
+        assert!(h.cmd("EPSV 2").starts_with("522 "));
+        assert!(h.cmd("EPSV x").starts_with("501 "));
+        assert_eq!(h.retr_file("/f", 1).endpoint, DataEndpoint::Passive);
+    }
+
+    #[test]
+    fn listen_failure_is_425_and_forgets_the_endpoint() {
+        let mut h = H::new();
+        h.login();
+        h.pasv();
+        h.send("PASV");
+        h.actions();
+        h.s.handle_listening(h.now, Err("address in use".into()));
+        assert_eq!(
+            h.out(),
+            "425 Cannot open passive data connection: address in use\r\n"
+        );
+        assert!(h.cmd("RETR /f").starts_with("425 "));
+        h.send("EPSV");
+        h.actions();
+        h.s.handle_listening(h.now, Ok(vec![]));
+        assert!(h.out().starts_with("425 "));
+        // Commands sent while the driver binds wait for its answer.
+        h.send("PASV\r\nNOOP");
+        assert_eq!(h.out(), "");
+        h.actions();
+        h.s.handle_listening(h.now, Ok(vec!["127.0.0.1:1025".parse().unwrap()]));
+        assert_eq!(
+            h.out(),
+            "227 Entering Passive Mode (127,0,0,1,4,1)\r\n200 NOOP command successful.\r\n"
+        );
+    }
+
+    #[test]
+    fn data_interface_and_ipv6() {
+        let mut h = H::with_cfg(ServerConfig {
+            data_interface: Some("198.18.0.1".parse().unwrap()),
+            ..ServerConfig::default()
+        });
+        h.login();
+        h.send("PASV");
+        assert_eq!(
+            h.actions(),
+            vec![Action::Listen {
+                ip: "198.18.0.1".parse().unwrap(),
+                count: 1
+            }]
+        );
+        let mut h = H::with_addrs("[::1]:2811", "[::1]:40000");
+        h.login();
+        assert!(h.cmd("PASV").starts_with("425 "));
+        assert!(h.cmd("SPAS").starts_with("425 "));
+        h.send("EPSV 2");
+        let ip: IpAddr = "::1".parse().unwrap();
+        assert_eq!(h.actions(), vec![Action::Listen { ip, count: 1 }]);
+        h.s.handle_listening(h.now, Ok(vec!["[::1]:6000".parse().unwrap()]));
+        assert_eq!(h.out(), "229 Entering Extended Passive Mode (|||6000|)\r\n");
+        assert_eq!(h.cmd("EPSV ALL"), "200 EPSV ALL command successful.\r\n");
+        assert!(h.cmd("PORT 127,0,0,1,4,1").starts_with("503 "));
+        assert!(h.cmd("PASV").starts_with("503 "));
+    }
+}
