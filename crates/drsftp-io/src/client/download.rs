@@ -103,6 +103,11 @@ pub(crate) async fn run(
             });
         }
     }
+    // Flush to disk while the checksums run; the rename waits for it.
+    let syncing = {
+        let h = handle.clone();
+        tokio::task::spawn_blocking(move || h.sync())
+    };
     let mut summary = TransferSummary::new(mode, &moved);
     if opts.verify {
         match verify::pick_alg(control.session().features()) {
@@ -118,6 +123,9 @@ pub(crate) async fn run(
                 .push("checksum not verified: the server lists no CKSM algorithm we know".into()),
         }
     }
+    syncing
+        .await
+        .map_err(|e| ClientError::Invalid(format!("fsync task: {e}")))??;
     dest.commit()?;
     Ok(summary)
 }

@@ -48,21 +48,6 @@ pub(crate) fn check_moved(
     Ok(())
 }
 
-/// The checksum of `range` of a local file, computed on a blocking thread.
-pub(crate) async fn local_checksum(
-    file: Arc<dyn FileHandle>,
-    alg: ChecksumAlg,
-    range: Range<u64>,
-) -> Result<String, ClientError> {
-    let len = range.end - range.start;
-    let r = tokio::task::spawn_blocking(move || {
-        drsftp_storage::checksum(file.as_ref(), alg, range.start, Some(len))
-    })
-    .await
-    .map_err(|e| ClientError::Invalid(format!("checksum task: {e}")))?;
-    Ok(r?.to_ascii_lowercase())
-}
-
 /// Result of a verification attempt.
 #[derive(Debug)]
 pub(crate) struct Verified {
@@ -92,6 +77,11 @@ pub(crate) async fn compare(
         },
         path: remote.to_string(),
     };
+    // Both sides hash at once: the local digest on a blocking thread while the server computes its CKSM.
+    let len = range.end - range.start;
+    let ours = tokio::task::spawn_blocking(move || {
+        drsftp_storage::checksum(local.as_ref(), alg, range.start, Some(len))
+    });
     let theirs = match control.run(op).await {
         Ok(Outcome::Checksum(h)) => h.to_ascii_lowercase(),
         Ok(other) => {
@@ -107,7 +97,10 @@ pub(crate) async fn compare(
         }
         Err(e) => return Err(e),
     };
-    let ours = local_checksum(local, alg, range).await?;
+    let ours = ours
+        .await
+        .map_err(|e| ClientError::Invalid(format!("checksum task: {e}")))??
+        .to_ascii_lowercase();
     if ours != theirs {
         return Err(ClientError::ChecksumMismatch {
             what: remote.to_string(),
