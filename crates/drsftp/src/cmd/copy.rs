@@ -293,7 +293,9 @@ impl Bar {
                 tick.tick().await;
                 b.set_position(progress.bytes());
                 let streams = progress.streams();
-                if streams > 1 {
+                if total.is_some_and(|t| progress.bytes() >= t) {
+                    b.set_message("verifying");
+                } else if streams > 1 {
                     b.set_message(format!("{streams} streams"));
                 }
                 b.tick();
@@ -360,10 +362,14 @@ fn summary_line(s: &TransferSummary) -> String {
     } else {
         String::new()
     };
+    let took = if s.seconds < 1.0 {
+        format!("{:.0} ms", s.seconds * 1000.0)
+    } else {
+        format!("{:.1} s", s.seconds)
+    };
     format!(
-        "copied {} in {:.1} s: {}, {streams} ({mode}){buffers}, {verified}",
+        "copied {} in {took}: {}, {streams} ({mode}){buffers}, {verified}",
         human_bytes(s.bytes),
-        s.seconds,
         human_rate(s.mbps()),
     )
 }
