@@ -37,13 +37,13 @@ impl Control {
             .await
             .map_err(|e| ClientError::Resolve {
                 host: host_port.to_string(),
-                source: e,
+                error: e,
             })?
             .collect();
         if addrs.is_empty() {
             return Err(ClientError::Resolve {
                 host: host_port.to_string(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses"),
+                error: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses"),
             });
         }
         let mut last = None;
@@ -81,7 +81,7 @@ impl Control {
         }
         Err(ClientError::Connect {
             addr: host_port.to_string(),
-            source: last.unwrap_or_else(|| std::io::Error::other("no address worked")),
+            error: last.unwrap_or_else(|| std::io::Error::other("no address worked")),
         })
     }
 

@@ -1,5 +1,8 @@
 //! The client driver's error type: everything `drsftp copy`/`ls` can fail on, from name resolution to a checksum
-//! mismatch. Protocol refusals keep the sans-IO session's error (with the server's reply) as their source.
+//! mismatch. Protocol refusals keep the sans-IO session's error (with the server's reply).
+//!
+//! Each variant's message already contains its cause (OS error, server reply, engine error), so none of them
+//! reports a `source()`: printing the chain (`{:#}` in anyhow) shows every cause exactly once.
 
 use std::io;
 use std::path::PathBuf;
@@ -15,44 +18,44 @@ use crate::data::DataError;
 #[non_exhaustive]
 pub enum ClientError {
     /// The host name did not resolve, or resolved to nothing.
-    #[error("cannot resolve {host}: {source}")]
+    #[error("cannot resolve {host}: {error}")]
     Resolve {
         /// What was looked up (`host:port`).
         host: String,
         /// The resolver's error.
-        source: io::Error,
+        error: io::Error,
     },
     /// The control connection could not be opened.
-    #[error("cannot connect to {addr}: {source}")]
+    #[error("cannot connect to {addr}: {error}")]
     Connect {
         /// The address tried (`host:port`).
         addr: String,
         /// The socket error.
-        source: io::Error,
+        error: io::Error,
     },
     /// Reading or writing the control connection failed.
     #[error("control connection: {0}")]
     Control(io::Error),
     /// The server refused a command, sent something unintelligible, timed out or hung up.
-    #[error(transparent)]
-    Session(#[from] SessionError),
+    #[error("{0}")]
+    Session(SessionError),
     /// A data connection could not be set up (listen, connect).
     #[error("data connection set-up: {0}")]
     DataSetup(io::Error),
     /// The data transfer itself failed.
-    #[error(transparent)]
-    Data(#[from] DataError),
+    #[error("{0}")]
+    Data(DataError),
     /// A local file could not be opened, created, renamed or removed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Local {
         /// The local path.
         path: PathBuf,
         /// The OS error.
-        source: io::Error,
+        error: io::Error,
     },
     /// Reading or checksumming a local file failed.
     #[error("local file: {0}")]
-    Storage(#[from] StorageError),
+    Storage(StorageError),
     /// No data moved for this long while a transfer was running.
     #[error("transfer stalled: no data for {0:?}")]
     Stalled(Duration),
@@ -92,10 +95,28 @@ impl ClientError {
         }
     }
 
-    pub(crate) fn local(path: impl Into<PathBuf>, source: io::Error) -> Self {
+    pub(crate) fn local(path: impl Into<PathBuf>, error: io::Error) -> Self {
         ClientError::Local {
             path: path.into(),
-            source,
+            error,
         }
+    }
+}
+
+impl From<SessionError> for ClientError {
+    fn from(e: SessionError) -> Self {
+        ClientError::Session(e)
+    }
+}
+
+impl From<DataError> for ClientError {
+    fn from(e: DataError) -> Self {
+        ClientError::Data(e)
+    }
+}
+
+impl From<StorageError> for ClientError {
+    fn from(e: StorageError) -> Self {
+        ClientError::Storage(e)
     }
 }
