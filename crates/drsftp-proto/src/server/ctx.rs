@@ -216,9 +216,7 @@ impl Ctx {
         count: usize,
         k: impl FnOnce(&mut Ctx, Instant, Result<Vec<SocketAddr>, String>) + Send + 'static,
     ) {
-        if self.endpoint == Some(DataEndpoint::Passive) {
-            self.endpoint = None;
-        }
+        self.endpoint = None;
         self.action(Action::Listen { ip, count });
         self.pending = Some(Pending::Listen(Box::new(k)));
     }
@@ -246,12 +244,23 @@ impl Ctx {
         })
     }
 
-    /// The address passive listeners bind to and that PASV/EPSV/SPAS advertise.
+    /// The address passive listeners bind to: the data interface, else the control connection's local address.
     pub(crate) fn data_ip(&self) -> IpAddr {
         self.cfg
             .data_interface
             .unwrap_or(self.local.ip())
             .to_canonical()
+    }
+
+    /// The address PASV/EPSV/SPAS advertise: [`Ctx::data_ip`], or the control connection's local address when
+    /// the data interface is a wildcard (`0.0.0.0` / `::`).
+    pub(crate) fn advertised_ip(&self) -> IpAddr {
+        let ip = self.data_ip();
+        if ip.is_unspecified() {
+            self.local.ip().to_canonical()
+        } else {
+            ip
+        }
     }
 
     /// REST is good for the next transfer command only: every transfer command takes it.

@@ -101,9 +101,10 @@ pub(crate) fn list_line(m: &Metadata, name: &str, now: Option<i64>) -> String {
     let c = civil(secs);
     let mon = MONTHS[(c.month.clamp(1, 12) - 1) as usize];
     const HALF_YEAR: i64 = 182 * 86_400;
-    let recent = now.map_or(true, |n| {
-        secs <= n.saturating_add(3600) && n.saturating_sub(secs) < HALF_YEAR
-    });
+    let recent = match now {
+        None => true,
+        Some(n) => secs <= n.saturating_add(3600) && n.saturating_sub(secs) < HALF_YEAR,
+    };
     let when = if recent {
         format!("{:02}:{:02}", c.hour, c.min)
     } else {

@@ -154,7 +154,7 @@ impl Ctx {
 
     /// The driver reports the end of transfer `id`; other ids are ignored.
     pub(crate) fn finish_transfer(&mut self, now: Instant, id: u64, r: TransferResult) {
-        if self.transfer.as_ref().map_or(true, |r| r.id != id) {
+        if !matches!(&self.transfer, Some(r) if r.id == id) {
             return;
         }
         let Some(mut run) = self.transfer.take() else {

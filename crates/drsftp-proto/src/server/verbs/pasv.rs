@@ -48,10 +48,11 @@ fn check_not_epsv_all(ctx: &Ctx) -> CmdResult {
     }
 }
 
-fn ipv4(ctx: &Ctx, verb: &str) -> Result<Ipv4Addr, CommandError> {
-    match ctx.data_ip() {
-        IpAddr::V4(a) => Ok(a),
-        IpAddr::V6(_) => Err(CommandError::NoData(format!(
+/// Bind address and advertised IPv4 address for PASV/SPAS.
+fn ipv4(ctx: &Ctx, verb: &str) -> Result<(IpAddr, Ipv4Addr), CommandError> {
+    match (ctx.data_ip(), ctx.advertised_ip()) {
+        (bind @ IpAddr::V4(_), IpAddr::V4(shown)) => Ok((bind, shown)),
+        _ => Err(CommandError::NoData(format!(
             "{verb} needs IPv4; use EPSV."
         ))),
     }
@@ -60,8 +61,8 @@ fn ipv4(ctx: &Ctx, verb: &str) -> Result<Ipv4Addr, CommandError> {
 /// `PASV`.
 pub(super) fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     check_not_epsv_all(ctx)?;
-    let ip = ipv4(ctx, "PASV")?;
-    ctx.listen(IpAddr::V4(ip), 1, move |ctx, _now, r| match ports(r) {
+    let (bind, ip) = ipv4(ctx, "PASV")?;
+    ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {
         Ok(p) => {
             ctx.endpoint = Some(DataEndpoint::Passive);
             ctx.reply(
@@ -77,6 +78,7 @@ pub(super) fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
 /// `EPSV [1|2|ALL]`.
 pub(super) fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let ip = ctx.data_ip();
+    let shown = ctx.advertised_ip();
     let arg = arg.trim();
     if arg.eq_ignore_ascii_case("ALL") {
         ctx.epsv_all = true;
@@ -85,13 +87,13 @@ pub(super) fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     }
     let family_ok = match arg {
         "" => true,
-        "1" => ip.is_ipv4(),
-        "2" => ip.is_ipv6(),
+        "1" => ip.is_ipv4() && shown.is_ipv4(),
+        "2" => ip.is_ipv6() && shown.is_ipv6(),
         a if super::parse_u64(a).is_some() => false,
         _ => return Err(CommandError::syntax("Syntax error in EPSV argument.")),
     };
     if !family_ok {
-        let ours = if ip.is_ipv4() { 1 } else { 2 };
+        let ours = if shown.is_ipv4() { 1 } else { 2 };
         return Err(CommandError::Reply(
             522,
             format!("Network protocol not supported, use ({ours})"),
@@ -113,8 +115,8 @@ pub(super) fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 /// `SPAS`: striped passive, one stripe here.
 pub(super) fn spas(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     check_not_epsv_all(ctx)?;
-    let ip = ipv4(ctx, "SPAS")?;
-    ctx.listen(IpAddr::V4(ip), 1, move |ctx, _now, r| match ports(r) {
+    let (bind, ip) = ipv4(ctx, "SPAS")?;
+    ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {
         Ok(p) => {
             ctx.endpoint = Some(DataEndpoint::Passive);
             let body: Vec<String> = p
@@ -210,6 +212,17 @@ mod tests {
                 count: 1
             }]
         );
+        // A wildcard data interface binds everywhere and advertises the control connection's address.
+        let mut h = H::with_cfg(ServerConfig {
+            data_interface: Some("0.0.0.0".parse().unwrap()),
+            ..ServerConfig::default()
+        });
+        h.login();
+        h.send("PASV");
+        let ip = "0.0.0.0".parse().unwrap();
+        assert_eq!(h.actions(), vec![Action::Listen { ip, count: 1 }]);
+        h.s.handle_listening(h.now, Ok(vec!["0.0.0.0:40000".parse().unwrap()]));
+        assert_eq!(h.out(), "227 Entering Passive Mode (127,0,0,1,156,64)\r\n");
         let mut h = H::with_addrs("[::1]:2811", "[::1]:40000");
         h.login();
         assert!(h.cmd("PASV").starts_with("425 "));

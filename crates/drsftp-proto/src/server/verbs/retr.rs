@@ -131,6 +131,8 @@ pub(super) fn eret(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 
 #[cfg(test)]
 mod tests {
+    // One-range plans are lists of ranges, not ranges.
+    #![allow(clippy::single_range_in_vec_init)]
     use super::*;
     use crate::ranges::RangeSet;
     use crate::server::testutil::{dir, file, H};
@@ -369,5 +371,38 @@ mod tests {
         };
         assert_eq!(ranges, vec![5..10]);
         assert_eq!(h.actions(), Vec::<Action>::new());
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::ranges::RangeSet;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// In MODE E, what is sent plus what the client holds is exactly the (ERET) view, without overlap.
+        #[test]
+        fn gaps_complete_the_view(
+            size in 0u64..10_000,
+            held in proptest::collection::vec((0u64..12_000, 0u64..3_000), 0..8),
+            section in proptest::option::of((0u64..12_000, 0u64..12_000)),
+        ) {
+            let held: RangeSet = held.into_iter().map(|(a, l)| a..a + l).collect();
+            let rest = Rest::Ranges(held.clone());
+            let p = plan_send(size, section, Some(&rest), Mode::Extended).unwrap();
+            let (base, len) = section.map_or((0, size), |(o, l)| (o, l.min(size.saturating_sub(o))));
+            let mut all: RangeSet = p.ranges.iter().map(|r| r.start - base..r.end - base).collect();
+            prop_assert_eq!(all.covered(), p.ranges.iter().map(|r| r.end - r.start).sum::<u64>());
+            for r in &p.ranges {
+                prop_assert!(r.start < r.end && r.start >= base && r.end <= base + len);
+                let view = r.start - base..r.end - base;
+                let gaps = held.gaps(view.clone());
+                prop_assert!(gaps.len() == 1 && gaps[0] == view, "sent bytes the client holds");
+            }
+            all.extend(&held);
+            prop_assert!(all.contains_range(&(0..len)));
+            prop_assert_eq!(p.wire_sub, base);
+        }
     }
 }
