@@ -128,9 +128,27 @@ impl Globus {
     }
 }
 
+/// True while some process has `pid` as its parent (the server forks one child per control connection).
+fn has_children(pid: u32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .any(|st| {
+            st.lines()
+                .any(|l| l.strip_prefix("PPid:").map(str::trim) == Some(&pid.to_string()))
+        })
+}
+
 impl Drop for Globus {
     fn drop(&mut self) {
-        // Only the process we started, by its PID.
+        // Let the per-connection children finish (after QUIT) while their parent can still reap them, so none is
+        // left as an orphan; then stop only the process we started, by its PID.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while has_children(self.child.id()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
