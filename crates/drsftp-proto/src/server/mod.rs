@@ -24,6 +24,8 @@ mod verbs;
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]
+mod interop;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;

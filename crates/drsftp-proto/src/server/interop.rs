@@ -1,0 +1,282 @@
+//! Interop tests: our own sans-IO client session talks to the server session in-process, with a fake server
+//! driver running filesystem requests on `MemStorage` and pretending to move the data. This checks that every
+//! reply the server forms (227, 125/150, 111/112 markers, 213, FEAT) is understood by the client that
+//! `drsftp copy` uses.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use drsftp_storage::{checksum, MemStorage, Storage, WriteMode};
+
+use super::*;
+use crate::client::{
+    ClientConfig, ClientSession, Direction, Event, ListKind, Op, Outcome, Partial, TransferMode,
+    TransferSpec,
+};
+
+fn run_fs(st: &MemStorage, req: FsRequest) -> FsResult {
+    let r = match req {
+        FsRequest::Stat(p) => st.stat(&p).map(FsResult::Stat),
+        FsRequest::List(p) => st.list(&p).map(FsResult::List),
+        FsRequest::Mkdir(p) => st.mkdir(&p).map(|_| FsResult::Done),
+        FsRequest::Rmdir(p) => st.rmdir(&p).map(|_| FsResult::Done),
+        FsRequest::Remove(p) => st.remove(&p).map(|_| FsResult::Done),
+        FsRequest::Rename { from, to } => st.rename(&from, &to).map(|_| FsResult::Done),
+        FsRequest::Checksum {
+            alg,
+            path,
+            offset,
+            length,
+        } => st
+            .open_read(&path)
+            .and_then(|f| checksum(&*f, alg, offset, length))
+            .map(FsResult::Checksum),
+    };
+    r.unwrap_or_else(FsResult::Err)
+}
+
+struct Pair {
+    c: ClientSession,
+    s: ServerSession,
+    st: MemStorage,
+    now: Instant,
+    plans: Vec<TransferPlan>,
+    events: Vec<Event>,
+    /// Bytes the fake client "uploads".
+    upload: Vec<u8>,
+}
+
+impl Pair {
+    fn new() -> Self {
+        let now = Instant::now();
+        let mut c = ClientSession::new(ClientConfig::default(), now);
+        c.set_peer_ip("127.0.0.1".parse().unwrap());
+        let local: SocketAddr = "127.0.0.1:2811".parse().unwrap();
+        let peer: SocketAddr = "127.0.0.1:50000".parse().unwrap();
+        let mut s = ServerSession::new(now, ServerConfig::default(), local, peer);
+        s.set_epoch(now, 1_795_359_163.0);
+        let st = MemStorage::new();
+        st.put(
+            "/tmp/src/f",
+            (0..100_000u32).map(|i| i as u8).collect::<Vec<u8>>(),
+        );
+        st.mkdir("/tmp/dst").unwrap();
+        let mut p = Pair {
+            c,
+            s,
+            st,
+            now,
+            plans: vec![],
+            events: vec![],
+            upload: b"uploaded bytes".repeat(100),
+        };
+        p.pump();
+        p
+    }
+
+    /// Moves bytes and actions until both sides are quiet.
+    fn pump(&mut self) {
+        loop {
+            let mut busy = false;
+            while let Some(b) = self.s.poll_transmit() {
+                self.c.handle_input(self.now, &b);
+                busy = true;
+            }
+            while let Some(b) = self.c.poll_transmit() {
+                self.s.handle_input(self.now, &b);
+                busy = true;
+            }
+            while let Some(a) = self.s.poll_action() {
+                busy = true;
+                self.server_action(a);
+            }
+            while let Some(e) = self.c.poll_event() {
+                busy = true;
+                match &e {
+                    Event::Listen => self
+                        .c
+                        .handle_listening(self.now, "127.0.0.1:60201".parse().unwrap()),
+                    Event::Connect { .. } => self.c.handle_data_ready(self.now),
+                    _ => {}
+                }
+                self.events.push(e);
+            }
+            if !busy {
+                return;
+            }
+        }
+    }
+
+    fn server_action(&mut self, a: Action) {
+        match a {
+            Action::Fs(req) => {
+                let r = run_fs(&self.st, req);
+                self.s.handle_fs(self.now, r);
+            }
+            Action::Listen { ip, count } => {
+                let addrs = (0..count as u16)
+                    .map(|i| SocketAddr::new(ip, 40000 + i))
+                    .collect();
+                self.s.handle_listening(self.now, Ok(addrs));
+            }
+            Action::Transfer(plan) => {
+                let id = plan.id;
+                let (bytes, ranges) = match &plan.payload {
+                    Payload::SendFile { path, ranges, .. } => {
+                        assert!(self.st.stat(path).is_ok());
+                        (ranges.iter().map(|r| r.end - r.start).sum(), ranges.clone())
+                    }
+                    Payload::SendBytes(b) => (b.len() as u64, vec![0..b.len() as u64]),
+                    Payload::RecvFile {
+                        path,
+                        write_mode,
+                        offset,
+                        ..
+                    } => {
+                        let part = self.st.open_write(path, *write_mode).unwrap();
+                        part.handle().write_at(&self.upload, *offset).unwrap();
+                        part.commit().unwrap();
+                        let n = self.upload.len() as u64;
+                        (n, vec![*offset..*offset + n])
+                    }
+                };
+                self.plans.push(plan);
+                // Halfway: a progress report and a marker tick; then the end.
+                self.s.handle_progress(
+                    self.now,
+                    TransferProgress {
+                        bytes,
+                        ranges: ranges.into_iter().collect(),
+                    },
+                );
+                self.now += Duration::from_secs(5);
+                if self.s.poll_timeout().is_some_and(|t| t <= self.now) {
+                    self.s.handle_timeout(self.now);
+                }
+                self.s
+                    .handle_transfer_done(self.now, id, TransferResult::Ok { bytes, streams: 1 });
+            }
+            Action::Abort | Action::SetBuffer { .. } => {}
+            Action::Close => {}
+        }
+    }
+
+    fn op(&mut self, op: Op) -> Outcome {
+        self.events.clear();
+        self.c.start(self.now, op).unwrap();
+        self.pump();
+        match self.events.iter().find_map(|e| match e {
+            Event::Done(o) => Some(Ok(o.clone())),
+            Event::Failed(f) => Some(Err(f.clone())),
+            _ => None,
+        }) {
+            Some(Ok(o)) => o,
+            other => panic!(
+                "operation did not finish: {other:?}; events {:?}",
+                self.events
+            ),
+        }
+    }
+}
+
+fn spec(direction: Direction, path: &str, mode: TransferMode, streams: u32) -> TransferSpec {
+    TransferSpec {
+        direction,
+        path: path.into(),
+        mode,
+        streams,
+        tcp_buffer: Some(4 << 20),
+        partial: None,
+        alloc: None,
+    }
+}
+
+#[test]
+fn our_client_against_our_server() {
+    let mut p = Pair::new();
+    let login = p.op(Op::Login {
+        user: "anonymous".into(),
+        pass: "drsftp@".into(),
+    });
+    let Outcome::LoggedIn(f) = login else {
+        panic!("{login:?}")
+    };
+    assert!(f.parallel() && f.has("ERET") && f.has("ESTO") && f.has("SPAS"));
+    assert_eq!(f.verify_algorithm(), Some("SHA256"));
+    assert_eq!(p.op(Op::Size("/tmp/src/f".into())), Outcome::Size(100_000));
+
+    // MODE E download, 4 streams: the client listens (PORT), the server connects.
+    let spec4 = spec(Direction::Download, "/tmp/src/f", TransferMode::Extended, 4);
+    let Outcome::Transferred(rep) = p.op(Op::Transfer(spec4)) else {
+        panic!()
+    };
+    assert!(rep.parallelism_accepted);
+    assert_eq!(
+        rep.buffer_command.as_deref(),
+        Some("SITE RETRBUFSIZE 4194304")
+    );
+    let plan = p.plans.last().unwrap();
+    assert_eq!((plan.mode, plan.parallelism), (Mode::Extended, 4));
+    assert_eq!(plan.tcp_buffer, Some(4 << 20));
+    assert_eq!(
+        plan.endpoint,
+        DataEndpoint::Active(vec!["127.0.0.1:60201".parse().unwrap()])
+    );
+
+    // Partial download (ERET) in stream mode over PASV.
+    let mut part = spec(Direction::Download, "/tmp/src/f", TransferMode::Stream, 1);
+    part.partial = Some(Partial {
+        offset: 1000,
+        length: 5000,
+    });
+    assert!(matches!(p.op(Op::Transfer(part)), Outcome::Transferred(_)));
+    let plan = p.plans.last().unwrap();
+    assert_eq!(plan.endpoint, DataEndpoint::Passive);
+    assert!(matches!(
+        &plan.payload,
+        Payload::SendFile { ranges, wire_sub: 1000, .. } if *ranges == vec![1000..6000]
+    ));
+
+    // MODE E upload: the client sees our perf and range markers.
+    let mut up = spec(Direction::Upload, "/tmp/dst/u", TransferMode::Extended, 2);
+    up.alloc = Some(p.upload.len() as u64);
+    let Outcome::Transferred(rep) = p.op(Op::Transfer(up)) else {
+        panic!()
+    };
+    let n = p.upload.len() as u64;
+    assert_eq!(rep.ranges, vec![0..n]);
+    let perf = rep.last_perf.unwrap();
+    assert_eq!((perf.stripe_bytes, perf.stripe_count), (n, 1));
+    assert!(perf.timestamp >= 1_795_359_163.0);
+    assert_eq!(p.st.get("/tmp/dst/u").unwrap(), p.upload);
+    assert!(matches!(
+        p.plans.last().unwrap().payload,
+        Payload::RecvFile {
+            write_mode: WriteMode::Replace,
+            ..
+        }
+    ));
+
+    // Listing and checksum.
+    let listed = p.op(Op::List {
+        path: "/tmp/src".into(),
+        kind: ListKind::Mlsd,
+    });
+    assert!(matches!(listed, Outcome::Listed(r) if r.code == 226));
+    assert!(matches!(
+        &p.plans.last().unwrap().payload,
+        Payload::SendBytes(b) if String::from_utf8_lossy(b).contains("type=file;size=100000;")
+    ));
+    let sum = p.op(Op::Checksum {
+        algorithm: "ADLER32".into(),
+        offset: 0,
+        length: None,
+        path: "/tmp/dst/u".into(),
+    });
+    let Outcome::Checksum(hex) = sum else {
+        panic!("{sum:?}")
+    };
+    assert_eq!(hex.len(), 8);
+    assert_eq!(p.op(Op::Quit), Outcome::Closed);
+    assert!(p.s.is_closed());
+}
