@@ -1,7 +1,7 @@
 //! Client driver failure paths against a scripted fake FTP server on loopback (things a real Globus server will not
 //! do on request): a data connection that stalls (→ ABOR, `Stalled`), a short stream-mode download acknowledged
-//! with 226 (→ size mismatch), and a server that hangs up mid-transfer. In every case no destination or part file
-//! may be left behind.
+//! with 226 (→ size mismatch), all data but no 226 (→ timeout, ABOR), and a server that hangs up mid-transfer.
+//! In every case no destination or part file may be left behind.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -21,6 +21,8 @@ enum Misbehave {
     Short,
     /// Send 10 bytes, then close the control connection.
     HangUp,
+    /// Send all 1000 bytes and close the data connection, but never reply 226.
+    NoFinal,
 }
 
 /// A one-session fake server; returns its control address and the commands it saw.
@@ -57,7 +59,12 @@ async fn fake(m: Misbehave) -> (String, tokio::task::JoinHandle<Vec<String>>) {
                 "RETR" => {
                     w.write_all(b"150 go\r\n").await.unwrap();
                     let (mut s, _) = data_l.take().unwrap().accept().await.unwrap();
-                    s.write_all(&[7u8; 10]).await.unwrap();
+                    let n = if matches!(m, Misbehave::NoFinal) {
+                        1000
+                    } else {
+                        10
+                    };
+                    s.write_all(&vec![7u8; n]).await.unwrap();
                     match m {
                         Misbehave::Stall => {
                             data = Some(s);
@@ -68,6 +75,10 @@ async fn fake(m: Misbehave) -> (String, tokio::task::JoinHandle<Vec<String>>) {
                             "226 done\r\n".into()
                         }
                         Misbehave::HangUp => return seen,
+                        Misbehave::NoFinal => {
+                            drop(s);
+                            continue;
+                        }
                     }
                 }
                 "ABOR" => {
@@ -142,6 +153,16 @@ async fn short_stream_download_is_a_size_mismatch() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn missing_final_reply_times_out() {
+    let (r, seen) = download(Misbehave::NoFinal).await;
+    match r {
+        Err(ClientError::Session(e)) => assert!(e.to_string().contains("final reply"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(seen.iter().any(|l| l == "ABOR"), "ABOR sent: {seen:?}");
 }
 
 #[tokio::test]

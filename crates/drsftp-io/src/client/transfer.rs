@@ -8,7 +8,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drsftp_proto::client::{Event, Op, Outcome, TransferReport, TransferSpec};
+use drsftp_proto::client::{
+    ClientError as SessionError, Event, Op, Outcome, TransferReport, TransferSpec,
+};
 use drsftp_storage::FileHandle;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -171,7 +173,10 @@ pub(crate) async fn run_started(
             r = join(&mut task), if data.is_none() => {
                 task.0 = None;
                 match r {
-                    Ok(d) => data = Some(d),
+                    Ok(d) => {
+                        data = Some(d);
+                        last_change = Instant::now();
+                    }
                     Err(e) => {
                         if report.is_none() {
                             abort(control).await;
@@ -185,14 +190,21 @@ pub(crate) async fn run_started(
                 if b != last_bytes {
                     last_bytes = b;
                     last_change = Instant::now();
-                } else if task.0.is_some() && last_change.elapsed() >= stall {
+                } else if last_change.elapsed() >= stall {
                     if let Some(t) = task.0.take() {
                         t.abort();
+                        if report.is_none() {
+                            abort(control).await;
+                        }
+                        return Err(ClientError::Stalled(stall));
                     }
-                    if report.is_none() {
+                    if data.is_some() && report.is_none() {
+                        // All data moved but no final reply (the session sets no deadline while a transfer runs).
                         abort(control).await;
+                        return Err(ClientError::Session(SessionError::Timeout(
+                            "the transfer's final reply (data complete)".into(),
+                        )));
                     }
-                    return Err(ClientError::Stalled(stall));
                 }
             }
         }
