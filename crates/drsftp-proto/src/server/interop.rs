@@ -3,6 +3,9 @@
 //! reply the server forms (227, 125/150, 111/112 markers, 213, FEAT) is understood by the client that
 //! `drsftp copy` uses.
 
+// Single-range plans are lists of ranges.
+#![allow(clippy::single_range_in_vec_init)]
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
