@@ -141,7 +141,7 @@ pub(crate) async fn run(
                 s.handle_input(Instant::now(), &buf[..n]);
             }
             Some(r) = fs_rx.recv() => s.handle_fs(Instant::now(), r),
-            done = async { running.as_mut().expect("guarded").task.await }, if running.is_some() => {
+            done = async { (&mut running.as_mut().expect("guarded").task).await }, if running.is_some() => {
                 let r = running.take().expect("guarded");
                 let result = match done {
                     Ok((res, kept)) => { cache = kept; res }

@@ -2,8 +2,6 @@
 //! ([`conn`]) that pumps bytes through the sans-IO `drsftp_proto::server::ServerSession` and carries out its
 //! actions: filesystem requests on blocking threads ([`fs`]) and transfers on the data engine ([`transfer`]).
 
-// TEMPORARY until the proto ServerSession lands (keeps drsftp-io compiling for concurrent work).
-#[cfg(any())]
 mod conn;
 mod fs;
 mod transfer;
@@ -71,13 +69,11 @@ pub async fn serve(
                 };
                 let params = params.clone();
                 let stop = shutdown.clone();
-                #[cfg(any())]
                 tokio::spawn(async move {
                     if let Err(e) = conn::run(sock, peer, params, stop).await {
                         tracing::debug!("session {peer}: {e}");
                     }
                 });
-                let _ = (sock, peer, params, stop);
             }
             r = stop.changed() => {
                 // A dropped Shutdown handle also stops the server.
