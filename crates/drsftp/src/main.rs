@@ -25,6 +25,8 @@ enum Command {
     Copy(cmd::copy::Args),
     /// List a directory on a GridFTP/FTP server (MLSD, falling back to LIST/NLST).
     Ls(cmd::ls::Args),
+    /// Serve a directory over GridFTP (MODE E, parallel streams, ERET/ESTO, CKSM, SBUF).
+    Serve(cmd::serve::Args),
     /// Recommend parallel streams and buffer size for a path (seed 001 model), or fit the model.
     Tune(cmd::tune::Args),
     /// WAN lab: emulated hosts in network namespaces joined by a user-space link emulator.
@@ -39,6 +41,7 @@ fn main() -> std::process::ExitCode {
     let result: anyhow::Result<()> = match cli.command {
         Command::Copy(args) => cmd::copy::run(args),
         Command::Ls(args) => cmd::ls::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Lab(args) => cmd::lab::run(args),
     };

@@ -32,7 +32,7 @@ fn malformed_and_unknown_commands_get_errors_and_the_session_lives() {
     assert_eq!(code(&c.cmd("RETR ok.txt")), 530, "not logged in");
     c.login();
     assert_eq!(code(&c.cmd("XYZZY plugh")), 500);
-    assert_eq!(code(&c.cmd("")), 500);
+    c.send_raw(b"\r\n"); // an empty line is ignored
     let long = format!("NOOP {}", "A".repeat(100_000));
     assert_eq!(code(&c.cmd(&long)), 500, "overlong line");
     assert_eq!(code(&c.cmd("NOOP")), 200, "session still works after an overlong line");
@@ -47,8 +47,10 @@ fn malformed_and_unknown_commands_get_errors_and_the_session_lives() {
         let r = c.cmd(bad);
         assert!((500..600).contains(&code(&r)), "{bad} -> {r}");
     }
-    assert_eq!(code(&c.cmd("TYPE Q")), 504);
-    assert_eq!(code(&c.cmd("MODE Z")), 504);
+    for bad in ["TYPE Q", "MODE Z", "STRU R"] {
+        let r = c.cmd(bad);
+        assert!(matches!(code(&r), 501 | 504), "{bad} -> {r}");
+    }
     assert_eq!(code(&c.cmd("REST -5")), 501);
     assert_eq!(code(&c.cmd("OPTS RETR Parallelism=4,4,4")), 500, "OPTS needs the trailing ;");
     assert_eq!(code(&c.cmd("OPTS RETR Parallelism=4,4,4;")), 200);
@@ -114,7 +116,7 @@ fn absurd_mode_e_headers_fail_the_transfer_and_leave_no_file() {
     ] {
         let mut data = mode_e_stor(&mut c, name);
         let _ = data.write_all(&bad);
-        let r = c.reply();
+        let r = c.final_reply();
         assert!((400..600).contains(&code(&r)), "{name}: {r}");
         drop(data);
         assert!(!root.join(name).exists(), "{name} left behind");
@@ -133,7 +135,7 @@ fn short_and_killed_uploads_leave_no_file() {
     blk.extend_from_slice(b"abcd");
     data.write_all(&blk).unwrap();
     drop(data);
-    let r = c.reply();
+    let r = c.final_reply();
     assert!((400..500).contains(&code(&r)), "{r}");
     assert!(!root.join("killed.bin").exists());
 
@@ -146,7 +148,7 @@ fn short_and_killed_uploads_leave_no_file() {
     assert!(c.reply().starts_with("150"));
     data.write_all(b"only ten b").unwrap();
     drop(data);
-    let r = c.reply();
+    let r = c.final_reply();
     assert!((400..500).contains(&code(&r)), "{r}");
     assert!(!root.join("short.bin").exists());
     assert_eq!(code(&c.cmd("NOOP")), 200);

@@ -2,4 +2,5 @@
 pub mod copy;
 pub mod lab;
 pub mod ls;
+pub mod serve;
 pub mod tune;

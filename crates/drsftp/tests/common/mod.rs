@@ -266,6 +266,15 @@ impl Raw {
         }
         all
     }
+    /// Read replies until one that is not a 1xx preliminary/marker reply (111, 112, ...), and return it.
+    pub fn final_reply(&mut self) -> String {
+        loop {
+            let r = self.reply();
+            if !r.starts_with('1') {
+                return r;
+            }
+        }
+    }
     /// Send raw bytes.
     pub fn send_raw(&mut self, b: &[u8]) {
         self.w.write_all(b).expect("send");
