@@ -1,0 +1,572 @@
+//! Rate control for the blast sender: the `RateController` (how fast to send, from the receiver's delivery-rate
+//! samples and RTT echoes) and the `Pacer` token bucket that releases datagrams at that rate.
+//!
+//! # Algorithm
+//!
+//! FOBS itself is greedy: it transmits as fast as the host can and lets the acknowledgement bitmap repair
+//! whatever the network drops. That is ideal on an empty research path and antisocial on a shared one. This
+//! controller keeps the greedy property where it matters (random loss does not slow it down) and adds two things
+//! TCP-friendly transports need: it paces at the path's measured capacity instead of the NIC's, and it yields
+//! when it sees a queue building.
+//!
+//! * **Model.** Two estimates, as in BBR: the flow's bottleneck share `bw` (a windowed max, over 10 rounds, of
+//!   the delivery rate) and the path's `min_rtt` (windowed min over 10 s). The receiver measures the delivery
+//!   rate on its own clock (datagrams received between two acks over the time between the newest arrivals), and
+//!   each ack echoes the send timestamp of the newest transmission seen plus how long the receiver held it, so
+//!   RTT samples exclude ack delay. A *round* is one RTT: it ends when an ack covers a transmission sent after
+//!   the round began.
+//! * **Random loss is not congestion.** Delivery-rate samples are divided by `1 − p`, where `p` is the median
+//!   per-round loss of the last 10 non-probing rounds (capped at 25 %). On a path that drops 5 % of packets at
+//!   random the flow still paces at the full link rate; FOBS's selective ack repairs the losses.
+//! * **Pacing with gain cycling.** After start-up the pacing rate is `bw × gain`, the gain cycling per round
+//!   through probe 1.25, drain 0.75, then cruise 1.0 for six rounds (the phase is offset per transfer so flows do
+//!   not probe in lock-step). Probing finds bandwidth that has become free; the drain removes the queue the
+//!   probe built. An in-flight cap of 2 × bw × min_rtt bounds the damage if acks stop.
+//! * **Delay back-off (the TCP-friendly part).** If the *minimum* RTT seen over a whole round exceeds
+//!   1.25 × min_rtt (+ 2 ms), a queue has persisted for a full RTT — our probe's queue is drained within one —
+//!   so someone else (another blast flow, a TCP flow filling the buffer) needs the capacity: `bw` is multiplied
+//!   by 0.85 (at most every other round) and the max filter restarts from there. A round whose loss exceeds the
+//!   random baseline by 10 points (a buffer overflowing) is treated the same way. Two blast flows sharing a
+//!   bottleneck back off together, and each probe gains a smaller flow relatively more than a larger one
+//!   (share s becomes 1.25 s / (1 + 0.25 s)), so the shares converge; a loss-based TCP flow keeps the queue up
+//!   and the blast flow keeps yielding to it.
+//! * **Start-up.** The first `initial_burst` packets leave back to back (a packet train): their spacing at the
+//!   receiver measures the bottleneck capacity one RTT after the start. Until the first sample the flow paces at
+//!   `initial_rate`; then at 2 × bw, leaving start-up when a sample shows the path spreading packets out
+//!   (receive spacing > 1.25 × send spacing: a queue is growing), when bw stops growing by 25 % for 3 rounds,
+//!   or on the delay/loss signals above; a drain phase then empties the start-up queue.
+//! * **`max_rate`** caps the pacing rate (and `min_rate` floors it) whatever the estimates say.
+//!
+//! Rates are bits per second of IP datagrams (blast header, UDP and IP headers included), the unit link rates
+//! are quoted in.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::wire::IntervalSample;
+
+/// Rate-control tuning. Defaults follow the module docs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateConfig {
+    /// Hard cap on the pacing rate (bit/s on the wire).
+    pub max_rate_bps: u64,
+    /// Floor of the pacing rate.
+    pub min_rate_bps: u64,
+    /// Pacing rate before the first delivery-rate sample.
+    pub initial_rate_bps: u64,
+    /// Packets sent back to back at the start (capacity-probing train).
+    pub initial_burst: u32,
+    /// Packets the pacer may release back to back after an idle moment (lets the I/O layer batch with
+    /// sendmmsg/GSO).
+    pub max_burst: u32,
+    pub startup_gain: f64,
+    pub probe_gain: f64,
+    pub drain_gain: f64,
+    /// Length of the gain cycle in rounds (probe, drain, then cruise).
+    pub cycle_rounds: u32,
+    /// Back off when the minimum RTT over a round exceeds `delay_threshold × min_rtt + delay_margin`.
+    pub delay_threshold: f64,
+    pub delay_margin: Duration,
+    /// Multiplicative back-off factor.
+    pub backoff: f64,
+    /// A round whose loss exceeds the random-loss baseline by this much counts as congestion.
+    pub loss_spike: f64,
+    /// Largest random-loss rate compensated for.
+    pub max_loss_compensation: f64,
+    pub min_rtt_window: Duration,
+    pub bw_window_rounds: u32,
+    /// In-flight cap = `inflight_gain × bw × min_rtt`.
+    pub inflight_gain: f64,
+}
+
+impl Default for RateConfig {
+    fn default() -> Self {
+        RateConfig {
+            max_rate_bps: 10_000_000_000,
+            min_rate_bps: 1_000_000,
+            initial_rate_bps: 10_000_000,
+            initial_burst: 32,
+            max_burst: 8,
+            startup_gain: 2.0,
+            probe_gain: 1.25,
+            drain_gain: 0.75,
+            cycle_rounds: 8,
+            delay_threshold: 1.25,
+            delay_margin: Duration::from_millis(2),
+            backoff: 0.85,
+            loss_spike: 0.10,
+            max_loss_compensation: 0.25,
+            min_rtt_window: Duration::from_secs(10),
+            bw_window_rounds: 10,
+            inflight_gain: 2.0,
+        }
+    }
+}
+
+/// Controller phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Startup,
+    Drain,
+    ProbeBw,
+}
+
+/// What the sender learned from one ack generation.
+#[derive(Debug, Clone, Copy)]
+pub struct AckInput {
+    /// RTT of the newest transmission the receiver had seen (ack hold time removed).
+    pub rtt: Option<Duration>,
+    /// The receiver's delivery-rate sample since its previous ack.
+    pub sample: Option<IntervalSample>,
+    /// Newest transmission number the receiver had seen (sender's 64-bit numbering).
+    pub largest_tx: u64,
+    /// The sender's next transmission number.
+    pub next_tx: u64,
+    /// Packets currently in flight.
+    pub inflight: u64,
+    /// The sender ran out of packets to send during the sampled interval, so the sample may understate the path.
+    pub app_limited: bool,
+}
+
+/// Counters for reporting.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RateStats {
+    pub rounds: u64,
+    pub delay_backoffs: u64,
+    pub loss_backoffs: u64,
+    pub samples: u64,
+}
+
+/// The rate controller. Feed it [`on_ack`](Self::on_ack); read [`pacing_rate_bps`](Self::pacing_rate_bps) and
+/// [`inflight_cap`](Self::inflight_cap).
+#[derive(Debug, Clone)]
+pub struct RateController {
+    cfg: RateConfig,
+    wire_bits: f64,
+    phase: Phase,
+    bw: f64,
+    bw_rounds: VecDeque<(u64, f64)>,
+    min_rtt: Option<(Duration, Instant)>,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    round: u64,
+    round_end_tx: u64,
+    round_min_rtt: Option<Duration>,
+    round_tx: u64,
+    round_rx: u64,
+    cycle_idx: usize,
+    last_backoff_round: Option<u64>,
+    ignore_until_tx: u64,
+    loss_hist: VecDeque<f64>,
+    loss_base: f64,
+    full_bw: f64,
+    full_bw_rounds: u32,
+    drain_rounds: u32,
+    stats: RateStats,
+}
+
+impl RateController {
+    /// A controller for packets of `wire_bytes` (IP datagram size); `seed` offsets the gain cycle.
+    pub fn new(cfg: RateConfig, wire_bytes: usize, seed: u64) -> Self {
+        let n = cfg.cycle_rounds.max(3) as u64;
+        let cycle_idx = 2 + (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 33) % (n - 2);
+        RateController {
+            wire_bits: wire_bytes as f64 * 8.0,
+            phase: Phase::Startup,
+            bw: 0.0,
+            bw_rounds: VecDeque::new(),
+            min_rtt: None,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            round: 0,
+            round_end_tx: 0,
+            round_min_rtt: None,
+            round_tx: 0,
+            round_rx: 0,
+            cycle_idx: cycle_idx as usize,
+            last_backoff_round: None,
+            ignore_until_tx: 0,
+            loss_hist: VecDeque::new(),
+            loss_base: 0.0,
+            full_bw: 0.0,
+            full_bw_rounds: 0,
+            drain_rounds: 0,
+            stats: RateStats::default(),
+            cfg,
+        }
+    }
+
+    pub fn config(&self) -> &RateConfig {
+        &self.cfg
+    }
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+    /// Bottleneck-share estimate in bit/s (0 before the first sample).
+    pub fn bw_bps(&self) -> f64 {
+        self.bw
+    }
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt.map(|m| m.0)
+    }
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+    /// Estimated random-loss rate being compensated.
+    pub fn loss_rate(&self) -> f64 {
+        self.loss_base
+    }
+    pub fn stats(&self) -> &RateStats {
+        &self.stats
+    }
+
+    fn gain(&self) -> f64 {
+        match self.phase {
+            Phase::Startup => self.cfg.startup_gain,
+            Phase::Drain => 1.0 / self.cfg.startup_gain,
+            Phase::ProbeBw => match self.cycle_idx {
+                0 => self.cfg.probe_gain,
+                1 => self.cfg.drain_gain,
+                _ => 1.0,
+            },
+        }
+    }
+
+    /// Current pacing rate in bit/s.
+    pub fn pacing_rate_bps(&self) -> f64 {
+        let r = if self.bw <= 0.0 {
+            self.cfg.initial_rate_bps as f64
+        } else if self.phase == Phase::Startup {
+            (self.bw * self.gain()).max(self.cfg.initial_rate_bps as f64)
+        } else {
+            self.bw * self.gain()
+        };
+        r.clamp(self.cfg.min_rate_bps as f64, self.cfg.max_rate_bps as f64)
+    }
+
+    /// Bandwidth-delay product estimate in packets (`None` before the first samples).
+    pub fn bdp_packets(&self) -> Option<f64> {
+        let m = self.min_rtt?.0;
+        (self.bw > 0.0).then(|| self.bw * m.as_secs_f64() / self.wire_bits)
+    }
+
+    /// Most packets that may be in flight.
+    pub fn inflight_cap(&self) -> u64 {
+        match self.bdp_packets() {
+            Some(bdp) => {
+                let gain = if self.phase == Phase::Startup {
+                    self.cfg.inflight_gain.max(self.cfg.startup_gain) * 1.5
+                } else {
+                    self.cfg.inflight_gain
+                };
+                ((bdp * gain) as u64).max(4 * self.cfg.max_burst as u64 + self.cfg.initial_burst as u64)
+            }
+            None => u64::MAX,
+        }
+    }
+
+    /// Process one ack generation at `now`.
+    pub fn on_ack(&mut self, now: Instant, a: &AckInput) {
+        if let Some(rtt) = a.rtt {
+            self.on_rtt(now, rtt);
+        }
+        if let Some(s) = a.sample {
+            self.on_sample(&s, a);
+        }
+        if a.largest_tx >= self.round_end_tx {
+            self.end_round(now, a);
+            self.round_end_tx = a.next_tx;
+        }
+    }
+
+    fn on_rtt(&mut self, now: Instant, rtt: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(s) => {
+                let diff = if s > rtt { s - rtt } else { rtt - s };
+                self.rttvar = (self.rttvar * 3 + diff) / 4;
+                self.srtt = Some((s * 7 + rtt) / 8);
+            }
+        }
+        let expired = self
+            .min_rtt
+            .is_some_and(|(_, at)| now.saturating_duration_since(at) > self.cfg.min_rtt_window);
+        if expired || self.min_rtt.is_none_or(|(m, _)| rtt <= m) {
+            self.min_rtt = Some((rtt, now));
+        }
+        self.round_min_rtt = Some(self.round_min_rtt.map_or(rtt, |m| m.min(rtt)));
+    }
+
+    fn on_sample(&mut self, s: &IntervalSample, a: &AckInput) {
+        if s.tx == 0 || s.rx_us == 0 {
+            return;
+        }
+        self.stats.samples += 1;
+        let delivered = s.pkts.min(s.tx) as u64;
+        self.round_tx += s.tx as u64;
+        self.round_rx += delivered;
+        let secs = s.rx_us as f64 * 1e-6;
+        let comp = 1.0 / (1.0 - self.loss_base);
+        let sample_bw = delivered as f64 * self.wire_bits / secs * comp;
+        // The path spread the packets out: they queued behind a slower link.
+        let saturated = s.tx >= 8 && s.rx_us as f64 > 1.25 * s.send_us as f64 + 200.0;
+        if a.largest_tx >= self.ignore_until_tx && (!a.app_limited || sample_bw > self.bw) {
+            match self.bw_rounds.back_mut() {
+                Some((r, v)) if *r == self.round => *v = v.max(sample_bw),
+                _ => self.bw_rounds.push_back((self.round, sample_bw)),
+            }
+            self.bw = self.bw_rounds.iter().map(|x| x.1).fold(0.0, f64::max);
+        }
+        if self.phase == Phase::Startup && saturated && self.bw > 0.0 {
+            self.phase = Phase::Drain;
+        }
+    }
+
+    fn end_round(&mut self, now: Instant, a: &AckInput) {
+        self.round += 1;
+        self.stats.rounds += 1;
+        let probing = self.phase == Phase::ProbeBw && self.cycle_idx == 0;
+        let mut spike = false;
+        if self.round_tx >= 20 {
+            let lf = (1.0 - self.round_rx as f64 / self.round_tx as f64).max(0.0);
+            spike = self.round_tx >= 50 && lf > self.loss_base + self.cfg.loss_spike;
+            if !probing && !spike {
+                self.loss_hist.push_back(lf);
+                while self.loss_hist.len() > 10 {
+                    self.loss_hist.pop_front();
+                }
+                let mut v: Vec<f64> = self.loss_hist.iter().copied().collect();
+                v.sort_by(f64::total_cmp);
+                self.loss_base = v[v.len() / 2].min(self.cfg.max_loss_compensation);
+            }
+        }
+        let delay = match (self.round_min_rtt, self.min_rtt) {
+            (Some(r), Some((m, _))) => {
+                r.as_secs_f64() > m.as_secs_f64() * self.cfg.delay_threshold + self.cfg.delay_margin.as_secs_f64()
+            }
+            _ => false,
+        };
+        let may_back_off = self
+            .last_backoff_round
+            .is_none_or(|r| self.round >= r + 2);
+        if (delay || spike) && may_back_off && self.bw > 0.0 {
+            if delay {
+                self.stats.delay_backoffs += 1;
+            } else {
+                self.stats.loss_backoffs += 1;
+            }
+            let nb = self.bw * self.cfg.backoff;
+            self.bw = nb;
+            self.bw_rounds.clear();
+            self.bw_rounds.push_back((self.round, nb));
+            self.ignore_until_tx = a.next_tx;
+            self.last_backoff_round = Some(self.round);
+            self.phase = Phase::ProbeBw;
+            self.cycle_idx = 2;
+        } else {
+            match self.phase {
+                Phase::Startup => {
+                    if self.bw >= self.full_bw * 1.25 {
+                        self.full_bw = self.bw;
+                        self.full_bw_rounds = 0;
+                    } else {
+                        self.full_bw_rounds += 1;
+                        if self.full_bw_rounds >= 3 {
+                            self.phase = Phase::Drain;
+                        }
+                    }
+                }
+                Phase::Drain => {
+                    let bdp = self.bdp_packets().unwrap_or(0.0);
+                    self.drain_rounds += 1;
+                    if a.inflight as f64 <= bdp || self.drain_rounds >= 3 {
+                        self.phase = Phase::ProbeBw;
+                    }
+                }
+                Phase::ProbeBw => {
+                    self.cycle_idx = (self.cycle_idx + 1) % self.cfg.cycle_rounds.max(3) as usize;
+                }
+            }
+        }
+        while self
+            .bw_rounds
+            .front()
+            .is_some_and(|&(r, _)| r + (self.cfg.bw_window_rounds as u64) < self.round)
+        {
+            self.bw_rounds.pop_front();
+        }
+        if !self.bw_rounds.is_empty() {
+            self.bw = self.bw_rounds.iter().map(|x| x.1).fold(0.0, f64::max);
+        }
+        if let (Some((_, at)), Some(r)) = (self.min_rtt, self.round_min_rtt) {
+            if now.saturating_duration_since(at) > self.cfg.min_rtt_window {
+                self.min_rtt = Some((r, now));
+            }
+        }
+        self.round_min_rtt = None;
+        self.round_tx = 0;
+        self.round_rx = 0;
+    }
+}
+
+/// Token-bucket pacer: releases a packet when its send time has come, letting up to `max_burst` packets of
+/// credit build up while the sender is idle.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    next_at: Instant,
+}
+
+impl Pacer {
+    pub fn new(now: Instant) -> Self {
+        Pacer { next_at: now }
+    }
+    /// May a packet leave at `now`?
+    pub fn ready(&self, now: Instant) -> bool {
+        self.next_at <= now
+    }
+    /// When the next packet may leave.
+    pub fn next_at(&self) -> Instant {
+        self.next_at
+    }
+    /// Charge a packet of `bytes` sent at `now` at `rate_bps`, with `burst_bytes` of credit allowed.
+    pub fn on_send(&mut self, now: Instant, bytes: usize, rate_bps: f64, burst_bytes: usize) {
+        let rate = rate_bps.max(1.0);
+        let credit = Duration::from_secs_f64(burst_bytes as f64 * 8.0 / rate);
+        let floor = now.checked_sub(credit).unwrap_or(now);
+        let base = self.next_at.max(floor);
+        self.next_at = base + Duration::from_secs_f64(bytes as f64 * 8.0 / rate);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WIRE: usize = 1500;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// Feed a fluid sample: 64 transmissions passed the bottleneck at `rate` bit/s, a fraction `loss` of them lost
+    /// after it; they left the sender at `send_rate`.
+    fn feed(
+        c: &mut RateController,
+        now: Instant,
+        tx: &mut u64,
+        rate: f64,
+        loss: f64,
+        rtt: Duration,
+        send_rate: f64,
+    ) {
+        let n = 64u32;
+        let rx_us = (n as f64 * WIRE as f64 * 8.0 / rate * 1e6) as u32;
+        let send_us = (n as f64 * WIRE as f64 * 8.0 / send_rate * 1e6) as u32;
+        *tx += n as u64;
+        c.on_ack(
+            now,
+            &AckInput {
+                rtt: Some(rtt),
+                sample: Some(IntervalSample {
+                    tx: n,
+                    pkts: (n as f64 * (1.0 - loss)).round() as u32,
+                    rx_us,
+                    send_us,
+                }),
+                largest_tx: *tx,
+                next_tx: *tx + (send_rate * rtt.as_secs_f64() / 12_000.0) as u64,
+                inflight: (send_rate * rtt.as_secs_f64() / 12_000.0) as u64,
+                app_limited: false,
+            },
+        );
+    }
+
+    #[test]
+    fn train_sample_exits_startup_at_capacity() {
+        let t0 = Instant::now();
+        let mut c = RateController::new(RateConfig::default(), WIRE, 1);
+        assert_eq!(c.pacing_rate_bps(), 10e6);
+        // A back-to-back train arrives at 100 Mbit/s spacing.
+        c.on_ack(
+            t0 + ms(104),
+            &AckInput {
+                rtt: Some(ms(104)),
+                sample: Some(IntervalSample {
+                    tx: 31,
+                    pkts: 31,
+                    rx_us: 3720,
+                    send_us: 0,
+                }),
+                largest_tx: 31,
+                next_tx: 100,
+                inflight: 60,
+                app_limited: false,
+            },
+        );
+        assert_eq!(c.phase(), Phase::ProbeBw); // through Drain: nothing to drain yet
+        assert!((c.bw_bps() - 100e6).abs() < 1e6, "{}", c.bw_bps());
+    }
+
+    #[test]
+    fn random_loss_does_not_cut_rate_but_queueing_delay_does() {
+        let t0 = Instant::now();
+        let mut c = RateController::new(RateConfig::default(), WIRE, 3);
+        let mut tx = 0;
+        let mut now = t0;
+        // 100 Mbit/s bottleneck, 5 % random loss, no queue: 60 rounds.
+        for _ in 0..60 * 14 {
+            now += ms(7);
+            let pace = c.pacing_rate_bps();
+            let through = pace.min(100e6);
+            feed(&mut c, now, &mut tx, through, 0.05, ms(100), pace);
+        }
+        assert_eq!(c.stats().delay_backoffs + c.stats().loss_backoffs, 0);
+        assert!((c.loss_rate() - 0.05).abs() < 0.02, "{}", c.loss_rate());
+        assert!(c.bw_bps() > 97e6 && c.bw_bps() < 110e6, "{}", c.bw_bps());
+        // Now a standing queue: every RTT sample is 150 ms.
+        let before = c.bw_bps();
+        for _ in 0..10 * 14 {
+            now += ms(7);
+            let pace = c.pacing_rate_bps();
+            feed(&mut c, now, &mut tx, pace.min(100e6), 0.05, ms(150), pace);
+        }
+        assert!(c.stats().delay_backoffs >= 3);
+        assert!(c.bw_bps() < before * 0.75, "{} vs {before}", c.bw_bps());
+        // The floor holds.
+        assert!(c.pacing_rate_bps() >= 1e6);
+    }
+
+    #[test]
+    fn max_rate_caps() {
+        let cfg = RateConfig {
+            max_rate_bps: 5_000_000,
+            ..Default::default()
+        };
+        let c = RateController::new(cfg, WIRE, 0);
+        assert_eq!(c.pacing_rate_bps(), 5e6);
+    }
+
+    #[test]
+    fn pacer_spacing_and_burst_credit() {
+        let t0 = Instant::now();
+        let mut p = Pacer::new(t0);
+        assert!(p.ready(t0));
+        // 1500 B at 12 Mbit/s = 1 ms per packet.
+        p.on_send(t0, 1500, 12e6, 0);
+        assert_eq!(p.next_at(), t0 + ms(1));
+        assert!(!p.ready(t0));
+        // After a long idle, credit is limited to the burst.
+        let later = t0 + ms(100);
+        for _ in 0..5 {
+            assert!(p.ready(later));
+            p.on_send(later, 1500, 12e6, 4 * 1500);
+        }
+        assert!(!p.ready(later));
+    }
+}
