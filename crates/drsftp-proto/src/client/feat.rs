@@ -64,6 +64,12 @@ impl Features {
         self.has("PARALLEL")
     }
 
+    /// True when the server offers Dynamic Right-Sizing (the drsftp FEAT token `DRS`, docs/drs.md §4.3): only
+    /// then may a client send `OPTS DRS Inband=1;`. Globus servers never list it.
+    pub fn drs(&self) -> bool {
+        self.has("DRS")
+    }
+
     /// The CKSM algorithms listed, upper-cased: Globus sends `CKSM MD5:10;ADLER32:10;SHA256:11;`, others a
     /// comma-separated list. Weights after ':' are dropped.
     pub fn checksum_algorithms(&self) -> Vec<String> {
@@ -119,6 +125,7 @@ mod tests {
         let f = Features::parse(&globus());
         assert!(f.parallel() && f.has("eret") && f.has("ESTO") && f.has("MLST"));
         assert!(!f.has("SBUF"));
+        assert!(!f.drs(), "Globus knows nothing of DRS");
         assert_eq!(f.params("PASV"), Some("AllowDelayed;"));
         assert_eq!(
             f.checksum_algorithms(),

@@ -80,6 +80,8 @@ pub(crate) struct Ctx {
     pub(crate) parallelism: Option<u32>,
     /// From SBUF / SITE *BUFSIZE.
     pub(crate) tcp_buffer: Option<u64>,
+    /// `OPTS DRS Inband=1;` was accepted: two-argument SBUF, `126 SBUF` notices and in-band MODE E SBUF are on.
+    pub(crate) drs_inband: bool,
     pub(crate) rest: Option<Rest>,
     /// From `ALLO`, for the next upload.
     pub(crate) allo: Option<u64>,
@@ -127,6 +129,7 @@ impl Ctx {
             mode: Mode::Stream,
             parallelism: None,
             tcp_buffer: None,
+            drs_inband: false,
             rest: None,
             allo: None,
             endpoint: None,

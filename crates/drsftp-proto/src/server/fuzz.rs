@@ -67,6 +67,7 @@ enum Op {
     Done(bool, u8, u16),
     Wait(u64),
     Epoch(f64),
+    SbufNotice(u64, u64),
 }
 
 const VERBS: &[&str] = &[
@@ -125,6 +126,8 @@ const TRANSFER_LINES: &[&str] = &[
     "REST 0-10,20-30",
     "REST 5",
     "SBUF 1 65536",
+    "OPTS DRS Inband=1;",
+    "OPTS DRS Inband=0;",
     "PASV",
     "PORT 127,0,0,1,4,1",
     "QUIT",
@@ -150,6 +153,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (any::<bool>(), any::<u8>(), any::<u16>()).prop_map(|(cur, k, c)| Op::Done(cur, k, c)),
         2 => (0u64..20_000).prop_map(Op::Wait),
         1 => prop_oneof![Just(f64::NAN), Just(-1.0), Just(1.7e9), any::<f64>()].prop_map(Op::Epoch),
+        1 => (any::<u64>(), any::<u64>()).prop_map(|(i, n)| Op::SbufNotice(i, n)),
     ]
 }
 
@@ -233,13 +237,21 @@ fn run(cfg: ServerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Epoch(e) => s.set_epoch(now, e),
+            Op::SbufNotice(id, size) => {
+                let sent = s.send_sbuf_notice(now, id, size);
+                prop_assert!(!sent || (s.drs_inband() && s.is_transferring()));
+            }
         }
         while let Some(b) = s.poll_transmit() {
             out.extend_from_slice(&b);
         }
         while let Some(a) = s.poll_action() {
+            if let Action::SetBuffer { .. } = a {
+                prop_assert!(s.drs_inband(), "SBUF <id> <size> accepted without OPTS DRS");
+            }
             if let Action::Transfer(p) = a {
                 prop_assert!(p.parallelism >= 1);
+                prop_assert!(!p.inband_drs || (s.drs_inband() && p.mode == Mode::Extended));
                 if let Payload::SendFile { ranges, .. } = &p.payload {
                     prop_assert!(ranges.iter().all(|r| r.start < r.end));
                 }

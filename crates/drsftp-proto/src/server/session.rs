@@ -13,7 +13,10 @@
 //!   often as the marker interval, and once more right before the end), then `handle_transfer_done` with the
 //!   plan's id exactly once, also after an [`Action::Abort`] (with [`TransferResult::Aborted`]).
 //! * [`Action::Abort`]: stop the running transfer, then report it as above.
-//! * [`Action::SetBuffer`]: apply the buffer to the running transfer's streams (no answer).
+//! * [`Action::SetBuffer`]: apply the buffer to the running transfer's streams (no answer). It only comes after
+//!   the client opted in to DRS (`OPTS DRS Inband=1;`); [`TransferPlan::inband_drs`](super::TransferPlan::inband_drs) says whether the MODE E
+//!   data channels may carry SBUF headers (0x02/0x01), and [`ServerSession::send_sbuf_notice`] sends
+//!   `126 SBUF <id> <size>` while receiving in stream mode.
 //! * [`Action::Close`]: write the queued replies, then close the control connection; `is_closed` is then true.
 //! * Call `handle_timeout` at (or after) [`ServerSession::poll_timeout`], and `set_epoch` once at the start so
 //!   perf markers carry wall-clock time.
@@ -204,6 +207,21 @@ impl ServerSession {
     /// True while a transfer runs (between [`Action::Transfer`] and `handle_transfer_done`).
     pub fn is_transferring(&self) -> bool {
         self.ctx.transfer.is_some()
+    }
+
+    /// True once the client opted in to Dynamic Right-Sizing (`OPTS DRS Inband=1;`, FEAT token ` DRS`) and has
+    /// not turned it off. Only then may the driver use control-channel SBUF (`send_sbuf_notice`) or, in MODE E,
+    /// in-band SBUF headers (also given per transfer as [`super::TransferPlan::inband_drs`]).
+    pub fn drs_inband(&self) -> bool {
+        self.ctx.drs_inband
+    }
+
+    /// While the server *receives* in stream mode with DRS opted in, queue the informational
+    /// `126 SBUF <id> <size>` (seed 000 §4.4: the receiver's new buffer, for the sending client's send buffer;
+    /// the client does not answer). Returns false, and sends nothing, in every other case (no opt-in, no transfer,
+    /// the server is sending, MODE E where in-band headers do this, session closed). Drain `poll_transmit` after.
+    pub fn send_sbuf_notice(&mut self, _now: Instant, id: u64, size: u64) -> bool {
+        self.ctx.sbuf_notice(id, size)
     }
 
     /// Runs queued commands until one needs the driver, a transfer blocks the rest, or the queue is empty.

@@ -88,6 +88,7 @@ fn path_escape_attempts_resolve_inside_the_virtual_root() {
 fn commands_queue_behind_a_transfer_except_abor_stat_noop_sbuf() {
     let mut h = H::new();
     h.login();
+    assert_eq!(h.cmd("OPTS DRS Inband=1;"), "200 DRS Inband=1;\r\n");
     h.pasv();
     let plan = h.retr_file("/f", 100);
     assert!(h.s.is_transferring());

@@ -44,6 +44,8 @@ pub(crate) struct Running {
     pub(crate) next_marker: Option<Instant>,
     /// ABOR commands received for this transfer (each gets its own `226`).
     pub(crate) aborts: u32,
+    /// A stream-mode receive (STOR/APPE/restarted STOR in MODE S): the one case for `126 SBUF` notices.
+    pub(crate) stream_recv: bool,
 }
 
 impl Ctx {
@@ -87,6 +89,7 @@ impl Ctx {
             parallelism,
             tcp_buffer: self.tcp_buffer,
             ascii,
+            inband_drs: self.drs_inband && mode == Mode::Extended,
         };
         match mode {
             Mode::Extended => self.reply(125, &format!("Beginning MODE E transfer of {what}.")),
@@ -114,6 +117,7 @@ impl Ctx {
             reported: RangeSet::new(),
             next_marker: None,
             aborts: 0,
+            stream_recv: recv.is_some() && mode == Mode::Stream,
         };
         if run.perf {
             // GFD.20: a start marker (0 bytes) per stripe, then one every interval.

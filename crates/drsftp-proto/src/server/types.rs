@@ -169,6 +169,10 @@ pub struct TransferPlan {
     pub tcp_buffer: Option<u64>,
     /// TYPE A: convert line ends (LF ↔ CRLF) in stream mode.
     pub ascii: bool,
+    /// In-band DRS on the data channels (MODE E headers with descriptors 0x02 = SBUF request, 0x01 = its
+    /// reply): true only in MODE E after the client opted in with `OPTS DRS Inband=1;`. The driver must neither
+    /// send such headers nor expect them otherwise (a Globus peer would take them for data).
+    pub inband_drs: bool,
 }
 
 /// Something the driver must do.

@@ -1,6 +1,6 @@
-//! FEAT (RFC 2389, Globus layout) and OPTS: `OPTS UTF8`, `OPTS MLST` fact selection and `OPTS RETR` with
+//! FEAT (RFC 2389, Globus layout) and OPTS: `OPTS UTF8`, `OPTS MLST` fact selection, `OPTS RETR` with
 //! `Parallelism=<start>,<min>,<max>;` (GFD.20; as in Globus every option must end in `;`, keys are
-//! case-insensitive and only `<start>` is used).
+//! case-insensitive and only `<start>` is used), and `OPTS DRS Inband=1;` (the DRS opt-in, in `sbuf.rs`).
 
 use std::time::Instant;
 
@@ -28,6 +28,7 @@ pub(super) fn feat(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
         "SPAS".into(),
         "SPOR".into(),
         "SBUF".into(),
+        "DRS".into(),
         format!("CKSM {cksm}"),
         "EPSV".into(),
         "EPRT".into(),
@@ -86,6 +87,9 @@ pub(super) fn opts(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             Err(()) => Err(CommandError::Reply(500, "OPTS failed.".into())),
         };
     }
+    if cmd.eq_ignore_ascii_case("DRS") {
+        return super::sbuf::opts_drs(ctx, rest);
+    }
     if cmd.eq_ignore_ascii_case("UTF8") {
         return match rest.trim().to_ascii_uppercase().as_str() {
             "ON" | "" => {
@@ -123,14 +127,14 @@ mod tests {
         assert_eq!(
             feat,
             "211-Extensions supported:\r\n UTF8\r\n MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n \
-             MDTM\r\n REST STREAM\r\n PARALLEL\r\n ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n \
+             MDTM\r\n REST STREAM\r\n PARALLEL\r\n ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
              CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n211 End.\r\n"
         );
         // Our own client reads it as a GridFTP server with checksums.
         let mut rd = ReplyReader::new();
         rd.push(feat.as_bytes());
         let f = Features::parse(&rd.next_reply().unwrap().unwrap());
-        assert!(f.parallel() && f.has("ERET") && f.has("SPAS"));
+        assert!(f.parallel() && f.has("ERET") && f.has("SPAS") && f.drs());
         assert_eq!(f.verify_algorithm(), Some("SHA256"));
     }
 
