@@ -4,17 +4,18 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use drsftp_lab::{Lab, LabConfig, check_prerequisites};
+//! use drsftp_lab::{Lab, LabConfig, skip_if_unavailable};
 //!
-//! if let Err(why) = check_prerequisites() {
-//!     eprintln!("SKIP: {why}");
+//! // No root / TUN / iproute2: prints "SKIPPED my_test: <what is missing>" (visible under cargo test) and returns.
+//! if skip_if_unavailable("my_test") {
 //!     return;
 //! }
 //! let lab = Lab::up(LabConfig::new(&format!("t{}", std::process::id()), 2, Duration::from_millis(20), 100_000_000))
 //!     .unwrap();
 //! let out = lab.exec(2, "iperf3").args(["-s", "-1"]).spawn().unwrap();
 //! // ... lab.exec(1, "iperf3").args(["-c", &lab.addr(2).to_string()]) ...
-//! drop(lab); // namespaces, TUN devices and forwarder are gone (also on panic; a watchdog covers SIGKILL)
+//! drop(lab); // processes inside the hosts, namespaces, TUN devices and forwarder are gone (also on panic; a
+//!            // watchdog process does the same if this process dies from Ctrl-C or SIGKILL)
 //! # drop(out);
 //! ```
 
@@ -26,6 +27,7 @@ pub mod measure;
 
 pub use forward::ForwarderStats;
 pub use lab::{
-    check_prerequisites, lab_namespaces, netns_name, remove_namespaces, HostInfo, Lab, LabConfig,
-    LabError, TcpReport, TcpSettings, LAB_NET,
+    check_prerequisites, kill_namespace_processes, lab_namespaces, namespace_pids, netns_name,
+    remove_namespaces, skip_if_unavailable, HostInfo, Lab, LabConfig, LabError, TcpReport,
+    TcpSettings, LAB_NET, TUN_TXQUEUELEN,
 };

@@ -1,20 +1,16 @@
-//! Real-lab tests: 4 hosts reach each other, a time-varying profile changes the measured RTT, and a panicking
-//! test still tears its lab down. Skip with a printed reason without root / TUN / iproute2.
+//! Real-lab tests: 4 hosts reach each other, a time-varying profile changes the measured RTT, and a lab is torn
+//! down completely (processes inside its hosts included) when its owner panics or is interrupted (SIGINT).
+//! Without root / TUN / iproute2 each test prints `SKIPPED <test>: <reason>` and returns.
 
 use std::time::Duration;
 
+use drsftp_lab::daemon::pid_alive;
 use drsftp_lab::measure::udp_ping;
-use drsftp_lab::{check_prerequisites, lab_namespaces, Lab, LabConfig};
+use drsftp_lab::{lab_namespaces, namespace_pids, skip_if_unavailable, Lab, LabConfig};
 use drsftp_netem::Profile;
 
 fn skip(test: &str) -> bool {
-    match check_prerequisites() {
-        Ok(()) => false,
-        Err(why) => {
-            eprintln!("SKIP {test}: {why}");
-            true
-        }
-    }
+    skip_if_unavailable(test)
 }
 
 fn name(suffix: &str) -> String {
@@ -77,4 +73,107 @@ fn panic_with_a_lab_in_scope_removes_it() {
     });
     assert!(r.is_err());
     assert!(lab_namespaces(&n).is_empty(), "namespaces left after panic");
+}
+
+/// Starts a foreground child and a detached daemon inside host 2; both must be gone after the lab is dropped.
+#[test]
+fn teardown_ends_processes_inside_the_hosts() {
+    if skip("teardown_ends_processes_inside_the_hosts") {
+        return;
+    }
+    let n = name("k");
+    let lab = Lab::up(LabConfig::new(&n, 2, Duration::from_millis(1), 0)).unwrap();
+    let mut child = lab.exec(2, "sleep").arg("600").spawn().unwrap();
+    // A daemon that ignores SIGTERM and is reparented away from us: needs the SIGKILL fallback.
+    let out = lab
+        .exec(2, "sh")
+        .args([
+            "-c",
+            "trap '' TERM; sleep 600 </dev/null >/dev/null 2>&1 & echo $!",
+        ])
+        .output()
+        .unwrap();
+    let daemon: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let ns = lab.host(2).netns.clone();
+    let inside = namespace_pids(&ns);
+    assert!(
+        inside.contains(&(child.id() as i32)) && inside.contains(&daemon),
+        "{inside:?}"
+    );
+    drop(lab);
+    let st = child.wait().unwrap();
+    assert!(!st.success(), "child should have been signalled: {st}");
+    assert!(!pid_alive(daemon), "daemon {daemon} survived the lab");
+    assert!(lab_namespaces(&n).is_empty());
+}
+
+/// The owner of a lab is interrupted (SIGINT, as by Ctrl-C: no destructors run). The watchdog must still remove
+/// the namespaces and end a process running inside a host. The owner is this test binary re-run with
+/// `DRS_LAB_HOLD` set, which makes `hold_lab_until_killed` (a no-op otherwise) bring up a lab and wait.
+#[test]
+fn interrupted_owner_leaves_nothing_behind() {
+    if skip("interrupted_owner_leaves_nothing_behind") {
+        return;
+    }
+    use std::io::BufRead;
+    let n = name("i");
+    let mut owner = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "hold_lab_until_killed",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("DRS_LAB_HOLD", &n)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(owner.stdout.take().unwrap()).lines();
+    let inner: i32 = loop {
+        let l = lines
+            .next()
+            .expect("owner exited before the lab was up")
+            .unwrap();
+        // libtest prints "test hold_lab_until_killed ... " on the same line.
+        if let Some((_, p)) = l.split_once("HOLDING ") {
+            break p.trim().parse().unwrap();
+        }
+    };
+    assert_eq!(lab_namespaces(&n).len(), 2);
+    assert!(pid_alive(inner));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(owner.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let _ = owner.wait();
+    let t = std::time::Instant::now();
+    while (!lab_namespaces(&n).is_empty() || pid_alive(inner))
+        && t.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        lab_namespaces(&n).is_empty(),
+        "namespaces left after SIGINT"
+    );
+    assert!(
+        !pid_alive(inner),
+        "process {inner} inside the lab survived its owner"
+    );
+}
+
+/// Helper for `interrupted_owner_leaves_nothing_behind`; does nothing unless `DRS_LAB_HOLD` names a lab.
+#[test]
+fn hold_lab_until_killed() {
+    let Ok(n) = std::env::var("DRS_LAB_HOLD") else {
+        return;
+    };
+    let lab = Lab::up(LabConfig::new(&n, 2, Duration::from_millis(1), 0)).unwrap();
+    let mut c = lab.exec(1, "sleep").arg("600").spawn().unwrap();
+    println!("HOLDING {}", c.id());
+    std::thread::sleep(Duration::from_secs(60));
+    drop(lab);
+    let _ = c.wait();
 }

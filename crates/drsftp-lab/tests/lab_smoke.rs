@@ -1,17 +1,16 @@
 //! Brings up a real 2-host lab (20 ms RTT, 100 Mbit/s), checks RTT accuracy and a TCP transfer, tears it down.
-//! Skips with a printed reason without root / TUN / iproute2.
+//! Without root / TUN / iproute2 each test prints `SKIPPED <test>: <reason>` and returns.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use drsftp_lab::measure::udp_ping;
-use drsftp_lab::{check_prerequisites, lab_namespaces, Lab, LabConfig};
+use drsftp_lab::{lab_namespaces, skip_if_unavailable, Lab, LabConfig};
 
 #[test]
 fn two_host_lab_rtt_and_tcp_transfer() {
-    if let Err(why) = check_prerequisites() {
-        eprintln!("SKIP two_host_lab_rtt_and_tcp_transfer: {why}");
+    if skip_if_unavailable("two_host_lab_rtt_and_tcp_transfer") {
         return;
     }
     let name = format!("t{}", std::process::id() % 1_000_000);
@@ -78,8 +77,7 @@ fn two_host_lab_rtt_and_tcp_transfer() {
 
 #[test]
 fn lab_up_rejects_bad_names_and_cleans_up_on_error() {
-    if let Err(why) = check_prerequisites() {
-        eprintln!("SKIP lab_up_rejects_bad_names_and_cleans_up_on_error: {why}");
+    if skip_if_unavailable("lab_up_rejects_bad_names_and_cleans_up_on_error") {
         return;
     }
     let bad = LabConfig::new("Bad-Name", 2, Duration::from_millis(1), 0);
