@@ -18,6 +18,16 @@ use drsftp_netem::{
 const STATE_DIR: &str = "/run/drsftp-lab";
 
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Example (4 hosts 198.18.0.1-4, 100 ms RTT, 100 Mbit/s, 0.1 % loss):
+  drsftp lab up wan --rtt 100ms --rate 100mbit --loss 0.1% --hosts 4
+  drsftp lab exec wan h2 -- iperf3 -s -1 -D
+  drsftp lab exec wan h1 -- iperf3 -c 198.18.0.2 -t 10
+  drsftp lab status
+  drsftp lab down wan
+Needs root and /dev/net/tun. Processes started with `lab exec` that are still running are ended by `lab down`.
+Measurements: docs/bench/lab.md."
+)]
 pub struct Args {
     #[command(subcommand)]
     cmd: LabCmd,
@@ -30,13 +40,19 @@ enum LabCmd {
     /// (internal) Run lab NAME in the foreground until SIGTERM/SIGINT; used by `up`.
     #[command(hide = true)]
     Serve(UpArgs),
-    /// Tear down lab NAME (forwarder, namespaces, TUN devices).
-    Down { name: String },
-    /// Run a command inside host HOST (1, h1 or 198.18.0.1) of lab NAME.
-    Exec {
+    /// Tear down lab NAME: processes still running inside its hosts, forwarder, namespaces, TUN devices.
+    Down {
+        /// Lab name given to `lab up`.
         name: String,
+    },
+    /// Run a command inside host HOST of lab NAME (its network namespace); exits with the command's status.
+    Exec {
+        /// Lab name given to `lab up`.
+        name: String,
+        /// Host: 1, h1 or 198.18.0.1.
         host: String,
-        #[arg(last = true, required = true)]
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<String>,
     },
     /// List labs, their hosts and forwarder counters.
@@ -46,6 +62,22 @@ enum LabCmd {
 }
 
 #[derive(clap::Args, Debug, Clone)]
+#[command(
+    after_help = "Every option applies to each direction of every host pair (N hosts: N*(N-1) links).
+Durations: ns us ms s m. Rates: bit kbit mbit gbit. Probabilities: 0.1% or 0.001.
+Loss, reordering and duplication are decided per MTU packet, so such labs forward without GSO (ceiling ~1.8 Gbit/s).
+
+Profile file (--profile FILE): one step per line, `#` comments, optional last line `repeat PERIOD`; each step
+sets any of rtt=, rate=, loss= from its offset on, e.g.
+  0s   rtt=119ms rate=28.5mbit loss=0%
+  20s  rtt=475ms rate=26kbit
+  40s  rate=12mbit loss=0.1%
+  repeat 60s
+Built-in: lanl-ny (seed 000 Los Alamos-New York: RTT 119-475 ms, 0.026-28.5 Mbit/s, 20 s steps, 10 min period).
+
+Prints each host's address (198.18.0.K), namespace (drs-NAME-hK) and TCP settings, then returns; the lab runs in
+a background `drsftp lab serve` process (state and log in /run/drsftp-lab/NAME/) until `drsftp lab down NAME`."
+)]
 pub struct UpArgs {
     /// Lab name, 1-12 chars of [a-z0-9].
     name: String,
@@ -76,12 +108,15 @@ pub struct UpArgs {
     /// Number of hosts.
     #[arg(long, default_value_t = 4)]
     hosts: usize,
-    /// Time-varying profile: a file (see drsftp-netem Profile docs) or a built-in name (lanl-ny).
+    /// Time-varying RTT/rate/loss: a profile file (format below) or a built-in name (lanl-ny). Overrides
+    /// --rtt/--rate/--loss from each step's offset on.
     #[arg(long)]
     profile: Option<String>,
+    /// Seed of all link randomness (loss, jitter, reordering, duplication); same seed, same decisions.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Congestion control in every host (cubic, bbr, reno); default: namespace default (bbr).
+    /// Default congestion control in every host (bbr, reno; others only if listed in the global
+    /// net.ipv4.tcp_allowed_congestion_control — else choose per socket, e.g. iperf3 -C cubic). Default: bbr.
     #[arg(long)]
     cc: Option<String>,
     /// tcp_rmem "min default max" in every host.
@@ -90,9 +125,10 @@ pub struct UpArgs {
     /// tcp_wmem "min default max" in every host.
     #[arg(long)]
     tcp_wmem: Option<String>,
+    /// MTU of every host's tun0 (576-65000).
     #[arg(long, default_value_t = 1500)]
     mtu: u32,
-    /// Disable vnet-hdr/TSO (one MTU packet per read).
+    /// Disable vnet-hdr/TSO (one MTU packet per read; implied by --loss/--ge/--reorder/--duplicate).
     #[arg(long)]
     no_gso: bool,
 }
@@ -102,8 +138,8 @@ pub struct BenchArgs {
     /// iperf3 seconds per run.
     #[arg(long, default_value_t = 10)]
     secs: u32,
-    /// Comma list of parts: rtt,rate,loss,ceiling,baseline (default all).
-    #[arg(long, default_value = "rtt,rate,loss,ceiling,baseline")]
+    /// Comma list of parts: rtt,rate,loss,ceiling,baseline,perpacket (default all).
+    #[arg(long, default_value = "rtt,rate,loss,ceiling,baseline,perpacket")]
     only: String,
     /// Also write the Markdown report here.
     #[arg(long)]
@@ -174,19 +210,37 @@ fn read_pid(name: &str) -> Option<i32> {
 }
 
 fn describe(lab: &Lab, a: &UpArgs) -> String {
+    let cfg = lab.config();
+    let loss = match (&a.loss, &a.ge) {
+        (Some(l), _) => l.clone(),
+        (_, Some(g)) => format!("ge:{g}"),
+        _ => "0".into(),
+    };
     let mut s = format!(
-        "lab {}: {} hosts, rtt={} rate={} queue={} loss={} jitter={} profile={} mtu={} gso={}\n",
+        "lab {}: {} hosts, rtt={} rate={} queue={} loss={} jitter={} reorder={} duplicate={} seed={} profile={} mtu={} gso={}\n",
         a.name,
         a.hosts,
         a.rtt,
         a.rate,
         a.queue,
-        a.loss.as_deref().or(a.ge.as_deref()).unwrap_or("0"),
+        loss,
         a.jitter.as_deref().unwrap_or("0"),
+        a.reorder.as_deref().unwrap_or("0"),
+        a.duplicate.as_deref().unwrap_or("0"),
+        a.seed,
         a.profile.as_deref().unwrap_or("-"),
         a.mtu,
-        !a.no_gso
+        if cfg.effective_gso() {
+            "on"
+        } else if cfg.gso {
+            "off (per-packet loss/reorder/duplicate)"
+        } else {
+            "off"
+        }
     );
+    if a.profile.is_some() {
+        s += "  (the profile overrides rtt/rate/loss from its first step on)\n";
+    }
     for h in lab.hosts() {
         s += &format!(
             "  h{} {} netns {}  TCP: {}\n",
@@ -265,7 +319,7 @@ fn serve(a: UpArgs) -> anyhow::Result<()> {
     let sdir = dir.clone();
     std::thread::spawn(move || loop {
         // Weak: the stats writer must not keep the lab alive at teardown.
-        let Some(st) = weak.upgrade().map(|l| l.stats()) else {
+        let Some((st, host_drops)) = weak.upgrade().map(|l| (l.stats(), l.tun_tx_dropped())) else {
             return;
         };
         let mut s = String::new();
@@ -291,6 +345,17 @@ fn serve(a: UpArgs) -> anyhow::Result<()> {
             "read {} (gso {}), unroutable {}, write errors {}\n",
             st.read_pkts, st.gso_pkts, st.unroutable_pkts, st.write_errors
         );
+        if host_drops.iter().any(|&d| d > 0) {
+            s += &format!(
+                "WARNING forwarder overloaded: packets dropped in the hosts' tun0 before the emulated link: {}\n",
+                host_drops
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| format!("h{} {d}", i + 1))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         let _ = std::fs::write(sdir.join("stats"), s);
         std::thread::sleep(Duration::from_secs(1));
     });
@@ -433,6 +498,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 loss: has("loss"),
                 ceiling: has("ceiling"),
                 baseline: has("baseline"),
+                perpacket: has("perpacket"),
             };
             let md = bench::run(&opts);
             if let Some(p) = b.out {
