@@ -15,6 +15,13 @@
 //!   number of EODs equals the announced count: it never waits for TCP EOF.
 
 mod engine;
+mod fileio;
+mod mode_e_recv;
+mod mode_e_send;
+mod sockets;
+mod stream;
+#[cfg(test)]
+mod tests;
 
 pub use engine::{connect, listen, recv_mode_e, recv_stream, send_mode_e, send_stream};
 
@@ -107,6 +114,15 @@ impl Progress {
             self.buffer.fetch_sub((-delta) as u64, Ordering::Relaxed);
         }
     }
+}
+
+/// A stream task that did not return: a panic is re-raised in tests (so fuzzing sees it) and is an I/O error
+/// otherwise (a bug in one transfer must not take the server down).
+pub(crate) fn join_error(what: &str, e: tokio::task::JoinError) -> DataError {
+    if cfg!(test) && e.is_panic() {
+        std::panic::resume_unwind(e.into_panic());
+    }
+    DataError::Io(std::io::Error::other(format!("{what} task failed: {e}")))
 }
 
 /// What a finished transfer moved.

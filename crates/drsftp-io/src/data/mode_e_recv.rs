@@ -1,0 +1,317 @@
+//! MODE E receiver: a reader task per data connection (connections arrive on a channel: fresh accepts and/or
+//! cached sockets) validates every header against `Limits`, reads payloads in bounded chunks and writes them at
+//! their offsets while the next chunk arrives, and ends its part at EOD. The transfer ends as soon as EOF was
+//! seen and the number of EODs equals the announced count: no waiting for TCP EOF or for the channel to close.
+//! Connections that ended with EOD and no CLOSE (and any that never carried a header) are returned for reuse.
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsftp_proto::mode_e::{Block, Header, HeaderError, Limits, HEADER_LEN};
+use drsftp_proto::ranges::RangeSet;
+use drsftp_storage::FileHandle;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use super::fileio::{self, Pending};
+use super::sockets::{self, Gauge, GaugeSet, Side};
+use super::{DataError, DataOpts, DataReport, Progress};
+
+/// Largest payload chunk read before it is written to the file: bounds memory per connection (two chunks)
+/// whatever count a header announces.
+pub(crate) const CHUNK: usize = 1 << 20;
+
+/// After the last EOD, how long connections that are idle or mid-way may take to hand their sockets back.
+const DRAIN: Duration = Duration::from_millis(200);
+
+/// What every reader shares.
+#[derive(Debug)]
+struct Ctx {
+    file: Arc<dyn FileHandle>,
+    wire_add: u64,
+    limits: Limits,
+    opts: DataOpts,
+    progress: Arc<Progress>,
+    gauges: GaugeSet,
+}
+
+/// How one connection's part ended.
+#[derive(Debug)]
+enum ConnEnd {
+    /// EOD received. `sock` is `None` if the sender announced CLOSE.
+    Eod {
+        sock: Option<TcpStream>,
+        eof: Option<u64>,
+        ranges: RangeSet,
+    },
+    /// The transfer completed elsewhere while this connection waited for a header (`sock`: it carried nothing
+    /// in this transfer, so it is still clean for the next one).
+    Stopped { sock: Option<TcpStream> },
+}
+
+/// See [`super::recv_mode_e`].
+pub(crate) async fn recv_mode_e(
+    mut conns: mpsc::Receiver<TcpStream>,
+    file: Arc<dyn FileHandle>,
+    wire_add: u64,
+    opts: &DataOpts,
+    progress: Arc<Progress>,
+) -> Result<DataReport, DataError> {
+    let ctx = Arc::new(Ctx {
+        file,
+        wire_add,
+        limits: Limits {
+            max_block: opts.max_block,
+            max_end: opts.max_end,
+            max_eod_count: 4096,
+            sbuf: opts.inband_sbuf,
+        },
+        opts: opts.clone(),
+        gauges: GaugeSet::new(Arc::clone(&progress)),
+        progress: Arc::clone(&progress),
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut set: JoinSet<Result<ConnEnd, DataError>> = JoinSet::new();
+    let mut open = true;
+    let mut streams = 0usize;
+    let mut eof: Option<u64> = None;
+    let mut eods = 0u64;
+    let mut ranges = RangeSet::new();
+    let mut reusable = vec![];
+    while eof != Some(eods) {
+        tokio::select! {
+            c = conns.recv(), if open => match c {
+                Some(s) => {
+                    streams += 1;
+                    progress.set_streams(streams as u64);
+                    set.spawn(recv_one(s, Arc::clone(&ctx), stop_rx.clone()));
+                }
+                None => open = false,
+            },
+            Some(j) = set.join_next(), if !set.is_empty() => {
+                match joined(j)? {
+                    ConnEnd::Eod { sock, eof: e, ranges: r } => {
+                        eods += 1;
+                        if let Some(n) = e {
+                            if eof.is_some_and(|p| p != n) {
+                                return Err(HeaderError::BadEodCount(n).into());
+                            }
+                            eof = Some(n);
+                        }
+                        if let Some(n) = eof {
+                            if eods > n {
+                                return Err(HeaderError::BadEodCount(n).into());
+                            }
+                        }
+                        ranges.extend(&r);
+                        reusable.extend(sock);
+                    }
+                    // Only produced once `stop_tx` fired, i.e. after this loop; harmless anyway.
+                    ConnEnd::Stopped { sock } => reusable.extend(sock),
+                }
+            }
+            else => {
+                return Err(DataError::Incomplete(match eof {
+                    Some(n) => format!("{eods} of {n} data connections ended with EOD"),
+                    None => format!("{eods} data connections ended with EOD and no EOF was received"),
+                }));
+            }
+        }
+    }
+    // Complete. Readers still waiting for a header hand their (clean) sockets back; anything else is dropped.
+    let _ = stop_tx.send(true);
+    let drain = async {
+        while let Some(j) = set.join_next().await {
+            match joined(j)? {
+                ConnEnd::Stopped { sock } => reusable.extend(sock),
+                ConnEnd::Eod { .. } => return Err(HeaderError::BadEodCount(eods).into()),
+            }
+        }
+        Ok::<(), DataError>(())
+    };
+    match tokio::time::timeout(DRAIN, drain).await {
+        Ok(r) => r?,
+        Err(_) => set.abort_all(),
+    }
+    // Connections queued but never used by this transfer are as good as new.
+    while let Ok(s) = conns.try_recv() {
+        reusable.push(s);
+    }
+    Ok(DataReport {
+        bytes: ranges.covered(),
+        streams,
+        ranges,
+        reusable,
+        peak_buffer: ctx.gauges.peak(),
+    })
+}
+
+fn joined(
+    j: Result<Result<ConnEnd, DataError>, tokio::task::JoinError>,
+) -> Result<ConnEnd, DataError> {
+    j.map_err(|e| super::join_error("receive", e))?
+}
+
+/// One connection's state while it carries this transfer.
+struct Conn {
+    sock: TcpStream,
+    gauge: Gauge,
+    drs: Option<crate::drs::DrsStream>,
+    /// Payload buffers: one being filled from the socket, one being written to the file.
+    spare: Option<Vec<u8>>,
+    pending: Option<(std::ops::Range<u64>, Pending<()>)>,
+    ranges: RangeSet,
+}
+
+async fn recv_one(
+    sock: TcpStream,
+    ctx: Arc<Ctx>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<ConnEnd, DataError> {
+    let drs = sockets::start_drs(&sock, &ctx.opts, ctx.opts.inband_sbuf)?;
+    let mut c = Conn {
+        sock,
+        gauge: ctx.gauges.stream(),
+        drs,
+        spare: None,
+        pending: None,
+        ranges: RangeSet::new(),
+    };
+    let mut eof = None;
+    let mut headers = 0u64;
+    loop {
+        let h = match read_header(&mut c.sock, headers == 0, &mut stop).await? {
+            Some(h) => h,
+            None => {
+                let sock = (headers == 0).then_some(c.sock);
+                return Ok(ConnEnd::Stopped { sock });
+            }
+        };
+        headers += 1;
+        match h.classify(&ctx.limits)? {
+            Block::Data {
+                offset,
+                count,
+                eod,
+                eof: e,
+                close,
+            } => {
+                if let Some(n) = e {
+                    if eof.is_some_and(|p| p != n) {
+                        return Err(HeaderError::BadEodCount(n).into());
+                    }
+                    eof = Some(n);
+                }
+                if count > 0 {
+                    let at = offset.checked_add(ctx.wire_add).filter(|a| a.checked_add(count).is_some());
+                    let at = at.ok_or(HeaderError::OutOfRange {
+                        offset,
+                        count,
+                        limit: u64::MAX - ctx.wire_add,
+                    })?;
+                    read_payload(&mut c, &ctx, at, count).await?;
+                }
+                if eod {
+                    finish_writes(&mut c, &ctx).await?;
+                    let ranges = std::mem::take(&mut c.ranges);
+                    let sock = (!close).then_some(c.sock);
+                    return Ok(ConnEnd::Eod { sock, eof, ranges });
+                }
+            }
+            Block::SbufEcho { id, .. } => {
+                if let Some(d) = c.drs.as_mut() {
+                    d.on_sbuf_echo(Instant::now(), id);
+                }
+            }
+            // Requests flow receiver -> sender; one arriving here is ignored.
+            Block::SbufRequest { .. } => {}
+        }
+    }
+}
+
+/// Read a 17-byte header. `idle`: nothing has arrived on this connection in this transfer yet, so the wait may be
+/// abandoned (`Ok(None)`) when the transfer completes elsewhere. TCP EOF before a complete header is `Incomplete`.
+async fn read_header(
+    sock: &mut TcpStream,
+    idle: bool,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Option<Header>, DataError> {
+    let mut hdr = [0u8; HEADER_LEN];
+    let mut filled = 0;
+    while filled < HEADER_LEN {
+        let n = if idle && filled == 0 {
+            // `read` is cancel-safe: if the stop wins, no byte was consumed.
+            tokio::select! {
+                biased;
+                r = sock.read(&mut hdr) => r?,
+                _ = stop.wait_for(|s| *s) => return Ok(None),
+            }
+        } else {
+            sock.read(&mut hdr[filled..]).await?
+        };
+        if n == 0 {
+            return Err(DataError::Incomplete(if filled == 0 {
+                "a data connection closed before its EOD".into()
+            } else {
+                format!("a data connection closed inside a block header ({filled} of {HEADER_LEN} bytes)")
+            }));
+        }
+        filled += n;
+    }
+    Ok(Some(Header::decode(&hdr)))
+}
+
+/// Read `count` payload bytes destined for file offset `at`, in chunks of at most [`CHUNK`]; each chunk's file
+/// write runs while the next chunk is read.
+async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Result<(), DataError> {
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(CHUNK as u64) as usize;
+        let mut buf = c.spare.take().unwrap_or_default();
+        if buf.len() < n {
+            buf.resize(n, 0);
+        }
+        read_chunk(&mut c.sock, &mut buf[..n]).await?;
+        let now = Instant::now();
+        if let Some(d) = c.drs.as_mut() {
+            for a in d.on_read(&c.sock, now, n as u64)? {
+                if let drsftp_tune::DrsAction::SendSbufProbe { id, size } = a {
+                    if ctx.opts.inband_sbuf {
+                        c.sock.write_all(&Header::sbuf_request(size, id).encode()).await?;
+                    }
+                }
+            }
+        }
+        c.gauge.sample(&c.sock, now, ctx.opts.buffer, Side::Recv, c.drs.as_ref());
+        finish_writes(c, ctx).await?;
+        let r = at..at + n as u64;
+        c.pending = Some((r, fileio::write(&ctx.file, buf, n, at)));
+        at += n as u64;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+async fn read_chunk(sock: &mut TcpStream, buf: &mut [u8]) -> Result<(), DataError> {
+    match sock.read_exact(buf).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(DataError::Incomplete(
+            "a data connection closed inside a block".into(),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Wait for the file write in flight (if any) and account its range.
+async fn finish_writes(c: &mut Conn, ctx: &Ctx) -> Result<(), DataError> {
+    if let Some((r, p)) = c.pending.take() {
+        let (buf, ()) = p.wait().await?;
+        ctx.progress.add(r.clone());
+        c.ranges.insert(r);
+        c.spare = Some(buf);
+    }
+    Ok(())
+}

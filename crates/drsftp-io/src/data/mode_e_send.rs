@@ -1,0 +1,339 @@
+//! MODE E sender: one task per data connection pulls the next block from a shared cursor (faster streams carry
+//! more), reads it with a positioned read while the previous block goes out, and writes header + payload from one
+//! buffer. Every connection ends with EOD; connection 0 ends with EOF|EOD carrying the connection count. With
+//! in-band SBUF negotiated, each connection also reads the reverse direction for SBUF requests, applies them to
+//! SO_SNDBUF and answers with an echo header between data blocks.
+
+use std::collections::VecDeque;
+use std::io;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use drsftp_proto::mode_e::{Block, Header, Limits, HEADER_LEN};
+use drsftp_proto::ranges::RangeSet;
+use drsftp_storage::FileHandle;
+use drsftp_tune::BufferPolicy;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use super::fileio::{self, Pending};
+use super::sockets::{self, Gauge, GaugeSet, Side};
+use super::stream::send_chunk;
+use super::{DataError, DataOpts, DataReport, Progress};
+
+/// The blocks still to send: `ranges` (sorted, merged, clipped to the file) cut into `block`-sized pieces.
+#[derive(Debug)]
+pub(crate) struct Cursor {
+    state: Mutex<CursorState>,
+}
+
+#[derive(Debug)]
+struct CursorState {
+    ranges: Vec<Range<u64>>,
+    idx: usize,
+    pos: u64,
+    block: u64,
+    /// The file turned out to end here (it shrank while being sent): nothing at or past it is handed out.
+    eof_at: u64,
+}
+
+impl Cursor {
+    pub(crate) fn new(ranges: &RangeSet, block: usize) -> Self {
+        Cursor {
+            state: Mutex::new(CursorState {
+                ranges: ranges.ranges().to_vec(),
+                idx: 0,
+                pos: 0,
+                block: block.max(1) as u64,
+                eof_at: u64::MAX,
+            }),
+        }
+    }
+
+    /// The next block as (file offset, length), or `None` when everything was handed out.
+    pub(crate) fn next(&self) -> Option<(u64, usize)> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let r = s.ranges.get(s.idx)?.clone();
+            let start = s.pos.max(r.start);
+            let end = r.end.min(s.eof_at);
+            if start >= end {
+                s.idx += 1;
+                continue;
+            }
+            let n = (end - start).min(s.block);
+            s.pos = start + n;
+            return Some((start, n as usize));
+        }
+    }
+
+    /// A read came back short: the file ends at `at`.
+    pub(crate) fn hit_eof(&self, at: u64) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.eof_at = s.eof_at.min(at);
+    }
+}
+
+/// What every sending task shares.
+#[derive(Debug)]
+struct Ctx {
+    file: Arc<dyn FileHandle>,
+    cursor: Cursor,
+    wire_sub: u64,
+    n_streams: u64,
+    chunk: usize,
+    opts: DataOpts,
+    progress: Arc<Progress>,
+    gauges: GaugeSet,
+}
+
+/// What one connection sent.
+struct Sent {
+    idx: usize,
+    sock: TcpStream,
+    ranges: RangeSet,
+}
+
+/// See [`super::send_mode_e`].
+pub(crate) async fn send_mode_e(
+    socks: Vec<TcpStream>,
+    file: Arc<dyn FileHandle>,
+    ranges: Vec<Range<u64>>,
+    wire_sub: u64,
+    opts: &DataOpts,
+    progress: Arc<Progress>,
+) -> Result<DataReport, DataError> {
+    if socks.is_empty() {
+        return Err(DataError::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "MODE E send needs at least one data connection",
+        )));
+    }
+    let mut want: RangeSet = ranges.into_iter().collect();
+    if let Some(r) = want.ranges().first() {
+        if r.start < wire_sub {
+            return Err(DataError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("range starts at {} before the section start {wire_sub}", r.start),
+            )));
+        }
+        // Clip to the file as it is now ("to EOF" ranges end at u64::MAX); a later shrink is caught by short reads.
+        let f = Arc::clone(&file);
+        let len = tokio::task::spawn_blocking(move || f.len())
+            .await
+            .map_err(|e| DataError::Io(io::Error::other(e)))??;
+        want = want.ranges().iter().map(|r| r.start..r.end.min(len)).collect();
+    }
+    let n = socks.len();
+    progress.set_streams(n as u64);
+    let chunk = send_chunk(opts);
+    let ctx = Arc::new(Ctx {
+        file,
+        cursor: Cursor::new(&want, chunk),
+        wire_sub,
+        n_streams: n as u64,
+        chunk,
+        opts: opts.clone(),
+        gauges: GaugeSet::new(Arc::clone(&progress)),
+        progress,
+    });
+    let mut set = JoinSet::new();
+    for (idx, sock) in socks.into_iter().enumerate() {
+        set.spawn(send_one(idx, sock, Arc::clone(&ctx)));
+    }
+    let mut done: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+    let mut sent = RangeSet::new();
+    while let Some(j) = set.join_next().await {
+        // The first failure returns at once; dropping `set` aborts the other streams.
+        let s = j.map_err(|e| super::join_error("send", e))??;
+        sent.extend(&s.ranges);
+        done[s.idx] = Some(s.sock);
+    }
+    Ok(DataReport {
+        bytes: sent.covered(),
+        streams: n,
+        ranges: sent,
+        reusable: done.into_iter().flatten().collect(),
+        peak_buffer: ctx.gauges.peak(),
+    })
+}
+
+/// Echo replies waiting to be written before the next data block, and the signal that writing is over.
+#[derive(Debug, Default)]
+struct Reverse {
+    echoes: Mutex<VecDeque<Header>>,
+    done: Notify,
+}
+
+async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent, DataError> {
+    let inband = ctx.opts.inband_sbuf;
+    let rev = Reverse::default();
+    let (rd, mut wr) = sock.split();
+    let ranges = if inband {
+        let writer = async {
+            let r = write_blocks(idx, &mut wr, &ctx, Some(&rev)).await;
+            rev.done.notify_one();
+            r
+        };
+        let (w, r) = tokio::join!(writer, read_requests(rd, &ctx, &rev));
+        let ranges = w?;
+        r?;
+        ranges
+    } else {
+        write_blocks(idx, &mut wr, &ctx, None).await?
+    };
+    Ok(Sent { idx, sock, ranges })
+}
+
+/// The data path of one connection: blocks until the cursor runs dry, then EOD (or EOF|EOD on connection 0).
+async fn write_blocks(
+    idx: usize,
+    wr: &mut WriteHalf<'_>,
+    ctx: &Ctx,
+    rev: Option<&Reverse>,
+) -> Result<RangeSet, DataError> {
+    let mut gauge: Gauge = ctx.gauges.stream();
+    let buf_len = HEADER_LEN + ctx.chunk;
+    let mut spare: Option<Vec<u8>> = None;
+    let next_read = |spare: &mut Option<Vec<u8>>| -> Option<(u64, usize, Pending<usize>)> {
+        let (off, n) = ctx.cursor.next()?;
+        let buf = spare.take().unwrap_or_else(|| vec![0u8; buf_len]);
+        Some((off, n, fileio::read(&ctx.file, buf, HEADER_LEN..HEADER_LEN + n, off)))
+    };
+    let mut sent = RangeSet::new();
+    let mut pending = next_read(&mut spare);
+    while let Some((off, want, p)) = pending.take() {
+        let (mut buf, got) = p.wait().await?;
+        if got < want {
+            ctx.cursor.hit_eof(off + got as u64);
+        }
+        // Read ahead while this block goes out.
+        pending = next_read(&mut spare);
+        if let Some(rev) = rev {
+            write_echoes(wr, rev).await?;
+        }
+        if got > 0 {
+            buf[..HEADER_LEN].copy_from_slice(&Header::data(off - ctx.wire_sub, got as u64).encode());
+            wr.write_all(&buf[..HEADER_LEN + got]).await?;
+            let r = off..off + got as u64;
+            ctx.progress.add(r.clone());
+            sent.insert(r);
+            gauge.sample(wr.as_ref(), Instant::now(), ctx.opts.buffer, Side::Send, None);
+        }
+        spare = Some(buf);
+    }
+    if let Some(rev) = rev {
+        write_echoes(wr, rev).await?;
+    }
+    let last = if idx == 0 {
+        Header::eof(ctx.n_streams)
+    } else {
+        Header::eod()
+    };
+    wr.write_all(&last.encode()).await?;
+    wr.flush().await?;
+    Ok(sent)
+}
+
+async fn write_echoes(wr: &mut WriteHalf<'_>, rev: &Reverse) -> Result<(), DataError> {
+    loop {
+        let h = rev
+            .echoes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front();
+        match h {
+            Some(h) => wr.write_all(&h.encode()).await?,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// How long to wait for the rest of a reverse header that had started arriving when the data path finished.
+const TAIL_WAIT: Duration = Duration::from_secs(1);
+
+/// The reverse direction of one connection (in-band SBUF only): SBUF requests from the receiver are applied to
+/// SO_SNDBUF and queued as echoes. Ends when the data path is done (or the peer stops writing).
+async fn read_requests(mut rd: ReadHalf<'_>, ctx: &Ctx, rev: &Reverse) -> Result<(), DataError> {
+    let limits = Limits {
+        max_block: 0,
+        max_end: 0,
+        max_eod_count: 0,
+        sbuf: true,
+    };
+    let mut tx: Option<crate::drs::DrsSendStream> = None;
+    let mut hdr = [0u8; HEADER_LEN];
+    let mut filled = 0;
+    let mut finished = false;
+    loop {
+        let n = if filled == 0 {
+            if finished {
+                return Ok(());
+            }
+            tokio::select! {
+                biased;
+                _ = rev.done.notified() => return Ok(()),
+                r = rd.read(&mut hdr) => r?,
+            }
+        } else if finished {
+            match tokio::time::timeout(TAIL_WAIT, rd.read(&mut hdr[filled..])).await {
+                Ok(r) => r?,
+                Err(_) => return Ok(()),
+            }
+        } else {
+            tokio::select! {
+                biased;
+                _ = rev.done.notified() => { finished = true; continue; }
+                r = rd.read(&mut hdr[filled..]) => r?,
+            }
+        };
+        if n == 0 {
+            // The receiver will not write again; the data path is unaffected.
+            return Ok(());
+        }
+        filled += n;
+        if filled < HEADER_LEN {
+            continue;
+        }
+        filled = 0;
+        let h = Header::decode(&hdr);
+        match h.classify(&limits)? {
+            Block::SbufRequest { size, id } if !finished => {
+                let fd = rd.as_ref();
+                let reply = if let BufferPolicy::Fixed(_) = ctx.opts.buffer {
+                    // The user pinned our buffers: report them, change nothing.
+                    (drsftp_sys::sockopt::send_buf(fd).map_err(io::Error::other)? / 2) as u64
+                } else {
+                    let t = match tx.as_mut() {
+                        Some(t) => t,
+                        None => {
+                            let now_buf =
+                                (drsftp_sys::sockopt::send_buf(fd).map_err(io::Error::other)? / 2) as u64;
+                            tx.insert(crate::drs::DrsSendStream::new(
+                                now_buf,
+                                sockets::limits()?,
+                                ctx.opts.drs_max,
+                            ))
+                        }
+                    };
+                    t.on_sbuf_request(fd, Instant::now(), id, size)?
+                };
+                rev.echoes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push_back(Header::sbuf_echo(reply, id));
+            }
+            Block::SbufRequest { .. } => {}
+            // Anything else has no business on the reverse direction.
+            Block::SbufEcho { .. } | Block::Data { .. } => {
+                return Err(DataError::Header(
+                    drsftp_proto::mode_e::HeaderError::Unsupported(h.descriptor),
+                ))
+            }
+        }
+    }
+}

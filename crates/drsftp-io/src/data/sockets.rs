@@ -1,0 +1,185 @@
+//! Data-socket set-up (buffer policy applied before listen/connect, DRS start-up after accept) and the per-stream
+//! buffer gauge that feeds `Progress::buffer` and the transfer's peak.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsftp_sys::sockopt::{self, BufLimits};
+use drsftp_tune::{BufferPolicy, DrsConfig};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+use super::{DataOpts, Progress};
+use crate::drs::{self, DrsKnob, DrsStream};
+
+/// How long [`connect`] waits for the TCP handshake.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Listen backlog for data listeners (many parallel streams may connect at once).
+const BACKLOG: i32 = 128;
+
+/// How often a stream re-reads its buffer size (TCP_INFO / getsockopt) for the gauge.
+const GAUGE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The namespace's buffer limits, as an `io::Error` on failure. Read on every call: values are per network
+/// namespace, and a socket set-up is rare enough that four small /proc reads do not matter.
+pub(crate) fn limits() -> io::Result<BufLimits> {
+    sockopt::buf_limits().map_err(io::Error::other)
+}
+
+fn new_socket(addr: SocketAddr, opts: &DataOpts) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if opts.buffer != BufferPolicy::Kernel {
+        drs::prepare_socket(&s, opts.buffer, &limits()?, opts.drs_max)?;
+    }
+    Ok(s)
+}
+
+/// See [`super::listen`].
+pub(crate) async fn listen(addr: SocketAddr, opts: &DataOpts) -> io::Result<TcpListener> {
+    let s = new_socket(addr, opts)?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    s.listen(BACKLOG)?;
+    s.set_nonblocking(true)?;
+    TcpListener::from_std(s.into())
+}
+
+/// See [`super::connect`].
+pub(crate) async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<TcpStream> {
+    let s = new_socket(addr, opts)?;
+    s.set_nonblocking(true)?;
+    let sock = TcpSocket::from_std_stream(s.into());
+    match tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(addr)).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("data connection to {addr} timed out"),
+        )),
+    }
+}
+
+/// Receiving side, per connection: under `Drs`, impose DRS's starting window and return the stream driver; for
+/// the other policies `None` (the gauge observes the kernel instead). `probes`: in-band SBUF probes may be sent.
+pub(crate) fn start_drs(
+    sock: &TcpStream,
+    opts: &DataOpts,
+    probes: bool,
+) -> io::Result<Option<DrsStream>> {
+    if opts.buffer != BufferPolicy::Drs {
+        return Ok(None);
+    }
+    let limits = limits()?;
+    let base = DrsConfig::default();
+    // The ceiling actually in force is what the listener/connector got before set-up (FORCE may have been refused).
+    let ceiling = (sockopt::recv_buf(sock).map_err(io::Error::other)? / 2) as u64;
+    let max_buf = opts.drs_max.min(ceiling).max(base.min_buf);
+    let initial = base.initial_buf.clamp(base.min_buf, max_buf);
+    drs::after_connect(sock, BufferPolicy::Drs, &limits, initial, DrsKnob::WindowClamp)?;
+    let cfg = DrsConfig {
+        probes,
+        max_buf,
+        initial_buf: initial,
+        ..base
+    };
+    Ok(Some(DrsStream::new(
+        Instant::now(),
+        BufferPolicy::Drs,
+        cfg,
+        limits,
+    )))
+}
+
+/// Shared by every stream of one transfer: the live sum lives in `Progress::buffer`, the peak here.
+#[derive(Debug, Clone)]
+pub(crate) struct GaugeSet {
+    progress: Arc<Progress>,
+    peak: Arc<AtomicU64>,
+}
+
+impl GaugeSet {
+    pub(crate) fn new(progress: Arc<Progress>) -> Self {
+        GaugeSet {
+            progress,
+            peak: Arc::new(AtomicU64::new(0)),
+        }
+    }
+    pub(crate) fn peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+    pub(crate) fn stream(&self) -> Gauge {
+        Gauge {
+            set: self.clone(),
+            cur: 0,
+            next: Instant::now(),
+        }
+    }
+}
+
+/// One stream's contribution to the buffer gauge; removed again when dropped (the stream ended).
+#[derive(Debug)]
+pub(crate) struct Gauge {
+    set: GaugeSet,
+    cur: u64,
+    next: Instant,
+}
+
+/// Which buffer a stream reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Recv,
+    Send,
+}
+
+impl Gauge {
+    /// Record this stream's buffer as `v` bytes.
+    pub(crate) fn set(&mut self, v: u64) {
+        if v == self.cur {
+            return;
+        }
+        let p = &self.set.progress;
+        p.add_buffer(v as i64 - self.cur as i64);
+        self.cur = v;
+        self.set.peak.fetch_max(p.buffer(), Ordering::Relaxed);
+    }
+
+    /// Re-read the buffer from the socket at most every [`GAUGE_INTERVAL`]: DRS's value if a driver runs, else
+    /// SO_RCVBUF for `Fixed`, TCP_INFO rcv_space for `Kernel` (receiving), SO_SNDBUF (sending).
+    pub(crate) fn sample(
+        &mut self,
+        fd: impl AsFd,
+        now: Instant,
+        policy: BufferPolicy,
+        side: Side,
+        drs: Option<&DrsStream>,
+    ) {
+        if let Some(d) = drs {
+            self.set(d.buffer());
+            return;
+        }
+        if now < self.next {
+            return;
+        }
+        self.next = now + GAUGE_INTERVAL;
+        let v = match (side, policy) {
+            (Side::Send, _) => sockopt::send_buf(fd).ok().map(|b| b as u64 / 2),
+            (Side::Recv, BufferPolicy::Kernel) => drsftp_sys::tcp_info::tcp_info(fd)
+                .ok()
+                .map(|i| i.rcv_space as u64),
+            (Side::Recv, _) => sockopt::recv_buf(fd).ok().map(|b| b as u64 / 2),
+        };
+        if let Some(v) = v {
+            self.set(v);
+        }
+    }
+}
+
+impl Drop for Gauge {
+    fn drop(&mut self) {
+        self.set.progress.add_buffer(-(self.cur as i64));
+    }
+}

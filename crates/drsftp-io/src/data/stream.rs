@@ -1,0 +1,138 @@
+//! Stream mode (RFC 959): the file's bytes, then EOF by closing. The sender reads block-sized chunks with
+//! positioned reads, one read in flight while the previous chunk is written to the socket; the receiver fills a
+//! chunk from the socket while the previous one is written to the file.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use drsftp_proto::ranges::RangeSet;
+use drsftp_storage::FileHandle;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::fileio::{self, Pending};
+use super::sockets::{self, GaugeSet, Side};
+use super::{DataError, DataOpts, DataReport, Progress};
+
+/// Largest chunk the stream receiver collects before writing it to the file.
+pub(crate) const RECV_CHUNK: usize = 1 << 20;
+
+/// Payload bytes per read for a sender, from `opts.block_size` (0 = default), bounded to something sane.
+pub(crate) fn send_chunk(opts: &DataOpts) -> usize {
+    match opts.block_size {
+        0 => super::DEFAULT_BLOCK,
+        n => n.clamp(1, 64 << 20),
+    }
+}
+
+/// See [`super::send_stream`].
+pub(crate) async fn send_stream(
+    mut sock: TcpStream,
+    file: Arc<dyn FileHandle>,
+    range: Range<u64>,
+    opts: &DataOpts,
+    progress: Arc<Progress>,
+) -> Result<DataReport, DataError> {
+    progress.set_streams(1);
+    let gauges = GaugeSet::new(Arc::clone(&progress));
+    let mut gauge = gauges.stream();
+    let chunk = send_chunk(opts);
+    let end = range.end;
+    let mut pos = range.start;
+    let mut spare: Option<Vec<u8>> = None;
+    // The read for the chunk at `pos` is issued before the previous chunk is written to the socket.
+    let next_read = |pos: u64, spare: &mut Option<Vec<u8>>| -> Option<(u64, Pending<usize>)> {
+        if pos >= end {
+            return None;
+        }
+        let n = (end - pos).min(chunk as u64) as usize;
+        let buf = spare.take().unwrap_or_else(|| vec![0u8; chunk]);
+        Some((pos, fileio::read(&file, buf, 0..n, pos)))
+    };
+    let mut pending = next_read(pos, &mut spare);
+    let mut sent = RangeSet::new();
+    while let Some((off, p)) = pending.take() {
+        let (buf, got) = p.wait().await?;
+        if got == 0 {
+            break; // end of file (a range past EOF, or `u64::MAX` = to EOF)
+        }
+        pos = off + got as u64;
+        pending = next_read(pos, &mut spare);
+        sock.write_all(&buf[..got]).await?;
+        progress.add(off..pos);
+        sent.insert(off..pos);
+        gauge.sample(&sock, Instant::now(), opts.buffer, Side::Send, None);
+        spare = Some(buf);
+    }
+    sock.shutdown().await?;
+    Ok(DataReport {
+        bytes: sent.covered(),
+        streams: 1,
+        ranges: sent,
+        reusable: vec![],
+        peak_buffer: gauges.peak(),
+    })
+}
+
+/// See [`super::recv_stream`].
+pub(crate) async fn recv_stream(
+    mut sock: TcpStream,
+    file: Arc<dyn FileHandle>,
+    offset: u64,
+    opts: &DataOpts,
+    progress: Arc<Progress>,
+) -> Result<DataReport, DataError> {
+    progress.set_streams(1);
+    let gauges = GaugeSet::new(Arc::clone(&progress));
+    let mut gauge = gauges.stream();
+    // Stream mode has no in-band channel: probes would go over the control channel, which is not ours.
+    let mut drs = sockets::start_drs(&sock, opts, false)?;
+    let mut got = RangeSet::new();
+    let mut at = offset;
+    let mut spare: Option<Vec<u8>> = None;
+    let mut pending: Option<(Range<u64>, Pending<()>)> = None;
+    let mut eof = false;
+    while !eof {
+        let mut buf = spare.take().unwrap_or_else(|| vec![0u8; RECV_CHUNK]);
+        let mut n = 0;
+        while n < buf.len() {
+            let k = sock.read(&mut buf[n..]).await?;
+            if k == 0 {
+                eof = true;
+                break;
+            }
+            n += k;
+            let now = Instant::now();
+            if let Some(d) = drs.as_mut() {
+                d.on_read(&sock, now, k as u64)?;
+            }
+            gauge.sample(&sock, now, opts.buffer, Side::Recv, drs.as_ref());
+        }
+        if let Some((r, p)) = pending.take() {
+            let (b, ()) = p.wait().await?;
+            progress.add(r.clone());
+            got.insert(r);
+            spare = Some(b);
+        }
+        if n > 0 {
+            let end = at.checked_add(n as u64).ok_or_else(|| {
+                DataError::Incomplete(format!("stream runs past the largest file offset ({at}+{n})"))
+            })?;
+            pending = Some((at..end, fileio::write(&file, buf, n, at)));
+            at = end;
+        }
+    }
+    if let Some((r, p)) = pending.take() {
+        p.wait().await?;
+        progress.add(r.clone());
+        got.insert(r);
+    }
+    Ok(DataReport {
+        bytes: got.covered(),
+        streams: 1,
+        ranges: got,
+        reusable: vec![],
+        peak_buffer: gauges.peak(),
+    })
+}
