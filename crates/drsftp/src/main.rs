@@ -25,6 +25,8 @@ enum Command {
     Copy(cmd::copy::Args),
     /// List a directory on a GridFTP/FTP server (MLSD, falling back to LIST/NLST).
     Ls(cmd::ls::Args),
+    /// Run a real loopback transfer in-process (server + generated file + parallel MODE E download) and report.
+    Demo(cmd::demo::Args),
     /// Serve a directory over GridFTP (MODE E, parallel streams, ERET/ESTO, CKSM, SBUF).
     Serve(cmd::serve::Args),
     /// Recommend parallel streams and buffer size for a path (seed 001 model), or fit the model.
@@ -37,10 +39,14 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let result: anyhow::Result<()> = match cli.command {
         Command::Copy(args) => cmd::copy::run(args),
         Command::Ls(args) => cmd::ls::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Lab(args) => cmd::lab::run(args),

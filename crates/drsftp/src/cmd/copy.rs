@@ -223,7 +223,7 @@ async fn copy(plan: &Plan, args: &Args, mut opts: ClientOptions) -> Result<Trans
             let total = client.size(&remote.path).await.ok();
             opts.partial = section(args, total)?;
             let bar_total = opts.partial.map(|p| p.length).or(total);
-            let bar = Bar::start(args, bar_total, progress.clone());
+            let bar = Bar::start(args.quiet, bar_total, progress.clone());
             let r = client
                 .download(&remote.path, local, &opts, progress.clone())
                 .await;
@@ -236,7 +236,7 @@ async fn copy(plan: &Plan, args: &Args, mut opts: ClientOptions) -> Result<Trans
                 .len();
             opts.partial = section(args, Some(total))?;
             let bar_total = opts.partial.map(|p| p.length).unwrap_or(total);
-            let bar = Bar::start(args, Some(bar_total), progress.clone());
+            let bar = Bar::start(args.quiet, Some(bar_total), progress.clone());
             let r = client
                 .upload(local, &remote.path, &opts, progress.clone())
                 .await;
@@ -250,15 +250,16 @@ async fn copy(plan: &Plan, args: &Args, mut opts: ClientOptions) -> Result<Trans
     Ok(summary)
 }
 
-/// The terminal progress bar, fed from the engine's counters.
-struct Bar {
+/// The terminal progress bar, fed from the engine's counters (also used by `drsftp demo`).
+pub(crate) struct Bar {
     bar: Option<ProgressBar>,
     ticker: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Bar {
-    fn start(args: &Args, total: Option<u64>, progress: Arc<Progress>) -> Bar {
-        if args.quiet || !std::io::stderr().is_terminal() {
+    /// A bar on stderr if `quiet` is false and stderr is a terminal; otherwise nothing is drawn.
+    pub(crate) fn start(quiet: bool, total: Option<u64>, progress: Arc<Progress>) -> Bar {
+        if quiet || !std::io::stderr().is_terminal() {
             return Bar {
                 bar: None,
                 ticker: None,
@@ -307,7 +308,7 @@ impl Bar {
         }
     }
 
-    fn finish(self) {
+    pub(crate) fn finish(self) {
         if let Some(t) = self.ticker {
             t.abort();
         }
@@ -317,7 +318,7 @@ impl Bar {
     }
 }
 
-fn human_bytes(b: u64) -> String {
+pub(crate) fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
     let mut i = 0;
@@ -332,7 +333,7 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
-fn human_rate(mbps: f64) -> String {
+pub(crate) fn human_rate(mbps: f64) -> String {
     if mbps >= 1000.0 {
         format!("{:.1} Gbit/s", mbps / 1000.0)
     } else if mbps >= 1.0 {

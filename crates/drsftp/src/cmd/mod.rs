@@ -1,5 +1,6 @@
 //! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
 pub mod copy;
+pub mod demo;
 pub mod lab;
 pub mod ls;
 pub mod serve;
