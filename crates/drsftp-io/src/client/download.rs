@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use drsftp_proto::client::{Direction, TransferSpec};
 use drsftp_storage::FileHandle;
+use drsftp_tune::BufferPolicy;
 
 use super::control::Control;
 use super::local::Destination;
@@ -84,6 +85,7 @@ pub(crate) async fn run(
         tcp_buffer: opts.tcp_buffer,
         partial: opts.partial,
         alloc: None,
+        drs: opts.buffer == BufferPolicy::Drs,
     };
     let moved = transfer::run(control, spec, job, dopts, progress, opts.timeout).await?;
     let want = if want.end == u64::MAX {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use drsftp_proto::client::{Direction, TransferMode, TransferSpec};
 use drsftp_storage::FileHandle;
+use drsftp_tune::BufferPolicy;
 
 use super::control::Control;
 use super::download::size_if_supported;
@@ -64,6 +65,7 @@ pub(crate) async fn run(
         tcp_buffer: opts.tcp_buffer,
         partial: opts.partial,
         alloc: Some(len),
+        drs: opts.buffer == BufferPolicy::Drs,
     };
     let moved = transfer::run(control, spec, job, opts.data_opts(), progress, opts.timeout).await?;
     verify::check_moved(&local.display().to_string(), &moved.data, range.clone())?;

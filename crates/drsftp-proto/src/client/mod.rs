@@ -1,6 +1,7 @@
 //! Sans-IO GridFTP client: the control-channel session that `drsftp copy`/`ls` drive (reply framing, FEAT,
-//! 111/112/126 markers, PASV/EPSV/PORT/EPRT addressing, and the command sequencing of a transfer). It does not
-//! touch data channels; it tells the driver when to listen or connect (see [`Event`]).
+//! 111/112/126 markers, PASV/EPSV/PORT/EPRT addressing, the command sequencing of a transfer, and the DRS opt-in
+//! with in-transfer `SBUF <id> <size>`). It does not touch data channels; it tells the driver when to listen or
+//! connect (see [`Event`]).
 //!
 //! ```text
 //!   driver ──start(now, Op)──────────────▶ ClientSession ──poll_transmit()──▶ command bytes ──▶ server
@@ -10,6 +11,9 @@
 //! ```
 
 mod addr;
+mod drs;
+#[cfg(test)]
+mod drs_tests;
 mod feat;
 mod markers;
 mod reply;

@@ -2,8 +2,13 @@
 //! (TYPE/MODE/buffer/OPTS before PASV/PORT, because the server freezes data-channel parameters there), reads
 //! replies, and tells the driver when to listen, connect and move data ([`Event`]). It owns no sockets and reads
 //! no clock: bytes and `now` come in through `handle_*`, commands and events go out through `poll_*`.
+//!
+//! Dynamic Right-Sizing (docs/drs.md §4.3-4.4) is strictly opt-in: `OPTS DRS Inband=1;` goes out only when the
+//! transfer asks for it ([`TransferSpec::drs`]) and the server listed `DRS` in FEAT, so a Globus server never sees
+//! it; `SBUF <id> <size>` and `126 SBUF` notices are only used and reported after that (`drs.rs`).
 
 use super::addr::{parse_epsv, parse_pasv, port_command};
+use super::drs::{parse_sbuf, Drs};
 use super::feat::Features;
 use super::markers::{parse_perf_marker, parse_range_marker, parse_stripe_counts};
 use super::reply::{Reply, ReplyReader};
@@ -25,6 +30,8 @@ enum Kind {
         sbuf_fallback: Option<u64>,
     },
     OptsRetr,
+    /// `OPTS DRS Inband=1;` (true) or `Inband=0;` (false).
+    OptsDrs(bool),
     Port,
     Pasv,
     Epsv,
@@ -85,6 +92,7 @@ pub struct ClientSession {
     type_image: bool,
     mode: TransferMode,
     features: Features,
+    drs: Drs,
 }
 
 fn mask(line: &str) -> String {
@@ -113,6 +121,7 @@ impl ClientSession {
             type_image: false,
             mode: TransferMode::Stream,
             features: Features::default(),
+            drs: Drs::default(),
         }
     }
 
@@ -129,6 +138,44 @@ impl ClientSession {
     /// Features from the last successful login (empty before).
     pub fn features(&self) -> &Features {
         &self.features
+    }
+
+    /// True while the server has Dynamic Right-Sizing on for this session (it listed `DRS` in FEAT and accepted
+    /// `OPTS DRS Inband=1;` for a transfer that asked for it): the data engine may then use in-band SBUF headers
+    /// (MODE E descriptors 0x02/0x01) and [`ClientSession::send_sbuf`] may be used. Read it when the transfer
+    /// starts ([`Event::TransferStarted`]); [`TransferReport::drs_negotiated`] repeats it at the end.
+    pub fn drs_negotiated(&self) -> bool {
+        self.drs.on
+    }
+
+    /// During a running transfer with DRS negotiated, sends `SBUF <id> <size>` (seed 000 §4.4: the receiving
+    /// client tells the sending server its buffer; the command doubles as an RTT probe). The server's
+    /// `200 SBUF <id> <size>` comes back as [`Event::SbufEcho`]; a refusal as [`Event::Notice`]. Nothing is sent
+    /// and an error returned without DRS ([`ClientError::DrsNotNegotiated`]) or outside a file transfer
+    /// ([`ClientError::NoTransfer`], also after ABOR).
+    pub fn send_sbuf(&mut self, _now: Instant, id: u64, size: u64) -> Result<(), ClientError> {
+        if !self.drs.on || self.phase != Phase::Ready {
+            return Err(ClientError::DrsNotNegotiated);
+        }
+        if !self.in_file_transfer() {
+            return Err(ClientError::NoTransfer);
+        }
+        self.out
+            .push_back(format!("SBUF {id} {size}\r\n").into_bytes());
+        self.drs.sent(id);
+        Ok(())
+    }
+
+    /// A file transfer command (not a listing) waits for its final reply, and no ABOR was sent.
+    fn in_file_transfer(&self) -> bool {
+        matches!(
+            &self.current,
+            Some(Running {
+                waiting: Some((_, Kind::Transfer { listing: false })),
+                abort_pending: None,
+                ..
+            })
+        )
     }
 
     /// True while an operation runs.
@@ -234,6 +281,9 @@ impl ClientSession {
                     sbuf_fallback: Some(b),
                 },
             ));
+        }
+        if let Some((line, on)) = self.drs.opts_for(spec.drs, self.features.drs()) {
+            s.push_back(Step::Cmd(line.to_string(), Kind::OptsDrs(on)));
         }
         if down && ext {
             let n = spec.streams.max(1);
@@ -383,6 +433,7 @@ impl ClientSession {
     }
 
     fn die(&mut self, err: ClientError) {
+        self.drs.reset();
         self.phase = Phase::Dead;
         self.deadline = None;
         self.current = None;
@@ -445,6 +496,28 @@ impl ClientSession {
                 }),
             }
             return;
+        }
+        if reply.code == 126 {
+            if let Some((id, size)) = parse_sbuf(reply.text()) {
+                // drsFTP notice from a receiving server; ignored unless we opted in (seed 000 §4.4).
+                if self.drs.on && self.in_file_transfer() {
+                    self.events.push_back(Event::SbufNotice { id, size });
+                }
+                return;
+            }
+        }
+        if self.drs.outstanding() && !reply.is_preliminary() {
+            let waiting = matches!(
+                &self.current,
+                Some(Running {
+                    waiting: Some((_, Kind::Transfer { .. })),
+                    ..
+                })
+            );
+            if let Some(ev) = self.drs.take_answer(&reply, waiting) {
+                self.events.push_back(ev);
+                return;
+            }
         }
         let Some(run) = self.current.as_mut() else {
             if reply.code == 421 {
@@ -573,6 +646,15 @@ impl ClientSession {
                     self.events.push_back(Event::Notice(n));
                 }
             }
+            Kind::OptsDrs(on) => {
+                if reply.is_ok() {
+                    self.drs.on = on;
+                } else {
+                    let n = format!("server refused `{cmd}`: {reply}");
+                    run.report.notices.push(n.clone());
+                    self.events.push_back(Event::Notice(n));
+                }
+            }
             Kind::Allo => {
                 if !reply.is_ok() {
                     let n = format!("server refused `{cmd}`: {reply}");
@@ -620,6 +702,7 @@ impl ClientSession {
                     return self.finish(Ok(Outcome::Listed(reply)));
                 }
                 run.report.final_reply = Some(reply);
+                run.report.drs_negotiated = self.drs.on;
                 let report = std::mem::take(&mut run.report);
                 return self.finish(Ok(Outcome::Transferred(report)));
             }

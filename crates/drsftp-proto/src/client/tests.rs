@@ -70,6 +70,7 @@ fn spec(direction: Direction, mode: TransferMode, streams: u32) -> TransferSpec 
         tcp_buffer: Some(4194304),
         partial: None,
         alloc: None,
+        drs: false,
     }
 }
 

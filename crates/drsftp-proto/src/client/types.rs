@@ -79,6 +79,10 @@ pub struct TransferSpec {
     pub partial: Option<Partial>,
     /// Upload size announced with `ALLO` (uploads only).
     pub alloc: Option<u64>,
+    /// Ask for Dynamic Right-Sizing: if the server lists `DRS` in FEAT, send `OPTS DRS Inband=1;` before
+    /// PASV/PORT (never otherwise). A transfer without it turns DRS off again (`OPTS DRS Inband=0;`) if an
+    /// earlier one had switched it on.
+    pub drs: bool,
 }
 
 /// Which listing command to use.
@@ -177,6 +181,9 @@ pub struct TransferReport {
     pub notices: Vec<String>,
     /// The final reply of the transfer command.
     pub final_reply: Option<Reply>,
+    /// DRS was on for this transfer (`OPTS DRS Inband=1;` accepted, now or by an earlier transfer): in-band
+    /// SBUF headers may flow on MODE E data channels and `SBUF <id> <size>` on the control channel.
+    pub drs_negotiated: bool,
 }
 
 /// Something the driver must act on or may report.
@@ -201,6 +208,22 @@ pub enum Event {
     PerfMarker(PerfMarker),
     /// A `126` stripe-count reply.
     StripeCounts(Vec<u64>),
+    /// The server's answer to [`ClientSession::send_sbuf`](super::ClientSession::send_sbuf):
+    /// `200 SBUF <id> <size>`, `size` being what it applied (the RTT probe's echo, seed 000 §4.4).
+    SbufEcho {
+        /// Probe id from the command.
+        id: u64,
+        /// Send buffer the server applied.
+        size: u64,
+    },
+    /// An informational `126 SBUF <id> <size>` from a server receiving in stream mode: its new receive buffer,
+    /// for our send buffer (no answer is due). Only reported while a transfer runs with DRS negotiated.
+    SbufNotice {
+        /// Notice id.
+        id: u64,
+        /// The server's receive buffer, bytes.
+        size: u64,
+    },
     /// A non-fatal refusal (text for logs).
     Notice(String),
     /// The current operation finished.
@@ -246,6 +269,12 @@ pub enum ClientError {
     /// The transfer was aborted with ABOR.
     #[error("transfer aborted")]
     Aborted,
+    /// `send_sbuf` without DRS negotiated (the server does not list `DRS`, or the transfer did not ask for it).
+    #[error("DRS is not negotiated with the server (no `OPTS DRS Inband=1;` accepted)")]
+    DrsNotNegotiated,
+    /// `send_sbuf` while no file transfer command is running.
+    #[error("no transfer is running")]
+    NoTransfer,
 }
 
 impl ClientError {

@@ -191,6 +191,7 @@ fn spec(direction: Direction, path: &str, mode: TransferMode, streams: u32) -> T
         tcp_buffer: Some(4 << 20),
         partial: None,
         alloc: None,
+        drs: false,
     }
 }
 
