@@ -313,9 +313,22 @@ impl RateController {
         self.round_rx += delivered;
         let secs = s.rx_us as f64 * 1e-6;
         let comp = 1.0 / (1.0 - self.loss_base);
-        let sample_bw = delivered as f64 * self.wire_bits / secs * comp;
-        // The path spread the packets out: they queued behind a slower link.
+        // Loss-compensated delivery rate, but never above the rate at which transmissions (lost ones included)
+        // passed: over a short interval the loss count is noisy, and a max filter would pick the lucky ones.
+        let tx_rate = s.tx as f64 * self.wire_bits / secs;
+        let delivered_rate = delivered as f64 * self.wire_bits / secs;
+        // The path spread the packets out: they queued behind a slower link, which then set their spacing.
         let saturated = s.tx >= 8 && s.rx_us as f64 > 1.25 * s.send_us as f64 + 200.0;
+        let sample_bw = if saturated {
+            // The bottleneck was busy for the whole interval, so transmissions (lost ones included) passed it at
+            // its rate: compensate with this interval's own loss (bounded, in case the queue itself dropped).
+            let lf = (1.0 - delivered as f64 / s.tx as f64).clamp(0.0, self.cfg.max_loss_compensation);
+            (delivered_rate / (1.0 - lf)).min(tx_rate)
+        } else {
+            // Loss-compensated delivery rate, but never above the rate at which transmissions passed: over a short
+            // interval the loss count is noisy, and a max filter would pick the lucky ones.
+            (delivered_rate * comp).min(tx_rate)
+        };
         if a.largest_tx >= self.ignore_until_tx && (!a.app_limited || sample_bw > self.bw) {
             match self.bw_rounds.back_mut() {
                 Some((r, v)) if *r == self.round => *v = v.max(sample_bw),
@@ -386,7 +399,9 @@ impl RateController {
                     let bdp = self.bdp_packets().unwrap_or(0.0);
                     self.drain_rounds += 1;
                     if a.inflight as f64 <= bdp || self.drain_rounds >= 3 {
+                        // Probe first: start-up may have stopped short (one noisy sample).
                         self.phase = Phase::ProbeBw;
+                        self.cycle_idx = 0;
                     }
                 }
                 Phase::ProbeBw => {

@@ -27,9 +27,15 @@ pub struct SenderConfig {
     pub ack_delay_allowance: Duration,
     /// Give up (`SenderEvent::Failed`) after this long without a valid ack.
     pub idle_timeout: Duration,
-    /// At the end of a transfer, when the link would otherwise idle waiting for the next ack, send each resend
-    /// several times (enough that all copies are lost with probability ≤ 10⁻³ at the measured loss rate).
+    /// Tail hedging: once every packet has been sent, a resend round may send each of its packets several times
+    /// (enough copies that all are lost with probability ≤ 10⁻³ at the measured loss rate), so the round's own
+    /// losses do not cost one more round trip. The extra copies go out only when nothing else is eligible, in
+    /// the idle time while the sender waits for acks, so they never delay a first resend. Decided once per round, at its start: only if the copies for
+    /// everything then known missing fit in what is left of the budget. A resend round that is small next to
+    /// the transfer (the last ones always are) is thereby made final; a large one is not hedged.
     pub tail_hedge: bool,
+    /// Hedge copies allowed over the whole transfer, as a fraction of its packets.
+    pub hedge_budget: f64,
     pub max_copies: u8,
 }
 
@@ -42,6 +48,7 @@ impl Default for SenderConfig {
             ack_delay_allowance: Duration::from_millis(25),
             idle_timeout: Duration::from_secs(30),
             tail_hedge: true,
+            hedge_budget: 0.02,
             max_copies: 3,
         }
     }
@@ -206,7 +213,9 @@ pub struct Sender<P: NextPacket = Circular> {
     pacer: Pacer,
     highest_gen: u64,
     last_heard: Instant,
-    pending_copies: Option<(u64, u64, u8)>,
+    /// Hedge copies waiting for idle link time: (seq, round).
+    hedge_queue: VecDeque<(u64, u64)>,
+    hedge_round: Option<(u64, u8)>,
     train_left: u32,
     idle: bool,
     idle_mark: Option<u64>,
@@ -258,8 +267,12 @@ impl<P: NextPacket> Sender<P> {
             }
             .into());
         }
-        if cfg.window_packets == 0 || cfg.max_copies == 0 || cfg.idle_timeout.is_zero() {
-            return Err(ConfigError::Invalid("window_packets, max_copies and idle_timeout must be positive"));
+        if cfg.window_packets == 0
+            || cfg.max_copies == 0
+            || cfg.idle_timeout.is_zero()
+            || !(0.0..=1.0).contains(&cfg.hedge_budget)
+        {
+            return Err(ConfigError::Invalid("window_packets, max_copies, idle_timeout must be positive, hedge_budget in [0, 1]"));
         }
         let r = &cfg.rate;
         if r.max_rate_bps == 0 || r.min_rate_bps > r.max_rate_bps || r.initial_rate_bps == 0 {
@@ -296,7 +309,8 @@ impl<P: NextPacket> Sender<P> {
             pacer: Pacer::new(now),
             highest_gen: 0,
             last_heard: now,
-            pending_copies: None,
+            hedge_queue: VecDeque::new(),
+            hedge_round: None,
             idle: false,
             idle_mark: None,
             wake: None,
@@ -355,16 +369,10 @@ impl<P: NextPacket> Sender<P> {
         self.policy.next_packet(&view)
     }
 
-    fn copies_for_tail(&self) -> u8 {
-        if !self.cfg.tail_hedge || self.sent_end < self.total {
+    /// Copies to send of a resend picked in `round` (1 = no hedging).
+    fn copies_for(&mut self, round: u64) -> u8 {
+        if round == 0 || !self.cfg.tail_hedge || self.sent_end < self.total {
             return 1;
-        }
-        let (Some(srtt), rate) = (self.rate.srtt(), self.rate.pacing_rate_bps()) else {
-            return 1;
-        };
-        let pkt_secs = self.wire_len as f64 * 8.0 / rate;
-        if (self.missing as f64) * pkt_secs >= srtt.as_secs_f64() {
-            return 1; // plenty left to send before the next loss report: no idle time to fill
         }
         let p = self.rate.loss_rate();
         let mut k = 1u8;
@@ -373,7 +381,17 @@ impl<P: NextPacket> Sender<P> {
             k += 1;
             miss *= p;
         }
-        k
+        match self.hedge_round {
+            Some((r, copies)) if r == round => copies,
+            _ => {
+                let budget = (self.cfg.hedge_budget * self.total as f64) as u64;
+                let left = budget.saturating_sub(self.stats.hedge_copies);
+                let need = (k as u64 - 1) * (self.missing + 1);
+                let copies = if need <= left { k } else { 1 };
+                self.hedge_round = Some((round, copies));
+                copies
+            }
+        }
     }
 
     /// Fill `batch` (appending) with up to `max_datagrams` datagrams that may leave at `now`, reading payloads
@@ -401,23 +419,33 @@ impl<P: NextPacket> Sender<P> {
             if self.inflight.len() as u64 >= self.rate.inflight_cap() {
                 break;
             }
-            let (seq, round, hedge) = match self.pending_copies.take() {
-                Some((s, r, left)) if !self.acked.get(s) => {
-                    if left > 1 {
-                        self.pending_copies = Some((s, r, left - 1));
+            let pick = if self.idle {
+                None
+            } else {
+                self.sent_end = self.acked.next_zero(self.sent_end).unwrap_or(self.total);
+                self.pick().filter(|p| self.valid_pick(p.seq))
+            };
+            let (seq, round, hedge) = match pick {
+                Some(Pick { seq, round }) => {
+                    for _ in 1..self.copies_for(round) {
+                        self.hedge_queue.push_back((seq, round));
                     }
-                    (s, r, true)
+                    (seq, round, false)
                 }
-                _ => {
+                None => {
                     if !self.idle {
-                        self.sent_end = self.acked.next_zero(self.sent_end).unwrap_or(self.total);
+                        self.idle = true;
+                        self.idle_mark = Some(self.next_tx);
                     }
-                    let pick = if self.idle { None } else { self.pick() };
-                    let Some(Pick { seq, round }) = pick.filter(|p| self.valid_pick(p.seq)) else {
-                        if !self.idle {
-                            self.idle = true;
-                            self.idle_mark = Some(self.next_tx);
+                    // The link would idle: send the hedge copies now.
+                    let mut copy = None;
+                    while let Some((s, r)) = self.hedge_queue.pop_front() {
+                        if !self.acked.get(s) {
+                            copy = Some((s, r));
+                            break;
                         }
+                    }
+                    let Some((s, r)) = copy else {
                         if batch.len() > first {
                             let i = batch.len() - 1;
                             let start = if i == 0 { 0 } else { batch.ends[i - 1] };
@@ -425,11 +453,7 @@ impl<P: NextPacket> Sender<P> {
                         }
                         break;
                     };
-                    let copies = if round >= 1 { self.copies_for_tail() } else { 1 };
-                    if copies > 1 {
-                        self.pending_copies = Some((seq, round, copies - 1));
-                    }
-                    (seq, round, false)
+                    (s, r, true)
                 }
             };
             let tx = self.next_tx;
@@ -496,7 +520,7 @@ impl<P: NextPacket> Sender<P> {
                 t = t.min(self.epoch); // stale record: let handle_timeout discard it
             }
         }
-        if !self.idle || self.pending_copies.is_some() {
+        if !self.idle || !self.hedge_queue.is_empty() {
             if let Some(w) = self.wake {
                 t = t.min(w);
             }
