@@ -180,6 +180,13 @@ impl Client {
         self.control.session().features()
     }
 
+    /// True while the server has Dynamic Right-Sizing on for this connection: it listed `DRS` in FEAT and accepted
+    /// `OPTS DRS Inband=1;` for the last transfer, which ran with `BufferPolicy::Drs` (docs/drs.md §4.3). Never
+    /// true against a Globus server.
+    pub fn drs_negotiated(&self) -> bool {
+        self.control.session().drs_negotiated()
+    }
+
     /// The checksum algorithm downloads and uploads are verified with on this server, if any.
     pub fn verify_algorithm(&self) -> Option<ChecksumAlg> {
         verify::pick_alg(self.features())

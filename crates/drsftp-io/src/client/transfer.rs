@@ -97,7 +97,7 @@ pub(crate) async fn run(
 pub(crate) async fn run_started(
     control: &mut Control,
     job: DataJob,
-    opts: DataOpts,
+    mut opts: DataOpts,
     progress: Arc<Progress>,
     stall: Duration,
 ) -> Result<Moved, ClientError> {
@@ -135,6 +135,8 @@ pub(crate) async fn run_started(
                 }
                 Event::TransferStarted(reply) => {
                     tracing::debug!("transfer started: {reply}");
+                    // In-band SBUF headers only with a server that accepted OPTS DRS Inband=1; (docs/drs.md §4.3).
+                    opts.inband_sbuf = control.session().drs_negotiated();
                     if let Some(j) = job.take() {
                         task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks),
                             peer_ip, opts.clone(), progress.clone())?);
@@ -142,6 +144,7 @@ pub(crate) async fn run_started(
                     last_change = Instant::now();
                 }
                 Event::Done(Outcome::Transferred(r)) => {
+                    opts.inband_sbuf = r.drs_negotiated;
                     if let Some(j) = job.take() {
                         // 2xx without a 1xx first: the data may still be there to collect.
                         task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks),
@@ -168,6 +171,9 @@ pub(crate) async fn run_started(
                 Event::RangeMarker(r) => tracing::debug!("range marker {r:?}"),
                 Event::PerfMarker(p) => tracing::debug!("perf marker {p:?}"),
                 Event::Notice(n) => tracing::info!("server: {n}"),
+                // Control-channel DRS (stream mode): the engine has no hook for these yet, so they are only logged.
+                Event::SbufEcho { id, size } => tracing::debug!("SBUF {id} echoed: server send buffer {size}"),
+                Event::SbufNotice { id, size } => tracing::debug!("126 SBUF {id}: server receive buffer {size}"),
                 ev => tracing::debug!("{ev:?}"),
             },
             r = join(&mut task), if data.is_none() => {

@@ -114,9 +114,13 @@ pub(crate) async fn run(
                     }
                 }
                 Action::SetBuffer { id, size } => {
-                    // Control-channel SBUF during a transfer (seed 000): recorded; in-band DRS on the data
-                    // connections does the resizing.
-                    tracing::debug!("SBUF {id} {size} during transfer");
+                    // Control-channel `SBUF <id> <size>` from a DRS client (only after OPTS DRS Inband=1;). The
+                    // engine has no handle on a running transfer's sockets yet, so the send buffer is not changed:
+                    // the session already echoed `200 SBUF`, the RTT probe works, and MODE E DRS runs in-band.
+                    let transfer = running.as_ref().map(|r| r.id);
+                    tracing::debug!(
+                        "SBUF {id} {size} during transfer {transfer:?}: logged, not applied"
+                    );
                 }
                 Action::Close => close = true,
             }

@@ -74,6 +74,8 @@ async fn run_inner(job: Job) -> Result<(u64, usize, Option<DataCache>), DataErro
     if let Some(b) = plan.tcp_buffer {
         opts.buffer = BufferPolicy::Fixed(b);
     }
+    // MODE E SBUF headers (0x02/0x01) only for a client that sent OPTS DRS Inband=1; (never for Globus).
+    opts.inband_sbuf = plan.inband_drs;
     match plan.payload.clone() {
         Payload::SendFile {
             path,
