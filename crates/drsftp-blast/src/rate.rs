@@ -69,13 +69,20 @@ pub struct RateConfig {
     pub delay_margin: Duration,
     /// Multiplicative back-off factor.
     pub backoff: f64,
+    /// Additive increase per cruising round, as a fraction of the largest rate the path has carried for this
+    /// flow (the start-up packet train measures the bottleneck capacity, so flows sharing it use equal steps).
+    pub additive_increase: f64,
+    /// Cruise packets arriving spread out by more than this fraction (receive span / send span − 1) mean the
+    /// flow sends faster than the path delivers it.
+    pub growth_threshold: f64,
     /// A round whose loss exceeds the random-loss baseline by this much counts as congestion.
     pub loss_spike: f64,
     /// Largest random-loss rate compensated for.
     pub max_loss_compensation: f64,
     pub min_rtt_window: Duration,
     pub bw_window_rounds: u32,
-    /// In-flight cap = `inflight_gain × bw × min_rtt`.
+    /// In-flight cap = `inflight_gain × bw × min_rtt` (bounds the queue the flow can build if its delay signal
+    /// is late or missing).
     pub inflight_gain: f64,
 }
 
@@ -94,11 +101,13 @@ impl Default for RateConfig {
             delay_threshold: 1.25,
             delay_margin: Duration::from_millis(2),
             backoff: 0.85,
+            additive_increase: 1.0 / 32.0,
+            growth_threshold: 0.02,
             loss_spike: 0.10,
             max_loss_compensation: 0.25,
             min_rtt_window: Duration::from_secs(10),
             bw_window_rounds: 10,
-            inflight_gain: 2.0,
+            inflight_gain: 1.5,
         }
     }
 }
@@ -134,6 +143,8 @@ pub struct RateStats {
     pub rounds: u64,
     pub delay_backoffs: u64,
     pub loss_backoffs: u64,
+    /// Multiplicative decreases on overshooting a shared bottleneck.
+    pub share_backoffs: u64,
     pub samples: u64,
 }
 
@@ -154,6 +165,7 @@ pub struct RateController {
     round_min_rtt: Option<Duration>,
     round_tx: u64,
     round_rx: u64,
+    round_rx_us: u64,
     cycle_idx: usize,
     last_backoff_round: Option<u64>,
     ignore_until_tx: u64,
@@ -162,6 +174,13 @@ pub struct RateController {
     full_bw: f64,
     full_bw_rounds: u32,
     drain_rounds: u32,
+    capacity: f64,
+    probe_tx: (u64, u64),
+    cruise_from_tx: u64,
+    cruise_rx: u64,
+    cruise_rx_us: u64,
+    cruise_send_us: u64,
+    round_app_limited: bool,
     stats: RateStats,
 }
 
@@ -183,6 +202,7 @@ impl RateController {
             round_min_rtt: None,
             round_tx: 0,
             round_rx: 0,
+            round_rx_us: 0,
             cycle_idx: cycle_idx as usize,
             last_backoff_round: None,
             ignore_until_tx: 0,
@@ -191,6 +211,13 @@ impl RateController {
             full_bw: 0.0,
             full_bw_rounds: 0,
             drain_rounds: 0,
+            capacity: 0.0,
+            probe_tx: (0, 0),
+            cruise_from_tx: u64::MAX,
+            cruise_rx: 0,
+            cruise_rx_us: 0,
+            cruise_send_us: 0,
+            round_app_limited: false,
             stats: RateStats::default(),
             cfg,
         }
@@ -311,6 +338,7 @@ impl RateController {
         let delivered = s.pkts.min(s.tx) as u64;
         self.round_tx += s.tx as u64;
         self.round_rx += delivered;
+        self.round_rx_us += s.rx_us as u64;
         let secs = s.rx_us as f64 * 1e-6;
         let comp = 1.0 / (1.0 - self.loss_base);
         // Loss-compensated delivery rate, but never above the rate at which transmissions (lost ones included)
@@ -319,22 +347,50 @@ impl RateController {
         let delivered_rate = delivered as f64 * self.wire_bits / secs;
         // The path spread the packets out: they queued behind a slower link, which then set their spacing.
         let saturated = s.tx >= 8 && s.rx_us as f64 > 1.25 * s.send_us as f64 + 200.0;
-        let sample_bw = if saturated {
+        let sample_bw = if saturated && self.phase != Phase::ProbeBw {
             // The bottleneck was busy for the whole interval, so transmissions (lost ones included) passed it at
             // its rate: compensate with this interval's own loss (bounded, in case the queue itself dropped).
-            let lf = (1.0 - delivered as f64 / s.tx as f64).clamp(0.0, self.cfg.max_loss_compensation);
+            let lf = (1.0 - delivered as f64 / s.tx as f64).clamp(0.0, 0.1);
             (delivered_rate / (1.0 - lf)).min(tx_rate)
         } else {
             // Loss-compensated delivery rate, but never above the rate at which transmissions passed: over a short
             // interval the loss count is noisy, and a max filter would pick the lucky ones.
             (delivered_rate * comp).min(tx_rate)
         };
-        if a.largest_tx >= self.ignore_until_tx && (!a.app_limited || sample_bw > self.bw) {
-            match self.bw_rounds.back_mut() {
-                Some((r, v)) if *r == self.round => *v = v.max(sample_bw),
-                _ => self.bw_rounds.push_back((self.round, sample_bw)),
+        if saturated {
+            self.capacity = self.capacity.max(sample_bw);
+        }
+        self.round_app_limited |= a.app_limited;
+        let fresh = a.largest_tx >= self.ignore_until_tx;
+        match self.phase {
+            Phase::Startup | Phase::Drain => {
+                if fresh && (!a.app_limited || sample_bw > self.bw) {
+                    match self.bw_rounds.back_mut() {
+                        Some((r, v)) if *r == self.round => *v = v.max(sample_bw),
+                        _ => self.bw_rounds.push_back((self.round, sample_bw)),
+                    }
+                    self.bw = self.bw_rounds.iter().map(|x| x.1).fold(0.0, f64::max);
+                }
             }
-            self.bw = self.bw_rounds.iter().map(|x| x.1).fold(0.0, f64::max);
+            Phase::ProbeBw => {
+                // Only what a probe round's packets achieved may raise the rate multiplicatively.
+                let (p0, p1) = self.probe_tx;
+                let first = a.largest_tx.saturating_sub(s.tx as u64);
+                if fresh && first >= p0 && a.largest_tx < p1 && sample_bw > self.bw {
+                    self.bw = sample_bw;
+                }
+                // Samples of packets sent at the cruise rate tell whether that rate got through.
+                let cruise_end = if self.probe_tx.0 > self.cruise_from_tx {
+                    self.probe_tx.0
+                } else {
+                    u64::MAX
+                };
+                if fresh && first >= self.cruise_from_tx && a.largest_tx < cruise_end && !a.app_limited {
+                    self.cruise_rx += delivered;
+                    self.cruise_rx_us += s.rx_us as u64;
+                    self.cruise_send_us += s.send_us as u64;
+                }
+            }
         }
         if self.phase == Phase::Startup && saturated && self.bw > 0.0 {
             self.phase = Phase::Drain;
@@ -365,6 +421,10 @@ impl RateController {
             }
             _ => false,
         };
+        let queue_free = match (self.round_min_rtt, self.min_rtt) {
+            (Some(r), Some((m, _))) => r <= m + (m / 16).max(self.cfg.delay_margin / 2),
+            _ => true,
+        };
         let may_back_off = self
             .last_backoff_round
             .is_none_or(|r| self.round >= r + 2);
@@ -374,7 +434,14 @@ impl RateController {
             } else {
                 self.stats.loss_backoffs += 1;
             }
-            let nb = self.bw * self.cfg.backoff;
+            // Back off from what the flow actually got through in the congested round (its current share),
+            // not from the max filter, which may still hold an old or optimistic sample.
+            let got = if self.round_rx_us > 0 {
+                self.round_rx as f64 * self.wire_bits / (self.round_rx_us as f64 * 1e-6) / (1.0 - self.loss_base)
+            } else {
+                self.bw
+            };
+            let nb = self.bw.min(got) * self.cfg.backoff;
             self.bw = nb;
             self.bw_rounds.clear();
             self.bw_rounds.push_back((self.round, nb));
@@ -382,6 +449,7 @@ impl RateController {
             self.last_backoff_round = Some(self.round);
             self.phase = Phase::ProbeBw;
             self.cycle_idx = 2;
+            self.cruise_from_tx = a.next_tx;
         } else {
             match self.phase {
                 Phase::Startup => {
@@ -402,22 +470,64 @@ impl RateController {
                         // Probe first: start-up may have stopped short (one noisy sample).
                         self.phase = Phase::ProbeBw;
                         self.cycle_idx = 0;
+                        self.probe_tx = (a.next_tx, u64::MAX);
                     }
                 }
                 Phase::ProbeBw => {
+                    let cruise_got = (self.cruise_rx >= 16 && self.cruise_rx_us > 0).then(|| {
+                        self.cruise_rx as f64 * self.wire_bits / (self.cruise_rx_us as f64 * 1e-6)
+                            / (1.0 - self.loss_base)
+                    });
+                    // The path stretched our cruise packets out: we send faster than we get through.
+                    let growing = cruise_got.is_some()
+                        && self.cruise_rx_us as f64 > self.cruise_send_us as f64 * (1.0 + self.cfg.growth_threshold);
+                    if queue_free && !growing {
+                        if self.cycle_idx >= 2 && !self.round_app_limited {
+                            // Additive increase, the same step for every flow on the bottleneck, only while
+                            // the path shows no queue.
+                            self.bw += self.cfg.additive_increase * self.capacity.max(self.bw);
+                        }
+                    } else if let Some(got) = cruise_got {
+                        // Pace at what the cruise rate actually delivered, so the queue stops growing (the
+                        // cycle's drain round then empties it). If that is well below the capacity our packet
+                        // train measured, the bottleneck is shared: overshooting it is answered
+                        // multiplicatively, which is what makes the flows' shares converge (AIMD).
+                        let shared = got < 0.9 * self.capacity;
+                        let target = if growing && shared && may_back_off {
+                            self.last_backoff_round = Some(self.round);
+                            self.stats.share_backoffs += 1;
+                            got * self.cfg.backoff
+                        } else {
+                            got
+                        };
+                        if target < self.bw * 0.98 {
+                            self.bw = target;
+                        }
+                    }
+                    if self.cycle_idx == 0 {
+                        self.probe_tx.1 = a.next_tx;
+                    }
                     self.cycle_idx = (self.cycle_idx + 1) % self.cfg.cycle_rounds.max(3) as usize;
+                    if self.cycle_idx == 0 {
+                        self.probe_tx = (a.next_tx, u64::MAX);
+                    }
+                    if self.cycle_idx == 2 {
+                        self.cruise_from_tx = a.next_tx;
+                    }
                 }
             }
         }
-        while self
-            .bw_rounds
-            .front()
-            .is_some_and(|&(r, _)| r + (self.cfg.bw_window_rounds as u64) < self.round)
-        {
-            self.bw_rounds.pop_front();
-        }
-        if !self.bw_rounds.is_empty() {
-            self.bw = self.bw_rounds.iter().map(|x| x.1).fold(0.0, f64::max);
+        if self.phase != Phase::ProbeBw {
+            while self
+                .bw_rounds
+                .front()
+                .is_some_and(|&(r, _)| r + (self.cfg.bw_window_rounds as u64) < self.round)
+            {
+                self.bw_rounds.pop_front();
+            }
+            if !self.bw_rounds.is_empty() {
+                self.bw = self.bw_rounds.iter().map(|x| x.1).fold(0.0, f64::max);
+            }
         }
         if let (Some((_, at)), Some(r)) = (self.min_rtt, self.round_min_rtt) {
             if now.saturating_duration_since(at) > self.cfg.min_rtt_window {
@@ -427,6 +537,11 @@ impl RateController {
         self.round_min_rtt = None;
         self.round_tx = 0;
         self.round_rx = 0;
+        self.round_rx_us = 0;
+        self.round_app_limited = false;
+        self.cruise_rx = 0;
+        self.cruise_rx_us = 0;
+        self.cruise_send_us = 0;
     }
 }
 

@@ -4,11 +4,13 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use drsftp_blast::*;
 use drsftp_netem::{Link, LinkConfig};
+
+mod tcp;
+pub use tcp::{Tcp, TcpResult};
 
 pub const MIB: usize = 1 << 20;
 
@@ -79,18 +81,11 @@ impl FlowResult {
     }
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct TcpResult {
-    /// In-order bytes delivered per 100 ms bucket.
-    pub timeline: Vec<u64>,
-    pub delivered: u64,
-}
-
 #[derive(Clone)]
 enum Pkt {
     Blast(usize, Vec<u8>),
     TcpData(u64),
-    TcpAck(u64),
+    TcpAck(u64, u64),
 }
 
 struct Flow {
@@ -106,35 +101,6 @@ struct Flow {
     tx_done: Option<Instant>,
     timeline: Vec<u64>,
     last_trace: u64,
-}
-
-/// Bytes of a TCP segment on the wire / of payload.
-const TCP_MSS: u64 = 1448;
-const TCP_WIRE: usize = 1500;
-
-/// A packet-level NewReno sender without SACK (go-back-N on timeout) with an unlimited receive window.
-struct Tcp {
-    start: Duration,
-    next: u64,
-    acked: u64,
-    cwnd: f64,
-    ssthresh: f64,
-    dup: u32,
-    recover: u64,
-    in_recovery: bool,
-    last_progress: Instant,
-    srtt: Duration,
-    sent_at: BTreeMap<u64, Instant>,
-    // receiver
-    expected: u64,
-    ooo: std::collections::BTreeSet<u64>,
-    res: TcpResult,
-}
-
-impl Tcp {
-    fn rto(&self) -> Duration {
-        (self.srtt * 2).max(Duration::from_millis(200))
-    }
 }
 
 /// Run the flows (and an optional TCP flow starting at the given offset) over one shared forward link and one
@@ -170,22 +136,7 @@ pub fn run(
             }
         })
         .collect();
-    let mut tcp = tcp_start.map(|s| Tcp {
-        start: s,
-        next: 0,
-        acked: 0,
-        cwnd: 10.0,
-        ssthresh: f64::INFINITY,
-        dup: 0,
-        recover: 0,
-        in_recovery: false,
-        last_progress: t0 + s,
-        srtt: Duration::from_millis(100),
-        sent_at: BTreeMap::new(),
-        expected: 0,
-        ooo: Default::default(),
-        res: TcpResult::default(),
-    });
+    let mut tcp = tcp_start.map(|s| Tcp::new(s, t0));
     let bucket = |now: Instant| (now.duration_since(t0).as_millis() / 100) as usize;
     let mut batch = Batch::new();
     let mut now = t0;
@@ -212,25 +163,15 @@ pub fn run(
                 }
                 Pkt::TcpData(seq) => {
                     let t = tcp.as_mut().unwrap();
-                    let before = t.expected;
-                    if seq == t.expected {
-                        t.expected += 1;
-                        while t.ooo.remove(&t.expected) {
-                            t.expected += 1;
-                        }
-                    } else if seq > t.expected {
-                        t.ooo.insert(seq);
-                    }
-                    let got = (t.expected - before) * TCP_MSS;
+                    let ((cum, sack), got) = t.on_data(seq);
                     let b = bucket(now);
                     if t.res.timeline.len() <= b {
                         t.res.timeline.resize(b + 1, 0);
                     }
                     t.res.timeline[b] += got;
-                    t.res.delivered += got;
-                    rev.handle_send(now, 52, Pkt::TcpAck(t.expected));
+                    rev.handle_send(now, 52, Pkt::TcpAck(cum, sack));
                 }
-                Pkt::TcpAck(_) => unreachable!(),
+                Pkt::TcpAck(..) => unreachable!(),
             }
         }
         while let Some(p) = rev.poll_deliver(now) {
@@ -238,7 +179,7 @@ pub fn run(
                 Pkt::Blast(i, d) => {
                     let _ = flows[i].tx.handle_input(now, &d);
                 }
-                Pkt::TcpAck(cum) => tcp_on_ack(tcp.as_mut().unwrap(), &mut fwd, now, cum),
+                Pkt::TcpAck(cum, sack) => tcp.as_mut().unwrap().on_ack(now, cum, sack),
                 Pkt::TcpData(_) => unreachable!(),
             }
         }
@@ -295,8 +236,13 @@ pub fn run(
             }
         }
         if let Some(t) = tcp.as_mut() {
+            if std::env::var_os("TCP_TRACE").is_some() && (now - t0).as_millis() % 50 == 0 {
+                eprintln!("{:8.3} tcp {}", (now - t0).as_secs_f64(), t.debug());
+            }
             if now >= t0 + t.start {
-                tcp_send(t, &mut fwd, now);
+                for seq in t.poll_send(now) {
+                    fwd.handle_send(now, tcp::WIRE, Pkt::TcpData(seq));
+                }
             }
         }
         if flows.iter().all(|f| f.rx_done.is_some() && f.tx_done.is_some()) || now >= end {
@@ -323,8 +269,8 @@ pub fn run(
             let s = t0 + t.start;
             if now < s {
                 consider(Some(s));
-            } else if t.next > t.acked {
-                consider(Some(t.last_progress + t.rto()));
+            } else {
+                consider(t.timeout());
             }
         }
         if next <= now {
@@ -355,56 +301,3 @@ pub fn run(
     (results, tcp.map(|t| t.res))
 }
 
-fn tcp_send(t: &mut Tcp, fwd: &mut Link<Pkt>, now: Instant) {
-    if t.next > t.acked && now >= t.last_progress + t.rto() {
-        t.ssthresh = (t.cwnd / 2.0).max(2.0);
-        t.cwnd = 1.0;
-        t.next = t.acked;
-        t.in_recovery = false;
-        t.last_progress = now;
-    }
-    while (t.next - t.acked) < t.cwnd as u64 {
-        t.sent_at.insert(t.next, now);
-        fwd.handle_send(now, TCP_WIRE, Pkt::TcpData(t.next));
-        t.next += 1;
-    }
-}
-
-fn tcp_on_ack(t: &mut Tcp, fwd: &mut Link<Pkt>, now: Instant, cum: u64) {
-    if cum > t.acked {
-        if let Some(&s) = t.sent_at.get(&(cum - 1)) {
-            let r = now - s;
-            t.srtt = (t.srtt * 7 + r) / 8;
-        }
-        let newly = cum - t.acked;
-        t.acked = cum;
-        t.sent_at = t.sent_at.split_off(&cum);
-        t.last_progress = now;
-        t.dup = 0;
-        if t.in_recovery {
-            if cum >= t.recover {
-                t.in_recovery = false;
-                t.cwnd = t.ssthresh;
-            } else {
-                fwd.handle_send(now, TCP_WIRE, Pkt::TcpData(cum));
-            }
-        } else if t.cwnd < t.ssthresh {
-            t.cwnd += newly as f64;
-        } else {
-            t.cwnd += newly as f64 / t.cwnd;
-        }
-        if t.next < t.acked {
-            t.next = t.acked;
-        }
-    } else if t.next > t.acked {
-        t.dup += 1;
-        if t.dup == 3 && !t.in_recovery {
-            t.ssthresh = (t.cwnd / 2.0).max(2.0);
-            t.cwnd = t.ssthresh;
-            t.recover = t.next;
-            t.in_recovery = true;
-            fwd.handle_send(now, TCP_WIRE, Pkt::TcpData(t.acked));
-        }
-    }
-    tcp_send(t, fwd, now);
-}
