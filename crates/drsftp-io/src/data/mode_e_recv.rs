@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use super::fileio::{self, Pending};
+use super::fileio::{Pending, Placement};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::{DataError, DataOpts, DataReport, Progress};
 
@@ -162,6 +162,7 @@ struct Conn {
     drs: Option<crate::drs::DrsStream>,
     /// Payload buffers: one being filled from the socket, one being written to the file.
     spare: Option<Vec<u8>>,
+    place: Placement,
     pending: Option<(std::ops::Range<u64>, Pending<()>)>,
     ranges: RangeSet,
 }
@@ -177,6 +178,7 @@ async fn recv_one(
         gauge: ctx.gauges.stream(),
         drs,
         spare: None,
+        place: Placement::default(),
         pending: None,
         ranges: RangeSet::new(),
     };
@@ -206,7 +208,9 @@ async fn recv_one(
                     eof = Some(n);
                 }
                 if count > 0 {
-                    let at = offset.checked_add(ctx.wire_add).filter(|a| a.checked_add(count).is_some());
+                    let at = offset
+                        .checked_add(ctx.wire_add)
+                        .filter(|a| a.checked_add(count).is_some());
                     let at = at.ok_or(HeaderError::OutOfRange {
                         offset,
                         count,
@@ -280,15 +284,18 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
             for a in d.on_read(&c.sock, now, n as u64)? {
                 if let drsftp_tune::DrsAction::SendSbufProbe { id, size } = a {
                     if ctx.opts.inband_sbuf {
-                        c.sock.write_all(&Header::sbuf_request(size, id).encode()).await?;
+                        c.sock
+                            .write_all(&Header::sbuf_request(size, id).encode())
+                            .await?;
                     }
                 }
             }
         }
-        c.gauge.sample(&c.sock, now, ctx.opts.buffer, Side::Recv, c.drs.as_ref());
+        c.gauge
+            .sample(&c.sock, now, ctx.opts.buffer, Side::Recv, c.drs.as_ref());
         finish_writes(c, ctx).await?;
         let r = at..at + n as u64;
-        c.pending = Some((r, fileio::write(&ctx.file, buf, n, at)));
+        c.pending = Some((r, c.place.write(&ctx.file, buf, n, at)));
         at += n as u64;
         left -= n as u64;
     }

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use super::fileio::{self, Pending};
+use super::fileio::{Pending, Placement};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::stream::send_chunk;
 use super::{DataError, DataOpts, DataReport, Progress};
@@ -118,7 +118,10 @@ pub(crate) async fn send_mode_e(
         if r.start < wire_sub {
             return Err(DataError::Io(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("range starts at {} before the section start {wire_sub}", r.start),
+                format!(
+                    "range starts at {} before the section start {wire_sub}",
+                    r.start
+                ),
             )));
         }
         // Clip to the file as it is now ("to EOF" ranges end at u64::MAX); a later shrink is caught by short reads.
@@ -126,7 +129,11 @@ pub(crate) async fn send_mode_e(
         let len = tokio::task::spawn_blocking(move || f.len())
             .await
             .map_err(|e| DataError::Io(io::Error::other(e)))??;
-        want = want.ranges().iter().map(|r| r.start..r.end.min(len)).collect();
+        want = want
+            .ranges()
+            .iter()
+            .map(|r| r.start..r.end.min(len))
+            .collect();
     }
     let n = socks.len();
     progress.set_streams(n as u64);
@@ -199,30 +206,44 @@ async fn write_blocks(
     let mut gauge: Gauge = ctx.gauges.stream();
     let buf_len = HEADER_LEN + ctx.chunk;
     let mut spare: Option<Vec<u8>> = None;
-    let next_read = |spare: &mut Option<Vec<u8>>| -> Option<(u64, usize, Pending<usize>)> {
+    let mut place = Placement::default();
+    let next_read = |spare: &mut Option<Vec<u8>>,
+                     place: &mut Placement|
+     -> Option<(u64, usize, Pending<usize>)> {
         let (off, n) = ctx.cursor.next()?;
         let buf = spare.take().unwrap_or_else(|| vec![0u8; buf_len]);
-        Some((off, n, fileio::read(&ctx.file, buf, HEADER_LEN..HEADER_LEN + n, off)))
+        Some((
+            off,
+            n,
+            place.read(&ctx.file, buf, HEADER_LEN..HEADER_LEN + n, off),
+        ))
     };
     let mut sent = RangeSet::new();
-    let mut pending = next_read(&mut spare);
+    let mut pending = next_read(&mut spare, &mut place);
     while let Some((off, want, p)) = pending.take() {
         let (mut buf, got) = p.wait().await?;
         if got < want {
             ctx.cursor.hit_eof(off + got as u64);
         }
         // Read ahead while this block goes out.
-        pending = next_read(&mut spare);
+        pending = next_read(&mut spare, &mut place);
         if let Some(rev) = rev {
             write_echoes(wr, rev).await?;
         }
         if got > 0 {
-            buf[..HEADER_LEN].copy_from_slice(&Header::data(off - ctx.wire_sub, got as u64).encode());
+            buf[..HEADER_LEN]
+                .copy_from_slice(&Header::data(off - ctx.wire_sub, got as u64).encode());
             wr.write_all(&buf[..HEADER_LEN + got]).await?;
             let r = off..off + got as u64;
             ctx.progress.add(r.clone());
             sent.insert(r);
-            gauge.sample(wr.as_ref(), Instant::now(), ctx.opts.buffer, Side::Send, None);
+            gauge.sample(
+                wr.as_ref(),
+                Instant::now(),
+                ctx.opts.buffer,
+                Side::Send,
+                None,
+            );
         }
         spare = Some(buf);
     }
@@ -311,8 +332,9 @@ async fn read_requests(mut rd: ReadHalf<'_>, ctx: &Ctx, rev: &Reverse) -> Result
                     let t = match tx.as_mut() {
                         Some(t) => t,
                         None => {
-                            let now_buf =
-                                (drsftp_sys::sockopt::send_buf(fd).map_err(io::Error::other)? / 2) as u64;
+                            let now_buf = (drsftp_sys::sockopt::send_buf(fd)
+                                .map_err(io::Error::other)?
+                                / 2) as u64;
                             tx.insert(crate::drs::DrsSendStream::new(
                                 now_buf,
                                 sockets::limits()?,

@@ -79,7 +79,13 @@ pub(crate) fn start_drs(
     let ceiling = (sockopt::recv_buf(sock).map_err(io::Error::other)? / 2) as u64;
     let max_buf = opts.drs_max.min(ceiling).max(base.min_buf);
     let initial = base.initial_buf.clamp(base.min_buf, max_buf);
-    drs::after_connect(sock, BufferPolicy::Drs, &limits, initial, DrsKnob::WindowClamp)?;
+    drs::after_connect(
+        sock,
+        BufferPolicy::Drs,
+        &limits,
+        initial,
+        DrsKnob::WindowClamp,
+    )?;
     let cfg = DrsConfig {
         probes,
         max_buf,

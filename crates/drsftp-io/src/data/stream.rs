@@ -11,7 +11,7 @@ use drsftp_storage::FileHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::fileio::{self, Pending};
+use super::fileio::{Pending, Placement};
 use super::sockets::{self, GaugeSet, Side};
 use super::{DataError, DataOpts, DataReport, Progress};
 
@@ -41,16 +41,20 @@ pub(crate) async fn send_stream(
     let end = range.end;
     let mut pos = range.start;
     let mut spare: Option<Vec<u8>> = None;
+    let mut place = Placement::default();
     // The read for the chunk at `pos` is issued before the previous chunk is written to the socket.
-    let next_read = |pos: u64, spare: &mut Option<Vec<u8>>| -> Option<(u64, Pending<usize>)> {
+    let next_read = |pos: u64,
+                     spare: &mut Option<Vec<u8>>,
+                     place: &mut Placement|
+     -> Option<(u64, Pending<usize>)> {
         if pos >= end {
             return None;
         }
         let n = (end - pos).min(chunk as u64) as usize;
         let buf = spare.take().unwrap_or_else(|| vec![0u8; chunk]);
-        Some((pos, fileio::read(&file, buf, 0..n, pos)))
+        Some((pos, place.read(&file, buf, 0..n, pos)))
     };
-    let mut pending = next_read(pos, &mut spare);
+    let mut pending = next_read(pos, &mut spare, &mut place);
     let mut sent = RangeSet::new();
     while let Some((off, p)) = pending.take() {
         let (buf, got) = p.wait().await?;
@@ -58,7 +62,7 @@ pub(crate) async fn send_stream(
             break; // end of file (a range past EOF, or `u64::MAX` = to EOF)
         }
         pos = off + got as u64;
-        pending = next_read(pos, &mut spare);
+        pending = next_read(pos, &mut spare, &mut place);
         sock.write_all(&buf[..got]).await?;
         progress.add(off..pos);
         sent.insert(off..pos);
@@ -92,6 +96,7 @@ pub(crate) async fn recv_stream(
     let mut at = offset;
     let mut spare: Option<Vec<u8>> = None;
     let mut pending: Option<(Range<u64>, Pending<()>)> = None;
+    let mut place = Placement::default();
     let mut eof = false;
     while !eof {
         let mut buf = spare.take().unwrap_or_else(|| vec![0u8; RECV_CHUNK]);
@@ -117,9 +122,11 @@ pub(crate) async fn recv_stream(
         }
         if n > 0 {
             let end = at.checked_add(n as u64).ok_or_else(|| {
-                DataError::Incomplete(format!("stream runs past the largest file offset ({at}+{n})"))
+                DataError::Incomplete(format!(
+                    "stream runs past the largest file offset ({at}+{n})"
+                ))
             })?;
-            pending = Some((at..end, fileio::write(&file, buf, n, at)));
+            pending = Some((at..end, place.write(&file, buf, n, at)));
             at = end;
         }
     }

@@ -63,7 +63,12 @@ fn rate(bytes: u64, t: Instant) -> f64 {
     bytes as f64 / (1 << 20) as f64 / t.elapsed().as_secs_f64()
 }
 
-async fn mode_e_run(n: usize, src: Arc<DiskFile>, dst: Arc<dyn drsftp_storage::FileHandle>, len: u64) -> f64 {
+async fn mode_e_run(
+    n: usize,
+    src: Arc<DiskFile>,
+    dst: Arc<dyn drsftp_storage::FileHandle>,
+    len: u64,
+) -> f64 {
     let opts = DataOpts::default();
     let (tx, rx) = pairs(n, &opts).await;
     let t = Instant::now();
@@ -72,44 +77,88 @@ async fn mode_e_run(n: usize, src: Arc<DiskFile>, dst: Arc<dyn drsftp_storage::F
     rate(len, t)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn bench_loopback_throughput() {
-    let len = mib() << 20;
-    let dir = tempfile::tempdir().unwrap();
-    let src = make_source(dir.path(), len);
-    // Warm the page cache for the source (a second read is what a benchmark of a hot file measures).
-    let null: Arc<NullFile> = Arc::default();
-    let warm = mode_e_run(4, src.clone(), null.clone(), len).await;
+fn cases() -> String {
+    std::env::var("DRSFTP_BENCH_CASES").unwrap_or_else(|_| "null,e4,e1,stream".into())
+}
 
-    let d = dest(dir.path(), "e4");
-    let e4 = mode_e_run(4, src.clone(), d.clone(), len).await;
-    assert!(same(&src, &d, len), "MODE E copy differs");
-    drop(d);
-    let _ = std::fs::remove_file(dir.path().join("e4"));
-
-    let d = dest(dir.path(), "e1");
-    let e1 = mode_e_run(1, src.clone(), d.clone(), len).await;
-    assert!(same(&src, &d, len), "MODE E x1 copy differs");
-    drop(d);
-    let _ = std::fs::remove_file(dir.path().join("e1"));
-
-    let d = dest(dir.path(), "st");
+async fn stream_run(src: Arc<DiskFile>, dst: Arc<DiskFile>, len: u64) -> f64 {
     let opts = DataOpts::default();
     let (mut tx, mut rx) = pairs(1, &opts).await;
     let t = Instant::now();
     let p = Arc::new(Progress::new());
     let (s, r) = tokio::try_join!(
-        send_stream(tx.pop().unwrap(), src.clone(), 0..u64::MAX, &opts, p.clone()),
-        recv_stream(rx.pop().unwrap(), d.clone(), 0, &opts, p.clone()),
+        send_stream(tx.pop().unwrap(), src, 0..u64::MAX, &opts, p.clone()),
+        recv_stream(rx.pop().unwrap(), dst, 0, &opts, p.clone()),
     )
     .unwrap();
-    let st = rate(len, t);
     assert_eq!((s.bytes, r.bytes), (len, len));
-    assert!(same(&src, &d, len), "stream copy differs");
+    rate(len, t)
+}
 
-    eprintln!(
-        "loopback {} MiB: MODE E x4 -> file {e4:.0} MiB/s, x4 -> null {warm:.0} MiB/s, x1 -> file {e1:.0} MiB/s, \
-         stream -> file {st:.0} MiB/s",
-        mib()
-    );
+#[tokio::test(flavor = "multi_thread")]
+async fn bench_loopback_throughput() {
+    let len = mib() << 20;
+    // 0 adaptive (default), 1 always the blocking pool, 2 always inline.
+    if let Some(f) = std::env::var("DRSFTP_BENCH_FILEIO")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        super::super::fileio::FORCE.store(f, std::sync::atomic::Ordering::Relaxed);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = make_source(dir.path(), len);
+    let mut out = vec![];
+    for case in cases().split(',') {
+        let r = match case {
+            "null" => mode_e_run(4, src.clone(), Arc::new(NullFile::default()), len).await,
+            "e4" | "e1" | "stream" => {
+                let d = dest(dir.path(), case);
+                let r = match case {
+                    "e4" => mode_e_run(4, src.clone(), d.clone(), len).await,
+                    "e1" => mode_e_run(1, src.clone(), d.clone(), len).await,
+                    _ => stream_run(src.clone(), d.clone(), len).await,
+                };
+                assert!(same(&src, &d, len), "{case}: copy differs");
+                drop(d);
+                let _ = std::fs::remove_file(dir.path().join(case));
+                r
+            }
+            other => panic!("unknown bench case {other}"),
+        };
+        out.push(format!("{case} {r:.0}"));
+    }
+    // null = MODE E x4 into a discarding sink, e4/e1 = MODE E x4/x1 into a file, stream = stream mode into a file.
+    eprintln!("loopback {} MiB, MiB/s: {}", mib(), out.join(", "));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bench_small_files_on_cached_sockets() {
+    // Many small MODE E transfers on the same 4 connections (globus-url-copy -fast): per-file latency must not
+    // include Nagle / delayed-ACK stalls on the final EOD headers.
+    let opts = DataOpts::default();
+    let (mut tx, mut rx) = pairs(4, &opts).await;
+    let files = 30;
+    let t = Instant::now();
+    let mut worst = std::time::Duration::ZERO;
+    for i in 0..files {
+        let data = random(300_000 + i * 1000, i as u64);
+        let dst = MemFile::empty();
+        let t1 = Instant::now();
+        let (s, r) = mode_e(
+            tx,
+            queued(rx),
+            MemFile::new(data.clone()),
+            dst.clone(),
+            vec![0..u64::MAX],
+            0,
+            0,
+            &opts,
+        )
+        .await;
+        worst = worst.max(t1.elapsed());
+        assert!(dst.bytes() == data);
+        (tx, rx) = (s.reusable, r.reusable);
+    }
+    let per = t.elapsed() / files as u32;
+    eprintln!("small files on cached sockets: {per:?} per file, worst {worst:?}");
 }

@@ -14,7 +14,11 @@ use crate::data::recv_mode_e;
 #[derive(Debug, Clone)]
 enum Op {
     Raw(Vec<u8>),
-    Data { offset: u64, count: u64, payload: u64 },
+    Data {
+        offset: u64,
+        count: u64,
+        payload: u64,
+    },
     Eod,
     Eof(u64),
     Desc(u8, u64, u64),
@@ -23,10 +27,12 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..64).prop_map(Op::Raw),
-        (0u64..(1 << 21), 0u64..70_000, 0u64..70_000).prop_map(|(offset, count, payload)| Op::Data {
-            offset,
-            count,
-            payload
+        (0u64..(1 << 21), 0u64..70_000, 0u64..70_000).prop_map(|(offset, count, payload)| {
+            Op::Data {
+                offset,
+                count,
+                payload,
+            }
         }),
         Just(Op::Eod),
         (0u64..6).prop_map(Op::Eof),
@@ -39,7 +45,11 @@ fn encode(ops: &[Op]) -> Vec<u8> {
     for o in ops {
         match o {
             Op::Raw(b) => v.extend_from_slice(b),
-            Op::Data { offset, count, payload } => {
+            Op::Data {
+                offset,
+                count,
+                payload,
+            } => {
                 v.extend_from_slice(&Header::data(*offset, *count).encode());
                 v.resize(v.len() + *payload as usize, 0x5a);
             }
@@ -82,7 +92,16 @@ fn run(streams: Vec<(Vec<u8>, bool)>, sbuf: bool) {
         let (tx, rx) = pairs(streams.len(), &opts).await;
         let recv = tokio::spawn({
             let opts = opts.clone();
-            async move { recv_mode_e(queued(rx), MemFile::empty(), 0, &opts, Arc::new(Progress::new())).await }
+            async move {
+                recv_mode_e(
+                    queued(rx),
+                    MemFile::empty(),
+                    0,
+                    &opts,
+                    Arc::new(Progress::new()),
+                )
+                .await
+            }
         });
         // Writers run on their own: a receiver that stopped reading a connection (EOD, error) must not block
         // the test. Every connection is dropped shortly after its bytes, so a receiver still waiting sees EOF.

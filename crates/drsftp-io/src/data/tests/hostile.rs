@@ -57,15 +57,30 @@ fn hdr(descriptor: u8, count: u64, offset: u64) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn absurd_headers_are_header_errors() {
-    let cases: Vec<(Vec<u8>, fn(&HeaderError) -> bool)> = vec![
-        (hdr(0, 1 << 63, 0), |e| matches!(e, HeaderError::CountTooLarge { .. })),
-        (hdr(0, 100, u64::MAX - 10), |e| matches!(e, HeaderError::OutOfRange { .. })),
-        (hdr(0, 10, 1 << 30), |e| matches!(e, HeaderError::OutOfRange { .. })),
-        (hdr(desc::EOF | desc::EOD, 0, 0), |e| *e == HeaderError::BadEodCount(0)),
-        (hdr(desc::EOF, 0, 1 << 40), |e| matches!(e, HeaderError::BadEodCount(_))),
-        (hdr(desc::RESTART, 4, 0), |e| matches!(e, HeaderError::Unsupported(_))),
+    type Check = fn(&HeaderError) -> bool;
+    let cases: Vec<(Vec<u8>, Check)> = vec![
+        (hdr(0, 1 << 63, 0), |e| {
+            matches!(e, HeaderError::CountTooLarge { .. })
+        }),
+        (hdr(0, 100, u64::MAX - 10), |e| {
+            matches!(e, HeaderError::OutOfRange { .. })
+        }),
+        (hdr(0, 10, 1 << 30), |e| {
+            matches!(e, HeaderError::OutOfRange { .. })
+        }),
+        (hdr(desc::EOF | desc::EOD, 0, 0), |e| {
+            *e == HeaderError::BadEodCount(0)
+        }),
+        (hdr(desc::EOF, 0, 1 << 40), |e| {
+            matches!(e, HeaderError::BadEodCount(_))
+        }),
+        (hdr(desc::RESTART, 4, 0), |e| {
+            matches!(e, HeaderError::Unsupported(_))
+        }),
         // In-band SBUF was not negotiated.
-        (hdr(desc::SBUF, 1 << 20, 1), |e| matches!(e, HeaderError::Unsupported(_))),
+        (hdr(desc::SBUF, 1 << 20, 1), |e| {
+            matches!(e, HeaderError::Unsupported(_))
+        }),
     ];
     for (bytes, want) in cases {
         let h = Header::decode(bytes[..17].try_into().unwrap());
@@ -83,14 +98,27 @@ async fn wire_add_overflow_is_refused() {
     let (addr, conns) = accepting(&opts).await;
     let dst = MemFile::empty();
     let recv = tokio::spawn(async move {
-        recv_mode_e(conns, dst, u64::MAX - 5, &DataOpts::default(), Arc::new(Progress::new())).await
+        recv_mode_e(
+            conns,
+            dst,
+            u64::MAX - 5,
+            &DataOpts::default(),
+            Arc::new(Progress::new()),
+        )
+        .await
     });
     let mut c = connect(addr, &opts).await.unwrap();
     let mut b = hdr(0, 10, 0);
     b.extend_from_slice(&[0; 10]);
     c.write_all(&b).await.unwrap();
-    let r = tokio::time::timeout(Duration::from_secs(10), recv).await.unwrap().unwrap();
-    assert!(matches!(r, Err(DataError::Header(HeaderError::OutOfRange { .. }))), "{r:?}");
+    let r = tokio::time::timeout(Duration::from_secs(10), recv)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(r, Err(DataError::Header(HeaderError::OutOfRange { .. }))),
+        "{r:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -105,13 +133,20 @@ async fn close_before_eod_is_incomplete() {
         // FIN in the middle of a header.
         vec![(block[..9].to_vec(), true)],
         // EOF says 2, one connection ends properly, the other closes early.
-        vec![(hdr(desc::EOF | desc::EOD, 0, 2), true), (block.clone(), true)],
+        vec![
+            (hdr(desc::EOF | desc::EOD, 0, 2), true),
+            (block.clone(), true),
+        ],
         // Nothing at all.
         vec![(vec![], true)],
     ];
     for c in cases {
         let r = feed(c.clone(), limited()).await;
-        assert!(matches!(r, Err(DataError::Incomplete(_))), "{:?}: {r:?}", c.iter().map(|x| x.0.len()).collect::<Vec<_>>());
+        assert!(
+            matches!(r, Err(DataError::Incomplete(_))),
+            "{:?}: {r:?}",
+            c.iter().map(|x| x.0.len()).collect::<Vec<_>>()
+        );
     }
 }
 
@@ -126,7 +161,13 @@ async fn channel_closed_without_eof_is_incomplete() {
     }
     let r = tokio::time::timeout(
         Duration::from_secs(10),
-        recv_mode_e(queued(rx), MemFile::empty(), 0, &opts, Arc::new(Progress::new())),
+        recv_mode_e(
+            queued(rx),
+            MemFile::empty(),
+            0,
+            &opts,
+            Arc::new(Progress::new()),
+        ),
     )
     .await
     .unwrap();
@@ -138,15 +179,28 @@ async fn more_eods_than_announced_is_an_error() {
     let opts = DataOpts::default();
     let (addr, conns) = accepting(&opts).await;
     let recv = tokio::spawn(async move {
-        recv_mode_e(conns, MemFile::empty(), 0, &DataOpts::default(), Arc::new(Progress::new())).await
+        recv_mode_e(
+            conns,
+            MemFile::empty(),
+            0,
+            &DataOpts::default(),
+            Arc::new(Progress::new()),
+        )
+        .await
     });
     let mut a = connect(addr, &opts).await.unwrap();
     let mut b = connect(addr, &opts).await.unwrap();
     a.write_all(&Header::eod().encode()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     b.write_all(&Header::eof(1).encode()).await.unwrap();
-    let r = tokio::time::timeout(Duration::from_secs(10), recv).await.unwrap().unwrap();
-    assert!(matches!(r, Err(DataError::Header(HeaderError::BadEodCount(1)))), "{r:?}");
+    let r = tokio::time::timeout(Duration::from_secs(10), recv)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(r, Err(DataError::Header(HeaderError::BadEodCount(1)))),
+        "{r:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -154,7 +208,10 @@ async fn conflicting_eof_counts_are_an_error() {
     let mut bytes = hdr(desc::EOF, 0, 3);
     bytes.extend_from_slice(&hdr(desc::EOF | desc::EOD, 0, 2));
     let r = feed(vec![(bytes, false)], limited()).await;
-    assert!(matches!(r, Err(DataError::Header(HeaderError::BadEodCount(2)))), "{r:?}");
+    assert!(
+        matches!(r, Err(DataError::Header(HeaderError::BadEodCount(2)))),
+        "{r:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -176,9 +233,12 @@ async fn close_bit_drops_the_socket_from_reuse() {
     let mut bytes = hdr(0, 3, 0);
     bytes.extend_from_slice(b"abc");
     bytes.extend_from_slice(&hdr(desc::EOF | desc::EOD | desc::CLOSE, 0, 2));
-    let r = feed(vec![(bytes, true), (hdr(desc::EOD, 0, 0), false)], limited())
-        .await
-        .unwrap();
+    let r = feed(
+        vec![(bytes, true), (hdr(desc::EOD, 0, 0), false)],
+        limited(),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.bytes, 3);
     assert_eq!(r.reusable.len(), 1);
 }

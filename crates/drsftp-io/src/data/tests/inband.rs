@@ -27,10 +27,22 @@ async fn sender_applies_request_and_echoes_between_blocks() {
     let data = random(8 << 20, 30);
     let send = tokio::spawn({
         let (opts, data) = (opts.clone(), data.clone());
-        async move { send_mode_e(tx, MemFile::new(data), vec![0..u64::MAX], 0, &opts, Arc::new(Progress::new())).await }
+        async move {
+            send_mode_e(
+                tx,
+                MemFile::new(data),
+                vec![0..u64::MAX],
+                0,
+                &opts,
+                Arc::new(Progress::new()),
+            )
+            .await
+        }
     });
     let mut s = rx.pop().unwrap();
-    s.write_all(&Header::sbuf_request(1 << 20, 42).encode()).await.unwrap();
+    s.write_all(&Header::sbuf_request(1 << 20, 42).encode())
+        .await
+        .unwrap();
     let limits = Limits {
         sbuf: true,
         ..Limits::default()
@@ -42,7 +54,9 @@ async fn sender_applies_request_and_echoes_between_blocks() {
         s.read_exact(&mut b).await.unwrap();
         match Header::decode(&b).classify(&limits).unwrap() {
             Block::SbufEcho { size, id } => echo = Some((size, id)),
-            Block::Data { offset, count, eof, .. } => {
+            Block::Data {
+                offset, count, eof, ..
+            } => {
                 let o = offset as usize;
                 s.read_exact(&mut got[o..o + count as usize]).await.unwrap();
                 if eof.is_some() {
@@ -86,12 +100,18 @@ async fn receiver_sends_probe_and_takes_echo() {
     let h = Header::decode(&b);
     assert_eq!(h.descriptor, desc::SBUF, "{h}");
     assert!(h.count > 0);
-    c.write_all(&Header::sbuf_echo(h.count, h.offset).encode()).await.unwrap();
+    c.write_all(&Header::sbuf_echo(h.count, h.offset).encode())
+        .await
+        .unwrap();
     for i in 1..4 {
         c.write_all(&block(i)).await.unwrap();
     }
     c.write_all(&Header::eof(1).encode()).await.unwrap();
-    let r = tokio::time::timeout(Duration::from_secs(10), recv).await.unwrap().unwrap().unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), recv)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.bytes, 4 << 20);
     assert!(dst.bytes() == data);
     assert!(r.peak_buffer > 0);
@@ -103,13 +123,32 @@ async fn drs_inband_both_engine_sides() {
     let (tx, rx) = pairs(2, &opts).await;
     let data = random(32 << 20, 32);
     let dst = MemFile::empty();
-    let (s, r) = mode_e(tx, queued(rx), MemFile::new(data.clone()), dst.clone(), vec![0..u64::MAX], 0, 0, &opts).await;
+    let (s, r) = mode_e(
+        tx,
+        queued(rx),
+        MemFile::new(data.clone()),
+        dst.clone(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        &opts,
+    )
+    .await;
     assert!(dst.bytes() == data);
     assert_eq!((s.reusable.len(), r.reusable.len()), (2, 2));
     // A second transfer on the same sockets: no stray reverse bytes may confuse either side.
     let data2 = random(8 << 20, 33);
     let dst2 = MemFile::empty();
-    mode_e(s.reusable, queued(r.reusable), MemFile::new(data2.clone()), dst2.clone(), vec![0..u64::MAX], 0, 0, &opts)
-        .await;
+    mode_e(
+        s.reusable,
+        queued(r.reusable),
+        MemFile::new(data2.clone()),
+        dst2.clone(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        &opts,
+    )
+    .await;
     assert!(dst2.bytes() == data2);
 }

@@ -1,11 +1,13 @@
 //! Loopback tests of the data engine over real sockets, with tiny in-test `FileHandle`s (memory, disk, null) so
 //! they do not depend on the storage backends.
+#![allow(clippy::single_range_in_vec_init)] // `vec![0..u64::MAX]` is a list of one range, on purpose
 
 mod bench;
 mod fuzz;
 mod hostile;
 mod inband;
 mod mode_e;
+mod slow;
 mod stream;
 
 use std::fs::File;
@@ -64,7 +66,9 @@ impl FileHandle for MemFile {
             .ok()
             .and_then(|o| o.checked_add(buf.len()))
             .filter(|&e| e <= 1 << 32)
-            .ok_or_else(|| StorageError::Invalid(format!("test file: write at {offset} too far")))?;
+            .ok_or_else(|| {
+                StorageError::Invalid(format!("test file: write at {offset} too far"))
+            })?;
         self.writes.lock().unwrap().push(offset);
         let mut d = self.data.lock().unwrap();
         if d.len() < end {
@@ -97,7 +101,11 @@ impl FileHandle for DiskFile {
             .map_err(|e| StorageError::from_io("test", e))
     }
     fn len(&self) -> SResult<u64> {
-        Ok(self.0.metadata().map_err(|e| StorageError::from_io("test", e))?.len())
+        Ok(self
+            .0
+            .metadata()
+            .map_err(|e| StorageError::from_io("test", e))?
+            .len())
     }
     fn sync(&self) -> SResult<()> {
         Ok(())
@@ -196,6 +204,7 @@ pub(super) fn queued(socks: Vec<TcpStream>) -> mpsc::Receiver<TcpStream> {
 }
 
 /// Run a MODE E transfer of `ranges` of `src` over `tx_socks` into `dst` through `conns`.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn mode_e(
     tx_socks: Vec<TcpStream>,
     conns: mpsc::Receiver<TcpStream>,
@@ -220,6 +229,10 @@ pub(super) async fn mode_e(
     assert_eq!(ptx.bytes(), s.bytes);
     assert_eq!(prx.bytes(), r.bytes);
     assert_eq!(prx.ranges(), r.ranges);
-    assert_eq!(prx.buffer(), 0, "stream gauges are removed when streams end");
+    assert_eq!(
+        prx.buffer(),
+        0,
+        "stream gauges are removed when streams end"
+    );
     (s, r)
 }

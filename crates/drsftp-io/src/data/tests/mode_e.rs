@@ -18,7 +18,17 @@ async fn four_streams_32mib_out_of_order() {
     let src = MemFile::new(data.clone());
     let dst = MemFile::empty();
     let (tx, rx) = pairs(4, &opts).await;
-    let (s, r) = mode_e(tx, queued(rx), src, dst.clone(), vec![0..u64::MAX], 0, 0, &opts).await;
+    let (s, r) = mode_e(
+        tx,
+        queued(rx),
+        src,
+        dst.clone(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        &opts,
+    )
+    .await;
     assert_eq!((s.bytes, r.bytes), (32 << 20, 32 << 20));
     assert_eq!((s.streams, r.streams), (4, 4));
     assert_eq!(r.ranges.ranges(), &[0..32 << 20]);
@@ -27,7 +37,10 @@ async fn four_streams_32mib_out_of_order() {
     assert_eq!(checksum(&got), checksum(&data));
     assert!(got == data);
     let w = dst.write_offsets();
-    assert!(w.windows(2).any(|p| p[1] < p[0]), "blocks arrived in order: {w:?}");
+    assert!(
+        w.windows(2).any(|p| p[1] < p[0]),
+        "blocks arrived in order: {w:?}"
+    );
     assert!(r.peak_buffer > 0 && s.peak_buffer > 0);
 }
 
@@ -52,7 +65,11 @@ async fn eret_wire_sub_and_esto_wire_add() {
         &opts,
     )
     .await;
-    assert_eq!(s.ranges.ranges(), &[1000..3_001_000], "sender reports file offsets");
+    assert_eq!(
+        s.ranges.ranges(),
+        &[1000..3_001_000],
+        "sender reports file offsets"
+    );
     assert_eq!(r.ranges.ranges(), &[7..3_000_007]);
     let got = dst.bytes();
     assert_eq!(got.len(), 3_000_007);
@@ -95,7 +112,17 @@ async fn zero_length_file_sends_eof_and_eods() {
     let opts = DataOpts::default();
     let (tx, rx) = pairs(3, &opts).await;
     let dst = MemFile::empty();
-    let (s, r) = mode_e(tx, queued(rx), MemFile::empty(), dst.clone(), vec![0..u64::MAX], 0, 0, &opts).await;
+    let (s, r) = mode_e(
+        tx,
+        queued(rx),
+        MemFile::empty(),
+        dst.clone(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        &opts,
+    )
+    .await;
     assert_eq!((s.bytes, r.bytes, r.streams), (0, 0, 3));
     assert_eq!(r.reusable.len(), 3);
     assert!(dst.bytes().is_empty());
@@ -107,7 +134,9 @@ async fn eof_header_wire_format_matches_globus() {
     let opts = DataOpts::default();
     let (tx, mut rx) = pairs(2, &opts).await;
     let p = Arc::new(Progress::new());
-    let s = send_mode_e(tx, MemFile::empty(), vec![0..0], 0, &opts, p).await.unwrap();
+    let s = send_mode_e(tx, MemFile::empty(), vec![0..0], 0, &opts, p)
+        .await
+        .unwrap();
     assert_eq!(s.reusable.len(), 2);
     let mut b = [0u8; HEADER_LEN];
     rx[0].read_exact(&mut b).await.unwrap();
@@ -125,7 +154,17 @@ async fn reusable_sockets_carry_a_second_transfer() {
     let (tx, rx) = pairs(4, &opts).await;
     let a = random(3 << 20, 13);
     let dst_a = MemFile::empty();
-    let (s, r) = mode_e(tx, queued(rx), MemFile::new(a.clone()), dst_a.clone(), vec![0..u64::MAX], 0, 0, &opts).await;
+    let (s, r) = mode_e(
+        tx,
+        queued(rx),
+        MemFile::new(a.clone()),
+        dst_a.clone(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        &opts,
+    )
+    .await;
     assert!(dst_a.bytes() == a);
     let b = random(5 << 20, 14);
     let dst_b = MemFile::empty();
@@ -134,7 +173,17 @@ async fn reusable_sockets_carry_a_second_transfer() {
     for sock in r.reusable {
         ctx.send(sock).await.unwrap();
     }
-    let (s2, r2) = mode_e(s.reusable, crx, MemFile::new(b.clone()), dst_b.clone(), vec![0..u64::MAX], 0, 0, &opts).await;
+    let (s2, r2) = mode_e(
+        s.reusable,
+        crx,
+        MemFile::new(b.clone()),
+        dst_b.clone(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        &opts,
+    )
+    .await;
     assert!(dst_b.bytes() == b);
     assert_eq!((s2.reusable.len(), r2.reusable.len()), (4, 4));
     drop(ctx);
@@ -150,7 +199,16 @@ async fn completes_on_eod_count_without_tcp_close() {
     let dst = MemFile::empty();
     let recv = tokio::spawn({
         let dst = dst.clone();
-        async move { recv_mode_e(conns, dst, 0, &DataOpts::default(), Arc::new(Progress::new())).await }
+        async move {
+            recv_mode_e(
+                conns,
+                dst,
+                0,
+                &DataOpts::default(),
+                Arc::new(Progress::new()),
+            )
+            .await
+        }
     });
     let mut blk = Header::data(5, 3).encode().to_vec();
     blk.extend_from_slice(b"xyz");
@@ -192,7 +250,17 @@ async fn idle_queued_connections_come_back_reusable() {
     for s in rx {
         ctx.send(s).await.unwrap();
     }
-    let (_, r) = mode_e(tx, crx, MemFile::new(data.clone()), MemFile::empty(), vec![0..u64::MAX], 0, 0, &opts).await;
+    let (_, r) = mode_e(
+        tx,
+        crx,
+        MemFile::new(data.clone()),
+        MemFile::empty(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        &opts,
+    )
+    .await;
     assert_eq!(r.streams, 3);
     assert_eq!(r.reusable.len(), 3);
     drop((ctx, spare_tx));
@@ -236,7 +304,17 @@ async fn mode_e_with_fixed_and_drs_buffers() {
             tx.push(connect(addr, &opts).await.unwrap());
         }
         let dst = MemFile::empty();
-        let (_, r) = mode_e(tx, conns, MemFile::new(data.clone()), dst.clone(), vec![0..u64::MAX], 0, 0, &opts).await;
+        let (_, r) = mode_e(
+            tx,
+            conns,
+            MemFile::new(data.clone()),
+            dst.clone(),
+            vec![0..u64::MAX],
+            0,
+            0,
+            &opts,
+        )
+        .await;
         assert!(dst.bytes() == data, "{policy:?}");
         assert!(r.peak_buffer > 0, "{policy:?}");
         if let BufferPolicy::Fixed(b) = policy {
@@ -251,7 +329,17 @@ async fn works_on_a_current_thread_runtime() {
     let data = random(2 << 20, 18);
     let (tx, rx) = pairs(2, &opts).await;
     let dst = MemFile::empty();
-    mode_e(tx, queued(rx), MemFile::new(data.clone()), dst.clone(), vec![0..u64::MAX], 0, 0, &opts).await;
+    mode_e(
+        tx,
+        queued(rx),
+        MemFile::new(data.clone()),
+        dst.clone(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        &opts,
+    )
+    .await;
     assert!(dst.bytes() == data);
 }
 
