@@ -52,3 +52,17 @@ fn sixty_four_mib_at_0_1_5_percent_loss() {
         assert!(r.dup_fraction() <= 0.03, "duplicates {:.2}%", r.dup_fraction() * 100.0);
     }
 }
+
+#[test]
+#[ignore]
+fn seed_sweep() {
+    for seed in [1u64, 2, 3, 4, 5] {
+        for (rtt, loss, mib) in [(100, 0.01, 64), (200, 0.05, 64), (200, 0.05, 256)] {
+            let fwd = link(rtt, loss, seed * 7);
+            let rev = link(rtt, loss, seed * 13 + 1);
+            let (r, _) = run(fwd, rev, vec![FlowSpec::new(mib * MIB, seed)], None, Duration::from_secs(300));
+            let r = &r[0];
+            eprintln!("seed {seed} rtt {rtt} loss {loss} {mib} MiB: goodput {:.1}% dups {:.2}% backoffs d{} l{} s{}", r.goodput_bps() / 1e6, r.dup_fraction() * 100.0, r.rate.delay_backoffs, r.rate.loss_backoffs, r.rate.share_backoffs);
+        }
+    }
+}
