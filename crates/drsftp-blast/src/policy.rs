@@ -16,6 +16,7 @@ pub struct SendView<'a> {
     pub(crate) acked: &'a Bitmap,
     pub(crate) inflight: &'a HashMap<u64, crate::sender::InflightEntry>,
     pub(crate) sent_end: u64,
+    pub(crate) missing: u64,
     pub(crate) window: Range<u64>,
     pub(crate) total: u64,
 }
@@ -42,6 +43,14 @@ impl SendView<'_> {
     }
     pub fn is_in_flight(&self, seq: u64) -> bool {
         self.inflight.contains_key(&seq)
+    }
+    /// Packets in flight.
+    pub fn in_flight_count(&self) -> u64 {
+        self.inflight.len() as u64
+    }
+    /// Packets transmitted, not acknowledged and no longer in flight (known or presumed lost).
+    pub fn missing_count(&self) -> u64 {
+        self.missing
     }
     /// First unacknowledged packet in `[from, end)`.
     pub fn next_unacked(&self, from: u64, end: u64) -> Option<u64> {
@@ -75,8 +84,11 @@ pub trait NextPacket {
 /// "resend every unacknowledged packet" tail, which the paper measured as duplicates, becomes idle time the rate
 /// controller and the sender's tail hedging use instead.)
 ///
-/// With a window smaller than the transfer, the same cycle runs over `[window start, sent_end)`; fresh packets
-/// entering the window are unsent and go first, so rounds are counted per cycle of the cursor, not per packet.
+/// With a window smaller than the rest of the transfer the window only slides as its holes are filled, so
+/// FOBS's rule (resend only when nothing new is left) would stall the transfer about one round trip each time
+/// the window fills. There, known-lost packets go first, still in circular order (the cursor looks past
+/// packets in flight instead of waiting), and new packets fill the rest; rounds count cycles of the cursor, and
+/// the strict round order above holds for the whole-transfer window (the default) only.
 #[derive(Debug, Clone, Default)]
 pub struct Circular {
     cursor: u64,
@@ -95,9 +107,26 @@ impl Circular {
 
 impl NextPacket for Circular {
     fn next_packet(&mut self, view: &SendView<'_>) -> Option<Pick> {
+        let w = view.window();
+        if w.end < view.total_packets() {
+            // A window short of the transfer's end only slides as its holes are filled: resend what is known
+            // lost first (circular order, looking past packets in flight), then new packets.
+            if view.missing_count() > 0 {
+                if let Some(p) = self.resend(view, true) {
+                    return Some(p);
+                }
+            }
+            return view.next_unsent().map(|seq| Pick { seq, round: 0 });
+        }
         if let Some(seq) = view.next_unsent() {
             return Some(Pick { seq, round: 0 });
         }
+        self.resend(view, false)
+    }
+}
+
+impl Circular {
+    fn resend(&mut self, view: &SendView<'_>, skip_in_flight: bool) -> Option<Pick> {
         let lo = view.window().start;
         let hi = view.sent_end().min(view.window().end);
         if self.round == 0 {
@@ -105,12 +134,22 @@ impl NextPacket for Circular {
             self.cursor = lo;
         }
         self.cursor = self.cursor.max(lo); // below the window everything is acknowledged
+        let start = self.cursor;
         let mut wrapped = false;
         loop {
             match view.next_unacked(self.cursor, hi) {
-                Some(seq) if view.is_in_flight(seq) => {
-                    self.cursor = seq;
+                Some(seq) if wrapped && seq >= start => {
+                    // Scanned a whole cycle: nothing to send.
+                    self.cursor = start;
+                    self.round -= 1;
                     return None;
+                }
+                Some(seq) if view.is_in_flight(seq) => {
+                    if !skip_in_flight {
+                        self.cursor = seq;
+                        return None;
+                    }
+                    self.cursor = seq + 1;
                 }
                 Some(seq) => {
                     self.cursor = seq + 1;
@@ -121,6 +160,10 @@ impl NextPacket for Circular {
                 }
                 None => {
                     if wrapped || view.next_unacked(lo, hi).is_none() {
+                        if wrapped {
+                            self.cursor = start;
+                            self.round -= 1;
+                        }
                         return None;
                     }
                     wrapped = true;

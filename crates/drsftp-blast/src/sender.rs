@@ -363,6 +363,7 @@ impl<P: NextPacket> Sender<P> {
             acked: &self.acked,
             inflight: &self.inflight,
             sent_end: self.sent_end,
+            missing: self.missing,
             window: self.cum..self.cum.saturating_add(self.cfg.window_packets).min(self.total),
             total: self.total,
         };
