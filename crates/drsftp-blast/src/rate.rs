@@ -148,6 +148,30 @@ pub struct RateStats {
     pub samples: u64,
 }
 
+/// Delivery samples of packets sent at one pacing gain, summed over a round.
+#[derive(Debug, Clone, Copy, Default)]
+struct Span {
+    rx: u64,
+    rx_us: u64,
+    send_us: u64,
+}
+
+impl Span {
+    fn add(&mut self, delivered: u64, s: &IntervalSample) {
+        self.rx += delivered;
+        self.rx_us += s.rx_us as u64;
+        self.send_us += s.send_us as u64;
+    }
+    /// Delivery rate in bit/s (enough packets only).
+    fn got(&self, wire_bits: f64) -> Option<f64> {
+        (self.rx >= 16 && self.rx_us > 0).then(|| self.rx as f64 * wire_bits / (self.rx_us as f64 * 1e-6))
+    }
+    /// The packets arrived spread out by more than `threshold` relative to how they were sent.
+    fn stretched(&self, threshold: f64) -> bool {
+        self.rx >= 16 && self.rx_us as f64 > self.send_us as f64 * (1.0 + threshold)
+    }
+}
+
 /// The rate controller. Feed it [`on_ack`](Self::on_ack); read [`pacing_rate_bps`](Self::pacing_rate_bps) and
 /// [`inflight_cap`](Self::inflight_cap).
 #[derive(Debug, Clone)]
@@ -177,9 +201,8 @@ pub struct RateController {
     capacity: f64,
     probe_tx: (u64, u64),
     cruise_from_tx: u64,
-    cruise_rx: u64,
-    cruise_rx_us: u64,
-    cruise_send_us: u64,
+    cruise: Span,
+    probe: Span,
     round_app_limited: bool,
     stats: RateStats,
 }
@@ -214,9 +237,8 @@ impl RateController {
             capacity: 0.0,
             probe_tx: (0, 0),
             cruise_from_tx: u64::MAX,
-            cruise_rx: 0,
-            cruise_rx_us: 0,
-            cruise_send_us: 0,
+            cruise: Span::default(),
+            probe: Span::default(),
             round_app_limited: false,
             stats: RateStats::default(),
             cfg,
@@ -254,12 +276,20 @@ impl RateController {
         match self.phase {
             Phase::Startup => self.cfg.startup_gain,
             Phase::Drain => 1.0 / self.cfg.startup_gain,
+            // On a shared bottleneck the additive increase does the probing; a multiplicative probe would only
+            // push the other flows back.
+            Phase::ProbeBw if self.shared() => 1.0,
             Phase::ProbeBw => match self.cycle_idx {
                 0 => self.cfg.probe_gain,
                 1 => self.cfg.drain_gain,
                 _ => 1.0,
             },
         }
+    }
+
+    /// The flow gets well below the capacity its packet train measured: others share the bottleneck.
+    pub fn shared(&self) -> bool {
+        self.bw < 0.9 * self.capacity
     }
 
     /// Current pacing rate in bit/s.
@@ -373,22 +403,16 @@ impl RateController {
                 }
             }
             Phase::ProbeBw => {
-                // Only what a probe round's packets achieved may raise the rate multiplicatively.
-                let (p0, p1) = self.probe_tx;
+                // Account the sample to the gain it was sent at: probe packets or cruise packets.
                 let first = a.largest_tx.saturating_sub(s.tx as u64);
-                if fresh && first >= p0 && a.largest_tx < p1 && sample_bw > self.bw {
-                    self.bw = sample_bw;
-                }
-                // Samples of packets sent at the cruise rate tell whether that rate got through.
-                let cruise_end = if self.probe_tx.0 > self.cruise_from_tx {
-                    self.probe_tx.0
-                } else {
-                    u64::MAX
-                };
-                if fresh && first >= self.cruise_from_tx && a.largest_tx < cruise_end && !a.app_limited {
-                    self.cruise_rx += delivered;
-                    self.cruise_rx_us += s.rx_us as u64;
-                    self.cruise_send_us += s.send_us as u64;
+                let (p0, p1) = self.probe_tx;
+                let cruise_end = if p0 > self.cruise_from_tx { p0 } else { u64::MAX };
+                if fresh && !a.app_limited {
+                    if first >= p0 && a.largest_tx < p1 {
+                        self.probe.add(delivered, s);
+                    } else if first >= self.cruise_from_tx && a.largest_tx < cruise_end {
+                        self.cruise.add(delivered, s);
+                    }
                 }
             }
         }
@@ -474,24 +498,29 @@ impl RateController {
                     }
                 }
                 Phase::ProbeBw => {
-                    let cruise_got = (self.cruise_rx >= 16 && self.cruise_rx_us > 0).then(|| {
-                        self.cruise_rx as f64 * self.wire_bits / (self.cruise_rx_us as f64 * 1e-6)
-                            / (1.0 - self.loss_base)
-                    });
-                    // The path stretched our cruise packets out: we send faster than we get through.
-                    let growing = cruise_got.is_some()
-                        && self.cruise_rx_us as f64 > self.cruise_send_us as f64 * (1.0 + self.cfg.growth_threshold);
+                    let comp = 1.0 / (1.0 - self.loss_base);
+                    let g = self.cfg.growth_threshold;
+                    let cruise_got = self.cruise.got(self.wire_bits).map(|r| r * comp);
+                    let probe_got = self.probe.got(self.wire_bits).map(|r| r * comp);
+                    // The path stretched our packets out: we sent faster than we got through (a probe that
+                    // finds the link full counts too, so the prober backs off along with everyone else).
+                    let growing = self.cruise.stretched(g) || self.probe.stretched(g);
                     if queue_free && !growing {
+                        if let Some(got) = probe_got {
+                            // The probe found spare capacity: take it.
+                            self.bw = self.bw.max(got);
+                        }
                         if self.cycle_idx >= 2 && !self.round_app_limited {
                             // Additive increase, the same step for every flow on the bottleneck, only while
                             // the path shows no queue.
                             self.bw += self.cfg.additive_increase * self.capacity.max(self.bw);
                         }
-                    } else if let Some(got) = cruise_got {
-                        // Pace at what the cruise rate actually delivered, so the queue stops growing (the
-                        // cycle's drain round then empties it). If that is well below the capacity our packet
-                        // train measured, the bottleneck is shared: overshooting it is answered
-                        // multiplicatively, which is what makes the flows' shares converge (AIMD).
+                    } else if let Some(got) = cruise_got.or(probe_got) {
+                        // Pace at what actually got through, so the queue stops growing (the cycle's drain
+                        // round then empties it). If that is well below the capacity our packet train
+                        // measured, the bottleneck is shared: overshooting it is answered multiplicatively,
+                        // which is what makes the flows' shares converge (AIMD).
+                        let got = got.min(self.bw);
                         let shared = got < 0.9 * self.capacity;
                         let target = if growing && shared && may_back_off {
                             self.last_backoff_round = Some(self.round);
@@ -539,9 +568,8 @@ impl RateController {
         self.round_rx = 0;
         self.round_rx_us = 0;
         self.round_app_limited = false;
-        self.cruise_rx = 0;
-        self.cruise_rx_us = 0;
-        self.cruise_send_us = 0;
+        self.cruise = Span::default();
+        self.probe = Span::default();
     }
 }
 
