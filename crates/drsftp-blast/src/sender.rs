@@ -285,7 +285,7 @@ impl<P: NextPacket> Sender<P> {
         let cum = acked.next_zero(0).unwrap_or(total);
         let done = acked.is_full();
         Ok(Sender {
-            rate: RateController::new(cfg.rate.clone(), wire_len, params.transfer_id),
+            rate: RateController::new(cfg.rate.clone(), wire_len),
             train_left: cfg.rate.initial_burst,
             stats: SenderStats {
                 acked: acked.count_ones(),

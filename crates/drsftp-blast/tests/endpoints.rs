@@ -1,0 +1,208 @@
+//! Sender and receiver behaviour on hand-driven exchanges (no link model): batching and pacing, the window,
+//! loss detection and the resend round, stale and foreign acks, the idle timeout, the rate cap.
+
+use std::time::{Duration, Instant};
+
+use drsftp_blast::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn setup(bytes: usize, scfg: SenderConfig) -> (TransferParams, Vec<u8>, Sender, Receiver, Instant) {
+    let t0 = Instant::now();
+    let data: Vec<u8> = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
+    let p = TransferParams::for_mtu(42, bytes as u64, 1500).unwrap();
+    let tx = Sender::new(p, scfg, t0).unwrap();
+    let rx = Receiver::new(p, ReceiverConfig::default(), t0).unwrap();
+    (p, data, tx, rx, t0)
+}
+
+#[test]
+fn train_then_paced_batches() {
+    let (p, data, mut tx, _rx, t0) = setup(1 << 20, SenderConfig::default());
+    let mut b = Batch::new();
+    // The 32-packet train leaves at once (plus the first paced packet), then nothing until the pacer allows.
+    let n = tx.poll_transmit(t0, 1000, &data[..], &mut b).unwrap();
+    assert_eq!(n, 32 + 1);
+    assert_eq!(b.segment_size(), Some(p.wire_len() - 28));
+    assert_eq!(b.info().iter().map(|i| i.seq).collect::<Vec<_>>(), (0..n as u64).collect::<Vec<_>>());
+    let wake = tx.poll_timeout().unwrap();
+    assert!(wake > t0);
+    // 10 Mbit/s of 1500-byte datagrams: one per 1.2 ms.
+    assert!(wake - t0 <= Duration::from_micros(1201), "{:?}", wake - t0);
+    b.clear();
+    // 11 ms later: the pacer lets at most its burst credit (8) plus the due packet go at once.
+    let n = tx.poll_transmit(t0 + ms(12), 1000, &data[..], &mut b).unwrap();
+    assert_eq!(n, 9);
+}
+
+#[test]
+fn window_limits_what_is_sent() {
+    let cfg = SenderConfig {
+        window_packets: 10,
+        ..Default::default()
+    };
+    let (_p, data, mut tx, mut rx, t0) = setup(100_000, cfg);
+    let mut b = Batch::new();
+    tx.poll_transmit(t0, 1000, &data[..], &mut b).unwrap();
+    assert_eq!(b.len(), 10);
+    // Deliver 0..5; the ack slides the window to [5, 15).
+    for d in b.iter().take(5) {
+        rx.handle_datagram(t0, d).unwrap();
+    }
+    rx.handle_timeout(t0 + ms(10));
+    while let Some(a) = rx.poll_transmit() {
+        tx.handle_input(t0 + ms(10), &a).unwrap();
+    }
+    b.clear();
+    tx.poll_transmit(t0 + ms(10), 1000, &data[..], &mut b).unwrap();
+    let seqs: Vec<u64> = b.info().iter().map(|i| i.seq).collect();
+    assert!(seqs.iter().all(|&s| (5..15).contains(&s)), "{seqs:?}");
+    assert!(seqs.contains(&14));
+}
+
+#[test]
+fn lost_packet_is_resent_in_round_one_after_all_new_ones() {
+    let (p, data, mut tx, mut rx, t0) = setup(40 * 1436, SenderConfig::default());
+    assert_eq!(p.total_packets(), 40);
+    let mut b = Batch::new();
+    tx.poll_transmit(t0, 1000, &data[..], &mut b).unwrap();
+    let mut now = t0;
+    while b.len() < 40 {
+        now += ms(2);
+        tx.poll_transmit(now, 1000, &data[..], &mut b).unwrap();
+    }
+    for (i, d) in b.iter().enumerate() {
+        if i != 7 {
+            rx.handle_datagram(now, d).unwrap();
+        }
+    }
+    // The last datagram asked for an ack (the sender went idle), so the ack is already queued.
+    let mut acks = 0;
+    while let Some(a) = rx.poll_transmit() {
+        tx.handle_input(now + ms(50), &a).unwrap();
+        acks += 1;
+    }
+    assert!(acks >= 1);
+    assert_eq!(tx.stats().losses_detected, 1);
+    b.clear();
+    tx.poll_transmit(now + ms(50), 10, &data[..], &mut b).unwrap();
+    let info = b.info();
+    assert_eq!((info[0].seq, info[0].round, info[0].hedge), (7, 1, false));
+    rx.handle_datagram(now + ms(50), b.datagram(0)).unwrap();
+    assert!(rx.is_complete());
+    let c = rx.poll_transmit().unwrap();
+    tx.handle_input(now + ms(100), &c).unwrap();
+    assert!(tx.is_done());
+    assert_eq!(tx.poll_event(), Some(SenderEvent::Complete));
+    assert_eq!(tx.poll_timeout(), None);
+}
+
+#[test]
+fn stale_and_foreign_acks_are_rejected() {
+    let (p, data, mut tx, mut rx, t0) = setup(1 << 20, SenderConfig::default());
+    let mut b = Batch::new();
+    tx.poll_transmit(t0, 1000, &data[..], &mut b).unwrap();
+    let mut acks = Vec::new();
+    for d in b.iter() {
+        rx.handle_datagram(t0, d).unwrap();
+        while let Some(a) = rx.poll_transmit() {
+            acks.push(a);
+        }
+    }
+    rx.handle_timeout(t0 + ms(10));
+    while let Some(a) = rx.poll_transmit() {
+        acks.push(a);
+    }
+    assert!(acks.len() >= 2);
+    for a in &acks {
+        tx.handle_input(t0 + ms(20), a).unwrap();
+    }
+    assert_eq!(tx.handle_input(t0 + ms(20), &acks[0]), Err(Reject::StaleAck));
+    // The same ack of another transfer.
+    let other = TransferParams::new(43, p.total_bytes, p.payload_size).unwrap();
+    let mut rx2 = Receiver::new(other, ReceiverConfig::default(), t0).unwrap();
+    rx2.handle_timeout(t0 + ms(1500));
+    let foreign = rx2.poll_transmit().unwrap();
+    assert_eq!(tx.handle_input(t0 + ms(20), &foreign), Err(Reject::WrongTransfer));
+    // Data at a sender, an ack at a receiver.
+    assert_eq!(tx.handle_input(t0, b.datagram(0)), Err(Reject::UnexpectedKind));
+    assert_eq!(rx.handle_datagram(t0, &acks[0]), Err(Reject::UnexpectedKind));
+    let r = tx.stats().rejects;
+    assert_eq!((r.stale_ack, r.wrong_transfer, r.unexpected_kind, r.total()), (1, 1, 1, 3));
+}
+
+#[test]
+fn silent_receiver_fails_the_sender_after_idle_timeout() {
+    let cfg = SenderConfig {
+        idle_timeout: Duration::from_secs(5),
+        ..Default::default()
+    };
+    let (_p, data, mut tx, _rx, t0) = setup(1 << 20, cfg);
+    let mut b = Batch::new();
+    let mut now = t0;
+    while now < t0 + Duration::from_secs(10) {
+        b.clear();
+        tx.poll_transmit(now, 64, &data[..], &mut b).unwrap();
+        let Some(t) = tx.poll_timeout() else { break };
+        now = t.max(now + Duration::from_micros(1));
+        tx.handle_timeout(now);
+    }
+    assert!(tx.is_done());
+    assert_eq!(tx.poll_event(), Some(SenderEvent::Failed));
+    assert!(now <= t0 + Duration::from_secs(5) + ms(2));
+    // Without acks the sender kept pacing at the initial rate, resending each packet once its loss timer (1 s
+    // before any RTT sample) expired, round after round: FOBS's greed, bounded by the pacer.
+    let s = tx.stats();
+    assert!(s.datagrams > 3000 && s.max_round >= 3, "{s:?}");
+}
+
+#[test]
+fn max_rate_caps_the_pacing() {
+    let mut cfg = SenderConfig::default();
+    cfg.rate.max_rate_bps = 1_200_000; // 100 datagrams/s
+    cfg.rate.initial_burst = 0;
+    let (_p, data, mut tx, _rx, t0) = setup(1 << 20, cfg);
+    let mut b = Batch::new();
+    let mut now = t0;
+    while now < t0 + Duration::from_secs(2) {
+        tx.poll_transmit(now, 64, &data[..], &mut b).unwrap();
+        now = tx.poll_timeout().unwrap().max(now + Duration::from_micros(1));
+    }
+    // 2 s at 100/s plus the 8-packet burst credit.
+    assert!((200..=210).contains(&b.len()), "{}", b.len());
+}
+
+#[test]
+fn bad_configs_are_refused() {
+    let p = TransferParams::for_mtu(1, 1000, 1500).unwrap();
+    let t0 = Instant::now();
+    let bad = [
+        SenderConfig {
+            window_packets: 0,
+            ..Default::default()
+        },
+        SenderConfig {
+            hedge_budget: 2.0,
+            ..Default::default()
+        },
+        SenderConfig {
+            rate: RateConfig {
+                backoff: 1.5,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    ];
+    for c in bad {
+        assert!(Sender::new(p, c, t0).is_err());
+    }
+    let r = ReceiverConfig {
+        ack_every: 0,
+        ..Default::default()
+    };
+    assert!(Receiver::new(p, r, t0).is_err());
+    assert!(TransferParams::for_mtu(1, 1000, 60).is_err());
+    assert!(Receiver::resume(p, ReceiverConfig::default(), Bitmap::new(3), t0).is_err());
+}
