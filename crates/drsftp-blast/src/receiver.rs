@@ -412,31 +412,58 @@ impl Receiver {
             let (span, bm) = self.encode_chunk(cum, high, budget, &mut body);
             chunks.push((cum, span, bm, body));
             let next = cum + span;
-            // The rest of [next, high): in order if it fits, else from a cursor that rotates across ack events.
-            let p0 = if (next..high).contains(&self.rotation) {
-                self.rotation
-            } else {
-                next
-            };
-            let (mut pos, mut wrapped) = (p0, false);
-            while chunks.len() < max {
-                if pos >= high {
-                    if wrapped || p0 == next {
-                        break;
-                    }
-                    pos = next;
-                    wrapped = true;
-                }
-                let lim = if wrapped { p0 } else { high };
-                if pos >= lim {
-                    break;
-                }
+            // The rest of [next, high), in order, if it fits.
+            let mut pos = next;
+            let mut rest = Vec::new();
+            while chunks.len() + rest.len() < max && pos < high {
                 let mut body = Vec::new();
-                let (span, bm) = self.encode_chunk(pos, lim, budget, &mut body);
-                chunks.push((pos, span, bm, body));
+                let (span, bm) = self.encode_chunk(pos, high, budget, &mut body);
+                rest.push((pos, span, bm, body));
                 pos += span;
             }
-            self.rotation = pos;
+            if pos < high {
+                // Too much state for one ack. Half the remaining chunks are bitmaps of the newest packets
+                // (where the sender's transmissions in flight are, so its loss detection is never starved);
+                // the others cover the rest from a cursor that rotates across ack events.
+                rest.clear();
+                let slots = max - 1;
+                let newest = slots / 2;
+                let per = budget as u64 * 8;
+                let new_start = high.saturating_sub(newest as u64 * per).max(next);
+                let p0 = if (next..new_start).contains(&self.rotation) {
+                    self.rotation
+                } else {
+                    next
+                };
+                let (mut pos, mut wrapped) = (p0, false);
+                while rest.len() < slots - newest {
+                    if pos >= new_start {
+                        if wrapped || p0 == next {
+                            break;
+                        }
+                        pos = next;
+                        wrapped = true;
+                    }
+                    let lim = if wrapped { p0 } else { new_start };
+                    if pos >= lim {
+                        break;
+                    }
+                    let mut body = Vec::new();
+                    let (span, bm) = self.encode_chunk(pos, lim, budget, &mut body);
+                    rest.push((pos, span, bm, body));
+                    pos += span;
+                }
+                self.rotation = pos;
+                let mut pos = new_start;
+                while pos < high {
+                    let n = (high - pos).min(per);
+                    let mut body = Vec::new();
+                    self.got.extract_bytes(pos, n, &mut body);
+                    rest.push((pos, n, true, body));
+                    pos += n;
+                }
+            }
+            chunks.extend(rest);
         } else {
             chunks.push((cum, 0, false, Vec::new()));
         }
@@ -595,6 +622,41 @@ mod tests {
             }
         }
         seen.set_range(0, cum);
+        assert_eq!(&seen, r.bitmap());
+    }
+
+    #[test]
+    fn oversized_state_rotates_and_always_covers_the_newest() {
+        let t0 = Instant::now();
+        let n = 200_000u64;
+        let p = TransferParams::new(1, n * 10, 10).unwrap();
+        let cfg = ReceiverConfig {
+            ack_every: 1_000_000,
+            max_ack_chunks: 3,
+            ..Default::default()
+        };
+        let mut r = Receiver::new(p, cfg, t0).unwrap();
+        for i in (0..n).filter(|i| i % 3 != 0) {
+            r.handle_datagram(t0, &data(&p, i, i as u32, false)).unwrap();
+        }
+        let mut seen = Bitmap::new(n);
+        for round in 0..40 {
+            r.handle_datagram(t0, &data(&p, 1, 1, true)).unwrap();
+            let mut newest = false;
+            let mut count = 0;
+            while let Some(d) = r.poll_transmit() {
+                let Ok(Message::Ack(a)) = wire::decode(&d, 1) else {
+                    panic!()
+                };
+                count += 1;
+                newest |= a.start + a.span == n; // the last packet (n - 1) is held
+                for (x, y) in a.held_runs() {
+                    seen.set_range(x, y);
+                }
+            }
+            assert_eq!(count, 3);
+            assert!(newest, "ack {round} misses the newest packets");
+        }
         assert_eq!(&seen, r.bitmap());
     }
 }

@@ -153,3 +153,25 @@ fn resume_from_receiver_checkpoint() {
     assert_eq!(tx.stats().new_packets, params.total_packets() - held);
     assert_eq!(rx.stats().duplicates, 0);
 }
+
+/// The paper's ack-frequency sweep (figures 1 and 2: 1/50 … 1/3000) on 1 % loss, 100 ms, with and without the
+/// delayed-ack timer (FOBS had only its 1.5 s receive timeout):
+/// `cargo test -p drsftp-blast --test netem_transfer -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn ack_frequency_sweep() {
+    for delay in [10u64, 1500] {
+        for every in [50u32, 300, 900, 3000] {
+            let mut spec = FlowSpec::new(64 * MIB, 0xB1A5_0004);
+            spec.receiver.ack_every = every;
+            spec.receiver.max_ack_delay = Duration::from_millis(delay);
+            let r = one(spec, 100, 0.01);
+            eprintln!(
+                "ack every {every}, max delay {delay} ms: goodput {:.1}%, duplicates {}, acks {}",
+                r.goodput_bps() / 1e6,
+                r.receiver.duplicates,
+                r.receiver.acks
+            );
+        }
+    }
+}

@@ -1,6 +1,7 @@
-//! Virtual-time harness: blast senders and receivers (and optionally a crude NewReno TCP flow) exchanging
-//! datagrams through shared drsftp-netem links. The clock jumps to the next event (link delivery, endpoint
-//! timeout, flow start); nothing sleeps.
+//! Virtual-time harness: blast senders and receivers (and optionally a SACK Reno TCP flow) exchanging datagrams
+//! through one shared drsftp-netem link per direction. The clock jumps to the next event (link delivery,
+//! endpoint timeout, flow start); nothing sleeps. Debug output: `BLAST_TRACE=1` prints every resend and the last
+//! packet's first send, `BLAST_RATE=1` the rate controller's state every 20 ms, `TCP_TRACE=1` the TCP state.
 
 #![allow(dead_code)]
 
