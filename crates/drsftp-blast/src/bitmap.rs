@@ -172,7 +172,7 @@ impl Bitmap {
                 got: bytes.len() as u64,
             });
         }
-        if len % 8 != 0 {
+        if !len.is_multiple_of(8) {
             let last = bytes[bytes.len() - 1];
             if last >> (len % 8) != 0 {
                 return Err(BitmapError::Padding);

@@ -67,7 +67,5 @@ pub use error::{BitmapError, ConfigError, Reject, RejectCounts, SendError};
 pub use policy::{Circular, NextPacket, Pick, SendView};
 pub use rate::{AckInput, Pacer, Phase, RateConfig, RateController, RateStats};
 pub use receiver::{Receiver, ReceiverConfig, ReceiverStats, RxEvent};
-pub use sender::{
-    Batch, DataSource, DatagramInfo, Sender, SenderConfig, SenderEvent, SenderStats,
-};
+pub use sender::{Batch, DataSource, DatagramInfo, Sender, SenderConfig, SenderEvent, SenderStats};
 pub use wire::{payload_size_for_mtu, TransferParams};

@@ -179,7 +179,8 @@ impl Span {
     }
     /// Delivery rate in bit/s (enough packets only).
     fn got(&self, wire_bits: f64) -> Option<f64> {
-        (self.rx >= 16 && self.rx_us > 0).then(|| self.rx as f64 * wire_bits / (self.rx_us as f64 * 1e-6))
+        (self.rx >= 16 && self.rx_us > 0)
+            .then(|| self.rx as f64 * wire_bits / (self.rx_us as f64 * 1e-6))
     }
     /// The packets arrived spread out by more than `threshold` relative to how they were sent.
     fn stretched(&self, threshold: f64) -> bool {
@@ -332,7 +333,8 @@ impl RateController {
                 } else {
                     self.cfg.inflight_gain
                 };
-                ((bdp * gain) as u64).max(4 * self.cfg.max_burst as u64 + self.cfg.initial_burst as u64)
+                ((bdp * gain) as u64)
+                    .max(4 * self.cfg.max_burst as u64 + self.cfg.initial_burst as u64)
             }
             None => u64::MAX,
         }
@@ -359,7 +361,7 @@ impl RateController {
                 self.rttvar = rtt / 2;
             }
             Some(s) => {
-                let diff = if s > rtt { s - rtt } else { rtt - s };
+                let diff = s.abs_diff(rtt);
                 self.rttvar = (self.rttvar * 3 + diff) / 4;
                 self.srtt = Some((s * 7 + rtt) / 8);
             }
@@ -419,7 +421,11 @@ impl RateController {
                 // Account the sample to the gain it was sent at: probe packets or cruise packets.
                 let first = a.largest_tx.saturating_sub(s.tx as u64);
                 let (p0, p1) = self.probe_tx;
-                let cruise_end = if p0 > self.cruise_from_tx { p0 } else { u64::MAX };
+                let cruise_end = if p0 > self.cruise_from_tx {
+                    p0
+                } else {
+                    u64::MAX
+                };
                 if fresh && !a.app_limited {
                     if first >= p0 && a.largest_tx < p1 {
                         self.probe.add(delivered, s);
@@ -454,7 +460,9 @@ impl RateController {
         }
         let delay = match (self.round_min_rtt, self.min_rtt) {
             (Some(r), Some((m, _))) => {
-                r.as_secs_f64() > m.as_secs_f64() * self.cfg.delay_threshold + self.cfg.delay_margin.as_secs_f64()
+                r.as_secs_f64()
+                    > m.as_secs_f64() * self.cfg.delay_threshold
+                        + self.cfg.delay_margin.as_secs_f64()
             }
             _ => false,
         };
@@ -462,9 +470,7 @@ impl RateController {
             (Some(r), Some((m, _))) => r <= m + (m / 16).max(self.cfg.delay_margin / 2),
             _ => true,
         };
-        let may_back_off = self
-            .last_backoff_round
-            .is_none_or(|r| self.round >= r + 2);
+        let may_back_off = self.last_backoff_round.is_none_or(|r| self.round >= r + 2);
         if (delay || spike) && may_back_off && self.bw > 0.0 {
             if delay {
                 self.stats.delay_backoffs += 1;
@@ -474,7 +480,9 @@ impl RateController {
             // Back off from what the flow actually got through in the congested round (its current share),
             // not from the max filter, which may still hold an old or optimistic sample.
             let got = if self.round_rx_us > 0 {
-                self.round_rx as f64 * self.wire_bits / (self.round_rx_us as f64 * 1e-6) / (1.0 - self.loss_base)
+                self.round_rx as f64 * self.wire_bits
+                    / (self.round_rx_us as f64 * 1e-6)
+                    / (1.0 - self.loss_base)
             } else {
                 self.bw
             };

@@ -52,7 +52,8 @@ impl ReceiverConfig {
                 "ack_every, dup_ack_threshold and max_ack_chunks must be positive",
             ));
         }
-        if self.max_ack_datagram < ACK_HEADER_LEN + 32 || self.max_ack_datagram > wire::MAX_DATAGRAM {
+        if self.max_ack_datagram < ACK_HEADER_LEN + 32 || self.max_ack_datagram > wire::MAX_DATAGRAM
+        {
             return Err(ConfigError::Invalid("max_ack_datagram out of range"));
         }
         if self.idle_ack_timeout.is_zero() {
@@ -66,7 +67,11 @@ impl ReceiverConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RxEvent<'a> {
     /// A packet not held before: write `data` at byte `offset` of the file. Emitted once per packet.
-    Data { seq: u64, offset: u64, data: &'a [u8] },
+    Data {
+        seq: u64,
+        offset: u64,
+        data: &'a [u8],
+    },
     /// A packet already held (counted; nothing to write).
     Duplicate { seq: u64 },
 }
@@ -127,7 +132,11 @@ pub struct Receiver {
 
 impl Receiver {
     /// A receiver for a fresh transfer, idle at `now`.
-    pub fn new(params: TransferParams, cfg: ReceiverConfig, now: Instant) -> Result<Self, ConfigError> {
+    pub fn new(
+        params: TransferParams,
+        cfg: ReceiverConfig,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
         let got = Bitmap::new(params.total_packets());
         Self::resume(params, cfg, got, now)
     }
@@ -211,7 +220,11 @@ impl Receiver {
 
     /// Handle one datagram from the socket. Rejections are counted in `stats().rejects` and returned; they are
     /// never fatal.
-    pub fn handle_datagram<'a>(&mut self, now: Instant, dgram: &'a [u8]) -> Result<RxEvent<'a>, Reject> {
+    pub fn handle_datagram<'a>(
+        &mut self,
+        now: Instant,
+        dgram: &'a [u8],
+    ) -> Result<RxEvent<'a>, Reject> {
         let r = self.handle_inner(now, dgram);
         if let Err(e) = r {
             self.stats.rejects.add(e);
@@ -544,7 +557,10 @@ mod tests {
         let mut r = Receiver::new(p, cfg, t0).unwrap();
         for i in 0..9u64 {
             let d = data(&p, i, i as u32, false);
-            assert!(matches!(r.handle_datagram(t0, &d), Ok(RxEvent::Data { .. })));
+            assert!(matches!(
+                r.handle_datagram(t0, &d),
+                Ok(RxEvent::Data { .. })
+            ));
         }
         assert!(acks(&mut r).is_empty());
         assert_eq!(r.poll_timeout(), Some(t0 + Duration::from_millis(10)));
@@ -573,7 +589,8 @@ mod tests {
         let p = TransferParams::new(9, 3 * 100 + 7, 100).unwrap();
         let mut r = Receiver::new(p, ReceiverConfig::default(), t0).unwrap();
         for i in 0..4u64 {
-            r.handle_datagram(t0, &data(&p, i, i as u32, false)).unwrap();
+            r.handle_datagram(t0, &data(&p, i, i as u32, false))
+                .unwrap();
         }
         assert!(r.is_complete());
         let d = r.poll_transmit().unwrap();
@@ -606,7 +623,8 @@ mod tests {
         let mut r = Receiver::new(p, cfg, t0).unwrap();
         // Every third packet missing: runs are costly, bitmaps win.
         for i in (0..n).filter(|i| i % 3 != 0 || *i > 15_000) {
-            r.handle_datagram(t0, &data(&p, i, i as u32, false)).unwrap();
+            r.handle_datagram(t0, &data(&p, i, i as u32, false))
+                .unwrap();
         }
         r.handle_datagram(t0, &data(&p, 1, 1, true)).unwrap();
         let mut seen = Bitmap::new(n);
@@ -637,7 +655,8 @@ mod tests {
         };
         let mut r = Receiver::new(p, cfg, t0).unwrap();
         for i in (0..n).filter(|i| i % 3 != 0) {
-            r.handle_datagram(t0, &data(&p, i, i as u32, false)).unwrap();
+            r.handle_datagram(t0, &data(&p, i, i as u32, false))
+                .unwrap();
         }
         let mut seen = Bitmap::new(n);
         for round in 0..40 {

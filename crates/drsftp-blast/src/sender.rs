@@ -239,14 +239,23 @@ impl<P: NextPacket> std::fmt::Debug for Sender<P> {
 
 impl Sender<Circular> {
     /// A sender with the default FOBS circular policy, starting at `now`.
-    pub fn new(params: TransferParams, cfg: SenderConfig, now: Instant) -> Result<Self, ConfigError> {
+    pub fn new(
+        params: TransferParams,
+        cfg: SenderConfig,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
         Self::with_policy(params, cfg, Circular::new(), now)
     }
 }
 
 impl<P: NextPacket> Sender<P> {
     /// A sender with a custom next-packet policy.
-    pub fn with_policy(params: TransferParams, cfg: SenderConfig, policy: P, now: Instant) -> Result<Self, ConfigError> {
+    pub fn with_policy(
+        params: TransferParams,
+        cfg: SenderConfig,
+        policy: P,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
         let acked = Bitmap::new(params.total_packets());
         Self::resume(params, cfg, policy, acked, now)
     }
@@ -272,14 +281,21 @@ impl<P: NextPacket> Sender<P> {
             || cfg.idle_timeout.is_zero()
             || !(0.0..=1.0).contains(&cfg.hedge_budget)
         {
-            return Err(ConfigError::Invalid("window_packets, max_copies, idle_timeout must be positive, hedge_budget in [0, 1]"));
+            return Err(ConfigError::Invalid(
+                "window_packets, max_copies, idle_timeout must be positive, hedge_budget in [0, 1]",
+            ));
         }
         let r = &cfg.rate;
         if r.max_rate_bps == 0 || r.min_rate_bps > r.max_rate_bps || r.initial_rate_bps == 0 {
-            return Err(ConfigError::Invalid("rates must satisfy 0 < min_rate <= max_rate, initial_rate > 0"));
+            return Err(ConfigError::Invalid(
+                "rates must satisfy 0 < min_rate <= max_rate, initial_rate > 0",
+            ));
         }
-        if !(r.backoff > 0.0 && r.backoff < 1.0) || r.startup_gain <= 1.0 || r.delay_threshold < 1.0 {
-            return Err(ConfigError::Invalid("backoff in (0,1), startup_gain > 1, delay_threshold >= 1"));
+        if !(r.backoff > 0.0 && r.backoff < 1.0) || r.startup_gain <= 1.0 || r.delay_threshold < 1.0
+        {
+            return Err(ConfigError::Invalid(
+                "backoff in (0,1), startup_gain > 1, delay_threshold >= 1",
+            ));
         }
         let wire_len = params.wire_len();
         let cum = acked.next_zero(0).unwrap_or(total);
@@ -291,7 +307,11 @@ impl<P: NextPacket> Sender<P> {
                 acked: acked.count_ones(),
                 ..Default::default()
             },
-            events: if done { VecDeque::from([SenderEvent::Complete]) } else { VecDeque::new() },
+            events: if done {
+                VecDeque::from([SenderEvent::Complete])
+            } else {
+                VecDeque::new()
+            },
             params,
             cfg,
             total,
@@ -355,7 +375,11 @@ impl<P: NextPacket> Sender<P> {
     }
 
     fn window(&self) -> std::ops::Range<u64> {
-        self.cum..self.cum.saturating_add(self.cfg.window_packets).min(self.total)
+        self.cum
+            ..self
+                .cum
+                .saturating_add(self.cfg.window_packets)
+                .min(self.total)
     }
 
     fn pick(&mut self) -> Option<Pick> {
@@ -364,7 +388,11 @@ impl<P: NextPacket> Sender<P> {
             inflight: &self.inflight,
             sent_end: self.sent_end,
             missing: self.missing,
-            window: self.cum..self.cum.saturating_add(self.cfg.window_packets).min(self.total),
+            window: self.cum
+                ..self
+                    .cum
+                    .saturating_add(self.cfg.window_packets)
+                    .min(self.total),
             total: self.total,
         };
         self.policy.next_packet(&view)
@@ -472,7 +500,12 @@ impl<P: NextPacket> Sender<P> {
             })
             .map_err(|source| SendError::Source { offset, source })?;
             batch.ends.push(batch.buf.len());
-            batch.info.push(DatagramInfo { seq, tx, round, hedge });
+            batch.info.push(DatagramInfo {
+                seq,
+                tx,
+                round,
+                hedge,
+            });
             self.next_tx += 1;
             if seq >= self.sent_end {
                 self.sent_end = seq + 1;
@@ -489,12 +522,14 @@ impl<P: NextPacket> Sender<P> {
             }
             self.stats.max_round = self.stats.max_round.max(round);
             self.stats.datagrams += 1;
-            self.inflight.insert(seq, InflightEntry { tx, sent_at: now });
+            self.inflight
+                .insert(seq, InflightEntry { tx, sent_at: now });
             self.records.push_back((tx, seq));
             if train {
                 self.train_left -= 1;
             } else {
-                self.pacer.on_send(now, self.wire_len, self.rate.pacing_rate_bps(), burst);
+                self.pacer
+                    .on_send(now, self.wire_len, self.rate.pacing_rate_bps(), burst);
             }
         }
         if batch.len() - first == max_datagrams && self.wake.is_none() {
@@ -641,7 +676,11 @@ impl<P: NextPacket> Sender<P> {
             self.largest_acked_tx = Some(self.largest_acked_tx.map_or(l, |x| x.max(l)));
         }
         if let Some(l) = self.largest_acked_tx {
-            self.resolve(l.saturating_sub(self.cfg.reorder_threshold as u64), s.cum, a.start..a.start + a.span);
+            self.resolve(
+                l.saturating_sub(self.cfg.reorder_threshold as u64),
+                s.cum,
+                a.start..a.start + a.span,
+            );
         }
         if !fresh {
             return Ok(());

@@ -73,7 +73,11 @@ pub struct TransferParams {
 }
 
 impl TransferParams {
-    pub fn new(transfer_id: u64, total_bytes: u64, payload_size: usize) -> Result<Self, ConfigError> {
+    pub fn new(
+        transfer_id: u64,
+        total_bytes: u64,
+        payload_size: usize,
+    ) -> Result<Self, ConfigError> {
         if payload_size == 0 || payload_size > MAX_PAYLOAD {
             return Err(ConfigError::PayloadSize(payload_size));
         }
@@ -297,7 +301,9 @@ pub fn encode_ack(out: &mut Vec<u8>, transfer_id: u64, ack: &AckPacket<'_>) {
     if s.sample.is_some() {
         flags |= ACK_HAS_SAMPLE;
     }
-    for v in [e.tx, e.echo_ts, e.hold_us, iv.tx, iv.pkts, iv.rx_us, iv.send_us] {
+    for v in [
+        e.tx, e.echo_ts, e.hold_us, iv.tx, iv.pkts, iv.rx_us, iv.send_us,
+    ] {
         out.extend_from_slice(&v.to_be_bytes());
     }
     out.extend_from_slice(&ack.chunk_index.to_be_bytes());
@@ -307,7 +313,10 @@ pub fn encode_ack(out: &mut Vec<u8>, transfer_id: u64, ack: &AckPacket<'_>) {
         AckBody::Bitmap(b) => (ENC_BITMAP, b),
         AckBody::Runs(b) => (ENC_RUNS, b),
     };
-    assert!(body.len() <= MAX_DATAGRAM - ACK_HEADER_LEN, "ack body too large");
+    assert!(
+        body.len() <= MAX_DATAGRAM - ACK_HEADER_LEN,
+        "ack body too large"
+    );
     out.push(enc);
     out.push(flags);
     out.extend_from_slice(&(body.len() as u16).to_be_bytes());
@@ -545,7 +554,7 @@ fn decode_ack(buf: &[u8]) -> Result<AckPacket<'_>, Reject> {
             if span == 0 || body.len() as u64 != span.div_ceil(8) {
                 return Err(Reject::Malformed);
             }
-            if span % 8 != 0 && body[body.len() - 1] >> (span % 8) != 0 {
+            if !span.is_multiple_of(8) && body[body.len() - 1] >> (span % 8) != 0 {
                 return Err(Reject::Malformed);
             }
             AckBody::Bitmap(body)
@@ -692,7 +701,10 @@ mod tests {
             panic!()
         };
         assert_eq!(got, ack);
-        assert_eq!(got.held_runs().collect::<Vec<_>>(), vec![(11, 14), (16, 316)]);
+        assert_eq!(
+            got.held_runs().collect::<Vec<_>>(),
+            vec![(11, 14), (16, 316)]
+        );
 
         let bm = [0b1010_0110u8, 0b0000_0011];
         let ack2 = AckPacket {
@@ -732,14 +744,29 @@ mod tests {
             decode(&out, 1).map(|_| ())
         };
         assert_eq!(mk(5, AckBody::Runs(&runs_body(&[2, 3]))), Ok(()));
-        assert_eq!(mk(6, AckBody::Runs(&runs_body(&[2, 3]))), Err(Reject::Malformed));
-        assert_eq!(mk(4, AckBody::Runs(&runs_body(&[2, 3]))), Err(Reject::Malformed));
+        assert_eq!(
+            mk(6, AckBody::Runs(&runs_body(&[2, 3]))),
+            Err(Reject::Malformed)
+        );
+        assert_eq!(
+            mk(4, AckBody::Runs(&runs_body(&[2, 3]))),
+            Err(Reject::Malformed)
+        );
         assert_eq!(mk(5, AckBody::Runs(&runs_body(&[0, 5]))), Ok(()));
-        assert_eq!(mk(5, AckBody::Runs(&runs_body(&[5, 0]))), Err(Reject::Malformed));
-        assert_eq!(mk(5, AckBody::Runs(&[0x82, 0x00, 3])), Err(Reject::Malformed)); // overlong
+        assert_eq!(
+            mk(5, AckBody::Runs(&runs_body(&[5, 0]))),
+            Err(Reject::Malformed)
+        );
+        assert_eq!(
+            mk(5, AckBody::Runs(&[0x82, 0x00, 3])),
+            Err(Reject::Malformed)
+        ); // overlong
         assert_eq!(mk(1, AckBody::Runs(&[0xff; 11])), Err(Reject::Malformed));
         assert_eq!(mk(9, AckBody::Bitmap(&[0xff, 0x01])), Ok(()));
-        assert_eq!(mk(9, AckBody::Bitmap(&[0xff, 0x03])), Err(Reject::Malformed));
+        assert_eq!(
+            mk(9, AckBody::Bitmap(&[0xff, 0x03])),
+            Err(Reject::Malformed)
+        );
         assert_eq!(mk(9, AckBody::Bitmap(&[0xff])), Err(Reject::Malformed));
         assert_eq!(mk(0, AckBody::None), Ok(()));
         assert_eq!(mk(1, AckBody::None), Err(Reject::Malformed));

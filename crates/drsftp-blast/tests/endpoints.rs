@@ -26,14 +26,19 @@ fn train_then_paced_batches() {
     let n = tx.poll_transmit(t0, 1000, &data[..], &mut b).unwrap();
     assert_eq!(n, 32 + 1);
     assert_eq!(b.segment_size(), Some(p.wire_len() - 28));
-    assert_eq!(b.info().iter().map(|i| i.seq).collect::<Vec<_>>(), (0..n as u64).collect::<Vec<_>>());
+    assert_eq!(
+        b.info().iter().map(|i| i.seq).collect::<Vec<_>>(),
+        (0..n as u64).collect::<Vec<_>>()
+    );
     let wake = tx.poll_timeout().unwrap();
     assert!(wake > t0);
     // 10 Mbit/s of 1500-byte datagrams: one per 1.2 ms.
     assert!(wake - t0 <= Duration::from_micros(1201), "{:?}", wake - t0);
     b.clear();
     // 11 ms later: the pacer lets at most its burst credit (8) plus the due packet go at once.
-    let n = tx.poll_transmit(t0 + ms(12), 1000, &data[..], &mut b).unwrap();
+    let n = tx
+        .poll_transmit(t0 + ms(12), 1000, &data[..], &mut b)
+        .unwrap();
     assert_eq!(n, 9);
 }
 
@@ -56,7 +61,8 @@ fn window_limits_what_is_sent() {
         tx.handle_input(t0 + ms(10), &a).unwrap();
     }
     b.clear();
-    tx.poll_transmit(t0 + ms(10), 1000, &data[..], &mut b).unwrap();
+    tx.poll_transmit(t0 + ms(10), 1000, &data[..], &mut b)
+        .unwrap();
     let seqs: Vec<u64> = b.info().iter().map(|i| i.seq).collect();
     assert!(seqs.iter().all(|&s| (5..15).contains(&s)), "{seqs:?}");
     assert!(seqs.contains(&14));
@@ -87,7 +93,8 @@ fn lost_packet_is_resent_in_round_one_after_all_new_ones() {
     assert!(acks >= 1);
     assert_eq!(tx.stats().losses_detected, 1);
     b.clear();
-    tx.poll_transmit(now + ms(50), 10, &data[..], &mut b).unwrap();
+    tx.poll_transmit(now + ms(50), 10, &data[..], &mut b)
+        .unwrap();
     let info = b.info();
     assert_eq!((info[0].seq, info[0].round, info[0].hedge), (7, 1, false));
     rx.handle_datagram(now + ms(50), b.datagram(0)).unwrap();
@@ -119,18 +126,33 @@ fn stale_and_foreign_acks_are_rejected() {
     for a in &acks {
         tx.handle_input(t0 + ms(20), a).unwrap();
     }
-    assert_eq!(tx.handle_input(t0 + ms(20), &acks[0]), Err(Reject::StaleAck));
+    assert_eq!(
+        tx.handle_input(t0 + ms(20), &acks[0]),
+        Err(Reject::StaleAck)
+    );
     // The same ack of another transfer.
     let other = TransferParams::new(43, p.total_bytes, p.payload_size).unwrap();
     let mut rx2 = Receiver::new(other, ReceiverConfig::default(), t0).unwrap();
     rx2.handle_timeout(t0 + ms(1500));
     let foreign = rx2.poll_transmit().unwrap();
-    assert_eq!(tx.handle_input(t0 + ms(20), &foreign), Err(Reject::WrongTransfer));
+    assert_eq!(
+        tx.handle_input(t0 + ms(20), &foreign),
+        Err(Reject::WrongTransfer)
+    );
     // Data at a sender, an ack at a receiver.
-    assert_eq!(tx.handle_input(t0, b.datagram(0)), Err(Reject::UnexpectedKind));
-    assert_eq!(rx.handle_datagram(t0, &acks[0]), Err(Reject::UnexpectedKind));
+    assert_eq!(
+        tx.handle_input(t0, b.datagram(0)),
+        Err(Reject::UnexpectedKind)
+    );
+    assert_eq!(
+        rx.handle_datagram(t0, &acks[0]),
+        Err(Reject::UnexpectedKind)
+    );
     let r = tx.stats().rejects;
-    assert_eq!((r.stale_ack, r.wrong_transfer, r.unexpected_kind, r.total()), (1, 1, 1, 3));
+    assert_eq!(
+        (r.stale_ack, r.wrong_transfer, r.unexpected_kind, r.total()),
+        (1, 1, 1, 3)
+    );
 }
 
 #[test]
@@ -168,7 +190,10 @@ fn max_rate_caps_the_pacing() {
     let mut now = t0;
     while now < t0 + Duration::from_secs(2) {
         tx.poll_transmit(now, 64, &data[..], &mut b).unwrap();
-        now = tx.poll_timeout().unwrap().max(now + Duration::from_micros(1));
+        now = tx
+            .poll_timeout()
+            .unwrap()
+            .max(now + Duration::from_micros(1));
     }
     // 2 s at 100/s plus the 8-packet burst credit.
     assert!((200..=210).contains(&b.len()), "{}", b.len());

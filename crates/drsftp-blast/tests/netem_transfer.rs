@@ -17,7 +17,11 @@ use drsftp_netem::{LinkConfig, LossModel};
 
 fn link(rtt_ms: u64, loss: f64, seed: u64) -> LinkConfig {
     LinkConfig::new(Duration::from_millis(rtt_ms / 2), 100_000_000)
-        .with_loss(if loss > 0.0 { LossModel::Bernoulli { p: loss } } else { LossModel::None })
+        .with_loss(if loss > 0.0 {
+            LossModel::Bernoulli { p: loss }
+        } else {
+            LossModel::None
+        })
         .with_seed(seed)
 }
 
@@ -53,7 +57,10 @@ fn one(spec: FlowSpec, rtt_ms: u64, loss: f64) -> FlowResult {
     );
     assert!(r.rx_done.is_some() && r.tx_done.is_some(), "unfinished");
     assert!(r.data_ok, "data mismatch");
-    assert!(r.exactly_once, "a packet was handed out other than exactly once");
+    assert!(
+        r.exactly_once,
+        "a packet was handed out other than exactly once"
+    );
     r
 }
 
@@ -64,8 +71,17 @@ fn sixty_four_mib_at_0_1_5_percent_loss() {
     for (rtt, loss, floor) in [(100, 0.0, 0.92), (100, 0.01, 0.90), (200, 0.05, 0.83)] {
         let r = one(FlowSpec::new(64 * MIB, 0xB1A5_0001), rtt, loss);
         let g = r.goodput_bps() / 100e6;
-        assert!(g >= floor, "goodput {:.1}% < {:.0}%", g * 100.0, floor * 100.0);
-        assert!(r.dup_fraction() <= 0.03, "duplicates {:.2}%", r.dup_fraction() * 100.0);
+        assert!(
+            g >= floor,
+            "goodput {:.1}% < {:.0}%",
+            g * 100.0,
+            floor * 100.0
+        );
+        assert!(
+            r.dup_fraction() <= 0.03,
+            "duplicates {:.2}%",
+            r.dup_fraction() * 100.0
+        );
     }
 }
 
@@ -135,7 +151,9 @@ fn resume_from_receiver_checkpoint() {
         tx.poll_transmit(now, 16, &data[..], &mut batch).unwrap();
         for d in batch.iter() {
             match rx.handle_datagram(now, d) {
-                Ok(RxEvent::Data { offset, data, .. }) => out[offset as usize..][..data.len()].copy_from_slice(data),
+                Ok(RxEvent::Data { offset, data, .. }) => {
+                    out[offset as usize..][..data.len()].copy_from_slice(data)
+                }
                 Ok(RxEvent::Duplicate { seq }) => panic!("packet {seq} was held already"),
                 Err(e) => panic!("{e}"),
             }

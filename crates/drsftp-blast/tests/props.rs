@@ -96,7 +96,10 @@ fn simulate(
             path.send(now, Side::B, a.len() + 28, a);
         }
         let mut next = end;
-        for t in [path.poll_timeout(), tx.poll_timeout(), rx.poll_timeout()].into_iter().flatten() {
+        for t in [path.poll_timeout(), tx.poll_timeout(), rx.poll_timeout()]
+            .into_iter()
+            .flatten()
+        {
             next = next.min(t);
         }
         now = next.max(now + Duration::from_micros(1));
@@ -177,7 +180,8 @@ impl Observer for OrderCheck {
             if n >= 1 {
                 self.resends += 1;
                 if self.unacked_counts.contains_key(&0) {
-                    self.violations.push(format!("resend of {p} while an unsent packet remains"));
+                    self.violations
+                        .push(format!("resend of {p} while an unsent packet remains"));
                 }
             }
             let min_other = {
@@ -187,13 +191,25 @@ impl Observer for OrderCheck {
                 m
             };
             if min_other.is_some_and(|m| m < n) {
-                self.violations.push(format!("packet {p} sent for time {} while another has {:?}", n + 1, min_other));
+                self.violations.push(format!(
+                    "packet {p} sent for time {} while another has {:?}",
+                    n + 1,
+                    min_other
+                ));
             }
             if self.max_count > n + 1 {
-                self.violations.push(format!("packet {p} at {} while max is {}", n + 1, self.max_count));
+                self.violations.push(format!(
+                    "packet {p} at {} while max is {}",
+                    n + 1,
+                    self.max_count
+                ));
             }
             if info.round != n {
-                self.violations.push(format!("packet {p} transmission {} labelled round {}", n + 1, info.round));
+                self.violations.push(format!(
+                    "packet {p} transmission {} labelled round {}",
+                    n + 1,
+                    info.round
+                ));
             }
         }
         if !self.acked[p] {
@@ -359,7 +375,11 @@ impl Observer for Attacker {
                     wire::encode_complete(
                         &mut out,
                         ID,
-                        &wire::CompletePacket { total_packets: 7, rx_total: 0, dups: 0 },
+                        &wire::CompletePacket {
+                            total_packets: 7,
+                            rx_total: 0,
+                            dups: 0,
+                        },
                     );
                     out
                 }

@@ -210,11 +210,21 @@ pub fn run(
             }
             loop {
                 batch.clear();
-                let n = f.tx.poll_transmit(now, 16, &f.data[..], &mut batch).unwrap();
+                let n =
+                    f.tx.poll_transmit(now, 16, &f.data[..], &mut batch)
+                        .unwrap();
                 if std::env::var_os("BLAST_TRACE").is_some() {
                     for inf in batch.info() {
                         if inf.round > 0 || inf.seq + 1 == f.count.len() as u64 {
-                            eprintln!("{:9.4} send seq {} round {} hedge {} inflight {} pace {:.1}", (now - t0).as_secs_f64(), inf.seq, inf.round, inf.hedge, f.tx.inflight(), f.tx.rate().pacing_rate_bps() / 1e6);
+                            eprintln!(
+                                "{:9.4} send seq {} round {} hedge {} inflight {} pace {:.1}",
+                                (now - t0).as_secs_f64(),
+                                inf.seq,
+                                inf.round,
+                                inf.hedge,
+                                f.tx.inflight(),
+                                f.tx.rate().pacing_rate_bps() / 1e6
+                            );
                         }
                     }
                 }
@@ -237,7 +247,8 @@ pub fn run(
             }
         }
         if let Some(t) = tcp.as_mut() {
-            if std::env::var_os("TCP_TRACE").is_some() && (now - t0).as_millis() % 50 == 0 {
+            if std::env::var_os("TCP_TRACE").is_some() && (now - t0).as_millis().is_multiple_of(50)
+            {
                 eprintln!("{:8.3} tcp {}", (now - t0).as_secs_f64(), t.debug());
             }
             if now >= t0 + t.start {
@@ -246,7 +257,11 @@ pub fn run(
                 }
             }
         }
-        if flows.iter().all(|f| f.rx_done.is_some() && f.tx_done.is_some()) || now >= end {
+        if flows
+            .iter()
+            .all(|f| f.rx_done.is_some() && f.tx_done.is_some())
+            || now >= end
+        {
             break;
         }
         // Next event.
@@ -301,4 +316,3 @@ pub fn run(
         .collect();
     (results, tcp.map(|t| t.res))
 }
-

@@ -143,12 +143,22 @@ impl Tcp {
         let mut out = Vec::new();
         if self.nxt > self.una && now >= self.last_progress + self.rto() {
             if std::env::var_os("TCP_TRACE").is_some() {
-                eprintln!("TCP RTO una {} nxt {} cwnd {:.1} srtt {:?} sacked {} lost {}", self.una, self.nxt, self.cwnd, self.srtt, self.sacked.len(), self.lost.len());
+                eprintln!(
+                    "TCP RTO una {} nxt {} cwnd {:.1} srtt {:?} sacked {} lost {}",
+                    self.una,
+                    self.nxt,
+                    self.cwnd,
+                    self.srtt,
+                    self.sacked.len(),
+                    self.lost.len()
+                );
             }
             self.res.rtos += 1;
             self.ssthresh = (self.cwnd / 2.0).max(2.0);
             self.cwnd = 1.0;
-            self.lost = (self.una..self.nxt).filter(|s| !self.sacked.contains(s)).collect();
+            self.lost = (self.una..self.nxt)
+                .filter(|s| !self.sacked.contains(s))
+                .collect();
             self.retx.clear();
             self.scan_from = self.nxt;
             self.recovery = Some(self.nxt);
@@ -175,7 +185,14 @@ impl Tcp {
     pub fn debug(&self) -> String {
         format!(
             "cwnd {:.1} ssthresh {:.1} una {} nxt {} sacked {} lost {} rec {:?} srtt {:?}",
-            self.cwnd, self.ssthresh, self.una, self.nxt, self.sacked.len(), self.lost.len(), self.recovery, self.srtt
+            self.cwnd,
+            self.ssthresh,
+            self.una,
+            self.nxt,
+            self.sacked.len(),
+            self.lost.len(),
+            self.recovery,
+            self.srtt
         )
     }
 
