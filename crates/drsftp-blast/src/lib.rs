@@ -30,6 +30,16 @@
 //! (the pluggable [`NextPacket`] order, default [`Circular`]), [`rate`] (the rate controller and pacer; the
 //! algorithm and its rationale are in that module's docs).
 //!
+//! What the receiver acknowledges and when: every [`ReceiverConfig::ack_every`] new packets (the paper's ack
+//! frequency), after [`ReceiverConfig::dup_ack_threshold`] duplicates, at most
+//! [`ReceiverConfig::max_ack_delay`] after an unacknowledged arrival, at once when the sender flags that it is
+//! going idle, and every [`ReceiverConfig::idle_ack_timeout`] while nothing arrives (the paper's 1.5 s). A
+//! *complete* message ends the transfer; it is repeated if data keeps arriving.
+//!
+//! Integrity: the CRC32C catches corruption and the random 64-bit transfer id keeps stale and foreign
+//! datagrams out, but neither is authentication. Someone who sees the transfer id can forge data or acks; the
+//! end-to-end checksum on the control channel (CKSM) is what proves the file, as for any GridFTP data channel.
+//!
 //! ```
 //! use std::time::Instant;
 //! use drsftp_blast::*;

@@ -16,8 +16,9 @@ use crate::wire::{self, AckPacket, DataPacket, Message, TransferParams};
 pub struct SenderConfig {
     /// Only packets in `[cumulative ack, cumulative ack + window_packets)` are sent; the window advances with
     /// the receiver's cumulative ack. `u64::MAX` (default) is FOBS's window spanning the whole transfer; a
-    /// smaller window bounds how much of the file must be readable at once (keep it ≥ 8 × BDP, or the
-    /// transfer stalls about one RTT each time the window fills).
+    /// smaller window bounds how much of the file must be readable at once (the driver may drop file data below
+    /// the window). With a window the policy resends known-lost packets before new ones so the window keeps
+    /// sliding; keep it at several BDPs (8 × BDP reached 88 % of the link at 1 % loss in the netem tests).
     pub window_packets: u64,
     pub rate: RateConfig,
     /// A transmission is lost once the receiver has seen one sent this many transmissions later.
@@ -512,7 +513,8 @@ impl<P: NextPacket> Sender<P> {
                 self.stats.new_packets += 1;
             } else {
                 if !self.inflight.contains_key(&seq) {
-                    self.missing -= 1;
+                    debug_assert!(self.missing > 0);
+                    self.missing = self.missing.saturating_sub(1);
                 }
                 if hedge {
                     self.stats.hedge_copies += 1;
@@ -627,7 +629,8 @@ impl<P: NextPacket> Sender<P> {
         let (inflight, missing, sent_end) = (&mut self.inflight, &mut self.missing, self.sent_end);
         let n = self.acked.set_range_with(a, b, |seq| {
             if inflight.remove(&seq).is_none() && seq < sent_end {
-                *missing -= 1;
+                debug_assert!(*missing > 0);
+                *missing = missing.saturating_sub(1);
             }
         });
         self.stats.acked += n;
