@@ -51,6 +51,9 @@ pub struct DataOpts {
     pub inband_sbuf: bool,
     /// Largest buffer DRS may grow a stream to.
     pub drs_max: u64,
+    /// TCP congestion control for every data socket (TCP_CONGESTION, e.g. "cubic"), set before listen/connect;
+    /// accepted sockets inherit it from the listener. `None`: the namespace's default.
+    pub congestion: Option<String>,
 }
 
 impl Default for DataOpts {
@@ -62,6 +65,7 @@ impl Default for DataOpts {
             max_end: u64::MAX,
             inband_sbuf: false,
             drs_max: 64 << 20,
+            congestion: None,
         }
     }
 }

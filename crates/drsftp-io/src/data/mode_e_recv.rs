@@ -140,6 +140,12 @@ pub(crate) async fn recv_mode_e(
     while let Ok(s) = conns.try_recv() {
         reusable.push(s);
     }
+    tracing::debug!(
+        bytes = ranges.covered(),
+        streams,
+        reusable = reusable.len(),
+        "MODE E receive complete"
+    );
     Ok(DataReport {
         bytes: ranges.covered(),
         streams,
@@ -284,9 +290,7 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
             for a in d.on_read(&c.sock, now, n as u64)? {
                 if let drsftp_tune::DrsAction::SendSbufProbe { id, size } = a {
                     if ctx.opts.inband_sbuf {
-                        c.sock
-                            .write_all(&Header::sbuf_request(size, id).encode())
-                            .await?;
+                        send_probe(&mut c.sock, Header::sbuf_request(size, id)).await?;
                     }
                 }
             }
@@ -298,6 +302,22 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
         c.pending = Some((r, c.place.write(&ctx.file, buf, n, at)));
         at += n as u64;
         left -= n as u64;
+    }
+    Ok(())
+}
+
+/// Write an SBUF request without ever waiting for room: a sender that does not read the reverse direction must not
+/// be able to block the data path. A probe that finds no room is dropped (DRS times it out and probes again later);
+/// one that partly fits is completed, to keep the reverse direction framed.
+async fn send_probe(sock: &mut TcpStream, h: Header) -> Result<(), DataError> {
+    let b = h.encode();
+    match sock.try_write(&b) {
+        Ok(n) if n < b.len() => sock.write_all(&b[n..]).await?,
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            tracing::debug!("no room for an SBUF probe on a data connection: dropped");
+        }
+        Err(e) => return Err(e.into()),
     }
     Ok(())
 }

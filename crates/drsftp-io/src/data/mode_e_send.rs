@@ -160,6 +160,7 @@ pub(crate) async fn send_mode_e(
         sent.extend(&s.ranges);
         done[s.idx] = Some(s.sock);
     }
+    tracing::debug!(bytes = sent.covered(), streams = n, "MODE E send complete");
     Ok(DataReport {
         bytes: sent.covered(),
         streams: n,
@@ -186,10 +187,8 @@ async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent
             rev.done.notify_one();
             r
         };
-        let (w, r) = tokio::join!(writer, read_requests(rd, &ctx, &rev));
-        let ranges = w?;
-        r?;
-        ranges
+        // A broken reverse direction fails the stream at once (the writer is dropped mid-block with the socket).
+        tokio::try_join!(writer, read_requests(rd, &ctx, &rev))?.0
     } else {
         write_blocks(idx, &mut wr, &ctx, None).await?
     };

@@ -33,6 +33,9 @@ pub(crate) fn limits() -> io::Result<BufLimits> {
 
 fn new_socket(addr: SocketAddr, opts: &DataOpts) -> io::Result<Socket> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    if let Some(cc) = &opts.congestion {
+        sockopt::set_congestion(&s, cc).map_err(io::Error::other)?;
+    }
     if opts.buffer != BufferPolicy::Kernel {
         drs::prepare_socket(&s, opts.buffer, &limits()?, opts.drs_max)?;
     }

@@ -128,8 +128,16 @@ fn run(streams: Vec<(Vec<u8>, bool)>, sbuf: bool) {
     });
 }
 
+/// 48 per property unless `PROPTEST_CASES` says otherwise (each case is a real loopback transfer).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn random_bytes_never_panic(streams in proptest::collection::vec(

@@ -152,3 +152,26 @@ async fn drs_inband_both_engine_sides() {
     .await;
     assert!(dst2.bytes() == data2);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn garbage_on_the_reverse_direction_fails_the_sender() {
+    let opts = inband(BufferPolicy::Kernel);
+    let (tx, mut rx) = pairs(2, &opts).await;
+    let mut s = rx.pop().unwrap();
+    // A data header travelling receiver -> sender. Nothing is read, so the sender cannot finish first.
+    s.write_all(&Header::data(0, 0).encode()).await.unwrap();
+    let r = tokio::time::timeout(
+        Duration::from_secs(20),
+        send_mode_e(
+            tx,
+            MemFile::new(random(32 << 20, 34)),
+            vec![0..u64::MAX],
+            0,
+            &opts,
+            Arc::new(Progress::new()),
+        ),
+    )
+    .await
+    .expect("sender hung");
+    assert!(matches!(r, Err(crate::data::DataError::Header(_))), "{r:?}");
+}
