@@ -43,4 +43,29 @@ impl TermSignals {
     pub fn wait(&self) -> std::io::Result<&'static str> {
         Ok(self.0.wait()?.as_str())
     }
+
+    /// Wait up to `timeout` for one of them (they must be blocked, as by [`TermSignals::block`]); `Some(name)` if
+    /// one arrived or was already pending.
+    pub fn wait_timeout(
+        &self,
+        timeout: std::time::Duration,
+    ) -> std::io::Result<Option<&'static str>> {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use nix::sys::signalfd::{SfdFlags, SignalFd};
+        let sfd = SignalFd::with_flags(&self.0, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
+        let ms = PollTimeout::try_from(timeout.as_millis().min(60_000) as i32)
+            .unwrap_or(PollTimeout::ZERO);
+        let mut fds = [PollFd::new(
+            std::os::fd::AsFd::as_fd(&sfd),
+            PollFlags::POLLIN,
+        )];
+        match poll(&mut fds, ms) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(sfd
+            .read_signal()?
+            .and_then(|i| Signal::try_from(i.ssi_signo as i32).ok())
+            .map(|s| s.as_str()))
+    }
 }

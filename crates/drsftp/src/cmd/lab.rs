@@ -271,6 +271,9 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
         .position(|x| x == "up")
         .context("cannot find `up` in argv")?;
     args[i] = "serve".into();
+    // Ctrl-C/SIGTERM while the lab comes up: forwarded to `lab serve` (which inherits them blocked and tears
+    // down once its lab is up), so an interrupted `up` leaves nothing behind.
+    let signals = TermSignals::block()?;
     let mut child = {
         use std::os::unix::process::CommandExt;
         Command::new(std::env::current_exe()?)
@@ -296,7 +299,16 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir_all(&dir);
             bail!("lab serve exited ({st}):\n{log}");
         }
-        std::thread::sleep(Duration::from_millis(50));
+        if let Some(sig) = signals.wait_timeout(Duration::from_millis(50))? {
+            let _ = terminate(child.id() as i32);
+            let st = child.wait()?;
+            remove_namespaces(&a.name);
+            let _ = std::fs::remove_dir_all(&dir);
+            bail!(
+                "interrupted ({sig}) while lab {} was coming up; torn down (lab serve {st})",
+                a.name
+            );
+        }
     }
     bail!(
         "lab {} did not become ready in 30 s; see {}/log",
