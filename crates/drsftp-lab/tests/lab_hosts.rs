@@ -33,8 +33,15 @@ fn four_hosts_all_pairs_reach_each_other() {
     for (a, b) in [(1, 4), (4, 1), (2, 3), (3, 2), (1, 2)] {
         let p = udp_ping(&lab, a, b, 9, Duration::from_millis(2)).unwrap();
         assert_eq!(p.lost, 0, "h{a}->h{b}");
-        let ms = p.median().as_secs_f64() * 1e3;
-        assert!((9.8..=10.6).contains(&ms), "h{a}->h{b}: {ms} ms");
+        // The minimum: the delay the lab adds. Scheduler latency on a loaded 2-core CI machine only ever adds to
+        // a sample (medians of 11-13 ms were seen at load average 6-9); the accuracy under quiet conditions is
+        // measured by `drsftp lab bench` (docs/bench/lab.md).
+        let ms = p.min().as_secs_f64() * 1e3;
+        let med = p.median().as_secs_f64() * 1e3;
+        assert!(
+            (9.8..=10.6).contains(&ms),
+            "h{a}->h{b}: min {ms} ms (median {med} ms)"
+        );
     }
     let st = lab.stats();
     assert_eq!(st.links.len(), 4);
@@ -51,9 +58,10 @@ fn profile_changes_rtt_during_the_run() {
     let early = udp_ping(&lab, 1, 2, 5, Duration::from_millis(5)).unwrap();
     std::thread::sleep(Duration::from_millis(1800));
     let late = udp_ping(&lab, 1, 2, 5, Duration::from_millis(5)).unwrap();
+    // Minimum RTTs: robust to scheduler latency on a loaded machine (see four_hosts_all_pairs_reach_each_other).
     let (e, l) = (
-        early.mean().as_secs_f64() * 1e3,
-        late.mean().as_secs_f64() * 1e3,
+        early.min().as_secs_f64() * 1e3,
+        late.min().as_secs_f64() * 1e3,
     );
     assert!((9.8..=10.8).contains(&e), "before the step: {e} ms");
     assert!((59.0..=61.2).contains(&l), "after the step: {l} ms");

@@ -23,16 +23,17 @@ fn two_host_lab_rtt_and_tcp_transfer() {
     let p = udp_ping(&lab, 1, 2, 20, Duration::from_millis(10)).expect("ping");
     assert_eq!(p.lost, 0);
     let mean_ms = p.mean().as_secs_f64() * 1e3;
-    // Median for the check: robust to a rare scheduler hiccup when the 2 cores are busy.
+    // Minimum for the check: the delay the lab adds; scheduler latency when the 2 cores are busy only ever adds
+    // to a sample. (Accuracy of the mean on a quiet machine: `drsftp lab bench`, docs/bench/lab.md.)
     let med_ms = p.median().as_secs_f64() * 1e3;
+    let min_ms = p.min().as_secs_f64() * 1e3;
     eprintln!(
-        "RTT median {med_ms:.3} ms, mean {mean_ms:.3} ms (min {:?} max {:?})",
-        p.min(),
+        "RTT min {min_ms:.3} ms, median {med_ms:.3} ms, mean {mean_ms:.3} ms (max {:?})",
         p.max()
     );
     assert!(
-        (19.6..=20.4).contains(&med_ms),
-        "RTT median {med_ms} ms not within 2% of 20 ms"
+        (19.6..=20.4).contains(&min_ms),
+        "RTT min {min_ms} ms not within 2% of 20 ms (median {med_ms} ms)"
     );
 
     // 8 MB over TCP from host 1 to host 2 through the emulated link, checked byte for byte.
