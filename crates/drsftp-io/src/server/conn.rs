@@ -122,6 +122,9 @@ pub(crate) async fn run(
                         "SBUF {id} {size} during transfer {transfer:?}: logged, not applied"
                     );
                 }
+                Action::BlastBind { .. } => {
+                    s.handle_blast_bound(now, Err("blast data channel not available yet".into()));
+                }
                 Action::Close => close = true,
             }
             flush(&mut s, &mut wr).await?;

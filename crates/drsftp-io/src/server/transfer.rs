@@ -92,7 +92,10 @@ async fn run_inner(job: Job) -> Result<(u64, usize, Option<DataCache>), DataErro
                 }
                 ranges.retain(|r| r.start < r.end);
             }
-            send(&plan, file, ranges, wire_sub, &opts, passive, cache, progress).await
+            send(
+                &plan, file, ranges, wire_sub, &opts, passive, cache, progress,
+            )
+            .await
         }
         Payload::SendBytes(bytes) => {
             let len = bytes.len() as u64;
@@ -117,7 +120,16 @@ async fn run_inner(job: Job) -> Result<(u64, usize, Option<DataCache>), DataErro
             let key = listener_key(&passive);
             // Connections the client kept from the previous MODE E upload to these listeners carry this one too.
             let cache = cache.filter(|c| c.key == key && plan.mode == Mode::Extended);
-            let r = recv(&plan, part.handle(), offset, &opts, passive, cache, progress).await;
+            let r = recv(
+                &plan,
+                part.handle(),
+                offset,
+                &opts,
+                passive,
+                cache,
+                progress,
+            )
+            .await;
             finish_upload(part, r, write_mode, offset, expected, key).await
         }
     }
@@ -193,10 +205,12 @@ async fn send(
     progress: Arc<Progress>,
 ) -> Result<(u64, usize, Option<DataCache>), DataError> {
     match (plan.mode, &plan.endpoint) {
+        (_, DataEndpoint::Blast(_)) => Err(DataError::Incomplete("blast not available yet".into())),
         (Mode::Stream, ep) => {
             let sock = match ep {
                 DataEndpoint::Passive => accept_one(first_listener(&passive)?).await?,
                 DataEndpoint::Active(addrs) => connect_first(addrs, opts).await?,
+                DataEndpoint::Blast(_) => unreachable!(),
             };
             let range = ranges.first().cloned().unwrap_or(0..0);
             let r = data::send_stream(sock, file, range, opts, progress).await?;
@@ -253,10 +267,12 @@ async fn recv(
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
     match (plan.mode, &plan.endpoint) {
+        (_, DataEndpoint::Blast(_)) => Err(DataError::Incomplete("blast not available yet".into())),
         (Mode::Stream, ep) => {
             let sock = match ep {
                 DataEndpoint::Passive => accept_one(first_listener(&passive)?).await?,
                 DataEndpoint::Active(addrs) => connect_first(addrs, opts).await?,
+                DataEndpoint::Blast(_) => unreachable!(),
             };
             data::recv_stream(sock, file, offset, opts, progress).await
         }
@@ -290,6 +306,7 @@ async fn recv(
                         }
                     })
                 }
+                DataEndpoint::Blast(_) => unreachable!(),
                 DataEndpoint::Active(addrs) => {
                     // Also not GFD.20 (the receiver connects): one connection per address.
                     let mut socks = vec![];

@@ -22,12 +22,38 @@ pub(crate) type FsCont = Box<dyn FnOnce(&mut Ctx, Instant, FsResult) + Send>;
 pub(crate) type ListenCont =
     Box<dyn FnOnce(&mut Ctx, Instant, Result<Vec<SocketAddr>, String>) + Send>;
 
+/// Continuation run with the driver's answer to an [`Action::BlastBind`]: local address and transfer id.
+pub(crate) type BlastCont =
+    Box<dyn FnOnce(&mut Ctx, Instant, Result<(SocketAddr, u64), String>) + Send>;
+
 /// The driver request the session waits for; no command is processed until it is answered.
 pub(crate) enum Pending {
     /// Waiting for `handle_fs`.
     Fs(FsCont),
     /// Waiting for `handle_listening`.
     Listen(ListenCont),
+    /// Waiting for `handle_blast_bound`.
+    BlastBind(BlastCont),
+}
+
+/// Blast parameters set with `OPTS BLAST` (verbs/blast.rs), used by the next `BPAS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BlastSettings {
+    /// Path MTU, bytes.
+    pub(crate) mtu: u32,
+    /// Client's rate cap, bit/s (0 = none).
+    pub(crate) rate: u64,
+    pub(crate) ack_every: Option<u32>,
+}
+
+impl Default for BlastSettings {
+    fn default() -> Self {
+        BlastSettings {
+            mtu: 1500,
+            rate: 0,
+            ack_every: None,
+        }
+    }
 }
 
 impl fmt::Debug for Pending {
@@ -35,6 +61,7 @@ impl fmt::Debug for Pending {
         f.write_str(match self {
             Pending::Fs(_) => "Pending::Fs",
             Pending::Listen(_) => "Pending::Listen",
+            Pending::BlastBind(_) => "Pending::BlastBind",
         })
     }
 }
@@ -82,6 +109,8 @@ pub(crate) struct Ctx {
     pub(crate) tcp_buffer: Option<u64>,
     /// `OPTS DRS Inband=1;` was accepted: two-argument SBUF, `126 SBUF` notices and in-band MODE E SBUF are on.
     pub(crate) drs_inband: bool,
+    /// From `OPTS BLAST`.
+    pub(crate) blast: BlastSettings,
     pub(crate) rest: Option<Rest>,
     /// From `ALLO`, for the next upload.
     pub(crate) allo: Option<u64>,
@@ -130,6 +159,7 @@ impl Ctx {
             parallelism: None,
             tcp_buffer: None,
             drs_inband: false,
+            blast: BlastSettings::default(),
             rest: None,
             allo: None,
             endpoint: None,
@@ -222,6 +252,18 @@ impl Ctx {
         self.endpoint = None;
         self.action(Action::Listen { ip, count });
         self.pending = Some(Pending::Listen(Box::new(k)));
+    }
+
+    /// Asks the driver for a blast UDP socket on `ip`; `k` gets its address and a transfer id. The old endpoint
+    /// is gone.
+    pub(crate) fn blast_bind(
+        &mut self,
+        ip: IpAddr,
+        k: impl FnOnce(&mut Ctx, Instant, Result<(SocketAddr, u64), String>) + Send + 'static,
+    ) {
+        self.endpoint = None;
+        self.action(Action::BlastBind { ip });
+        self.pending = Some(Pending::BlastBind(Box::new(k)));
     }
 
     /// Queues `code text` and [`Action::Close`]; the session stops processing input.

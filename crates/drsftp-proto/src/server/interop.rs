@@ -159,6 +159,9 @@ impl Pair {
                 self.s
                     .handle_transfer_done(self.now, id, TransferResult::Ok { bytes, streams: 1 });
             }
+            Action::BlastBind { ip } => self
+                .s
+                .handle_blast_bound(self.now, Ok((SocketAddr::new(ip, 40100), 0xfeed_f00d))),
             Action::Abort | Action::SetBuffer { .. } => {}
             Action::Close => {}
         }

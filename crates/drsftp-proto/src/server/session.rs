@@ -9,6 +9,8 @@
 //! * [`Action::Fs`]: run it, then call `handle_fs` exactly once. No further command runs until then (input is
 //!   buffered, up to a bound).
 //! * [`Action::Listen`]: close old passive listeners, bind `count` new ones, call `handle_listening` once.
+//! * [`Action::BlastBind`]: bind a UDP socket (port 0), call `handle_blast_bound` once with its address and a
+//!   random transfer id; keep the socket for the [`DataEndpoint::Blast`](super::DataEndpoint::Blast) transfer.
 //! * [`Action::Transfer`]: start it; call `handle_progress` with the latest counters periodically (at least as
 //!   often as the marker interval, and once more right before the end), then `handle_transfer_done` with the
 //!   plan's id exactly once, also after an [`Action::Abort`] (with [`TransferResult::Aborted`]).
@@ -144,6 +146,21 @@ impl ServerSession {
         }
         match self.ctx.pending.take() {
             Some(Pending::Listen(k)) => {
+                k(&mut self.ctx, now, result);
+                self.pump(now);
+            }
+            other => self.ctx.pending = other,
+        }
+    }
+
+    /// The answer to the pending [`Action::BlastBind`]: the UDP socket's address and a random transfer id, or
+    /// why binding failed (`425`).
+    pub fn handle_blast_bound(&mut self, now: Instant, result: Result<(SocketAddr, u64), String>) {
+        if self.ctx.closed {
+            return;
+        }
+        match self.ctx.pending.take() {
+            Some(Pending::BlastBind(k)) => {
                 k(&mut self.ctx, now, result);
                 self.pump(now);
             }

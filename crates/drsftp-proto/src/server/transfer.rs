@@ -15,7 +15,9 @@ use drsftp_storage::WriteMode;
 use super::ctx::Ctx;
 use super::error::{CmdResult, CommandError};
 use super::reply;
-use super::types::{Action, Mode, Payload, TransferPlan, TransferProgress, TransferResult};
+use super::types::{
+    Action, DataEndpoint, Mode, Payload, TransferPlan, TransferProgress, TransferResult,
+};
 use crate::ranges::RangeSet;
 
 /// Marker timers never fire more often than this, whatever `marker_interval` says.
@@ -64,6 +66,10 @@ impl Ctx {
             ));
         }
         let endpoint = self.endpoint()?;
+        let blast = match &endpoint {
+            DataEndpoint::Blast(ep) => Some(blast_size(&payload, self.ascii, ep.payload_size)?),
+            _ => None,
+        };
         let listing = matches!(payload, Payload::SendBytes(_));
         let mode = if listing { Mode::Stream } else { mode };
         let recv = match &payload {
@@ -91,9 +97,20 @@ impl Ctx {
             ascii,
             inband_drs: self.drs_inband && mode == Mode::Extended,
         };
-        match mode {
-            Mode::Extended => self.reply(125, &format!("Beginning MODE E transfer of {what}.")),
-            Mode::Stream => {
+        match (mode, blast, &plan.endpoint) {
+            (_, Some(size), DataEndpoint::Blast(ep)) => {
+                let p = ep.payload_size;
+                self.reply(
+                    150,
+                    &format!("Opening BLAST data channel for {what} (Size={size};Packet={p};)."),
+                );
+                // One channel, one transfer: the UDP socket and transfer id go with it.
+                self.endpoint = None;
+            }
+            (Mode::Extended, ..) => {
+                self.reply(125, &format!("Beginning MODE E transfer of {what}."))
+            }
+            (Mode::Stream, ..) => {
                 let kind = if ascii || listing { "ASCII" } else { "BINARY" };
                 self.reply(
                     150,
@@ -103,7 +120,11 @@ impl Ctx {
         }
         self.action(Action::Transfer(plan));
         self.allo = None;
-        let ext_recv = if mode == Mode::Extended { recv } else { None };
+        let ext_recv = if mode == Mode::Extended && blast.is_none() {
+            recv
+        } else {
+            None
+        };
         let interval = self.cfg.marker_interval.max(MIN_MARKER_INTERVAL);
         let mut run = Running {
             id,
@@ -117,7 +138,7 @@ impl Ctx {
             reported: RangeSet::new(),
             next_marker: None,
             aborts: 0,
-            stream_recv: recv.is_some() && mode == Mode::Stream,
+            stream_recv: recv.is_some() && mode == Mode::Stream && blast.is_none(),
         };
         if run.perf {
             // GFD.20: a start marker (0 bytes) per stripe, then one every interval.
@@ -199,6 +220,40 @@ impl Ctx {
         self.transfers_done += 1;
         self.touch(now);
     }
+}
+
+/// The size of a transfer over a blast channel (`packet` payload bytes per datagram), or why it cannot use one.
+fn blast_size(payload: &Payload, ascii: bool, packet: usize) -> Result<u64, CommandError> {
+    let size =
+        match payload {
+            Payload::SendBytes(_) => {
+                return Err(CommandError::NoData(
+                    "Listings need PASV or EPSV, not a BLAST channel.".into(),
+                ))
+            }
+            Payload::SendFile { ranges, .. } => match ranges.as_slice() {
+                [] => 0,
+                [r] => r.end - r.start,
+                _ => return Err(CommandError::Unsupported(
+                    "BLAST sends one contiguous section; REST ranges are not supported with it."
+                        .into(),
+                )),
+            },
+            Payload::RecvFile { expected, .. } => expected.ok_or_else(|| {
+                CommandError::Sequence("BLAST uploads need ALLO <size> first.".into())
+            })?,
+        };
+    if ascii {
+        return Err(CommandError::Unsupported(
+            "BLAST carries binary data only; send TYPE I.".into(),
+        ));
+    }
+    if size.div_ceil(packet.max(1) as u64) > super::verbs::MAX_BLAST_PACKETS {
+        return Err(CommandError::Unsupported(
+            "File too large for BLAST at this MTU.".into(),
+        ));
+    }
+    Ok(size)
 }
 
 /// A `112` perf marker (bytes from progress unless `bytes` is given) and, if `ranges`, the `111` markers for

@@ -32,6 +32,14 @@ pub struct ServerConfig {
     pub max_parallelism: u32,
     /// Largest buffer size accepted from SBUF/SITE *BUFSIZE (bytes).
     pub max_buffer: u64,
+    /// Offer the UDP blast data channel (FEAT ` BLAST`, `OPTS BLAST`, `BPAS`; docs/blast.md). Off: those
+    /// commands get `502` and clients fall back to TCP.
+    pub blast: bool,
+    /// Cap on blast sending rates, bit/s on the wire (0 = none): what this server sends, and announced to clients
+    /// (the `Rate=` of the `OPTS BLAST` reply) as the cap for what they send.
+    pub blast_max_rate: u64,
+    /// Largest path MTU accepted in `OPTS BLAST` (smaller requests are kept, larger ones clamped).
+    pub blast_max_mtu: u32,
 }
 
 impl Default for ServerConfig {
@@ -47,6 +55,9 @@ impl Default for ServerConfig {
             default_parallelism: 1,
             max_parallelism: 64,
             max_buffer: 256 << 20,
+            blast: true,
+            blast_max_rate: 0,
+            blast_max_mtu: 65_535,
         }
     }
 }
@@ -109,6 +120,28 @@ pub enum DataEndpoint {
     Passive,
     /// Connect to these addresses (PORT/EPRT: one; SPOR: several). In MODE E, `parallelism` connections to each.
     Active(Vec<SocketAddr>),
+    /// The UDP blast channel set up with `BPAS` (docs/blast.md): good for one transfer, in either direction,
+    /// whatever MODE says.
+    Blast(BlastEndpoint),
+}
+
+/// A blast data channel: the UDP socket the driver bound for `BPAS`, the client's UDP address, and what was
+/// agreed with `OPTS BLAST`. The driver runs a `drsftp_blast` sender (RETR/ERET) or receiver (STOR/APPE/ESTO)
+/// with `TransferParams { transfer_id, total_bytes: the transfer's size, payload_size }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlastEndpoint {
+    /// The driver's UDP socket (from [`ServerSession::handle_blast_bound`](super::ServerSession::handle_blast_bound)).
+    pub local: SocketAddr,
+    /// The client's UDP socket: data or acks go there; datagrams from other hosts are dropped.
+    pub peer: SocketAddr,
+    /// Random per channel (from the driver), in every datagram.
+    pub transfer_id: u64,
+    /// Payload bytes per data packet, from the agreed MTU.
+    pub payload_size: usize,
+    /// Sending-rate cap, bit/s on the wire (0 = none): the smaller non-zero of the client's and the server's.
+    pub max_rate: u64,
+    /// The client's acknowledgement frequency for when the server receives (`AckEvery=`), if it gave one.
+    pub ack_every: Option<u32>,
 }
 
 /// What flows over the data channel and where it comes from or goes to.
@@ -187,6 +220,12 @@ pub enum Action {
         ip: IpAddr,
         /// Number of listeners.
         count: usize,
+    },
+    /// Bind a UDP socket on `ip` (port 0) for a blast channel and call `handle_blast_bound` with its address and
+    /// a fresh random transfer id. Any previous blast socket may be dropped.
+    BlastBind {
+        /// Address to bind.
+        ip: IpAddr,
     },
     /// Start a transfer and call `handle_transfer_done` when it ends (and `handle_progress` while it runs).
     Transfer(TransferPlan),

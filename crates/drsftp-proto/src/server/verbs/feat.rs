@@ -1,6 +1,7 @@
 //! FEAT (RFC 2389, Globus layout) and OPTS: `OPTS UTF8`, `OPTS MLST` fact selection, `OPTS RETR` with
 //! `Parallelism=<start>,<min>,<max>;` (GFD.20; as in Globus every option must end in `;`, keys are
-//! case-insensitive and only `<start>` is used), and `OPTS DRS Inband=1;` (the DRS opt-in, in `sbuf.rs`).
+//! case-insensitive and only `<start>` is used), `OPTS DRS Inband=1;` (the DRS opt-in, in `sbuf.rs`) and
+//! `OPTS BLAST MTU=<n>;Rate=<bps>;` (the UDP blast channel, in `blast.rs`; FEAT lists ` BLAST` unless disabled).
 
 use std::time::Instant;
 
@@ -16,6 +17,7 @@ pub(super) fn feat(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
         .iter()
         .map(|a| format!("{};", a.name()))
         .collect();
+    let blast = ctx.cfg.blast.then(|| "BLAST".to_string());
     let body: Vec<String> = [
         "UTF8".to_string(),
         format!("MLST {}", ctx.facts.feat()),
@@ -34,6 +36,7 @@ pub(super) fn feat(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
         "EPRT".into(),
     ]
     .into_iter()
+    .chain(blast)
     .map(|f| format!(" {f}"))
     .collect();
     ctx.reply_multi(211, "Extensions supported:", &body, "End.");
@@ -90,6 +93,9 @@ pub(super) fn opts(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     if cmd.eq_ignore_ascii_case("DRS") {
         return super::sbuf::opts_drs(ctx, rest);
     }
+    if cmd.eq_ignore_ascii_case("BLAST") {
+        return super::blast::opts_blast(ctx, rest);
+    }
     if cmd.eq_ignore_ascii_case("UTF8") {
         return match rest.trim().to_ascii_uppercase().as_str() {
             "ON" | "" => {
@@ -128,7 +134,7 @@ mod tests {
             feat,
             "211-Extensions supported:\r\n UTF8\r\n MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n \
              MDTM\r\n REST STREAM\r\n PARALLEL\r\n ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
-             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n211 End.\r\n"
+             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n BLAST\r\n211 End.\r\n"
         );
         // Our own client reads it as a GridFTP server with checksums.
         let mut rd = ReplyReader::new();

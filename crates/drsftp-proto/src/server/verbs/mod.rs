@@ -9,6 +9,7 @@ use super::error::CmdResult;
 
 mod abor;
 mod basic;
+mod blast;
 mod cksm;
 mod feat;
 mod fsops;
@@ -25,6 +26,9 @@ mod sbuf;
 mod site;
 mod stat;
 mod stor;
+
+/// Most packets in one blast transfer.
+pub(crate) const MAX_BLAST_PACKETS: u64 = blast::MAX_PACKETS;
 
 /// A verb handler: the argument is the text after the first space (empty if none).
 pub(crate) type Handler = fn(&mut Ctx, Instant, &str) -> CmdResult;
@@ -101,6 +105,7 @@ pub(crate) static VERBS: &[Verb] = &[
     v("PORT", true, Defer, port::port),
     v("EPRT", true, Defer, port::eprt),
     v("SPOR", true, Defer, port::spor),
+    v("BPAS", true, Defer, blast::bpas),
     v("RETR", true, Defer, retr::retr),
     v("ERET", true, Defer, retr::eret),
     v("STOR", true, Defer, stor::stor),

@@ -35,7 +35,7 @@ pub(crate) fn parse_host_port(s: &str) -> Option<SocketAddr> {
 }
 
 /// Parses `EPRT <d><proto><d><addr><d><port><d>` (RFC 2428). `Err(522)` for an unknown protocol number.
-fn parse_eprt(s: &str) -> Result<SocketAddr, CommandError> {
+pub(crate) fn parse_eprt(s: &str) -> Result<SocketAddr, CommandError> {
     let bad = || CommandError::syntax("Syntax error in EPRT argument.");
     let s = s.trim();
     let d = s.chars().next().ok_or_else(bad)?;
@@ -68,7 +68,7 @@ fn parse_eprt(s: &str) -> Result<SocketAddr, CommandError> {
 }
 
 /// Bounce protection for one target.
-fn check_target(ctx: &Ctx, a: SocketAddr) -> CmdResult {
+pub(crate) fn check_target(ctx: &Ctx, a: SocketAddr) -> CmdResult {
     if a.port() < 1024 {
         return Err(CommandError::Unsupported(
             "Refusing a data connection to a port below 1024.".into(),

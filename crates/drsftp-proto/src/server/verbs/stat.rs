@@ -28,6 +28,7 @@ fn status(ctx: &mut Ctx, now: Instant) {
                 None => "none".to_string(),
                 Some(DataEndpoint::Passive) => "passive".to_string(),
                 Some(DataEndpoint::Active(a)) => format!("active {a:?}"),
+                Some(DataEndpoint::Blast(b)) => format!("blast {} <-> {}", b.local, b.peer),
             }
         ),
     ];
