@@ -218,10 +218,12 @@ mod tests {
             tcp_info(&s).unwrap()
         });
         let chunk = vec![7u8; 1 << 16];
+        let t0 = std::time::Instant::now();
         for _ in 0..N / chunk.len() {
             c.write_all(&chunk).unwrap();
         }
         let rx = reader.join().unwrap();
+        let elapsed = t0.elapsed();
         let tx = tcp_info(&c).unwrap();
         assert!(
             tx.reported_len >= 200,
@@ -251,7 +253,11 @@ mod tests {
             tx.rtt
         );
         assert!(tx.min_rtt <= tx.rtt + tx.rttvar * 4 + Duration::from_millis(1));
-        assert!(tx.busy_time > Duration::ZERO, "sender was busy");
+        // The kernel keeps busy time in jiffies (4 ms at HZ=250): a fast loopback transfer can read as 0.
+        if elapsed > Duration::from_millis(50) {
+            assert!(tx.busy_time > Duration::ZERO, "sender was busy for {elapsed:?}");
+        }
+        assert!(tx.busy_time <= elapsed + Duration::from_millis(20));
         assert!(tx.rwnd_limited <= tx.busy_time && tx.sndbuf_limited <= tx.busy_time);
         assert!(tx.delivery_rate > 0);
         assert!(rx.rcv_space > 0, "receiver autotuning space");
