@@ -86,6 +86,7 @@ pub(crate) async fn run(
         partial: opts.partial,
         alloc: None,
         drs: opts.buffer == BufferPolicy::Drs,
+        transport: Default::default(),
     };
     let moved = transfer::run(control, spec, job, dopts, progress, opts.timeout).await?;
     let want = if want.end == u64::MAX {

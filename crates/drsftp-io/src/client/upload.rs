@@ -66,6 +66,7 @@ pub(crate) async fn run(
         partial: opts.partial,
         alloc: Some(len),
         drs: opts.buffer == BufferPolicy::Drs,
+        transport: Default::default(),
     };
     let moved = transfer::run(control, spec, job, opts.data_opts(), progress, opts.timeout).await?;
     verify::check_moved(&local.display().to_string(), &moved.data, range.clone())?;

@@ -81,6 +81,7 @@ fn spec(direction: Direction, mode: TransferMode, streams: u32, drs: bool) -> Tr
         partial: None,
         alloc: None,
         drs,
+        transport: Default::default(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Sans-IO GridFTP client: the control-channel session that `drsftp copy`/`ls` drive (reply framing, FEAT,
-//! 111/112/126 markers, PASV/EPSV/PORT/EPRT addressing, the command sequencing of a transfer, and the DRS opt-in
-//! with in-transfer `SBUF <id> <size>`). It does not touch data channels; it tells the driver when to listen or
-//! connect (see [`Event`]).
+//! 111/112/126 markers, PASV/EPSV/PORT/EPRT addressing, the command sequencing of a transfer, the DRS opt-in with
+//! in-transfer `SBUF <id> <size>`, and the UDP blast channel's `OPTS BLAST`/`BPAS` set-up). It does not touch data
+//! channels; it tells the driver when to listen or connect (see [`Event`]).
 //!
 //! ```text
 //!   driver ──start(now, Op)──────────────▶ ClientSession ──poll_transmit()──▶ command bytes ──▶ server
@@ -11,11 +11,13 @@
 //! ```
 
 mod addr;
+mod blast;
 mod drs;
 #[cfg(test)]
 mod drs_tests;
 mod feat;
 mod markers;
+mod plan;
 mod reply;
 mod session;
 #[cfg(test)]
@@ -30,6 +32,6 @@ pub use markers::{
 pub use reply::{Reply, ReplyError, ReplyReader};
 pub use session::ClientSession;
 pub use types::{
-    ClientConfig, ClientError, Direction, Event, ListKind, Op, Outcome, Partial, TransferMode,
-    TransferReport, TransferSpec,
+    BlastChannel, BlastRequest, ClientConfig, ClientError, Direction, Event, ListKind, Op, Outcome,
+    Partial, TransferMode, TransferReport, TransferSpec, Transport,
 };

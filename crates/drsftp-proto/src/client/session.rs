@@ -5,55 +5,22 @@
 //!
 //! Dynamic Right-Sizing (docs/drs.md §4.3-4.4) is strictly opt-in: `OPTS DRS Inband=1;` goes out only when the
 //! transfer asks for it ([`TransferSpec::drs`]) and the server listed `DRS` in FEAT, so a Globus server never sees
-//! it; `SBUF <id> <size>` and `126 SBUF` notices are only used and reported after that (`drs.rs`).
+//! it; `SBUF <id> <size>` and `126 SBUF` notices are only used and reported after that (`drs.rs`). The UDP blast
+//! channel is likewise only set up with a server that lists `BLAST` ([`Transport::Blast`]; `blast.rs`, `plan.rs`):
+//! [`Event::BlastBind`] asks the driver for a UDP socket, and [`ClientSession::blast_channel`] tells it where the
+//! server's is once the transfer starts. Without `BLAST` the transfer runs over TCP and the report says so.
 
 use super::addr::{parse_epsv, parse_pasv, port_command};
+use super::blast::{self, BlastNeg};
 use super::drs::{parse_sbuf, Drs};
 use super::feat::Features;
 use super::markers::{parse_perf_marker, parse_range_marker, parse_stripe_counts};
+use super::plan::{Kind, Step};
 use super::reply::{Reply, ReplyReader};
 use super::types::*;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
-
-/// What a command's reply means to the session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    User,
-    Pass,
-    Feat,
-    TypeI,
-    Mode(TransferMode),
-    /// Buffer size; on refusal try the fallback (`SBUF n`) if present.
-    Buffer {
-        sbuf_fallback: Option<u64>,
-    },
-    OptsRetr,
-    /// `OPTS DRS Inband=1;` (true) or `Inband=0;` (false).
-    OptsDrs(bool),
-    Port,
-    Pasv,
-    Epsv,
-    Allo,
-    /// RETR/ERET/STOR/ESTO/MLSD/LIST/NLST: waits through 1xx and markers.
-    Transfer {
-        listing: bool,
-    },
-    Size,
-    Cksm,
-    Raw,
-    Quit,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Step {
-    Cmd(String, Kind),
-    /// Emit [`Event::Listen`], wait for `handle_listening`.
-    Listen,
-    /// Waiting for `handle_data_ready` after [`Event::Connect`].
-    DataReady,
-}
 
 #[derive(Debug)]
 struct Running {
@@ -68,6 +35,8 @@ struct Running {
     started: bool,
     /// ABOR sent: number of final replies still to swallow.
     abort_pending: Option<u8>,
+    /// A blast transfer: what is known of its channel so far.
+    blast: Option<BlastNeg>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,10 +58,10 @@ pub struct ClientSession {
     current: Option<Running>,
     deadline: Option<Instant>,
     peer_ip: Option<IpAddr>,
-    type_image: bool,
-    mode: TransferMode,
-    features: Features,
-    drs: Drs,
+    pub(super) type_image: bool,
+    pub(super) mode: TransferMode,
+    pub(super) features: Features,
+    pub(super) drs: Drs,
 }
 
 fn mask(line: &str) -> String {
@@ -194,6 +163,8 @@ impl ClientSession {
             return Err(ClientError::Busy);
         }
         let mut streams = 1;
+        let mut blast = None;
+        let mut report = TransferReport::default();
         let steps: VecDeque<Step> = match op {
             Op::Login { user, pass } => [
                 Step::Cmd(format!("USER {user}"), Kind::User),
@@ -234,7 +205,19 @@ impl ClientSession {
                 } else {
                     1
                 };
-                self.plan_transfer(&spec)
+                match spec.transport {
+                    Transport::Blast(req) if self.features.has("BLAST") => {
+                        blast = Some(BlastNeg::default());
+                        self.plan_blast(&spec, &req)
+                    }
+                    Transport::Blast(_) => {
+                        report.notices.push(
+                            "the server does not offer BLAST (no FEAT line): using TCP".into(),
+                        );
+                        self.plan_transfer(&spec)
+                    }
+                    Transport::Tcp => self.plan_transfer(&spec),
+                }
             }
         };
         self.current = Some(Running {
@@ -242,75 +225,13 @@ impl ClientSession {
             waiting: None,
             parked: None,
             streams,
-            report: TransferReport::default(),
+            report,
             started: false,
             abort_pending: None,
+            blast,
         });
         self.advance(now);
         Ok(())
-    }
-
-    /// TYPE I and MODE, only when the server is not already there.
-    fn prelude(&self, mode: TransferMode) -> VecDeque<Step> {
-        let mut s = VecDeque::new();
-        if !self.type_image {
-            s.push_back(Step::Cmd("TYPE I".into(), Kind::TypeI));
-        }
-        if self.mode != mode {
-            s.push_back(Step::Cmd(
-                format!("MODE {}", mode.letter()),
-                Kind::Mode(mode),
-            ));
-        }
-        s
-    }
-
-    fn plan_transfer(&self, spec: &TransferSpec) -> VecDeque<Step> {
-        let down = spec.direction == Direction::Download;
-        let ext = spec.mode == TransferMode::Extended;
-        let mut s = self.prelude(spec.mode);
-        if let Some(b) = spec.tcp_buffer {
-            let verb = if down {
-                "SITE RETRBUFSIZE"
-            } else {
-                "SITE STORBUFSIZE"
-            };
-            s.push_back(Step::Cmd(
-                format!("{verb} {b}"),
-                Kind::Buffer {
-                    sbuf_fallback: Some(b),
-                },
-            ));
-        }
-        if let Some((line, on)) = self.drs.opts_for(spec.drs, self.features.drs()) {
-            s.push_back(Step::Cmd(line.to_string(), Kind::OptsDrs(on)));
-        }
-        if down && ext {
-            let n = spec.streams.max(1);
-            s.push_back(Step::Cmd(
-                format!("OPTS RETR Parallelism={n},{n},{n};"),
-                Kind::OptsRetr,
-            ));
-            s.push_back(Step::Listen);
-        } else {
-            s.push_back(Step::Cmd("PASV".into(), Kind::Pasv));
-        }
-        let cmd = match (spec.direction, spec.partial) {
-            (Direction::Download, None) => format!("RETR {}", spec.path),
-            (Direction::Download, Some(p)) => {
-                format!("ERET P {} {} {}", p.offset, p.length, spec.path)
-            }
-            (Direction::Upload, None) => format!("STOR {}", spec.path),
-            (Direction::Upload, Some(p)) => format!("ESTO A {} {}", p.offset, spec.path),
-        };
-        if !down {
-            let alloc = spec.partial.map(|p| p.length).or(spec.alloc);
-            if let Some(a) = alloc {
-                s.push_back(Step::Cmd(format!("ALLO {a}"), Kind::Allo));
-            }
-        }
-        s.push_back(Step::Cmd(cmd, Kind::Transfer { listing: false }));
-        s
     }
 
     /// The driver has bound the data listener requested by [`Event::Listen`].
@@ -323,6 +244,24 @@ impl ClientSession {
                 self.advance(now);
             }
         }
+    }
+
+    /// The driver has bound the UDP socket requested by [`Event::BlastBind`].
+    pub fn handle_blast_bound(&mut self, now: Instant, addr: SocketAddr) {
+        if let Some(run) = self.current.as_mut() {
+            if run.parked == Some(Step::BlastBind) {
+                run.parked = None;
+                run.steps
+                    .push_front(Step::Cmd(blast::bpas_line(addr), Kind::Bpas));
+                self.advance(now);
+            }
+        }
+    }
+
+    /// The running transfer's blast channel, complete once the server accepted the transfer command
+    /// ([`Event::TransferStarted`]); `None` for TCP transfers. [`TransferReport::blast`] repeats it at the end.
+    pub fn blast_channel(&self) -> Option<BlastChannel> {
+        self.current.as_ref()?.blast.as_ref()?.channel()
     }
 
     /// The driver is setting up the connections requested by [`Event::Connect`].
@@ -471,6 +410,11 @@ impl ClientSession {
                 self.deadline = None;
                 self.events.push_back(Event::Listen);
             }
+            Some(Step::BlastBind) => {
+                run.parked = Some(Step::BlastBind);
+                self.deadline = None;
+                self.events.push_back(Event::BlastBind);
+            }
             Some(Step::DataReady) => unreachable!("DataReady is only parked, never queued"),
             None => {
                 // Only reached by ops whose last step completes without an outcome of its own.
@@ -573,6 +517,11 @@ impl ClientSession {
         };
         if reply.is_preliminary() {
             if let Kind::Transfer { .. } = kind {
+                if let Some(b) = run.blast.as_mut() {
+                    if b.start.is_none() {
+                        b.start = blast::parse_start(&reply);
+                    }
+                }
                 if !run.started {
                     run.started = true;
                     self.deadline = None;
@@ -655,6 +604,28 @@ impl ClientSession {
                     self.events.push_back(Event::Notice(n));
                 }
             }
+            Kind::OptsBlast => match blast::parse_opts_reply(&reply) {
+                Some(rate) if reply.is_ok() => {
+                    if let Some(b) = run.blast.as_mut() {
+                        b.rate = rate;
+                    }
+                }
+                _ => return self.finish(Err(refused(reply))),
+            },
+            Kind::Bpas => match blast::parse_bpas_reply(&reply, self.peer_ip) {
+                Some(server) => {
+                    if let Some(b) = run.blast.as_mut() {
+                        b.server = Some(server);
+                    }
+                }
+                None if reply.is_ok() => {
+                    return self.finish(Err(ClientError::BadReply {
+                        command: cmd,
+                        reply,
+                    }));
+                }
+                None => return self.finish(Err(refused(reply))),
+            },
             Kind::Allo => {
                 if !reply.is_ok() {
                     let n = format!("server refused `{cmd}`: {reply}");
@@ -703,6 +674,7 @@ impl ClientSession {
                 }
                 run.report.final_reply = Some(reply);
                 run.report.drs_negotiated = self.drs.on;
+                run.report.blast = run.blast.as_ref().and_then(BlastNeg::channel);
                 let report = std::mem::take(&mut run.report);
                 return self.finish(Ok(Outcome::Transferred(report)));
             }

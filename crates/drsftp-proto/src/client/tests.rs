@@ -71,6 +71,7 @@ fn spec(direction: Direction, mode: TransferMode, streams: u32) -> TransferSpec 
         partial: None,
         alloc: None,
         drs: false,
+        transport: Default::default(),
     }
 }
 
@@ -445,4 +446,173 @@ fn password_is_masked_in_errors() {
         panic!()
     };
     assert!(!e.to_string().contains("secret"), "{e}");
+}
+
+fn blast_spec(direction: Direction, path: &str) -> TransferSpec {
+    TransferSpec {
+        direction,
+        path: path.into(),
+        mode: TransferMode::Stream,
+        streams: 1,
+        tcp_buffer: Some(4 << 20),
+        partial: None,
+        alloc: (direction == Direction::Upload).then_some(5000),
+        drs: false,
+        transport: Transport::Blast(BlastRequest {
+            mtu: 1500,
+            max_rate: 500_000_000,
+            ack_every: None,
+        }),
+    }
+}
+
+fn login_drsftp(h: &mut Harness) {
+    h.reply("220 drsftp GridFTP server ready.\n");
+    h.s.start(
+        h.now,
+        Op::Login {
+            user: "anonymous".into(),
+            pass: "x".into(),
+        },
+    )
+    .unwrap();
+    h.expect("USER anonymous", "331 Password required.\n");
+    h.expect("PASS x", "230 Logged in.\n");
+    h.expect(
+        "FEAT",
+        "211-Extensions supported:\n PARALLEL\n CKSM SHA256;\n BLAST\n211 End.\n",
+    );
+    h.events();
+}
+
+#[test]
+fn blast_download_and_upload_dialogues() {
+    let mut h = Harness::new();
+    login_drsftp(&mut h);
+    h.s.start(
+        h.now,
+        Op::Transfer(blast_spec(Direction::Download, "/data/f")),
+    )
+    .unwrap();
+    h.expect("TYPE I", "200 Type set to I.\n");
+    h.expect(
+        "OPTS BLAST MTU=1500;Rate=500000000;",
+        "200 OPTS BLAST MTU=1500;Rate=400000000;\n",
+    );
+    h.nothing_sent();
+    assert_eq!(h.events(), vec![Event::BlastBind]);
+    assert_eq!(
+        h.s.poll_timeout(),
+        None,
+        "no deadline while the driver binds"
+    );
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());
+    h.expect(
+        "BPAS 127,0,0,1,156,64",
+        "229 Entering Blast Passive Mode (127,0,0,1,156,65) Id=00000000000000ff\n",
+    );
+    assert_eq!(h.s.blast_channel(), None, "not before the 150");
+    h.expect(
+        "RETR /data/f",
+        "150 Opening BLAST data channel for RETR /data/f (Size=104857600;Packet=1436;).\n",
+    );
+    assert!(matches!(&h.events()[..], [Event::TransferStarted(r)] if r.code == 150));
+    let ch = BlastChannel {
+        peer: "127.0.0.1:40001".parse().unwrap(),
+        transfer_id: 0xff,
+        size: 104_857_600,
+        payload_size: 1436,
+        max_rate: 400_000_000,
+    };
+    assert_eq!(h.s.blast_channel(), Some(ch));
+    h.reply("226 Transfer complete.\n");
+    let ev = h.events();
+    let [Event::Done(Outcome::Transferred(rep))] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(rep.blast, Some(ch));
+    assert_eq!(rep.buffer_command, None, "no TCP buffer commands for blast");
+
+    // Upload: ALLO before STOR; no MODE/TYPE repeated.
+    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Upload, "/in/f")))
+        .unwrap();
+    h.expect(
+        "OPTS BLAST MTU=1500;Rate=500000000;",
+        "200 OPTS BLAST MTU=1500;Rate=0;\n",
+    );
+    assert_eq!(h.events(), vec![Event::BlastBind]);
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40002".parse().unwrap());
+    h.expect(
+        "BPAS 127,0,0,1,156,66",
+        "229 Entering Blast Passive Mode (0,0,0,0,156,67) Id=7\n",
+    );
+    h.expect("ALLO 5000", "200 ALLO command successful.\n");
+    h.expect(
+        "STOR /in/f",
+        "150 Opening BLAST data channel for STOR /in/f (Size=5000;Packet=1436;).\n",
+    );
+    let ch = h.s.blast_channel().unwrap();
+    assert_eq!(
+        ch.peer,
+        "127.0.0.1:40003".parse().unwrap(),
+        "wildcard host = control peer"
+    );
+    assert_eq!((ch.size, ch.max_rate, ch.transfer_id), (5000, 0, 7));
+    h.reply("226 Transfer complete.\n");
+    assert!(matches!(
+        &h.events()[..],
+        [Event::TransferStarted(_), Event::Done(_)]
+    ));
+}
+
+#[test]
+fn blast_falls_back_to_tcp_without_feat_and_fails_on_refusal() {
+    // Globus lists no BLAST: the same spec runs over TCP, with a notice.
+    let mut h = Harness::new();
+    h.login_globus();
+    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
+        .unwrap();
+    h.expect("TYPE I", "200 Type set to I.\n");
+    h.expect("SITE RETRBUFSIZE 4194304", "200 Site Command Successful.\n");
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
+    assert!(matches!(&h.events()[..], [Event::Connect { .. }]));
+    h.s.handle_data_ready(h.now);
+    h.expect("RETR /f", "150 Beginning transfer.\n");
+    assert_eq!(h.s.blast_channel(), None);
+    h.reply("226 Transfer Complete.\n");
+    let ev = h.events();
+    let [Event::TransferStarted(_), Event::Done(Outcome::Transferred(rep))] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(rep.blast, None);
+    assert!(rep
+        .notices
+        .iter()
+        .any(|n| n.contains("does not offer BLAST")));
+
+    // A server that lists BLAST but refuses the options or the channel: the operation fails.
+    let mut h = Harness::new();
+    login_drsftp(&mut h);
+    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
+        .unwrap();
+    h.expect("TYPE I", "200 Type set to I.\n");
+    h.expect(
+        "OPTS BLAST MTU=1500;Rate=500000000;",
+        "502 BLAST is disabled.\n",
+    );
+    assert!(matches!(&h.events()[..], [Event::Failed(e)] if e.reply_code() == Some(502)));
+    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
+        .unwrap();
+    h.expect(
+        "OPTS BLAST MTU=1500;Rate=500000000;",
+        "200 OPTS BLAST MTU=1500;Rate=0;\n",
+    );
+    h.events();
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());
+    h.expect("BPAS 127,0,0,1,156,64", "229 Entering Blast Passive Mode\n");
+    assert!(matches!(
+        &h.events()[..],
+        [Event::Failed(ClientError::BadReply { .. })]
+    ));
+    assert!(!h.s.is_dead());
 }

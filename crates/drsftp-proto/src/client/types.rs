@@ -83,6 +83,56 @@ pub struct TransferSpec {
     /// PASV/PORT (never otherwise). A transfer without it turns DRS off again (`OPTS DRS Inband=0;`) if an
     /// earlier one had switched it on.
     pub drs: bool,
+    /// TCP (stream mode / MODE E as `mode` says) or the UDP blast channel.
+    pub transport: Transport,
+}
+
+/// The data channel a transfer asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// TCP: stream mode or MODE E, as [`TransferSpec::mode`] says.
+    #[default]
+    Tcp,
+    /// The UDP blast channel (docs/blast.md) if the server lists `BLAST` in FEAT; otherwise TCP, with a notice.
+    /// `mode`/`streams`/`tcp_buffer` do not apply to it.
+    Blast(BlastRequest),
+}
+
+/// What the client asks for in `OPTS BLAST`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlastRequest {
+    /// Path MTU, bytes: sets the packet size (MTU − 64 payload bytes).
+    pub mtu: u32,
+    /// Sending-rate cap, bit/s on the wire (0 = none; the server may lower it).
+    pub max_rate: u64,
+    /// Acknowledgement frequency for when the server receives (an upload), if not the server's default.
+    pub ack_every: Option<u32>,
+}
+
+impl Default for BlastRequest {
+    fn default() -> Self {
+        BlastRequest {
+            mtu: 1500,
+            max_rate: 0,
+            ack_every: None,
+        }
+    }
+}
+
+/// A blast channel as agreed with the server: what the driver needs for `drsftp_blast::TransferParams` and its
+/// socket. Complete once the transfer command's `150` reply arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlastChannel {
+    /// The server's UDP socket (from the `BPAS` reply; the control peer's address if it gave a wildcard).
+    pub peer: SocketAddr,
+    /// The channel's random transfer id.
+    pub transfer_id: u64,
+    /// Bytes the transfer moves (`Size=` of the `150` reply).
+    pub size: u64,
+    /// Payload bytes per data packet (`Packet=`).
+    pub payload_size: usize,
+    /// Sending-rate cap in force, bit/s on the wire (the `OPTS BLAST` reply's `Rate=`; 0 = none).
+    pub max_rate: u64,
 }
 
 /// Which listing command to use.
@@ -184,6 +234,9 @@ pub struct TransferReport {
     /// DRS was on for this transfer (`OPTS DRS Inband=1;` accepted, now or by an earlier transfer): in-band
     /// SBUF headers may flow on MODE E data channels and `SBUF <id> <size>` on the control channel.
     pub drs_negotiated: bool,
+    /// The blast channel the transfer used; `None` if it went over TCP (also when blast was asked for but the
+    /// server does not offer it: then `notices` says so).
+    pub blast: Option<BlastChannel>,
 }
 
 /// Something the driver must act on or may report.
@@ -192,6 +245,9 @@ pub enum Event {
     /// Bind a data listener now and call `handle_listening(now, addr)` with its address (MODE E download:
     /// the server is the sender and connects).
     Listen,
+    /// Bind a UDP socket for a blast channel now and call `handle_blast_bound(now, addr)` with its address; keep
+    /// it for the transfer ([`ClientSession::blast_channel`](super::ClientSession::blast_channel) says where to).
+    BlastBind,
     /// Open `streams` data connections to `addr` (the server's passive address) and call
     /// `handle_data_ready(now)` once they are being set up.
     Connect {

@@ -47,6 +47,8 @@ struct Pair {
     events: Vec<Event>,
     /// Bytes the fake client "uploads".
     upload: Vec<u8>,
+    /// The control dialogue: `C: line` / `S: line`.
+    log: Vec<String>,
 }
 
 impl Pair {
@@ -72,6 +74,7 @@ impl Pair {
             plans: vec![],
             events: vec![],
             upload: b"uploaded bytes".repeat(100),
+            log: vec![],
         };
         p.pump();
         p
@@ -82,10 +85,14 @@ impl Pair {
         loop {
             let mut busy = false;
             while let Some(b) = self.s.poll_transmit() {
+                let text = String::from_utf8_lossy(&b);
+                self.log.extend(text.lines().map(|l| format!("S: {l}")));
                 self.c.handle_input(self.now, &b);
                 busy = true;
             }
             while let Some(b) = self.c.poll_transmit() {
+                let text = String::from_utf8_lossy(&b);
+                self.log.extend(text.lines().map(|l| format!("C: {l}")));
                 self.s.handle_input(self.now, &b);
                 busy = true;
             }
@@ -100,6 +107,9 @@ impl Pair {
                         .c
                         .handle_listening(self.now, "127.0.0.1:60201".parse().unwrap()),
                     Event::Connect { .. } => self.c.handle_data_ready(self.now),
+                    Event::BlastBind => self
+                        .c
+                        .handle_blast_bound(self.now, "127.0.0.1:40200".parse().unwrap()),
                     _ => {}
                 }
                 self.events.push(e);
@@ -195,6 +205,7 @@ fn spec(direction: Direction, path: &str, mode: TransferMode, streams: u32) -> T
         partial: None,
         alloc: None,
         drs: false,
+        transport: Default::default(),
     }
 }
 
@@ -286,4 +297,79 @@ fn our_client_against_our_server() {
     assert_eq!(hex.len(), 8);
     assert_eq!(p.op(Op::Quit), Outcome::Closed);
     assert!(p.s.is_closed());
+}
+
+#[test]
+fn blast_dialogue_against_our_server() {
+    use crate::client::{BlastRequest, Transport};
+    let mut p = Pair::new();
+    p.op(Op::Login {
+        user: "anonymous".into(),
+        pass: "drsftp@".into(),
+    });
+    assert!(p.c.features().has("BLAST"));
+    let req = BlastRequest {
+        mtu: 1500,
+        max_rate: 0,
+        ack_every: None,
+    };
+    let mut down = spec(Direction::Download, "/tmp/src/f", TransferMode::Stream, 1);
+    down.transport = Transport::Blast(req);
+    p.log.clear();
+    let Outcome::Transferred(rep) = p.op(Op::Transfer(down)) else {
+        panic!()
+    };
+    assert_eq!(
+        p.log,
+        [
+            "C: TYPE I",
+            "S: 200 Type set to I.",
+            "C: OPTS BLAST MTU=1500;Rate=0;",
+            "S: 200 OPTS BLAST MTU=1500;Rate=0;",
+            "C: BPAS 127,0,0,1,157,8",
+            "S: 229 Entering Blast Passive Mode (127,0,0,1,156,164) Id=00000000feedf00d",
+            "C: RETR /tmp/src/f",
+            "S: 150 Opening BLAST data channel for RETR /tmp/src/f (Size=100000;Packet=1436;).",
+            "S: 226 Transfer complete.",
+        ]
+    );
+    let ch = rep.blast.unwrap();
+    assert_eq!(ch.peer, "127.0.0.1:40100".parse().unwrap());
+    assert_eq!(
+        (ch.transfer_id, ch.size, ch.payload_size),
+        (0xfeed_f00d, 100_000, 1436)
+    );
+    let DataEndpoint::Blast(ep) = p.plans.last().unwrap().endpoint else {
+        panic!()
+    };
+    assert_eq!(ep.peer, "127.0.0.1:40200".parse().unwrap());
+    assert_eq!(ep.transfer_id, ch.transfer_id);
+
+    let mut up = spec(Direction::Upload, "/tmp/dst/b", TransferMode::Stream, 1);
+    up.transport = Transport::Blast(BlastRequest {
+        mtu: 9000,
+        max_rate: 300_000_000,
+        ack_every: Some(100),
+    });
+    up.alloc = Some(p.upload.len() as u64);
+    p.log.clear();
+    let Outcome::Transferred(rep) = p.op(Op::Transfer(up)) else {
+        panic!()
+    };
+    assert_eq!(
+        p.log,
+        [
+            "C: OPTS BLAST MTU=9000;Rate=300000000;AckEvery=100;",
+            "S: 200 OPTS BLAST MTU=9000;Rate=300000000;AckEvery=100;",
+            "C: BPAS 127,0,0,1,157,8",
+            "S: 229 Entering Blast Passive Mode (127,0,0,1,156,164) Id=00000000feedf00d",
+            "C: ALLO 1400",
+            "S: 200 ALLO command successful.",
+            "C: STOR /tmp/dst/b",
+            "S: 150 Opening BLAST data channel for STOR /tmp/dst/b (Size=1400;Packet=8936;).",
+            "S: 226 Transfer complete.",
+        ]
+    );
+    assert_eq!(rep.blast.unwrap().max_rate, 300_000_000);
+    assert_eq!(p.st.get("/tmp/dst/b").unwrap(), p.upload);
 }

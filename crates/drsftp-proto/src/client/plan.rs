@@ -1,0 +1,133 @@
+//! The command plan of an operation: what each command's reply means to the session ([`Kind`]), the steps an
+//! operation runs through ([`Step`]), and how a transfer becomes steps — TYPE/MODE only when needed, buffer size,
+//! the DRS opt-in, parallelism, then PORT (MODE E download) or PASV, ALLO and the transfer command; a blast
+//! transfer instead gets `OPTS BLAST` and a UDP socket announced with `BPAS` (docs/blast.md).
+
+use std::collections::VecDeque;
+
+use super::blast;
+use super::session::ClientSession;
+use super::types::{BlastRequest, Direction, TransferMode, TransferSpec};
+
+/// What a command's reply means to the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    User,
+    Pass,
+    Feat,
+    TypeI,
+    Mode(TransferMode),
+    /// Buffer size; on refusal try the fallback (`SBUF n`) if present.
+    Buffer {
+        sbuf_fallback: Option<u64>,
+    },
+    OptsRetr,
+    /// `OPTS DRS Inband=1;` (true) or `Inband=0;` (false).
+    OptsDrs(bool),
+    OptsBlast,
+    Bpas,
+    Port,
+    Pasv,
+    Epsv,
+    Allo,
+    /// RETR/ERET/STOR/ESTO/MLSD/LIST/NLST: waits through 1xx and markers.
+    Transfer {
+        listing: bool,
+    },
+    Size,
+    Cksm,
+    Raw,
+    Quit,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Step {
+    Cmd(String, Kind),
+    /// Emit [`Event::Listen`], wait for `handle_listening`.
+    Listen,
+    /// Waiting for `handle_data_ready` after [`Event::Connect`].
+    DataReady,
+    /// Emit [`Event::BlastBind`], wait for `handle_blast_bound`.
+    BlastBind,
+}
+
+impl ClientSession {
+    /// TYPE I and MODE, only when the server is not already there.
+    pub(super) fn prelude(&self, mode: TransferMode) -> VecDeque<Step> {
+        let mut s = VecDeque::new();
+        if !self.type_image {
+            s.push_back(Step::Cmd("TYPE I".into(), Kind::TypeI));
+        }
+        if self.mode != mode {
+            s.push_back(Step::Cmd(
+                format!("MODE {}", mode.letter()),
+                Kind::Mode(mode),
+            ));
+        }
+        s
+    }
+
+    pub(super) fn plan_transfer(&self, spec: &TransferSpec) -> VecDeque<Step> {
+        let down = spec.direction == Direction::Download;
+        let ext = spec.mode == TransferMode::Extended;
+        let mut s = self.prelude(spec.mode);
+        if let Some(b) = spec.tcp_buffer {
+            let verb = if down {
+                "SITE RETRBUFSIZE"
+            } else {
+                "SITE STORBUFSIZE"
+            };
+            s.push_back(Step::Cmd(
+                format!("{verb} {b}"),
+                Kind::Buffer {
+                    sbuf_fallback: Some(b),
+                },
+            ));
+        }
+        if let Some((line, on)) = self.drs.opts_for(spec.drs, self.features.drs()) {
+            s.push_back(Step::Cmd(line.to_string(), Kind::OptsDrs(on)));
+        }
+        if down && ext {
+            let n = spec.streams.max(1);
+            s.push_back(Step::Cmd(
+                format!("OPTS RETR Parallelism={n},{n},{n};"),
+                Kind::OptsRetr,
+            ));
+            s.push_back(Step::Listen);
+        } else {
+            s.push_back(Step::Cmd("PASV".into(), Kind::Pasv));
+        }
+        Self::transfer_steps(spec, &mut s);
+        s
+    }
+
+    /// A blast transfer: TYPE I, `OPTS BLAST`, a UDP socket announced with `BPAS`, ALLO for uploads, the
+    /// transfer command. MODE, buffer sizes and parallelism do not apply.
+    pub(super) fn plan_blast(&self, spec: &TransferSpec, req: &BlastRequest) -> VecDeque<Step> {
+        let mut s = self.prelude(self.mode);
+        s.push_back(Step::Cmd(blast::opts_line(req), Kind::OptsBlast));
+        s.push_back(Step::BlastBind);
+        Self::transfer_steps(spec, &mut s);
+        s
+    }
+
+    /// ALLO (uploads) and the transfer command.
+    fn transfer_steps(spec: &TransferSpec, s: &mut VecDeque<Step>) {
+        let down = spec.direction == Direction::Download;
+        let cmd = match (spec.direction, spec.partial) {
+            (Direction::Download, None) => format!("RETR {}", spec.path),
+            (Direction::Download, Some(p)) => {
+                format!("ERET P {} {} {}", p.offset, p.length, spec.path)
+            }
+            (Direction::Upload, None) => format!("STOR {}", spec.path),
+            (Direction::Upload, Some(p)) => format!("ESTO A {} {}", p.offset, spec.path),
+        };
+        if !down {
+            let alloc = spec.partial.map(|p| p.length).or(spec.alloc);
+            if let Some(a) = alloc {
+                s.push_back(Step::Cmd(format!("ALLO {a}"), Kind::Allo));
+            }
+        }
+        s.push_back(Step::Cmd(cmd, Kind::Transfer { listing: false }));
+    }
+}
