@@ -48,6 +48,8 @@ pub struct ClientOptions {
     pub verify: bool,
     /// Reply timeout for commands, connect timeout, and the longest time without data progress.
     pub timeout: Duration,
+    /// TCP congestion control for our data sockets (e.g. "cubic"); `None`: the namespace's default.
+    pub congestion: Option<String>,
 }
 
 impl Default for ClientOptions {
@@ -60,6 +62,7 @@ impl Default for ClientOptions {
             partial: None,
             verify: true,
             timeout: Duration::from_secs(60),
+            congestion: None,
         }
     }
 }
@@ -77,6 +80,7 @@ impl ClientOptions {
     fn data_opts(&self) -> DataOpts {
         DataOpts {
             buffer: self.buffer,
+            congestion: self.congestion.clone(),
             ..DataOpts::default()
         }
     }

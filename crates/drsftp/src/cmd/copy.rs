@@ -41,6 +41,11 @@ pub struct Args {
     /// a fixed size such as 4M. Default: kernel, or the --tcp-bs size if given.
     #[arg(long, value_name = "drs|kernel|SIZE", value_parser = policy_arg)]
     buffer: Option<BufferPolicy>,
+    /// TCP congestion control for our data sockets (TCP_CONGESTION), e.g. `cubic` or `bbr`. Only the sending
+    /// side's choice matters for the transfer; set it on the server (`drsftp serve --congestion`) for downloads.
+    /// Default: the host's.
+    #[arg(long, value_name = "NAME")]
+    congestion: Option<String>,
     /// Use MODE E even with a single stream.
     #[arg(long)]
     mode_e: bool,
@@ -150,6 +155,7 @@ fn options(args: &Args) -> ClientOptions {
         partial: None,
         verify: !args.no_verify,
         timeout: args.timeout,
+        congestion: args.congestion.clone(),
     }
 }
 

@@ -41,6 +41,11 @@ pub struct Args {
     /// Streams used for a MODE E send when the client sent no `OPTS RETR Parallelism`.
     #[arg(long, default_value_t = 1)]
     pub default_parallelism: u32,
+    /// TCP congestion control for data sockets (TCP_CONGESTION), e.g. `cubic` or `bbr`. Lets a socket use an
+    /// algorithm the host does not default to (as root any loaded one; otherwise one listed in
+    /// net.ipv4.tcp_allowed_congestion_control). Default: the host's.
+    #[arg(long, value_name = "NAME")]
+    pub congestion: Option<String>,
     /// Print the bound control address as `listening <addr>` on stdout (for scripts using port 0).
     #[arg(long)]
     pub print_addr: bool,
@@ -81,6 +86,7 @@ pub fn run(args: Args) -> Result<()> {
         data: DataOpts {
             buffer: args.buffer,
             block_size: args.block_size.clamp(4096, 64 << 20) as usize,
+            congestion: args.congestion.clone(),
             ..DataOpts::default()
         },
         storage: Arc::new(storage),
