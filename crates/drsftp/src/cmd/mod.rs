@@ -1,4 +1,5 @@
 //! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
+pub mod bench_gridftp;
 pub mod copy;
 pub mod demo;
 pub mod lab;

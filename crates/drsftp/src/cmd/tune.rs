@@ -91,6 +91,8 @@ pub struct Args {
     /// Bench: receiver's tcp_rmem (e.g. "4096 131072 262144") to emulate a host whose autotuning cap is below BDP.
     #[arg(long)]
     bench_rmem: Option<String>,
+    #[command(flatten)]
+    gridftp: super::bench_gridftp::Args,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -99,6 +101,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.bench_drs {
         return bench::run(&args);
+    }
+    if args.gridftp.bench_gridftp {
+        return super::bench_gridftp::run(&args.gridftp, args.rtt, args.rate);
     }
     if args.sweep {
         return bench::sweep(&args);
