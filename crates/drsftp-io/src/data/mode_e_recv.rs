@@ -21,8 +21,8 @@ use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::{DataError, DataOpts, DataReport, Progress};
 
 /// Largest payload chunk read before it is written to the file: bounds memory per connection (two chunks)
-/// whatever count a header announces.
-pub(crate) const CHUNK: usize = 1 << 20;
+/// whatever count a header announces, and keeps the chunk cache-hot between the socket read and the file write.
+pub(crate) const CHUNK: usize = super::stream::RECV_CHUNK;
 
 /// After the last EOD, how long connections that are idle or mid-way may take to hand their sockets back.
 const DRAIN: Duration = Duration::from_millis(200);

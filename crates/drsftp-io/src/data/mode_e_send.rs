@@ -245,6 +245,11 @@ async fn write_blocks(
             );
         }
         spare = Some(buf);
+        if rev.is_some() {
+            // The reverse reader shares this task (try_join): let it look at the socket between blocks even when
+            // the socket always has room and the writer would otherwise never return Pending.
+            tokio::task::yield_now().await;
+        }
     }
     if let Some(rev) = rev {
         write_echoes(wr, rev).await?;

@@ -15,8 +15,10 @@ use super::fileio::{Pending, Placement};
 use super::sockets::{self, GaugeSet, Side};
 use super::{DataError, DataOpts, DataReport, Progress};
 
-/// Largest chunk the stream receiver collects before writing it to the file.
-pub(crate) const RECV_CHUNK: usize = 1 << 20;
+/// Largest chunk a receiver collects before writing it to the file. Small enough to stay in L2 between the socket
+/// read and the file write (a 1 MiB chunk measured slower on the 2-core loopback box), large enough that the
+/// per-write overhead vanishes; equal to the default MODE E block.
+pub(crate) const RECV_CHUNK: usize = 256 << 10;
 
 /// Payload bytes per read for a sender, from `opts.block_size` (0 = default), bounded to something sane.
 pub(crate) fn send_chunk(opts: &DataOpts) -> usize {
