@@ -1,7 +1,8 @@
 //! drsftp-io: the one thin tokio layer. It owns every socket and file handle and drives the sans-IO cores in
 //! drsftp-proto, drsftp-tune and drsftp-blast: `server` runs `drsftp serve`, `client` runs `drsftp copy`/`ls`,
-//! `data` moves bytes on data channels (stream mode and MODE E) for both.
+//! `data` moves bytes on TCP data channels (stream mode and MODE E) for both, `blast` on the UDP blast channel.
 
+pub mod blast;
 pub mod client;
 pub mod data;
 pub mod drs;

@@ -9,6 +9,7 @@ use drsftp_proto::client::{Direction, TransferSpec};
 use drsftp_storage::FileHandle;
 use drsftp_tune::BufferPolicy;
 
+use super::blast;
 use super::control::Control;
 use super::local::Destination;
 use super::transfer::{self, DataJob};
@@ -67,6 +68,7 @@ pub(crate) async fn run(
         dopts.max_end = want.end;
     }
     let offset = opts.partial.map_or(0, |p| p.offset);
+    let (udp, udp_notice) = blast::wanted(control, opts);
     let job = match mode {
         drsftp_proto::client::TransferMode::Extended => DataJob::RecvModeE {
             file: file.clone(),
@@ -86,9 +88,19 @@ pub(crate) async fn run(
         partial: opts.partial,
         alloc: None,
         drs: opts.buffer == BufferPolicy::Drs,
-        transport: Default::default(),
+        transport: blast::transport(udp),
     };
-    let moved = transfer::run(control, spec, job, dopts, progress, opts.timeout).await?;
+    let moved = match udp {
+        Some(b) => {
+            let side = blast::Side::Recv {
+                file: file.clone(),
+                base: offset,
+            };
+            let len = (want.end != u64::MAX).then(|| want.end - want.start);
+            blast::run(control, spec, side, len, b, progress, opts.timeout).await?
+        }
+        None => transfer::run(control, spec, job, dopts, progress, opts.timeout).await?,
+    };
     let want = if want.end == u64::MAX {
         // Size unknown: whatever arrived, from the start.
         want.start..want.start + moved.data.bytes
@@ -112,6 +124,7 @@ pub(crate) async fn run(
         tokio::task::spawn_blocking(move || h.sync())
     };
     let mut summary = TransferSummary::new(mode, &moved);
+    summary.notices.extend(udp_notice);
     if opts.verify {
         match verify::pick_alg(control.session().features()) {
             Some(alg) => {

@@ -5,10 +5,14 @@
 //! hidden part file renamed into place only after the byte count and the server's CKSM agree ([`download`]);
 //! uploads are checked the same way afterwards ([`upload`]).
 //!
+//! With [`ClientOptions::blast`] set and a server that lists `BLAST`, the data goes over the UDP blast channel
+//! instead ([`blast`]); a server without it gets TCP, and the summary's notices say so.
+//!
 //! Mode rules (as globus-url-copy): `streams > 1` means MODE E with that many TCP streams; `streams == 1` is stream
 //! mode unless `mode_e` is set. In MODE E the sender connects: for downloads the client listens (PORT) and the
 //! server opens the streams; for uploads the client connects to the server's PASV address.
 
+mod blast;
 mod control;
 mod download;
 mod error;
@@ -25,6 +29,7 @@ use drsftp_proto::client::{Op, Outcome};
 use drsftp_storage::ChecksumAlg;
 use drsftp_tune::BufferPolicy;
 
+use crate::blast::{BlastOpts, BlastReport};
 use crate::data::{DataOpts, Progress};
 use control::Control;
 
@@ -50,6 +55,9 @@ pub struct ClientOptions {
     pub timeout: Duration,
     /// TCP congestion control for our data sockets (e.g. "cubic"); `None`: the namespace's default.
     pub congestion: Option<String>,
+    /// Use the UDP blast channel (docs/blast.md) with these settings when the server lists `BLAST` in FEAT;
+    /// otherwise, and when `None`, TCP as `streams`/`mode_e` say.
+    pub blast: Option<BlastOpts>,
 }
 
 impl Default for ClientOptions {
@@ -63,6 +71,7 @@ impl Default for ClientOptions {
             verify: true,
             timeout: Duration::from_secs(60),
             congestion: None,
+            blast: None,
         }
     }
 }
@@ -107,6 +116,14 @@ pub struct TransferSummary {
     pub verified: bool,
     /// Non-fatal remarks (buffer size refused, checksum not verified and why).
     pub notices: Vec<String>,
+    /// `"tcp"` or `"udp"` (the blast channel).
+    pub transport: &'static str,
+    /// Blast: data packets that arrived more than once (0 over TCP).
+    pub duplicates: u64,
+    /// Blast: datagrams dropped as bad input at our end (0 over TCP).
+    pub rejected: u64,
+    /// Blast: the data path's full report.
+    pub blast: Option<BlastReport>,
 }
 
 impl TransferSummary {
@@ -121,6 +138,10 @@ impl TransferSummary {
             checksum: None,
             verified: false,
             notices: moved.report.notices.clone(),
+            transport: if moved.blast.is_some() { "udp" } else { "tcp" },
+            duplicates: moved.blast.as_ref().map_or(0, |b| b.duplicates),
+            rejected: moved.blast.as_ref().map_or(0, |b| b.rejected),
+            blast: moved.blast.clone(),
         }
     }
 

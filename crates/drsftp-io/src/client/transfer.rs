@@ -55,6 +55,8 @@ pub(crate) struct Moved {
     pub(crate) data: DataReport,
     /// Seconds from the first command to the end of both sides.
     pub(crate) seconds: f64,
+    /// The blast data path's report, for a transfer over the UDP blast channel.
+    pub(crate) blast: Option<crate::blast::BlastReport>,
 }
 
 type DataTask = JoinHandle<Result<DataReport, DataError>>;
@@ -219,11 +221,12 @@ pub(crate) async fn run_started(
         report: report.unwrap_or_default(),
         data: data.expect("loop ends with data"),
         seconds: begin.elapsed().as_secs_f64(),
+        blast: None,
     })
 }
 
 /// Sends ABOR and waits (bounded by the session's reply deadline) for the server to acknowledge it.
-async fn abort(control: &mut Control) {
+pub(crate) async fn abort(control: &mut Control) {
     control.session_mut().abort(Instant::now());
     match tokio::time::timeout(Duration::from_secs(120), control.finish()).await {
         Ok(Err(e)) => tracing::debug!("after ABOR: {e}"),

@@ -9,6 +9,7 @@ use drsftp_proto::client::{Direction, TransferMode, TransferSpec};
 use drsftp_storage::FileHandle;
 use drsftp_tune::BufferPolicy;
 
+use super::blast;
 use super::control::Control;
 use super::download::size_if_supported;
 use super::local::LocalFile;
@@ -46,6 +47,7 @@ pub(crate) async fn run(
         None => 0..len,
     };
     let mode = opts.mode();
+    let (udp, udp_notice) = blast::wanted(control, opts);
     let job = match mode {
         TransferMode::Extended => DataJob::SendModeE {
             file: file.clone(),
@@ -66,9 +68,22 @@ pub(crate) async fn run(
         partial: opts.partial,
         alloc: Some(len),
         drs: opts.buffer == BufferPolicy::Drs,
-        transport: Default::default(),
+        transport: blast::transport(udp),
     };
-    let moved = transfer::run(control, spec, job, opts.data_opts(), progress, opts.timeout).await?;
+    let moved = match udp {
+        Some(b) => {
+            let side = blast::Side::Send {
+                file: file.clone(),
+                base: range.start,
+            };
+            let len = Some(range.end - range.start);
+            blast::run(control, spec, side, len, b, progress, opts.timeout).await?
+        }
+        None => {
+            let dopts = opts.data_opts();
+            transfer::run(control, spec, job, dopts, progress, opts.timeout).await?
+        }
+    };
     verify::check_moved(&local.display().to_string(), &moved.data, range.clone())?;
     if opts.partial.is_none() {
         if let Some(got) = size_if_supported(control, remote).await? {
@@ -82,6 +97,7 @@ pub(crate) async fn run(
         }
     }
     let mut summary = TransferSummary::new(mode, &moved);
+    summary.notices.extend(udp_notice);
     if opts.verify {
         match verify::pick_alg(control.session().features()) {
             Some(alg) => {

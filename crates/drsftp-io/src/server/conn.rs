@@ -53,6 +53,7 @@ pub(crate) async fn run(
     let mut running: Option<Running> = None;
     let mut passive: Vec<Arc<TcpListener>> = vec![];
     let mut cache: Option<DataCache> = None;
+    let mut blast_sock: Option<std::net::UdpSocket> = None;
     let mut buf = vec![0u8; 16 * 1024];
     let mut tick = tokio::time::interval(PROGRESS_TICK);
     let mut close = false;
@@ -92,6 +93,7 @@ pub(crate) async fn run(
                 Action::Transfer(plan) => {
                     let progress = Arc::new(Progress::new());
                     let id = plan.id;
+                    let blast = super::blast::take_socket(&plan, &mut blast_sock);
                     let job = Job {
                         plan,
                         storage: params.storage.clone(),
@@ -99,6 +101,7 @@ pub(crate) async fn run(
                         passive: passive.clone(),
                         cache: cache.take(),
                         progress: progress.clone(),
+                        blast,
                     };
                     running = Some(Running {
                         id,
@@ -122,8 +125,16 @@ pub(crate) async fn run(
                         "SBUF {id} {size} during transfer {transfer:?}: logged, not applied"
                     );
                 }
-                Action::BlastBind { .. } => {
-                    s.handle_blast_bound(now, Err("blast data channel not available yet".into()));
+                Action::BlastBind { ip } => {
+                    blast_sock = None;
+                    let r = match super::blast::bind(ip) {
+                        Ok((sock, id)) => sock.local_addr().map(|a| {
+                            blast_sock = Some(sock);
+                            (a, id)
+                        }),
+                        Err(e) => Err(e),
+                    };
+                    s.handle_blast_bound(now, r.map_err(|e| e.to_string()));
                 }
                 Action::Close => close = true,
             }

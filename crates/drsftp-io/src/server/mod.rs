@@ -1,7 +1,9 @@
 //! GridFTP server driver: the accept loop and its shutdown. Each control connection runs one task
 //! ([`conn`]) that pumps bytes through the sans-IO `drsftp_proto::server::ServerSession` and carries out its
-//! actions: filesystem requests on blocking threads ([`fs`]) and transfers on the data engine ([`transfer`]).
+//! actions: filesystem requests on blocking threads ([`fs`]) and transfers on the data engine ([`transfer`]) or,
+//! for a `BPAS` channel, on the UDP blast data path ([`blast`]).
 
+mod blast;
 mod conn;
 mod fs;
 mod transfer;

@@ -34,6 +34,8 @@ pub(crate) struct Job {
     pub(crate) passive: Vec<Arc<TcpListener>>,
     pub(crate) cache: Option<DataCache>,
     pub(crate) progress: Arc<Progress>,
+    /// The UDP socket `BPAS` bound, for a plan on a blast channel.
+    pub(crate) blast: Option<std::net::UdpSocket>,
 }
 
 /// Run the job; returns the result for the session and the connections worth keeping.
@@ -70,7 +72,13 @@ async fn run_inner(job: Job) -> Result<(u64, usize, Option<DataCache>), DataErro
         passive,
         cache,
         progress,
+        blast,
     } = job;
+    if let DataEndpoint::Blast(ep) = &plan.endpoint {
+        let sock = blast
+            .ok_or_else(|| DataError::Incomplete("the UDP socket bound for BPAS is gone".into()))?;
+        return run_blast(ep, sock, plan.payload.clone(), storage, progress).await;
+    }
     if let Some(b) = plan.tcp_buffer {
         opts.buffer = BufferPolicy::Fixed(b);
     }
@@ -132,6 +140,39 @@ async fn run_inner(job: Job) -> Result<(u64, usize, Option<DataCache>), DataErro
             .await;
             finish_upload(part, r, write_mode, offset, expected, key).await
         }
+    }
+}
+
+/// A plan on a blast channel (see `blast.rs`).
+async fn run_blast(
+    ep: &drsftp_proto::server::BlastEndpoint,
+    sock: std::net::UdpSocket,
+    payload: Payload,
+    storage: Arc<dyn Storage>,
+    progress: Arc<Progress>,
+) -> Result<(u64, usize, Option<DataCache>), DataError> {
+    match payload {
+        // The session announced the size from its stat: send exactly that (no `to_eof` re-reading).
+        Payload::SendFile { path, ranges, .. } => {
+            let file = blocking(move || storage.open_read(&path)).await?;
+            let range = ranges.first().cloned().unwrap_or(0..0);
+            let (bytes, streams) = super::blast::send(ep, sock, file, range, progress).await?;
+            Ok((bytes, streams, None))
+        }
+        Payload::RecvFile {
+            path,
+            write_mode,
+            offset,
+            expected,
+        } => {
+            let size = expected.unwrap_or(0);
+            let part = blocking(move || storage.open_write(&path, write_mode)).await?;
+            let r = super::blast::recv(ep, sock, part.handle(), offset, size, progress).await;
+            finish_upload(part, r, write_mode, offset, expected, vec![]).await
+        }
+        Payload::SendBytes(_) => Err(DataError::Incomplete(
+            "listings do not go over BLAST".into(),
+        )),
     }
 }
 
@@ -205,7 +246,9 @@ async fn send(
     progress: Arc<Progress>,
 ) -> Result<(u64, usize, Option<DataCache>), DataError> {
     match (plan.mode, &plan.endpoint) {
-        (_, DataEndpoint::Blast(_)) => Err(DataError::Incomplete("blast not available yet".into())),
+        (_, DataEndpoint::Blast(_)) => Err(DataError::Incomplete(
+            "internal: a blast plan on the TCP path".into(),
+        )),
         (Mode::Stream, ep) => {
             let sock = match ep {
                 DataEndpoint::Passive => accept_one(first_listener(&passive)?).await?,
@@ -267,7 +310,9 @@ async fn recv(
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
     match (plan.mode, &plan.endpoint) {
-        (_, DataEndpoint::Blast(_)) => Err(DataError::Incomplete("blast not available yet".into())),
+        (_, DataEndpoint::Blast(_)) => Err(DataError::Incomplete(
+            "internal: a blast plan on the TCP path".into(),
+        )),
         (Mode::Stream, ep) => {
             let sock = match ep {
                 DataEndpoint::Passive => accept_one(first_listener(&passive)?).await?,

@@ -1,5 +1,6 @@
 //! `drsftp copy SRC DST`: one file between a local path and a GridFTP/FTP server, either way, in stream mode or MODE
-//! E with parallel streams, optionally a section (`--off/--len`), verified with CKSM afterwards. Shows a progress bar
+//! E with parallel streams or over the UDP blast channel (`--transport udp`, TCP if the server lacks it), optionally a
+//! section (`--off/--len`), verified with CKSM afterwards. Shows a progress bar
 //! on a terminal and ends with a one-line summary (stderr) or one JSON object (stdout, `--json`).
 
 use std::io::IsTerminal;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use drsftp_io::blast::BlastOpts;
 use drsftp_io::client::{Client, ClientOptions, Partial, TransferMode, TransferSummary};
 use drsftp_io::data::Progress;
 use drsftp_tune::{parse_duration, parse_size, BufferPolicy};
@@ -20,7 +22,8 @@ use crate::url::{parse_endpoint, Endpoint, FtpUrl};
 #[command(
     after_help = "Examples:\n  drsftp copy ftp://127.0.0.1:2811/data/big.bin /tmp/ -p 4\n  \
 drsftp copy ./big.bin ftp://user:pass@host:2811/incoming/ --tcp-bs 4M\n  \
-drsftp copy ftp://host/f part.bin --off 1000 --len 5000000 --json"
+drsftp copy ftp://host/f part.bin --off 1000 --len 5000000 --json\n  \
+drsftp copy --transport udp ftp://host/big.bin /tmp/ --max-rate 500mbit"
 )]
 pub struct Args {
     /// Source: a local file, or ftp://[user[:pass]@]host[:port]/path (user defaults to anonymous).
@@ -49,6 +52,24 @@ pub struct Args {
     /// Use MODE E even with a single stream.
     #[arg(long)]
     mode_e: bool,
+    /// Data channel: `tcp` (stream mode / MODE E) or `udp`, the rate-controlled UDP blast channel (docs/blast.md),
+    /// used when the server lists BLAST in FEAT; with any other server the copy falls back to TCP and says so.
+    #[arg(long, value_name = "tcp|udp", default_value = "tcp", value_parser = ["tcp", "udp"])]
+    transport: String,
+    /// UDP: cap on the sending rate (whichever side sends), e.g. 500mbit, 1gbit. Default: no cap beyond the
+    /// server's.
+    #[arg(long, value_name = "RATE", value_parser = rate_arg)]
+    max_rate: Option<u64>,
+    /// UDP: path MTU in bytes; packets carry MTU - 64 payload bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 1500,
+          value_parser = clap::value_parser!(u32).range(576..=65535))]
+    mtu: u32,
+    /// UDP: the receiver acknowledges every N new packets (seed 004's acknowledgement frequency 1/N).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    ack_every: Option<u32>,
+    /// UDP: bind our UDP socket to this port (e.g. for a firewall); default any.
+    #[arg(long, value_name = "PORT")]
+    udp_port: Option<u16>,
     /// Partial transfer: first byte of the section (ERET/ESTO, like globus-url-copy -off). The bytes land at the
     /// same offset in the destination, which is written in place. Without --len: to the end of the file.
     #[arg(long, value_name = "N")]
@@ -76,6 +97,12 @@ fn size_arg(s: &str) -> Result<u64, String> {
 
 fn policy_arg(s: &str) -> Result<BufferPolicy, String> {
     s.parse::<BufferPolicy>().map_err(|e| e.to_string())
+}
+
+fn rate_arg(s: &str) -> Result<u64, String> {
+    drsftp_tune::parse_rate(s)
+        .map(|r| r as u64)
+        .map_err(|e| e.to_string())
 }
 
 fn duration_arg(s: &str) -> Result<Duration, String> {
@@ -156,6 +183,14 @@ fn options(args: &Args) -> ClientOptions {
         verify: !args.no_verify,
         timeout: args.timeout,
         congestion: args.congestion.clone(),
+        blast: (args.transport == "udp").then(|| BlastOpts {
+            mtu: args.mtu,
+            max_rate: args.max_rate.unwrap_or(0),
+            ack_every: args.ack_every,
+            port: args.udp_port,
+            idle_timeout: args.timeout,
+            ..BlastOpts::default()
+        }),
     }
 }
 
@@ -351,9 +386,13 @@ pub(crate) fn human_rate(mbps: f64) -> String {
 
 /// The one-line human summary.
 fn summary_line(s: &TransferSummary) -> String {
-    let mode = match s.mode {
-        TransferMode::Extended => "MODE E",
-        TransferMode::Stream => "stream mode",
+    let mode = match (s.transport, s.mode) {
+        ("udp", _) => format!(
+            "UDP blast, {} duplicates, {} rejected",
+            s.duplicates, s.rejected
+        ),
+        (_, TransferMode::Extended) => "MODE E".to_string(),
+        (_, TransferMode::Stream) => "stream mode".to_string(),
     };
     let streams = if s.streams == 1 {
         "1 stream".to_string()
@@ -391,6 +430,20 @@ fn report(plan: &Plan, args: &Args, opts: &ClientOptions, s: &TransferSummary) {
             "mbps": s.mbps(),
             "streams": s.streams,
             "mode": s.mode.letter().to_string(),
+            "transport": s.transport,
+            "duplicates": s.duplicates,
+            "rejected": s.rejected,
+            "blast": s.blast.as_ref().map(|b| json!({
+                "packets": b.packets,
+                "datagrams": b.datagrams,
+                "resent": b.resent,
+                "acks": b.acks,
+                "foreign": b.foreign,
+                "socket_drops": b.socket_drops,
+                "gso": b.gso,
+                "gro": b.gro,
+                "data_seconds": b.seconds,
+            })),
             "buffer_policy": opts.buffer.to_string(),
             "buffer_bytes": s.peak_buffer,
             "verified": s.verified,
@@ -459,10 +512,26 @@ mod tests {
             checksum: Some(("SHA256".into(), "ab".into())),
             verified: true,
             notices: vec![],
+            transport: "tcp",
+            duplicates: 0,
+            rejected: 0,
+            blast: None,
         };
         assert_eq!(
             summary_line(&s),
             "copied 2.0 GiB in 3.2 s: 5.4 Gbit/s, 4 streams (MODE E), buffers peak 16.0 MiB, SHA256 verified"
+        );
+        let u = TransferSummary {
+            transport: "udp",
+            duplicates: 3,
+            streams: 1,
+            mode: TransferMode::Stream,
+            peak_buffer: 0,
+            ..s
+        };
+        assert_eq!(
+            summary_line(&u),
+            "copied 2.0 GiB in 3.2 s: 5.4 Gbit/s, 1 stream (UDP blast, 3 duplicates, 0 rejected), SHA256 verified"
         );
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_rate(0.5), "500.0 kbit/s");

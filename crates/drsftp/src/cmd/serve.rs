@@ -12,7 +12,7 @@ use drsftp_proto::server::ServerConfig;
 use drsftp_storage::FsStorage;
 use drsftp_tune::{parse_size, BufferPolicy};
 
-/// Serve DIR over GridFTP (FTP with MODE E, parallel streams, ERET/ESTO, CKSM, SBUF).
+/// Serve DIR over GridFTP (FTP with MODE E, parallel streams, ERET/ESTO, CKSM, SBUF, the UDP blast channel).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Control-channel address to listen on (GridFTP's usual port is 2811; port 0 picks a free one).
@@ -46,6 +46,14 @@ pub struct Args {
     /// net.ipv4.tcp_allowed_congestion_control). Default: the host's.
     #[arg(long, value_name = "NAME")]
     pub congestion: Option<String>,
+    /// Do not offer the UDP blast data channel (FEAT BLAST, OPTS BLAST, BPAS; docs/blast.md). It is on by default;
+    /// clients that do not ask for it never see it.
+    #[arg(long)]
+    pub no_blast: bool,
+    /// Cap on blast sending rates, e.g. 500mbit: what the server sends, and announced to clients for what they
+    /// send. Default: no cap.
+    #[arg(long, value_name = "RATE", value_parser = |s: &str| drsftp_tune::parse_rate(s).map(|r| r as u64).map_err(|e| e.to_string()))]
+    pub blast_max_rate: Option<u64>,
     /// Print the bound control address as `listening <addr>` on stdout (for scripts using port 0).
     #[arg(long)]
     pub print_addr: bool,
@@ -73,14 +81,16 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("--listen {}", args.listen))?
         .next()
         .with_context(|| format!("--listen {}: no address", args.listen))?;
-    let storage = FsStorage::new(&args.root)
-        .with_context(|| format!("--root {}", args.root.display()))?;
+    let storage =
+        FsStorage::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
     let params = ServerParams {
         session: ServerConfig {
             anonymous: args.anonymous,
             users,
             data_interface: args.data_interface,
             default_parallelism: args.default_parallelism.max(1),
+            blast: !args.no_blast,
+            blast_max_rate: args.blast_max_rate.unwrap_or(0),
             ..ServerConfig::default()
         },
         data: DataOpts {

@@ -1,0 +1,201 @@
+//! File access for the blast threads. [`FileSource`] gives the sender's core its payloads from a read-ahead
+//! window (first transmissions move forward through the file, so one large positioned read serves thousands of
+//! packets; resends behind the window are read directly). [`WriteBack`] coalesces the receiver's new packets into
+//! contiguous runs and writes each run with one positioned write, reporting it to the shared [`Progress`].
+
+use std::cell::RefCell;
+use std::ops::Range;
+use std::sync::Arc;
+
+use drsftp_blast::DataSource;
+use drsftp_storage::{FileHandle, StorageError};
+
+use crate::data::Progress;
+
+/// Read-ahead window size.
+const WINDOW: usize = 4 << 20;
+/// Largest run written at once.
+const RUN: usize = 4 << 20;
+
+/// Fills `buf` from `offset`, failing on a short file.
+fn read_full(file: &dyn FileHandle, buf: &mut [u8], mut offset: u64) -> Result<(), StorageError> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(&mut buf[done..], offset)?;
+        if n == 0 {
+            return Err(StorageError::Invalid(format!(
+                "file ends at byte {offset}, before the transfer does"
+            )));
+        }
+        done += n;
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+struct Window {
+    start: u64,
+    data: Vec<u8>,
+}
+
+/// The sender's payloads: transfer offset `o` is file offset `base + o`; the transfer is `len` bytes.
+pub(super) struct FileSource {
+    file: Arc<dyn FileHandle>,
+    base: u64,
+    len: u64,
+    window: RefCell<Window>,
+    /// Positioned reads issued (window fills and direct reads).
+    pub(super) reads: std::cell::Cell<u64>,
+}
+
+impl FileSource {
+    pub(super) fn new(file: Arc<dyn FileHandle>, base: u64, len: u64) -> FileSource {
+        FileSource {
+            file,
+            base,
+            len,
+            window: RefCell::new(Window {
+                start: 0,
+                data: Vec::new(),
+            }),
+            reads: std::cell::Cell::new(0),
+        }
+    }
+}
+
+impl DataSource for FileSource {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let to_io = |e: StorageError| std::io::Error::other(e.to_string());
+        let end = offset + buf.len() as u64;
+        if end > self.len {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let mut w = self.window.borrow_mut();
+        let w_end = w.start + w.data.len() as u64;
+        if offset >= w.start && end <= w_end {
+            let i = (offset - w.start) as usize;
+            buf.copy_from_slice(&w.data[i..i + buf.len()]);
+            return Ok(());
+        }
+        self.reads.set(self.reads.get() + 1);
+        if offset >= w.start || w.data.is_empty() {
+            // Moving forward: refill the window from here.
+            let n = ((self.len - offset) as usize).clamp(buf.len(), WINDOW.max(buf.len()));
+            w.data.resize(n, 0);
+            read_full(&*self.file, &mut w.data, self.base + offset).map_err(to_io)?;
+            w.start = offset;
+            buf.copy_from_slice(&w.data[..buf.len()]);
+            return Ok(());
+        }
+        // A resend behind the window: read just this packet.
+        read_full(&*self.file, buf, self.base + offset).map_err(to_io)
+    }
+}
+
+/// Contiguous received payloads waiting to be written.
+pub(super) struct WriteBack {
+    file: Arc<dyn FileHandle>,
+    base: u64,
+    progress: Arc<Progress>,
+    start: u64,
+    buf: Vec<u8>,
+    /// Bytes written so far and the positioned writes it took.
+    pub(super) written: u64,
+    pub(super) writes: u64,
+}
+
+impl WriteBack {
+    pub(super) fn new(file: Arc<dyn FileHandle>, base: u64, progress: Arc<Progress>) -> WriteBack {
+        WriteBack {
+            file,
+            base,
+            progress,
+            start: 0,
+            buf: Vec::with_capacity(RUN),
+            written: 0,
+            writes: 0,
+        }
+    }
+
+    /// Queues `data` for transfer offset `offset`; writes the pending run first if it does not continue it or
+    /// is full.
+    pub(super) fn push(&mut self, offset: u64, data: &[u8]) -> Result<(), StorageError> {
+        let contiguous = !self.buf.is_empty() && self.start + self.buf.len() as u64 == offset;
+        if !self.buf.is_empty() && (!contiguous || self.buf.len() + data.len() > RUN) {
+            self.flush()?;
+        }
+        if self.buf.is_empty() {
+            self.start = offset;
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Writes the pending run.
+    pub(super) fn flush(&mut self) -> Result<(), StorageError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let at = self.base + self.start;
+        self.file.write_at(&self.buf, at)?;
+        let r: Range<u64> = at..at + self.buf.len() as u64;
+        self.progress.add(r);
+        self.written += self.buf.len() as u64;
+        self.writes += 1;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Bytes queued, not yet written.
+    pub(super) fn pending(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+    use drsftp_storage::BytesFile;
+
+    #[test]
+    fn source_reads_ahead_and_directly_behind() {
+        let data: Vec<u8> = (0..10_000_000u32).map(|i| (i % 251) as u8).collect();
+        let file: Arc<dyn FileHandle> = Arc::new(BytesFile::new(data.clone()));
+        let src = FileSource::new(file, 1000, 9_000_000);
+        let mut buf = vec![0u8; 1436];
+        let mut off = 0;
+        while off + 1436 <= 9_000_000 {
+            src.read_at(off, &mut buf).unwrap();
+            assert_eq!(buf, data[1000 + off as usize..][..1436]);
+            off += 1436;
+        }
+        assert_eq!(src.reads.get(), 3, "9 MB forward = three 4 MiB windows");
+        src.read_at(1436 * 5, &mut buf).unwrap();
+        assert_eq!(buf, data[1000 + 1436 * 5..][..1436]);
+        assert_eq!(src.reads.get(), 4, "behind the window: one direct read");
+        let mut tail = vec![0u8; 100];
+        src.read_at(9_000_000 - 100, &mut tail).unwrap();
+        assert!(src.read_at(9_000_000 - 99, &mut tail).is_err());
+    }
+
+    #[test]
+    fn writeback_coalesces_runs() {
+        let file = Arc::new(BytesFile::new(vec![]));
+        let progress = Arc::new(Progress::new());
+        let mut wb = WriteBack::new(file.clone(), 10, progress.clone());
+        wb.push(0, b"abc").unwrap();
+        wb.push(3, b"def").unwrap();
+        wb.push(9, b"xyz").unwrap();
+        assert_eq!(wb.writes, 1);
+        wb.push(6, b"ghi").unwrap();
+        wb.flush().unwrap();
+        assert_eq!(wb.writes, 3);
+        assert_eq!(wb.written, 12);
+        let mut out = vec![0u8; 22];
+        assert_eq!(file.read_at(&mut out, 0).unwrap(), 22);
+        assert_eq!(&out[10..], b"abcdefghixyz");
+        assert_eq!(progress.bytes(), 12);
+        assert_eq!(progress.ranges().ranges(), &[10..22]);
+    }
+}

@@ -1,0 +1,231 @@
+//! The blast receiver thread: data in (recvmmsg, GRO split), the `drsftp_blast::Receiver` core in the middle, new
+//! payloads into the write-back runs, acks out to the announced peer address. After completion it reports and
+//! lingers (module docs of `blast`).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsftp_blast::{Receiver, ReceiverConfig, RxEvent, TransferParams};
+use drsftp_storage::FileHandle;
+use drsftp_sys::udp::{self, RecvBatch};
+use tokio::sync::oneshot;
+
+use super::io::WriteBack;
+use super::sender::same_host;
+use super::{BlastOpts, BlastReport};
+use crate::data::{DataError, Progress};
+
+const MAX_WAIT: Duration = Duration::from_millis(20);
+/// Write pending runs at least this often, so progress (and markers) move.
+const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// Longest linger whatever arrives.
+const LINGER_CAP: Duration = Duration::from_secs(30);
+
+pub(super) struct Job {
+    pub(super) sock: std::net::UdpSocket,
+    pub(super) peer: SocketAddr,
+    pub(super) params: TransferParams,
+    pub(super) file: Arc<dyn FileHandle>,
+    pub(super) base: u64,
+    pub(super) opts: BlastOpts,
+    pub(super) progress: Arc<Progress>,
+    pub(super) stop: Arc<AtomicBool>,
+}
+
+pub(super) fn config(opts: &BlastOpts, params: &TransferParams) -> ReceiverConfig {
+    let mut cfg = ReceiverConfig {
+        max_ack_datagram: (params.payload_size + drsftp_blast::wire::DATA_HEADER_LEN)
+            .min(drsftp_blast::wire::MAX_DATAGRAM),
+        ..ReceiverConfig::default()
+    };
+    if let Some(a) = opts.ack_every {
+        cfg.ack_every = a.max(1);
+    }
+    cfg
+}
+
+struct Loop {
+    sock: std::net::UdpSocket,
+    peer: SocketAddr,
+    rx: Receiver,
+    rb: RecvBatch,
+    wb: WriteBack,
+    foreign: u64,
+    acks_sent: u64,
+    acks_dropped: u64,
+    heard: Instant,
+    last_flush: Instant,
+}
+
+impl Loop {
+    /// Reads what is queued (waiting up to `wait` if nothing is), feeds the core, sends its acks. Returns whether
+    /// anything was read.
+    fn step(&mut self, wait: Duration) -> Result<bool, DataError> {
+        let now = Instant::now();
+        let got = match self.rb.recv(&self.sock) {
+            Ok(_) => {
+                for (from, d) in self.rb.datagrams() {
+                    if !same_host(from, self.peer) {
+                        self.foreign += 1;
+                        continue;
+                    }
+                    match self.rx.handle_datagram(now, d) {
+                        Ok(RxEvent::Data { offset, data, .. }) => {
+                            self.wb.push(offset, data)?;
+                            self.heard = now;
+                        }
+                        Ok(RxEvent::Duplicate { .. }) => self.heard = now,
+                        Err(_) => {}
+                    }
+                }
+                true
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => false,
+            Err(e) => return Err(DataError::Io(e)),
+        };
+        if self.rx.poll_timeout().is_some_and(|t| t <= now) {
+            self.rx.handle_timeout(now);
+        }
+        self.send_acks()?;
+        if self.wb.pending() > 0 && now >= self.last_flush + FLUSH_EVERY {
+            self.wb.flush()?;
+            self.last_flush = now;
+        }
+        if !got {
+            let until = self
+                .rx
+                .poll_timeout()
+                .map_or(wait, |t| t.saturating_duration_since(Instant::now()))
+                .min(wait);
+            udp::wait(&self.sock, true, false, Some(until)).map_err(DataError::Io)?;
+        }
+        Ok(got)
+    }
+
+    fn send_acks(&mut self) -> Result<(), DataError> {
+        while let Some(a) = self.rx.poll_transmit() {
+            match self.sock.send_to(&a, self.peer) {
+                Ok(_) => self.acks_sent += 1,
+                // A full send buffer or an ICMP error from an earlier send: the next ack carries the state.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::ConnectionRefused
+                    ) =>
+                {
+                    self.acks_dropped += 1
+                }
+                Err(e) => return Err(DataError::Io(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn run(job: Job, result: oneshot::Sender<Result<BlastReport, DataError>>) {
+    let stop = job.stop.clone();
+    let linger = job.opts.linger;
+    match receive(job) {
+        Ok((report, mut l)) => {
+            let _ = result.send(Ok(report));
+            // Linger: answer a sender that missed our "complete" until released or quiet.
+            let start = Instant::now();
+            l.heard = start;
+            while !stop.load(Ordering::Relaxed)
+                && l.heard.elapsed() < linger
+                && start.elapsed() < LINGER_CAP
+            {
+                if l.step(MAX_WAIT).is_err() {
+                    break;
+                }
+            }
+        }
+        Err(e) => {
+            let _ = result.send(Err(e));
+        }
+    }
+}
+
+fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
+    let Job {
+        sock,
+        peer,
+        params,
+        file,
+        base,
+        opts,
+        progress,
+        stop,
+    } = job;
+    let _ = udp::set_timer_slack(10_000);
+    let start = Instant::now();
+    let rx = Receiver::new(params, config(&opts, &params), start)
+        .map_err(|e| DataError::Incomplete(format!("blast receiver: {e}")))?;
+    let slot = if opts.gro {
+        udp::GRO_MAX_BYTES
+    } else {
+        params.wire_len().max(2048)
+    };
+    let gro = opts.gro;
+    progress.set_streams(1);
+    let mut l = Loop {
+        sock,
+        peer,
+        rx,
+        rb: RecvBatch::new(32, slot),
+        wb: WriteBack::new(file, base, progress),
+        foreign: 0,
+        acks_sent: 0,
+        acks_dropped: 0,
+        heard: start,
+        last_flush: start,
+    };
+    let mut first: Option<Instant> = None;
+    // A zero-length transfer is complete from the start: the core has queued its "complete" already.
+    l.send_acks()?;
+    while !l.rx.is_complete() {
+        if stop.load(Ordering::Relaxed) {
+            return Err(DataError::Aborted);
+        }
+        if l.step(MAX_WAIT)? && first.is_none() && l.rx.stats().datagrams > 0 {
+            first = Some(Instant::now());
+        }
+        if l.heard.elapsed() > opts.idle_timeout {
+            return Err(DataError::Timeout);
+        }
+    }
+    l.wb.flush()?;
+    l.send_acks()?;
+    let s = *l.rx.stats();
+    let written = l.wb.written;
+    if written != params.total_bytes {
+        return Err(DataError::Incomplete(format!(
+            "blast receiver wrote {written} of {} bytes",
+            params.total_bytes
+        )));
+    }
+    let report = BlastReport {
+        bytes: written,
+        packets: params.total_packets(),
+        datagrams: s.datagrams,
+        duplicates: s.duplicates,
+        rejected: s.rejects.total() + l.foreign,
+        foreign: l.foreign,
+        rejects: s.rejects,
+        resent: 0,
+        hedge_copies: 0,
+        acks: l.acks_sent,
+        socket_drops: l.rb.socket_drops(),
+        gso: false,
+        gro,
+        ranges: std::iter::once(base..base + written)
+            .filter(|r| !r.is_empty())
+            .collect(),
+        bitmap: l.rx.bitmap().to_bytes(),
+        seconds: first.map_or(0.0, |f| f.elapsed().as_secs_f64()),
+    };
+    Ok((report, l))
+}

@@ -1,0 +1,196 @@
+//! The blast sender thread: acks in (recvmmsg), the `drsftp_blast::Sender` core in the middle, data out
+//! (GSO or sendmmsg), sleeping in `ppoll` until the core's next timeout, a datagram, or socket-buffer room.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsftp_blast::{Batch, Sender, SenderConfig, SenderEvent, TransferParams};
+use drsftp_storage::FileHandle;
+use drsftp_sys::udp::{self, BatchSender, RecvBatch};
+
+use super::io::FileSource;
+use super::{BlastOpts, BlastReport};
+use crate::data::{DataError, Progress};
+
+/// Longest sleep between checks of the stop flag.
+const MAX_WAIT: Duration = Duration::from_millis(20);
+/// Datagrams produced per wake-up before acks are read again.
+const BUDGET: usize = 256;
+/// Datagrams per `poll_transmit` call (one GSO/sendmmsg batch).
+const BATCH: usize = 64;
+
+pub(super) struct Job {
+    pub(super) sock: std::net::UdpSocket,
+    pub(super) peer: SocketAddr,
+    pub(super) params: TransferParams,
+    pub(super) file: Arc<dyn FileHandle>,
+    pub(super) base: u64,
+    pub(super) opts: BlastOpts,
+    pub(super) progress: Arc<Progress>,
+    pub(super) stop: Arc<AtomicBool>,
+}
+
+/// Same host (the port may differ: only the announced address gets our datagrams anyway).
+pub(super) fn same_host(from: Option<SocketAddr>, peer: SocketAddr) -> bool {
+    from.is_some_and(|f| f.ip().to_canonical() == peer.ip().to_canonical())
+}
+
+pub(super) fn config(opts: &BlastOpts) -> SenderConfig {
+    let mut cfg = SenderConfig {
+        idle_timeout: opts.idle_timeout,
+        ..SenderConfig::default()
+    };
+    let r = &mut cfg.rate;
+    if opts.max_rate > 0 {
+        r.max_rate_bps = opts.max_rate;
+        r.initial_rate_bps = r.initial_rate_bps.min(opts.max_rate);
+        r.min_rate_bps = r.min_rate_bps.min(opts.max_rate);
+    }
+    r.max_burst = opts.max_burst.max(1);
+    cfg
+}
+
+/// A batch produced by the core, partly sent.
+#[derive(Default)]
+struct Outgoing {
+    batch: Batch,
+    lens: Vec<usize>,
+    /// Datagrams and bytes already handed to the kernel.
+    sent: usize,
+    off: usize,
+}
+
+pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
+    let Job {
+        sock,
+        peer,
+        params,
+        file,
+        base,
+        opts,
+        progress,
+        stop,
+    } = job;
+    let _ = udp::set_timer_slack(10_000);
+    let start = Instant::now();
+    let mut tx = Sender::new(params, config(&opts), start)
+        .map_err(|e| DataError::Incomplete(format!("blast sender: {e}")))?;
+    let src = FileSource::new(file, base, params.total_bytes);
+    let mut out = BatchSender::new(&sock, opts.gso);
+    let mut acks = RecvBatch::new(16, udp::GRO_MAX_BYTES);
+    let mut q = Outgoing::default();
+    let mut foreign = 0u64;
+    let mut reported = 0u64;
+    progress.set_streams(1);
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(DataError::Aborted);
+        }
+        let now = Instant::now();
+        loop {
+            match acks.recv(&sock) {
+                Ok(_) => {
+                    for (from, d) in acks.datagrams() {
+                        if same_host(from, peer) {
+                            let _ = tx.handle_input(now, d);
+                        } else {
+                            foreign += 1;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                // An ICMP error from an earlier send (the peer's port closed for a moment): not fatal; the idle
+                // timeout decides.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+                Err(e) => return Err(DataError::Io(e)),
+            }
+        }
+        let mut done = false;
+        while let Some(ev) = tx.poll_event() {
+            match ev {
+                SenderEvent::Complete => done = true,
+                SenderEvent::Failed => return Err(DataError::Timeout),
+            }
+        }
+        let acked = (tx.stats().acked * params.payload_size as u64).min(params.total_bytes);
+        if acked > reported {
+            progress.add(base + reported..base + acked);
+            reported = acked;
+        }
+        if done {
+            break;
+        }
+        if tx.poll_timeout().is_some_and(|t| t <= now) {
+            tx.handle_timeout(now);
+        }
+        let mut budget = BUDGET;
+        let mut blocked = false;
+        loop {
+            if q.sent == q.lens.len() {
+                if budget == 0 {
+                    break;
+                }
+                q.batch.clear();
+                let n = tx
+                    .poll_transmit(now, budget.min(BATCH), &src, &mut q.batch)
+                    .map_err(|e| DataError::Io(std::io::Error::other(e.to_string())))?;
+                if n == 0 {
+                    break;
+                }
+                budget -= n;
+                q.lens.clear();
+                q.lens.extend((0..n).map(|i| q.batch.datagram(i).len()));
+                q.sent = 0;
+                q.off = 0;
+            }
+            match out.send(&sock, &peer, &q.batch.buffer()[q.off..], &q.lens[q.sent..]) {
+                Ok(k) => {
+                    q.off += q.lens[q.sent..q.sent + k].iter().sum::<usize>();
+                    q.sent += k;
+                    if q.sent < q.lens.len() {
+                        blocked = true;
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    blocked = true;
+                    break;
+                }
+                Err(e) => return Err(DataError::Io(e)),
+            }
+        }
+        let wait = if budget == 0 && !blocked {
+            Duration::ZERO
+        } else {
+            tx.poll_timeout()
+                .map_or(MAX_WAIT, |t| t.saturating_duration_since(Instant::now()))
+                .min(MAX_WAIT)
+        };
+        if !wait.is_zero() {
+            udp::wait(&sock, true, blocked, Some(wait)).map_err(DataError::Io)?;
+        }
+    }
+    let s = *tx.stats();
+    Ok(BlastReport {
+        bytes: params.total_bytes,
+        packets: params.total_packets(),
+        datagrams: s.datagrams,
+        duplicates: s.receiver_duplicates,
+        rejected: s.rejects.total() + foreign,
+        foreign,
+        rejects: s.rejects,
+        resent: s.resent,
+        hedge_copies: s.hedge_copies,
+        acks: s.ack_datagrams,
+        socket_drops: acks.socket_drops(),
+        gso: out.gso(),
+        gro: false,
+        ranges: std::iter::once(base..base + params.total_bytes)
+            .filter(|r| !r.is_empty())
+            .collect(),
+        bitmap: vec![],
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,284 @@
+//! One transfer over the UDP blast channel: binds the UDP socket the session asks for (`BPAS`), starts the blast
+//! sender (upload) or receiver (download) from `crate::blast` once the server's `150` describes the channel, and
+//! ends when both the final reply and the data side are done.
+//!
+//! * Download: the receiver reports when every packet is written; it keeps lingering (answering a server that
+//!   missed our "complete") until the `226` arrives, which proves the server's sender finished.
+//! * Upload: the sender ends when the server's receiver says it holds everything. A `226` can overtake that
+//!   message (it is sent once the upload is committed): after a short grace period the sender is stopped and
+//!   the server's word counts, CKSM then checks the bytes.
+//! * A data failure sends ABOR; no progress for `stall` fails the transfer; a failed control channel stops the
+//!   data thread (dropping its future).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsftp_blast::TransferParams;
+use drsftp_proto::client::{BlastChannel, Event, Op, Outcome, TransferReport, TransferSpec};
+use drsftp_storage::FileHandle;
+use tokio::task::JoinHandle;
+
+use super::control::Control;
+use super::transfer::{abort, Moved};
+use super::ClientError;
+use crate::blast::{self, BlastOpts, BlastReport, Linger};
+use crate::data::{DataError, DataReport, Progress};
+
+/// After the `226` of an upload, how long the sender may still take to hear the receiver's "complete".
+const UPLOAD_GRACE: Duration = Duration::from_secs(2);
+
+/// Which end of the channel we are.
+#[derive(Debug)]
+pub(crate) enum Side {
+    /// Download: write the section at `base + offset`.
+    Recv {
+        file: Arc<dyn FileHandle>,
+        base: u64,
+    },
+    /// Upload: send from `base`.
+    Send {
+        file: Arc<dyn FileHandle>,
+        base: u64,
+    },
+}
+
+type Task = JoinHandle<Result<(BlastReport, Option<Linger>), DataError>>;
+
+/// Aborts the data task when dropped.
+struct Guard(Option<Task>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            t.abort();
+        }
+    }
+}
+
+async fn join(g: &mut Guard) -> Result<(BlastReport, Option<Linger>), DataError> {
+    match g.0.as_mut() {
+        Some(t) => t
+            .await
+            .unwrap_or_else(|e| Err(DataError::Incomplete(format!("blast task ended: {e}")))),
+        None => std::future::pending().await,
+    }
+}
+
+fn spawn(
+    side: Side,
+    sock: std::net::UdpSocket,
+    ch: &BlastChannel,
+    opts: &BlastOpts,
+    progress: Arc<Progress>,
+) -> Result<Task, ClientError> {
+    let params = TransferParams::new(ch.transfer_id, ch.size, ch.payload_size)
+        .map_err(|e| ClientError::Invalid(format!("the server's blast channel: {e}")))?;
+    let mut opts = opts.clone();
+    opts.max_rate = match (opts.max_rate, ch.max_rate) {
+        (0, r) | (r, 0) => r,
+        (a, b) => a.min(b),
+    };
+    let peer = ch.peer;
+    Ok(match side {
+        Side::Recv { file, base } => tokio::spawn(async move {
+            let (r, l) = blast::recv(sock, peer, params, file, base, &opts, progress).await?;
+            Ok((r, Some(l)))
+        }),
+        Side::Send { file, base } => tokio::spawn(async move {
+            let r = blast::send(sock, peer, params, file, base, &opts, progress).await?;
+            Ok((r, None))
+        }),
+    })
+}
+
+/// Runs `spec` (a blast transfer of `expected` bytes, if known) on `control`.
+pub(crate) async fn run(
+    control: &mut Control,
+    spec: TransferSpec,
+    side: Side,
+    expected: Option<u64>,
+    opts: &BlastOpts,
+    progress: Arc<Progress>,
+    stall: Duration,
+) -> Result<Moved, ClientError> {
+    let begin = Instant::now();
+    let upload = matches!(side, Side::Send { .. });
+    let (Side::Recv { base, .. } | Side::Send { base, .. }) = &side;
+    let base = *base;
+    control.start(Op::Transfer(spec))?;
+    let mut side = Some(side);
+    let mut sock: Option<std::net::UdpSocket> = None;
+    let mut task = Guard(None);
+    let mut report: Option<TransferReport> = None;
+    let mut data: Option<BlastReport> = None;
+    let mut _linger: Option<Linger> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut last_bytes = progress.bytes();
+    let mut last_change = Instant::now();
+    let mut grace: Option<Instant> = None;
+
+    let start = |ch: Option<BlastChannel>,
+                 side: &mut Option<Side>,
+                 sock: &mut Option<std::net::UdpSocket>|
+     -> Result<Option<Task>, ClientError> {
+        let Some(s) = side.take() else {
+            return Ok(None);
+        };
+        let ch = ch.ok_or_else(|| {
+            ClientError::Invalid(
+                "the server started the transfer without describing the blast channel".into(),
+            )
+        })?;
+        if let Some(n) = expected.filter(|n| *n != ch.size) {
+            return Err(ClientError::SizeMismatch {
+                what: "the blast channel (150 Size=)".into(),
+                expected: n,
+                got: ch.size,
+            });
+        }
+        let u = sock
+            .take()
+            .ok_or_else(|| ClientError::Invalid("blast transfer started before BPAS".into()))?;
+        spawn(s, u, &ch, opts, progress.clone()).map(Some)
+    };
+
+    while report.is_none() || data.is_none() {
+        tokio::select! {
+            ev = control.next_event(), if report.is_none() => match ev? {
+                Event::BlastBind => {
+                    let u = blast::bind(control.local_ip(), opts.port.unwrap_or(0), opts)
+                        .map_err(ClientError::DataSetup)?;
+                    let addr = u.local_addr().map_err(ClientError::DataSetup)?;
+                    tracing::debug!("blast socket on {addr}");
+                    sock = Some(u);
+                    control.session_mut().handle_blast_bound(Instant::now(), addr);
+                }
+                Event::TransferStarted(reply) => {
+                    tracing::debug!("transfer started: {reply}");
+                    match start(control.session().blast_channel(), &mut side, &mut sock) {
+                        Ok(t) => task.0 = t.or(task.0.take()),
+                        Err(e) => {
+                            abort(control).await;
+                            return Err(e);
+                        }
+                    }
+                    last_change = Instant::now();
+                }
+                Event::Done(Outcome::Transferred(r)) => {
+                    // 2xx without a 1xx first: the report still describes the channel.
+                    if let Some(t) = start(r.blast, &mut side, &mut sock)? {
+                        task.0 = Some(t);
+                    }
+                    for n in &r.notices {
+                        tracing::info!("server: {n}");
+                    }
+                    report = Some(r);
+                    if upload && data.is_none() {
+                        grace = Some(Instant::now() + UPLOAD_GRACE);
+                    }
+                    last_change = Instant::now();
+                }
+                Event::Done(other) => {
+                    return Err(ClientError::Invalid(format!("unexpected outcome of a transfer: {other:?}")));
+                }
+                Event::Failed(e) => return Err(e.into()),
+                Event::Notice(n) => tracing::info!("server: {n}"),
+                ev => tracing::debug!("{ev:?}"),
+            },
+            r = join(&mut task), if data.is_none() => {
+                task.0 = None;
+                match r {
+                    Ok((d, l)) => {
+                        data = Some(d);
+                        _linger = l;
+                        last_change = Instant::now();
+                    }
+                    Err(e) => {
+                        if report.is_none() {
+                            abort(control).await;
+                        }
+                        return Err(e.into());
+                    }
+                }
+            }
+            _ = tick.tick() => {
+                if let (Some(g), Some(r)) = (grace, report.as_ref()) {
+                    if Instant::now() >= g && data.is_none() {
+                        // The server committed the upload; its "complete" datagram did not reach us in time.
+                        if let Some(t) = task.0.take() {
+                            t.abort();
+                        }
+                        let ch = r.blast.as_ref().map_or(0, |c| c.size);
+                        tracing::info!("upload confirmed by the final reply; stopping the blast sender");
+                        data = Some(BlastReport { bytes: ch, ..BlastReport::default() });
+                        continue;
+                    }
+                }
+                let b = progress.bytes();
+                if b != last_bytes {
+                    last_bytes = b;
+                    last_change = Instant::now();
+                } else if last_change.elapsed() >= stall {
+                    if let Some(t) = task.0.take() {
+                        t.abort();
+                    }
+                    if report.is_none() {
+                        abort(control).await;
+                    }
+                    return Err(ClientError::Stalled(stall));
+                }
+            }
+        }
+    }
+    let report = report.unwrap_or_default();
+    let blast = data.unwrap_or_default();
+    let ranges = if blast.ranges.is_empty() && blast.bytes > 0 {
+        // Confirmed by the final reply only: the server holds the whole section.
+        std::iter::once(base..base + blast.bytes).collect()
+    } else {
+        blast.ranges.clone()
+    };
+    Ok(Moved {
+        data: DataReport {
+            bytes: blast.bytes,
+            streams: 1,
+            ranges,
+            reusable: vec![],
+            peak_buffer: 0,
+        },
+        report,
+        seconds: begin.elapsed().as_secs_f64(),
+        blast: Some(blast),
+    })
+}
+
+/// The blast settings to use with this server (`None`: TCP), and a notice when blast was asked for but the
+/// server does not offer it.
+pub(crate) fn wanted<'a>(
+    control: &Control,
+    opts: &'a super::ClientOptions,
+) -> (Option<&'a BlastOpts>, Option<String>) {
+    match &opts.blast {
+        Some(b) if control.session().features().has("BLAST") => (Some(b), None),
+        Some(_) => (
+            None,
+            Some(
+                "the server does not offer the UDP blast channel (no BLAST in FEAT): used TCP"
+                    .into(),
+            ),
+        ),
+        None => (None, None),
+    }
+}
+
+/// The session's transport for `blast`.
+pub(crate) fn transport(blast: Option<&BlastOpts>) -> drsftp_proto::client::Transport {
+    match blast {
+        Some(b) => drsftp_proto::client::Transport::Blast(drsftp_proto::client::BlastRequest {
+            mtu: b.mtu,
+            max_rate: b.max_rate,
+            ack_every: b.ack_every,
+        }),
+        None => drsftp_proto::client::Transport::Tcp,
+    }
+}

@@ -1,0 +1,100 @@
+//! A transfer over the UDP blast channel (`DataEndpoint::Blast`, set up by `BPAS`): the server sends a file
+//! section (RETR/ERET) or receives an upload (STOR/APPE/ESTO, size from ALLO) with `crate::blast`, on the UDP
+//! socket bound for `BPAS`. Uploads land in the part file and are committed only when every packet was written;
+//! the receiver then lingers on its own for a few seconds in case the client missed the final "complete".
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use drsftp_blast::TransferParams;
+use drsftp_proto::server::{BlastEndpoint, TransferPlan};
+use drsftp_storage::FileHandle;
+
+use crate::blast::{self, BlastOpts};
+use crate::data::{DataError, DataReport, Progress};
+
+/// The data-path settings the server uses for one channel.
+pub(crate) fn opts(ep: &BlastEndpoint) -> BlastOpts {
+    BlastOpts {
+        max_rate: ep.max_rate,
+        ack_every: ep.ack_every,
+        ..BlastOpts::default()
+    }
+}
+
+/// Binds a blast socket for `BPAS` and draws its transfer id.
+pub(crate) fn bind(ip: IpAddr) -> std::io::Result<(std::net::UdpSocket, u64)> {
+    let sock = blast::bind(ip, 0, &BlastOpts::default())?;
+    Ok((sock, blast::random_id()))
+}
+
+fn params(ep: &BlastEndpoint, size: u64) -> Result<TransferParams, DataError> {
+    TransferParams::new(ep.transfer_id, size, ep.payload_size)
+        .map_err(|e| DataError::Incomplete(format!("blast parameters: {e}")))
+}
+
+/// Sends `file[range]` (the plan's one range) to the client.
+pub(crate) async fn send(
+    ep: &BlastEndpoint,
+    sock: std::net::UdpSocket,
+    file: Arc<dyn FileHandle>,
+    range: std::ops::Range<u64>,
+    progress: Arc<Progress>,
+) -> Result<(u64, usize), DataError> {
+    let len = file.len().map_err(DataError::Storage)?;
+    if len < range.end {
+        return Err(DataError::Incomplete(format!(
+            "the file shrank to {len} bytes since RETR announced {}",
+            range.end
+        )));
+    }
+    let p = params(ep, range.end - range.start)?;
+    let r = blast::send(sock, ep.peer, p, file, range.start, &opts(ep), progress).await?;
+    tracing::info!(
+        "blast send to {}: {} bytes, {} datagrams ({} resent), {} duplicates at the receiver, {} rejected, {:.2} s",
+        ep.peer, r.bytes, r.datagrams, r.resent, r.duplicates, r.rejected, r.seconds
+    );
+    Ok((r.bytes, 1))
+}
+
+/// Receives the upload into `file` at `offset`, `size` bytes; the report feeds the usual completeness check.
+pub(crate) async fn recv(
+    ep: &BlastEndpoint,
+    sock: std::net::UdpSocket,
+    file: Arc<dyn FileHandle>,
+    offset: u64,
+    size: u64,
+    progress: Arc<Progress>,
+) -> Result<DataReport, DataError> {
+    let p = params(ep, size)?;
+    let (r, linger) = blast::recv(sock, ep.peer, p, file, offset, &opts(ep), progress).await?;
+    linger.detach();
+    tracing::info!(
+        "blast receive from {}: {} bytes, {} datagrams, {} duplicates, {} rejected ({} foreign), {} socket drops, {:.2} s",
+        ep.peer, r.bytes, r.datagrams, r.duplicates, r.rejected, r.foreign, r.socket_drops, r.seconds
+    );
+    Ok(DataReport {
+        bytes: r.bytes,
+        streams: 1,
+        ranges: r.ranges,
+        reusable: vec![],
+        peak_buffer: 0,
+    })
+}
+
+/// The blast socket for `plan`, if the connection holds the one `BPAS` bound.
+pub(crate) fn take_socket(
+    plan: &TransferPlan,
+    held: &mut Option<std::net::UdpSocket>,
+) -> Option<std::net::UdpSocket> {
+    let drsftp_proto::server::DataEndpoint::Blast(ep) = &plan.endpoint else {
+        return None;
+    };
+    match held.take() {
+        Some(s) if s.local_addr().ok() == Some(ep.local) => Some(s),
+        other => {
+            *held = other;
+            None
+        }
+    }
+}
