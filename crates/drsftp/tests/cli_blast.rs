@@ -1,0 +1,208 @@
+//! `drsftp copy --transport udp` end to end with the real binaries on loopback: download and upload against
+//! `drsftp serve` (SHA-256 equal, `--json` reports `transport`, `duplicates`, `rejected`), the fallback to TCP
+//! against `drsftp serve --no-blast` and against Debian's globus-gridftp-server (skipped with a printed reason when
+//! it is not installed), and bad arguments.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(120);
+
+fn drsftp(args: &[&str]) -> (bool, String, String) {
+    run(Command::new(bin()).args(args), T)
+}
+
+fn json_of(stdout: &str) -> Value {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON object on stdout: {stdout:?}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
+}
+
+fn served(len: usize, extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Proc, String) {
+    let dir = open_tempdir();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    chmod(&root, 0o777);
+    let want = random_file(&root.join("src.bin"), len, 41);
+    let srv = drsftp_server(&root, extra);
+    (dir, root, srv, want)
+}
+
+#[test]
+fn copy_udp_download_and_upload_against_drsftp_serve() {
+    let len = (16 << 20) + 333;
+    let (dir, root, srv, want) = served(len, &[]);
+    let out = dir.path().join("down.bin");
+    let (ok, o, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "udp",
+        "--json",
+        &srv.url("/src.bin"),
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "udp download: {o} {e}\nserver log:\n{}", srv.log_text());
+    let j = json_of(&o);
+    assert_eq!(j["transport"], "udp", "{j}");
+    assert_eq!(j["bytes"].as_u64(), Some(len as u64), "{j}");
+    assert_eq!(j["verified"], true, "{j}");
+    assert_eq!(j["rejected"].as_u64(), Some(0), "{j}");
+    let dups = j["duplicates"].as_u64().expect("duplicates field");
+    let packets = j["blast"]["packets"].as_u64().expect("blast.packets");
+    assert!(dups * 100 <= packets * 3, "duplicates {dups} of {packets}");
+    assert_eq!(sha256_file(&out), want);
+
+    let (ok, o, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "udp",
+        "--max-rate",
+        "300mbit",
+        "--json",
+        out.to_str().unwrap(),
+        &srv.url("/up.bin"),
+    ]);
+    assert!(ok, "udp upload: {o} {e}\nserver log:\n{}", srv.log_text());
+    let j = json_of(&o);
+    assert_eq!(j["transport"], "udp", "{j}");
+    assert_eq!(j["verified"], true, "{j}");
+    assert!(j["mbps"].as_f64().unwrap() < 330.0, "rate cap: {j}");
+    assert_eq!(sha256_file(&root.join("up.bin")), want);
+
+    // The human summary names the transport.
+    let again = dir.path().join("again.bin");
+    let (ok, _, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "udp",
+        &srv.url("/src.bin"),
+        again.to_str().unwrap(),
+    ]);
+    assert!(ok, "{e}");
+    assert!(e.contains("(UDP blast, "), "{e}");
+}
+
+#[test]
+fn copy_udp_falls_back_to_tcp_against_serve_without_blast() {
+    let (dir, root, srv, want) = served(3 << 20, &["--no-blast"]);
+    let out = dir.path().join("down.bin");
+    let (ok, o, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "udp",
+        "--json",
+        &srv.url("/src.bin"),
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{o} {e}");
+    let j = json_of(&o);
+    assert_eq!(j["transport"], "tcp", "{j}");
+    assert!(j["notices"].to_string().contains("no BLAST in FEAT"), "{j}");
+    assert_eq!(sha256_file(&out), want);
+    let (ok, o, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "udp",
+        "--json",
+        out.to_str().unwrap(),
+        &srv.url("/up.bin"),
+    ]);
+    assert!(ok, "{o} {e}");
+    assert_eq!(json_of(&o)["transport"], "tcp");
+    assert_eq!(sha256_file(&root.join("up.bin")), want);
+}
+
+#[test]
+fn copy_udp_falls_back_to_tcp_against_globus() {
+    if !have(
+        "globus-gridftp-server",
+        "copy_udp_falls_back_to_tcp_against_globus",
+    ) {
+        return;
+    }
+    let dir = open_tempdir();
+    let len = 8 << 20;
+    let src = dir.path().join("g-src.bin");
+    let want = random_file(&src, len, 42);
+    let srv = globus_server();
+    let url = |p: &Path| srv.url(p.to_str().unwrap());
+    let out = dir.path().join("g-down.bin");
+    let (ok, o, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "udp",
+        "--json",
+        &url(&src),
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{o} {e}\nserver log:\n{}", srv.log_text());
+    let j = json_of(&o);
+    assert_eq!(j["transport"], "tcp", "{j}");
+    assert_eq!(j["verified"], true, "{j}");
+    assert!(j["notices"].to_string().contains("no BLAST in FEAT"), "{j}");
+    assert_eq!(sha256_file(&out), want);
+    let up = dir.path().join("g-up.bin");
+    let (ok, o, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "udp",
+        "-p",
+        "4",
+        "--json",
+        src.to_str().unwrap(),
+        &url(&up),
+    ]);
+    assert!(ok, "{o} {e}");
+    let j = json_of(&o);
+    assert_eq!(
+        (j["transport"].as_str(), j["mode"].as_str()),
+        (Some("tcp"), Some("E")),
+        "{j}"
+    );
+    assert_eq!(sha256_file(&up), want);
+    // Let globus' per-connection children finish before the parent is killed on drop.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(500) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn bad_transport_arguments_are_refused() {
+    let (ok, _, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "sctp",
+        "ftp://127.0.0.1:1/x",
+        "/tmp/x",
+    ]);
+    assert!(!ok && e.contains("sctp"), "{e}");
+    let (ok, _, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "udp",
+        "--max-rate",
+        "fast",
+        "ftp://127.0.0.1:1/x",
+        "/tmp/x",
+    ]);
+    assert!(!ok && e.contains("fast"), "{e}");
+    let (ok, _, e) = drsftp(&[
+        "copy",
+        "--transport",
+        "udp",
+        "--mtu",
+        "100",
+        "ftp://127.0.0.1:1/x",
+        "/tmp/x",
+    ]);
+    assert!(!ok && e.contains("100"), "{e}");
+}
