@@ -339,7 +339,7 @@ fn serve(a: UpArgs) -> anyhow::Result<()> {
             for (j, l) in row.iter().enumerate() {
                 if i != j && l.sent_pkts > 0 {
                     s += &format!(
-                        "h{}->h{}: sent {} pkts / {} B, delivered {} / {} B, dropped queue {} loss {}, max backlog {} B\n",
+                        "h{}->h{}: sent {} pkts / {} B, delivered {} / {} B, dropped queue {} loss {}, duplicated {}, reordered {}, max backlog {} B\n",
                         i + 1,
                         j + 1,
                         l.sent_pkts,
@@ -348,6 +348,8 @@ fn serve(a: UpArgs) -> anyhow::Result<()> {
                         l.delivered_bytes,
                         l.dropped_queue_pkts,
                         l.dropped_loss_pkts,
+                        l.duplicated_pkts,
+                        l.reordered_pkts,
                         l.max_backlog_bytes
                     );
                 }
