@@ -131,6 +131,56 @@ impl Streams {
     }
 }
 
+/// A buffer policy as benchmarked: the `--buffer` value given to both `drsftp serve` and `drsftp copy`, plus
+/// optional environment variables for both processes (to A/B an engine patch kept behind an environment switch)
+/// and the column label. Syntax: `POLICY[@VAR=VALUE[+VAR=VALUE...]][#LABEL]`, e.g. `drs@MY_PATCH=1#drs-patched`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pol {
+    policy: BufferPolicy,
+    env: Vec<(String, String)>,
+    label: String,
+}
+
+impl Pol {
+    fn parse(tok: &str) -> Result<Pol> {
+        let (body, label) = match tok.split_once('#') {
+            Some((b, l)) => (b, Some(l.trim().to_string())),
+            None => (tok, None),
+        };
+        let (pol, env) = match body.split_once('@') {
+            Some((p, e)) => (p, e),
+            None => (body, ""),
+        };
+        let policy: BufferPolicy = pol.parse().map_err(|e| anyhow!("--buffers {tok:?}: {e}"))?;
+        let env = env
+            .split('+')
+            .filter(|x| !x.trim().is_empty())
+            .map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                    .with_context(|| format!("--buffers {tok:?}: expected VAR=VALUE after '@'"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let label = label.unwrap_or_else(|| {
+            if env.is_empty() {
+                policy.to_string()
+            } else {
+                body.trim().to_string()
+            }
+        });
+        Ok(Pol { policy, env, label })
+    }
+    fn is(&self, p: BufferPolicy) -> bool {
+        self.env.is_empty() && self.policy == p
+    }
+}
+
+impl std::fmt::Display for Pol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
 /// What one run measured.
 #[derive(Debug, Clone, Default)]
 struct Measured {
@@ -177,7 +227,7 @@ struct Run {
     cc: String,
     streams: Streams,
     size: u64,
-    policy: BufferPolicy,
+    policy: Pol,
     rep: u32,
     conns: usize,
     outcome: Outcome,
@@ -274,34 +324,29 @@ fn make_file(path: &Path, size: u64) -> Result<()> {
 
 /// `drsftp serve` processes in host 2, one per buffer policy; killed (by PID) when dropped.
 struct Servers {
-    procs: Vec<(BufferPolicy, u16, Child)>,
+    procs: Vec<(Pol, u16, Child)>,
 }
 
 impl Servers {
-    fn start(
-        lab: &Lab,
-        exe: &Path,
-        work: &Path,
-        policies: &[BufferPolicy],
-        cc: &str,
-    ) -> Result<Servers> {
+    fn start(lab: &Lab, exe: &Path, work: &Path, policies: &[Pol], cc: &str) -> Result<Servers> {
         let mut s = Servers { procs: vec![] };
-        for (i, &p) in policies.iter().enumerate() {
+        for (i, p) in policies.iter().enumerate() {
             let port = CTL_BASE_PORT + i as u16;
-            let log = std::fs::File::create(work.join(format!("serve-{cc}-{p}.log")))?;
+            let log = std::fs::File::create(work.join(format!("serve-{cc}-{i}.log")))?;
             let mut child = lab
                 .exec(2, &exe.to_string_lossy())
                 .args(["serve", "--anonymous", "--print-addr", "--root"])
                 .arg(work.join("srv"))
                 .args(["--listen", &format!("{}:{port}", lab.addr(2))])
-                .args(["--buffer", &p.to_string(), "--congestion", cc])
+                .args(["--buffer", &p.policy.to_string(), "--congestion", cc])
+                .envs(p.env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::from(log))
                 .spawn()
                 .context("spawning drsftp serve in host 2")?;
             let out = child.stdout.take().context("serve stdout")?;
-            s.procs.push((p, port, child));
+            s.procs.push((p.clone(), port, child));
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
                 let mut line = String::new();
@@ -317,10 +362,10 @@ impl Servers {
         Ok(s)
     }
 
-    fn port(&self, p: BufferPolicy) -> u16 {
+    fn port(&self, p: &Pol) -> u16 {
         self.procs
             .iter()
-            .find(|x| x.0 == p)
+            .find(|x| x.0 == *p)
             .map(|x| x.1)
             .expect("a server per policy")
     }
@@ -449,7 +494,7 @@ fn one_run(
     cx: &Ctx<'_>,
     servers: &Servers,
     cc: &str,
-    policy: BufferPolicy,
+    policy: &Pol,
     streams: Streams,
     size: u64,
     conns: usize,
@@ -469,7 +514,8 @@ fn one_run(
             c.args(["copy", &url])
                 .arg(d.join("out.bin"))
                 .args(["--json", "--quiet", "--timeout", "120s"])
-                .args(["--buffer", &policy.to_string(), "--congestion", cc]);
+                .args(["--buffer", &policy.policy.to_string(), "--congestion", cc])
+                .envs(policy.env.iter().map(|(k, v)| (k, v)));
             if let Streams::ModeE(n) = streams {
                 c.args(["--mode-e", "-p", &n.to_string()]);
             }
@@ -640,8 +686,8 @@ pub fn run(a: &Args, rtt: Option<Duration>, rate: Option<f64>) -> Result<()> {
         .map(Streams::parse)
         .collect::<Result<_>>()?;
     let ccs: Vec<String> = split_list(&a.cc).map(str::to_string).collect();
-    let policies: Vec<BufferPolicy> = split_list(&a.buffers)
-        .map(|s| s.parse().map_err(|e| anyhow!("--buffers: {e}")))
+    let policies: Vec<Pol> = split_list(&a.buffers)
+        .map(Pol::parse)
         .collect::<Result<_>>()?;
     if sizes.is_empty() || streams.is_empty() || ccs.is_empty() || policies.is_empty() {
         bail!("--sizes, --streams, --cc and --buffers must each name at least one item");
@@ -715,7 +761,7 @@ pub fn run(a: &Args, rtt: Option<Duration>, rate: Option<f64>) -> Result<()> {
     for cc in &ccs {
         let servers = Servers::start(&lab, &exe, &work.0, &policies, cc)?;
         // Warm-up (not recorded): every server answers, ARP/neighbour entries exist.
-        for &p in &policies {
+        for p in &policies {
             if let Err(e) = one_run(&cx, &servers, cc, p, Streams::Stream, sizes[0], 1, deadline) {
                 bail!("warm-up transfer with --buffer {p} --congestion {cc} failed: {e:#}");
             }
@@ -723,14 +769,14 @@ pub fn run(a: &Args, rtt: Option<Duration>, rate: Option<f64>) -> Result<()> {
         for &st in &streams {
             for &size in &sizes {
                 for rep in 0..a.reps {
-                    for &p in &policies {
+                    for p in &policies {
                         let id = runs.len() + 1;
                         let mut run = Run {
                             id,
                             cc: cc.clone(),
                             streams: st,
                             size,
-                            policy: p,
+                            policy: p.clone(),
                             rep,
                             conns,
                             outcome: Outcome::Skipped(String::new()),
@@ -833,21 +879,14 @@ fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Predicted seconds for `size` from the same policy's time at the largest smaller size already run.
-fn predict(
-    runs: &[Run],
-    cc: &str,
-    st: Streams,
-    p: BufferPolicy,
-    size: u64,
-    conns: usize,
-) -> Option<f64> {
+fn predict(runs: &[Run], cc: &str, st: Streams, p: &Pol, size: u64, conns: usize) -> Option<f64> {
     // Small files are dominated by round trips; extrapolate linearly from the largest one of at least 1 MiB
     // (conservative: larger files amortise slow start better).
     let _ = conns;
     let (prev, m) = runs
         .iter()
         .filter(|r| {
-            r.cc == cc && r.streams == st && r.policy == p && r.size < size && r.size >= 1 << 20
+            r.cc == cc && r.streams == st && r.policy == *p && r.size < size && r.size >= 1 << 20
         })
         .filter_map(|r| r.done().map(|m| (r.size, m)))
         .max_by_key(|(s, _)| *s)?;
@@ -987,10 +1026,10 @@ enum Cell {
     Missing,
 }
 
-fn agg(runs: &[Run], cc: &str, st: Streams, size: u64, p: BufferPolicy) -> Cell {
+fn agg(runs: &[Run], cc: &str, st: Streams, size: u64, p: &Pol) -> Cell {
     let sel: Vec<&Run> = runs
         .iter()
-        .filter(|r| r.cc == cc && r.streams == st && r.size == size && r.policy == p)
+        .filter(|r| r.cc == cc && r.streams == st && r.size == size && r.policy == *p)
         .collect();
     if sel.is_empty() {
         return Cell::Missing;
@@ -1035,7 +1074,7 @@ fn render(
     sizes: &[u64],
     streams: &[Streams],
     ccs: &[String],
-    pols: &[BufferPolicy],
+    pols: &[Pol],
 ) -> String {
     let mut o = String::new();
     let w = &mut o;
@@ -1092,38 +1131,58 @@ fn render(
         let _ = writeln!(w);
         let _ = writeln!(w, "|---|{}", "---|".repeat(pols.len() + extra.len()));
     };
-    let get = |cc: &str, st: Streams, size: u64, p: BufferPolicy| agg(runs, cc, st, size, p);
-    let has = |p: BufferPolicy| pols.contains(&p);
-    let drs = BufferPolicy::Drs;
-    let over = BufferPolicy::Fixed(16 << 20);
-    let kern = BufferPolicy::Kernel;
+    let get = |cc: &str, st: Streams, size: u64, p: &Pol| agg(runs, cc, st, size, p);
+    let over = pols.iter().find(|p| p.is(BufferPolicy::Fixed(16 << 20)));
+    let kern = pols.iter().find(|p| p.is(BufferPolicy::Kernel));
+    let drss: Vec<&Pol> = pols
+        .iter()
+        .filter(|p| p.policy == BufferPolicy::Drs)
+        .collect();
+    // Ratio columns: (numerator, denominator) pairs that exist in this run.
+    let mut thr_pairs: Vec<(&Pol, &Pol)> = vec![];
+    let mut mem_pairs: Vec<(&Pol, &Pol)> = vec![];
+    if let Some(o) = over {
+        if let Some(k) = kern {
+            thr_pairs.push((k, o));
+            mem_pairs.push((k, o));
+        }
+        for d in &drss {
+            thr_pairs.push((d, o));
+            mem_pairs.push((d, o));
+        }
+    }
+    if let Some(k) = kern {
+        for d in &drss {
+            mem_pairs.push((d, k));
+        }
+    }
+    let names =
+        |v: &[(&Pol, &Pol)]| -> Vec<String> { v.iter().map(|(a, b)| format!("{a}/{b}")).collect() };
     for cc in ccs {
         for &st in streams {
             let _ = writeln!(w, "## {cc}, {}\n", st.label());
-            let ratio_cols: Vec<&str> = if has(drs) && has(over) && has(kern) {
-                vec!["kernel/16M", "drs/16M"]
-            } else {
-                vec![]
-            };
             let _ = writeln!(w, "Throughput, Mbit/s:\n");
-            hdr(w, "size", &ratio_cols);
+            let cols = names(&thr_pairs);
+            hdr(
+                w,
+                "size",
+                &cols.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
             for &s in sizes {
                 let _ = write!(w, "| {} |", format_size(s));
-                for &p in pols {
+                for p in pols {
                     let _ = write!(
                         w,
                         " {} |",
                         fmt_cell(&get(cc, st, s, p), |a| format!("{:.2}", a.mbps))
                     );
                 }
-                if !ratio_cols.is_empty() {
-                    for p in [kern, drs] {
-                        let r = match (get(cc, st, s, p), get(cc, st, s, over)) {
-                            (Cell::Val(a), Cell::Val(b)) => format!("{:.3}", a.mbps / b.mbps),
-                            _ => String::new(),
-                        };
-                        let _ = write!(w, " {r} |");
-                    }
+                for (x, y) in &thr_pairs {
+                    let r = match (get(cc, st, s, x), get(cc, st, s, y)) {
+                        (Cell::Val(a), Cell::Val(b)) => format!("{:.3}", a.mbps / b.mbps),
+                        _ => String::new(),
+                    };
+                    let _ = write!(w, " {r} |");
                 }
                 let _ = writeln!(w);
             }
@@ -1136,15 +1195,15 @@ fn render(
                     ""
                 }
             );
-            let mem_cols: Vec<&str> = if has(drs) && has(over) && has(kern) {
-                vec!["kernel/16M", "drs/16M", "drs/kernel"]
-            } else {
-                vec![]
-            };
-            hdr(w, "size", &mem_cols);
+            let cols = names(&mem_pairs);
+            hdr(
+                w,
+                "size",
+                &cols.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
             for &s in sizes {
                 let _ = write!(w, "| {} |", format_size(s));
-                for &p in pols {
+                for p in pols {
                     let _ = write!(
                         w,
                         " {} |",
@@ -1155,37 +1214,40 @@ fn render(
                         ))
                     );
                 }
-                if !mem_cols.is_empty() {
-                    for (x, y) in [(kern, over), (drs, over), (drs, kern)] {
-                        let r = match (get(cc, st, s, x), get(cc, st, s, y)) {
-                            (Cell::Val(a), Cell::Val(b)) => {
-                                format!("{:.3}", a.mean_win / b.mean_win.max(1.0))
-                            }
-                            _ => String::new(),
-                        };
-                        let _ = write!(w, " {r} |");
-                    }
+                for (x, y) in &mem_pairs {
+                    let r = match (get(cc, st, s, x), get(cc, st, s, y)) {
+                        (Cell::Val(a), Cell::Val(b)) => {
+                            format!("{:.3}", a.mean_win / b.mean_win.max(1.0))
+                        }
+                        _ => String::new(),
+                    };
+                    let _ = write!(w, " {r} |");
                 }
                 let _ = writeln!(w);
             }
             let _ = writeln!(w, "\nMbit/s per MiB of mean window:\n");
-            let eff_cols: Vec<&str> = if has(drs) && has(over) {
-                vec!["drs/16M"]
-            } else {
-                vec![]
-            };
-            hdr(w, "size", &eff_cols);
+            let eff_pairs: Vec<(&Pol, &Pol)> = thr_pairs
+                .iter()
+                .copied()
+                .filter(|(a, _)| a.policy == BufferPolicy::Drs)
+                .collect();
+            let cols = names(&eff_pairs);
+            hdr(
+                w,
+                "size",
+                &cols.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
             for &s in sizes {
                 let _ = write!(w, "| {} |", format_size(s));
-                for &p in pols {
+                for p in pols {
                     let _ = write!(
                         w,
                         " {} |",
                         fmt_cell(&get(cc, st, s, p), |a| format!("{:.1}", a.per_mb()))
                     );
                 }
-                if !eff_cols.is_empty() {
-                    let r = match (get(cc, st, s, drs), get(cc, st, s, over)) {
+                for (x, y) in &eff_pairs {
+                    let r = match (get(cc, st, s, x), get(cc, st, s, y)) {
                         (Cell::Val(a), Cell::Val(b)) => format!("{:.1}x", a.per_mb() / b.per_mb()),
                         _ => String::new(),
                     };
@@ -1197,7 +1259,7 @@ fn render(
             hdr(w, "size", &[]);
             for &s in sizes {
                 let _ = write!(w, "| {} |", format_size(s));
-                for &p in pols {
+                for p in pols {
                     let _ = write!(
                         w,
                         " {} |",
@@ -1206,8 +1268,10 @@ fn render(
                 }
                 let _ = writeln!(w);
             }
-            if has(drs) && has(over) {
-                targets(w, runs, cc, st, sizes, pols);
+            if let Some(o) = over {
+                for d in &drss {
+                    targets(w, runs, cc, st, sizes, pols, d, o);
+                }
             }
             best_static(w, runs, cc, st, sizes, pols);
             sparklines(w, runs, cc, st, sizes, pols);
@@ -1249,8 +1313,8 @@ fn pooled(
     cc: &str,
     st: Streams,
     sizes: &[u64],
-    a: BufferPolicy,
-    b: BufferPolicy,
+    a: &Pol,
+    b: &Pol,
 ) -> Option<(f64, f64, usize)> {
     let (mut ab, mut asecs, mut aw, mut bb, mut bsecs, mut bw, mut n) =
         (0u64, 0.0, 0.0, 0u64, 0.0, 0.0, 0usize);
@@ -1281,62 +1345,65 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
+/// The issue's targets for DRS variant `drs` against the over-provisioned `over` (16M) and the stock 64K.
+#[allow(clippy::too_many_arguments)]
 fn targets(
     w: &mut String,
     runs: &[Run],
     cc: &str,
     st: Streams,
     sizes: &[u64],
-    pols: &[BufferPolicy],
+    pols: &[Pol],
+    drs: &Pol,
+    over: &Pol,
 ) {
-    let drs = BufferPolicy::Drs;
-    let over = BufferPolicy::Fixed(16 << 20);
-    let stock = BufferPolicy::Fixed(64 << 10);
-    let kern = BufferPolicy::Kernel;
+    let stock = pols.iter().find(|p| p.is(BufferPolicy::Fixed(64 << 10)));
+    let kern = pols.iter().find(|p| p.is(BufferPolicy::Kernel));
     let big: Vec<u64> = sizes.iter().copied().filter(|&s| s >= 64 << 20).collect();
     if big.is_empty() {
         return;
     }
     let _ = writeln!(
         w,
-        "\nTargets (files >= 64 MiB; DRS vs the over-provisioned 16M buffer and the stock 64K, this run). \
-         `nominal` counts the 16M buffer as 16 MiB per stream, as the seeds did:\n"
+        "\nTargets for `{drs}` (files >= 64 MiB; against the over-provisioned 16M buffer and the stock 64K, this \
+         run). `nominal` counts the 16M buffer as 16 MiB per stream, as the seeds did; `window` uses its measured \
+         mean window:\n"
     );
     let _ = writeln!(
         w,
-        "| size | drs/16M Mbit/s (>= 0.97) | drs/16M window (<= 0.25) | drs/16M nominal | drs/16M Mbit/s per MiB (>= 5x) | drs/64K Mbit/s (>= 7x) | kernel/16M Mbit/s | kernel/16M window | kernel/drs window |"
+        "| size | {drs}/16M Mbit/s (>= 0.97) | {drs}/16M window (<= 0.25) | {drs}/16M nominal (<= 0.25) | Mbit/s per MiB vs 16M (>= 5x) | vs 16M nominal | {drs}/64K Mbit/s (>= 7x) | kernel/16M Mbit/s | kernel/16M window | kernel/{drs} window |"
     );
-    let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|");
-    let nominal = (16u64 << 20) as f64 * st.count() as f64;
+    let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|---|");
+    let nominal = (16u64 << 20) as f64 * st.count() as f64 * conns_of(runs);
     let mut rows: Vec<(String, Vec<u64>)> =
         big.iter().map(|&s| (format_size(s), vec![s])).collect();
     if big.len() > 1 {
         rows.push(("all >= 64M (pooled)".into(), big.clone()));
     }
     for (label, ss) in rows {
-        let d = pooled(runs, cc, st, &ss, drs, over);
         let _ = write!(w, "| {label} |");
-        match d {
+        match pooled(runs, cc, st, &ss, drs, over) {
             Some((thr, mem, _)) => {
                 let eff = thr / mem;
-                // Nominal: the DRS mean window vs 16 MiB x streams (x conns is the same factor for both).
                 let dm = pooled_mem(runs, cc, st, &ss, drs);
-                let nom = dm.map(|m| m / (nominal * conns_of(runs)));
+                let nom = dm.map(|m| m / nominal);
                 let _ = write!(
                     w,
-                    " {thr:.3} {} | {mem:.3} {} | {} | {eff:.1}x {} |",
+                    " {thr:.3} {} | {mem:.3} {} | {} | {eff:.1}x {} | {} |",
                     verdict(thr >= 0.97),
                     verdict(mem <= 0.25),
                     nom.map(|n| format!("{n:.3} {}", verdict(n <= 0.25)))
                         .unwrap_or_default(),
-                    verdict(eff >= 5.0)
+                    verdict(eff >= 5.0),
+                    nom.map(|n| format!("{:.1}x {}", thr / n, verdict(thr / n >= 5.0)))
+                        .unwrap_or_default(),
                 );
             }
             None => {
-                let _ = write!(w, " | | | |");
+                let _ = write!(w, " | | | | |");
             }
         }
-        match pooled(runs, cc, st, &ss, drs, stock).filter(|_| pols.contains(&stock)) {
+        match stock.and_then(|k| pooled(runs, cc, st, &ss, drs, k)) {
             Some((thr, _, n)) => {
                 let note = if n < ss.len() {
                     format!(" (64K ran {n} of {} sizes)", ss.len())
@@ -1349,11 +1416,13 @@ fn targets(
                 let _ = write!(w, " 64K skipped |");
             }
         }
-        match (
-            pooled(runs, cc, st, &ss, kern, over),
-            pooled(runs, cc, st, &ss, kern, drs),
-        ) {
-            (Some((t, m, _)), Some((_, md, _))) => {
+        match kern.map(|k| {
+            (
+                pooled(runs, cc, st, &ss, k, over),
+                pooled(runs, cc, st, &ss, k, drs),
+            )
+        }) {
+            Some((Some((t, m, _)), Some((_, md, _)))) => {
                 let _ = writeln!(w, " {t:.3} | {m:.3} | {md:.3} |");
             }
             _ => {
@@ -1367,7 +1436,7 @@ fn conns_of(runs: &[Run]) -> f64 {
     runs.first().map(|r| r.conns as f64).unwrap_or(1.0)
 }
 
-fn pooled_mem(runs: &[Run], cc: &str, st: Streams, sizes: &[u64], p: BufferPolicy) -> Option<f64> {
+fn pooled_mem(runs: &[Run], cc: &str, st: Streams, sizes: &[u64], p: &Pol) -> Option<f64> {
     let (mut a, mut t) = (0.0, 0.0);
     for &s in sizes {
         if let Cell::Val(x) = agg(runs, cc, st, s, p) {
@@ -1379,30 +1448,37 @@ fn pooled_mem(runs: &[Run], cc: &str, st: Streams, sizes: &[u64], p: BufferPolic
 }
 
 /// DRS and kernel autotuning against the best fixed buffer of this run (by throughput), per size.
-fn best_static(
-    w: &mut String,
-    runs: &[Run],
-    cc: &str,
-    st: Streams,
-    sizes: &[u64],
-    pols: &[BufferPolicy],
-) {
-    let fixed: Vec<BufferPolicy> = pols
+fn best_static(w: &mut String, runs: &[Run], cc: &str, st: Streams, sizes: &[u64], pols: &[Pol]) {
+    let fixed: Vec<&Pol> = pols
         .iter()
-        .copied()
-        .filter(|p| matches!(p, BufferPolicy::Fixed(_)))
+        .filter(|p| p.env.is_empty() && matches!(p.policy, BufferPolicy::Fixed(_)))
         .collect();
-    if fixed.len() < 2 || !pols.contains(&BufferPolicy::Drs) {
+    let adaptive: Vec<&Pol> = pols
+        .iter()
+        .filter(|p| !matches!(p.policy, BufferPolicy::Fixed(_)))
+        .collect();
+    if fixed.len() < 3 || adaptive.is_empty() {
         return;
     }
-    let _ = writeln!(w, "\nAgainst the best single static buffer of this run (highest throughput among the fixed sizes), and the smallest fixed buffer within 3 % of it:\n");
-    let _ = writeln!(w, "| size | best static | its Mbit/s | its window MiB | smallest within 3 % | drs/best Mbit/s | drs/best window | kernel/best Mbit/s | kernel/best window |");
-    let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(w, "\nAgainst the best single static buffer of this run (highest throughput among the fixed sizes), and the smallest fixed buffer within 3 % of it; ratios are Mbit/s and mean window relative to the best static:\n");
+    let _ = write!(
+        w,
+        "| size | best static | its Mbit/s | its window MiB | smallest within 3 % |"
+    );
+    for a in &adaptive {
+        let _ = write!(w, " {a} Mbit/s | {a} window |");
+    }
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "|---|---|---|---|---|{}",
+        "---|---|".repeat(adaptive.len())
+    );
     for &s in sizes {
-        let vals: Vec<(BufferPolicy, Agg)> = fixed
+        let vals: Vec<(&Pol, Agg)> = fixed
             .iter()
-            .filter_map(|&p| match agg(runs, cc, st, s, p) {
-                Cell::Val(a) => Some((p, a)),
+            .filter_map(|p| match agg(runs, cc, st, s, p) {
+                Cell::Val(a) => Some((*p, a)),
                 _ => None,
             })
             .collect();
@@ -1415,35 +1491,30 @@ fn best_static(
             .min_by(|x, y| x.1.mean_win.total_cmp(&y.1.mean_win))
             .map(|(p, _)| p.to_string())
             .unwrap_or_default();
-        let rel = |p: BufferPolicy| match agg(runs, cc, st, s, p) {
-            Cell::Val(a) => format!(
-                "{:.3} | {:.3}",
-                a.mbps / ba.mbps,
-                a.mean_win / ba.mean_win.max(1.0)
-            ),
-            _ => " | ".into(),
-        };
-        let _ = writeln!(
+        let _ = write!(
             w,
-            "| {} | {bp} | {:.2} | {} | {small} | {} | {} |",
+            "| {} | {bp} | {:.2} | {} | {small} |",
             format_size(s),
             ba.mbps,
             mib(ba.mean_win),
-            rel(BufferPolicy::Drs),
-            rel(BufferPolicy::Kernel)
         );
+        for a in &adaptive {
+            let _ = match agg(runs, cc, st, s, a) {
+                Cell::Val(x) => write!(
+                    w,
+                    " {:.3} | {:.3} |",
+                    x.mbps / ba.mbps,
+                    x.mean_win / ba.mean_win.max(1.0)
+                ),
+                _ => write!(w, " | |"),
+            };
+        }
+        let _ = writeln!(w);
     }
 }
 
 /// Receive window over time (seed 000 fig. 14) for the largest size every policy ran, as text sparklines.
-fn sparklines(
-    w: &mut String,
-    runs: &[Run],
-    cc: &str,
-    st: Streams,
-    sizes: &[u64],
-    pols: &[BufferPolicy],
-) {
+fn sparklines(w: &mut String, runs: &[Run], cc: &str, st: Streams, sizes: &[u64], pols: &[Pol]) {
     const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     const WIDTH: usize = 64;
     let Some(&size) = sizes.iter().rev().find(|&&s| {
@@ -1456,15 +1527,15 @@ fn sparklines(
     }) else {
         return;
     };
-    let series: Vec<(BufferPolicy, &Measured)> = pols
+    let series: Vec<(&Pol, &Measured)> = pols
         .iter()
-        .filter_map(|&p| {
+        .filter_map(|p| {
             runs.iter()
                 .find(|r| {
                     r.cc == cc
                         && r.streams == st
                         && r.size == size
-                        && r.policy == p
+                        && r.policy == *p
                         && r.done().is_some_and(|m| !m.series.is_empty())
                 })
                 .and_then(|r| r.done().map(|m| (p, m)))
@@ -1800,6 +1871,23 @@ mod tests {
         assert_eq!(Streams::parse(" 4 ").unwrap(), Streams::ModeE(4));
         assert_eq!(Streams::parse("E2").unwrap(), Streams::ModeE(2));
         assert!(Streams::parse("0").is_err() && Streams::parse("x").is_err());
+    }
+
+    #[test]
+    fn policy_specs_parse() {
+        let p = Pol::parse("212.5K").unwrap();
+        assert_eq!(p.policy, BufferPolicy::Fixed(217_600));
+        assert!(p.env.is_empty() && p.label == "212.5K" && p.is(BufferPolicy::Fixed(217_600)));
+        let d = Pol::parse("drs@A=1+B=x#drs-ab").unwrap();
+        assert_eq!(d.policy, BufferPolicy::Drs);
+        assert_eq!(
+            d.env,
+            vec![("A".into(), "1".into()), ("B".into(), "x".into())]
+        );
+        assert_eq!(d.label, "drs-ab");
+        assert!(!d.is(BufferPolicy::Drs));
+        assert_eq!(Pol::parse("drs@A=1").unwrap().label, "drs@A=1");
+        assert!(Pol::parse("drs@A").is_err() && Pol::parse("huge").is_err());
     }
 
     #[test]
