@@ -8,6 +8,7 @@ pub mod fluid;
 pub mod model;
 pub mod policy;
 pub mod sample;
+pub mod start;
 pub mod units;
 
 pub use auto::{AutoConfig, AutoStreams, StreamAction};
@@ -19,4 +20,5 @@ pub use policy::{
     format_size, parse_size, BufferPolicy, Limit, LimitClassifier, LimitReport, ParseError,
 };
 pub use sample::TcpSample;
+pub use start::{auto_start, AutoStart, AutoStartInput, StartBuffer};
 pub use units::{parse_duration, parse_rate};

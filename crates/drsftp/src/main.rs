@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 transfer or protocol failure, 2 usage error (clap).
 
 mod cmd;
+mod profile;
 mod url;
 
 use clap::{Parser, Subcommand};

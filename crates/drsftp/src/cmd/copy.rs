@@ -32,10 +32,11 @@ pub struct Args {
     /// ending in '/' gets the local file name).
     dst: String,
     /// Parallel TCP streams. More than 1 uses MODE E (extended block mode) with that many streams, like
-    /// globus-url-copy -p; 1 uses plain stream mode unless --mode-e is given.
-    #[arg(short = 'p', long = "parallel", value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=128))]
-    parallel: u32,
+    /// globus-url-copy -p; 1 uses plain stream mode unless --mode-e is given. `auto` (the default when none of -p,
+    /// --tcp-bs, --buffer is given) picks the count from the control-channel RTT, the path profile of
+    /// `drsftp tune calibrate` and seed 001's model; with --tcp-bs or --buffer alone the default is 1.
+    #[arg(short = 'p', long = "parallel", value_name = "N|auto", value_parser = super::auto::parallel_arg)]
+    parallel: Option<super::auto::Parallel>,
     /// TCP buffer size to request from the server (SITE RETRBUFSIZE / SITE STORBUFSIZE, falling back to SBUF),
     /// e.g. 4M. Our own sockets use it too (fixed size) unless --buffer says otherwise.
     #[arg(long = "tcp-bs", value_name = "SIZE", value_parser = size_arg)]
@@ -172,7 +173,10 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
 
 fn options(args: &Args) -> ClientOptions {
     ClientOptions {
-        streams: args.parallel,
+        streams: match args.parallel {
+            Some(super::auto::Parallel::Fixed(n)) => n,
+            _ => 1, // -p auto sets it after login
+        },
         mode_e: args.mode_e,
         tcp_buffer: args.tcp_bs,
         buffer: args
@@ -209,15 +213,16 @@ pub fn run(args: Args) -> Result<()> {
     };
     let opts = options(&args);
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let mut auto = None;
     let result = rt.block_on(async {
         tokio::select! {
-            r = copy(&plan, &args, opts.clone()) => r,
+            r = copy(&plan, &args, opts.clone(), &mut auto) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         }
     });
     match result {
         Ok(s) => {
-            report(&plan, &args, &opts, &s);
+            report(&plan, &args, &opts, &s, auto.as_ref());
             Ok(())
         }
         Err(e) => {
@@ -251,11 +256,20 @@ fn section(args: &Args, total: Option<u64>) -> Result<Option<Partial>> {
     Ok(Some(Partial { offset, length }))
 }
 
-async fn copy(plan: &Plan, args: &Args, mut opts: ClientOptions) -> Result<TransferSummary> {
+async fn copy(
+    plan: &Plan,
+    args: &Args,
+    mut opts: ClientOptions,
+    auto: &mut Option<super::auto::AutoChoice>,
+) -> Result<TransferSummary> {
     let url = plan.remote();
     let mut client = Client::connect(&url.authority(), &url.user, &url.pass, opts.timeout)
         .await
         .with_context(|| format!("logging in to {}", url.authority()))?;
+    let (p, udp) = (args.parallel, args.transport == "udp");
+    if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
+        *auto = Some(super::auto::choose(&mut client, url, &mut opts, None).await?);
+    }
     let progress = Arc::new(Progress::new());
     let summary = match plan {
         Plan::Download { remote, local } => {
@@ -420,7 +434,13 @@ fn summary_line(s: &TransferSummary) -> String {
     )
 }
 
-fn report(plan: &Plan, args: &Args, opts: &ClientOptions, s: &TransferSummary) {
+fn report(
+    plan: &Plan,
+    args: &Args,
+    opts: &ClientOptions,
+    s: &TransferSummary,
+    auto: Option<&super::auto::AutoChoice>,
+) {
     if args.json {
         let j = json!({
             "source": plan.source(),
@@ -449,6 +469,9 @@ fn report(plan: &Plan, args: &Args, opts: &ClientOptions, s: &TransferSummary) {
             "verified": s.verified,
             "checksum": s.checksum.as_ref().map(|(a, h)| format!("{}:{h}", a.to_ascii_lowercase())),
             "notices": s.notices,
+            "streams_auto": auto.is_some(),
+            "auto_reason": auto.map(|a| a.start.reason.clone()),
+            "auto_rtt_ms": auto.map(|a| a.rtt.as_secs_f64() * 1e3),
         });
         println!("{j}");
     }
@@ -458,6 +481,9 @@ fn report(plan: &Plan, args: &Args, opts: &ClientOptions, s: &TransferSummary) {
         }
         if !args.json {
             eprintln!("{}", summary_line(s));
+            if let Some(a) = auto {
+                eprintln!("  {}", a.start.reason);
+            }
         }
     }
 }

@@ -1,5 +1,7 @@
 //! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
+pub mod auto;
 pub mod bench_gridftp;
+pub mod calibrate;
 pub mod copy;
 pub mod demo;
 pub mod lab;

@@ -1,5 +1,6 @@
 //! `drsftp tune`: recommend a parallel-stream count and per-stream buffer for a path (seed 001's model) with the
-//! reasoning, or fit the model's coefficients from measured optima (`--fit points.csv`).
+//! reasoning, or fit the model's coefficients from measured optima (`--fit points.csv`); `drsftp tune calibrate URL`
+//! measures them on a real path (`calibrate.rs`).
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use drsftp_tune::{
 };
 
 #[derive(clap::Args, Debug)]
+#[group(id = "tune")]
 pub struct Args {
     /// Round-trip time of the path, e.g. 50ms.
     #[arg(long, value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
@@ -93,9 +95,14 @@ pub struct Args {
     bench_rmem: Option<String>,
     #[command(flatten)]
     gridftp: super::bench_gridftp::Args,
+    #[command(subcommand)]
+    sub: Option<super::calibrate::Sub>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(sub) = &args.sub {
+        return super::calibrate::run(sub);
+    }
     if let Some(path) = &args.fit {
         return run_fit(path, args.json);
     }

@@ -1,0 +1,188 @@
+//! Per-path tuning profiles written by `drsftp tune calibrate` and read by `drsftp copy -p auto`: one JSON file,
+//! `$XDG_CONFIG_HOME/drsftp/paths.json` (or `~/.config/drsftp/paths.json`), keyed by the server's `host:port`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// What calibration learned about one server path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathProfile {
+    /// `host:port` as in the URL (the key).
+    pub host_port: String,
+    /// Control-channel round trip of a NOOP, median of several, milliseconds.
+    pub rtt_ms: f64,
+    /// Rate estimate: the best throughput seen in the sweep, bit/s.
+    pub rate_bps: f64,
+    /// Fitted C1' (streams x KB^C2 per ms of RTT at `rate_bps`); absent when the sweep could not be fitted.
+    pub c1: Option<f64>,
+    /// Fitted C2.
+    pub c2: Option<f64>,
+    /// The fit's mean and max |P_model - P_measured| / P_measured over the saturation points.
+    pub fit_mean_rel_err: Option<f64>,
+    pub fit_max_rel_err: Option<f64>,
+    /// Saturation points the fit used.
+    pub points: usize,
+    /// When it was measured, seconds since the Unix epoch.
+    pub timestamp: u64,
+}
+
+impl PathProfile {
+    /// The fitted model, its reference rate being the measured rate; `None` without a fit.
+    pub fn model(&self) -> Option<drsftp_tune::Model> {
+        Some(drsftp_tune::Model {
+            c1: self.c1?,
+            c2: self.c2?,
+            ref_rate_bps: self.rate_bps,
+        })
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct FileFormat {
+    version: u32,
+    paths: BTreeMap<String, PathProfile>,
+}
+
+/// The profile file in one directory.
+#[derive(Debug, Clone)]
+pub struct ProfileStore {
+    file: PathBuf,
+}
+
+impl ProfileStore {
+    /// `dir/paths.json`.
+    pub fn in_dir(dir: &Path) -> ProfileStore {
+        ProfileStore {
+            file: dir.join("paths.json"),
+        }
+    }
+
+    /// `$XDG_CONFIG_HOME/drsftp`, else `$HOME/.config/drsftp`; `None` if neither variable is set.
+    pub fn default_dir() -> Option<PathBuf> {
+        let nonempty = |k| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        nonempty("XDG_CONFIG_HOME")
+            .or_else(|| nonempty("HOME").map(|h| h.join(".config")))
+            .map(|d| d.join("drsftp"))
+    }
+
+    /// The store in `dir`, or in [`Self::default_dir`].
+    pub fn open(dir: Option<&Path>) -> Option<ProfileStore> {
+        match dir {
+            Some(d) => Some(Self::in_dir(d)),
+            None => Self::default_dir().map(|d| Self::in_dir(&d)),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.file
+    }
+
+    fn load(&self) -> Result<FileFormat> {
+        match std::fs::read_to_string(&self.file) {
+            Ok(t) => {
+                serde_json::from_str(&t).with_context(|| format!("parsing {}", self.file.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileFormat::default()),
+            Err(e) => Err(e).with_context(|| format!("reading {}", self.file.display())),
+        }
+    }
+
+    /// The profile for `host_port`, if one was stored.
+    pub fn get(&self, host_port: &str) -> Result<Option<PathProfile>> {
+        Ok(self.load()?.paths.remove(host_port))
+    }
+
+    /// All stored profiles.
+    #[cfg(test)]
+    pub fn all(&self) -> Result<Vec<PathProfile>> {
+        Ok(self.load()?.paths.into_values().collect())
+    }
+
+    /// Stores (replaces) the profile for its `host_port`; other paths are kept. Written to a temporary file and
+    /// renamed, so a reader never sees half a file.
+    pub fn put(&self, p: &PathProfile) -> Result<()> {
+        let mut f = self.load()?;
+        f.version = 1;
+        f.paths.insert(p.host_port.clone(), p.clone());
+        if let Some(dir) = self.file.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let tmp = self
+            .file
+            .with_extension(format!("json.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_string_pretty(&f)? + "\n")
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.file)
+            .with_context(|| format!("writing {}", self.file.display()))
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prof(hp: &str, rate: f64) -> PathProfile {
+        PathProfile {
+            host_port: hp.into(),
+            rtt_ms: 20.5,
+            rate_bps: rate,
+            c1: Some(73.7),
+            c2: Some(0.93),
+            fit_mean_rel_err: Some(0.12),
+            fit_max_rel_err: Some(0.28),
+            points: 3,
+            timestamp: 1_700_000_000,
+        }
+    }
+
+    #[test]
+    fn profiles_round_trip_per_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::in_dir(&dir.path().join("nested"));
+        assert_eq!(store.get("a:2811").unwrap(), None, "missing file is empty");
+        let a = prof("a:2811", 9e8);
+        let b = PathProfile {
+            c1: None,
+            c2: None,
+            ..prof("[::1]:2811", 3e9)
+        };
+        store.put(&a).unwrap();
+        store.put(&b).unwrap();
+        assert_eq!(store.get("a:2811").unwrap(), Some(a.clone()));
+        assert_eq!(store.get("[::1]:2811").unwrap(), Some(b.clone()));
+        assert_eq!(store.get("a:2812").unwrap(), None, "keyed by host and port");
+        // Replacing one path keeps the others.
+        let a2 = prof("a:2811", 5e8);
+        store.put(&a2).unwrap();
+        assert_eq!(store.get("a:2811").unwrap(), Some(a2));
+        assert_eq!(store.all().unwrap().len(), 2);
+        // The model comes back with the measured rate as its reference; no fit, no model.
+        let m = store.get("a:2811").unwrap().unwrap().model().unwrap();
+        assert_eq!((m.c1, m.c2, m.ref_rate_bps), (73.7, 0.93, 5e8));
+        assert!(b.model().is_none());
+        // A fresh store on the same directory reads the same file; no temporary file is left.
+        let again = ProfileStore::in_dir(&dir.path().join("nested"));
+        assert_eq!(again.all().unwrap().len(), 2);
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("nested"))
+            .unwrap()
+            .collect();
+        assert_eq!(names.len(), 1);
+        // A corrupt file is an error, not silently replaced.
+        std::fs::write(store.path(), "{not json").unwrap();
+        assert!(store.get("a:2811").is_err());
+    }
+}
