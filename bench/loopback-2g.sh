@@ -12,8 +12,10 @@
 # like-for-like comparison; A and D show what the default end-to-end verification costs.
 # Runs are interleaved (one of each per round, the order rotated every round) so machine noise hits all alike; the
 # median wall time of each (process start to exit, login included) is reported with the ratio to C measured in the
-# same run (>1 = faster than C). Files live in /dev/shm so the disk is not measured. Every output is checked by
-# SHA-256 after its timed run (not timed).
+# same run (>1 = faster than C). Files live in /dev/shm so the disk is not measured. Every output is compared
+# byte for byte with the source after its timed run (not timed). CPU seconds per case (the client's user+sys, plus
+# what both servers used meanwhile, Globus's reaped per-session children included) are printed too: on a shared
+# machine they are much less distorted by other jobs than wall times. Results and discussion: docs/bench/loopback.md
 # Usage: bench/loopback-2g.sh [SIZE_MIB] [ROUNDS]   (or SIZE_MIB=... ROUNDS=... in the environment;
 #        defaults 2048 and 3; DRSFTP_BIN=path uses that binary instead of building target/release/drsftp)
 set -euo pipefail
@@ -44,7 +46,6 @@ trap 'exit 130' INT TERM
 mkdir -p "$work/root" && chmod 0777 "$work/root"
 head -c $((SIZE_MIB * 1048576)) /dev/urandom > "$work/root/big"
 chmod 0644 "$work/root/big"
-want=$(sha256sum "$work/root/big" | cut -d' ' -f1)
 
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 P1=$(freeport); P2=$(freeport)
@@ -60,17 +61,31 @@ for port in $P1 $P2; do
   done
 done
 
-run() { # name cmd... ; prints seconds, checks the hash
-  local out="$work/out.$1"; shift
+tck=$(getconf CLK_TCK)
+srvcpu() { # CPU seconds used so far by both servers, their reaped children (Globus forks one per session) included
+  local sum=0 p
+  for p in "${pids[@]}"; do
+    sum=$(echo "$sum + $(cut -d' ' -f14-17 "/proc/$p/stat" | tr ' ' '+')" | bc)
+  done
+  echo "$sum"
+}
+run() { # name cmd... ; prints wall seconds; records client+server CPU seconds; checks the output (not timed)
+  local name=$1; shift
+  local out="$work/out.$name"
   rm -f "$out"
-  local t0 t1
-  t0=$(date +%s.%N)
-  "$@" >/dev/null 2>"$work/err" || { echo "FAILED: $*" >&2; cat "$work/err" >&2; return 1; }
-  t1=$(date +%s.%N)
-  local got; got=$(sha256sum "$out" | cut -d' ' -f1)
-  [ "$got" = "$want" ] || { echo "HASH MISMATCH: $*" >&2; return 1; }
+  local s0 s1
+  s0=$(srvcpu)
+  local TIMEFORMAT="%3R %3U %3S"
+  { time "$@" >/dev/null 2>"$work/err"; } 2>"$work/time" || {
+    echo "FAILED: $*" >&2; cat "$work/err" >&2; return 1; }
+  sleep 0.3 # let globus-gridftp-server reap its session child, so its CPU is counted
+  s1=$(srvcpu)
+  cmp -s "$out" "$work/root/big" || { echo "CONTENT MISMATCH: $*" >&2; return 1; }
   rm -f "$out"
-  echo "$t1 - $t0" | bc -l
+  read -r wall user sys <"$work/time"
+  echo "$user + $sys" | bc >>"$work/cpu-client.$name"
+  echo "($s1 - $s0) / $tck" | bc -l >>"$work/cpu-server.$name"
+  echo "$wall"
 }
 case_cmd() { # name -> runs that case once
   case $1 in
@@ -111,6 +126,12 @@ for k in "${cases[@]}"; do
   esac
   printf "%-52s %8.3f %10.1f %7.2fx\n" "$name" "$m" "$(echo "$bytes / $m / 1000000" | bc -l)" "$(echo "$mc / $m" | bc -l)"
 done
-echo "raw seconds:"
+echo "raw wall seconds:"
 for k in "${cases[@]}"; do printf "  %-3s [%s]\n" "$k" "${T[$k]% }"; done
-echo "1-min load average after each round: [${loads% }] ($(nproc) CPUs)"
+echo "CPU seconds per run, median (user+sys; contention-proof: what each case costs the machine):"
+printf "  %-3s %8s %8s %8s\n" "" "client" "server" "total"
+for k in "${cases[@]}"; do
+  c=$(median <"$work/cpu-client.$k"); s=$(median <"$work/cpu-server.$k")
+  printf "  %-3s %8.2f %8.2f %8.2f\n" "$k" "$c" "$s" "$(echo "$c + $s" | bc)"
+done
+echo "1-min load average after each round: [${loads% }] ($(nproc) CPUs; other jobs on the machine raise it)"
