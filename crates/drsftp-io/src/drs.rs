@@ -164,6 +164,100 @@ pub struct TraceRow {
     /// Window the kernel actually advertises (tcpi_rcv_wnd) and its growth threshold (tcpi_rcv_ssthresh).
     pub rcv_wnd: u32,
     pub rcv_ssthresh: u32,
+    /// Congestion window in bytes (tcpi_snd_cwnd × MSS): meaningful on a sending socket.
+    pub cwnd: u64,
+}
+
+/// A trace whose memory stays bounded however long the transfer runs: rows are kept at least `spacing` apart,
+/// and when `max` rows are held every other row is dropped (each survivor's throughput re-computed over the
+/// merged interval) and the spacing widened to the new average gap. So the trace always covers the whole
+/// transfer, at a resolution that halves each time it fills up. `max == 0` records nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceLog {
+    spacing: Duration,
+    max: usize,
+    rows: Vec<TraceRow>,
+}
+
+impl TraceLog {
+    /// Rows at least `spacing` apart, at most `max` of them (rounded up to an even number, at least 2).
+    pub fn new(spacing: Duration, max: usize) -> Self {
+        TraceLog {
+            spacing,
+            max: if max == 0 {
+                0
+            } else {
+                max.max(2).next_multiple_of(2)
+            },
+            rows: vec![],
+        }
+    }
+
+    /// True if a row at time `t` would be kept (check before paying for a TCP_INFO read).
+    pub fn wants(&self, t: Duration) -> bool {
+        self.max > 0 && self.rows.last().is_none_or(|l| t >= l.t + self.spacing)
+    }
+
+    /// Record `row` if [`wants`](Self::wants) says so; its `bps` is computed from the previous kept row (from
+    /// zero bytes at t = 0 for the first).
+    pub fn push(&mut self, mut row: TraceRow) {
+        if !self.wants(row.t) {
+            return;
+        }
+        let (t0, b0) = self
+            .rows
+            .last()
+            .map_or((Duration::ZERO, 0), |l| (l.t, l.bytes));
+        row.bps = rate(t0, b0, row.t, row.bytes);
+        self.rows.push(row);
+        if self.rows.len() >= self.max {
+            self.decimate();
+        }
+    }
+
+    fn decimate(&mut self) {
+        let mut keep = 0;
+        for i in (0..self.rows.len()).step_by(2) {
+            self.rows[keep] = self.rows[i];
+            if keep > 0 {
+                let p = self.rows[keep - 1];
+                let r = &mut self.rows[keep];
+                r.bps = rate(p.t, p.bytes, r.t, r.bytes);
+            }
+            keep += 1;
+        }
+        self.rows.truncate(keep);
+        let span = match (self.rows.first(), self.rows.last()) {
+            (Some(a), Some(b)) => b.t.saturating_sub(a.t),
+            _ => Duration::ZERO,
+        };
+        let gap = span / (keep.max(2) as u32 - 1);
+        self.spacing = (self.spacing * 2).max(gap);
+    }
+
+    /// The rows kept, oldest first.
+    pub fn rows(&self) -> &[TraceRow] {
+        &self.rows
+    }
+
+    /// Current minimum gap between rows.
+    pub fn spacing(&self) -> Duration {
+        self.spacing
+    }
+
+    pub fn into_rows(self) -> Vec<TraceRow> {
+        self.rows
+    }
+}
+
+/// Bits per second between two (time, cumulative bytes) points.
+fn rate(t0: Duration, b0: u64, t1: Duration, b1: u64) -> f64 {
+    let dt = t1.saturating_sub(t0).as_secs_f64();
+    if dt > 0.0 {
+        b1.saturating_sub(b0) as f64 * 8.0 / dt
+    } else {
+        0.0
+    }
 }
 
 /// Write a trace as CSV: `t_s,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps`.
@@ -189,6 +283,41 @@ pub fn write_trace_csv(mut w: impl Write, rows: &[TraceRow]) -> io::Result<()> {
     Ok(())
 }
 
+/// Write the per-stream traces of one transfer as CSV, rows ordered by time then stream:
+/// `t_s,stream,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps,rcv_wnd,rcv_ssthresh,cwnd_bytes`. `stream` is the index
+/// into `traces`; `bytes` is that stream's cumulative payload.
+pub fn write_stream_traces_csv(mut w: impl Write, traces: &[Vec<TraceRow>]) -> io::Result<()> {
+    writeln!(
+        w,
+        "t_s,stream,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps,rcv_wnd,rcv_ssthresh,cwnd_bytes"
+    )?;
+    let mut all: Vec<(usize, &TraceRow)> = traces
+        .iter()
+        .enumerate()
+        .flat_map(|(i, rows)| rows.iter().map(move |r| (i, r)))
+        .collect();
+    all.sort_by_key(|&(i, r)| (r.t, i));
+    for (i, r) in all {
+        writeln!(
+            w,
+            "{:.3},{i},{},{:.3},{},{},{:.3},{},{},{}",
+            r.t.as_secs_f64(),
+            r.buffer,
+            r.rtt.as_secs_f64() * 1e3,
+            r.bdp,
+            r.bytes,
+            r.bps / 1e6,
+            r.rcv_wnd,
+            r.rcv_ssthresh,
+            r.cwnd
+        )?;
+    }
+    Ok(())
+}
+
+/// Rows a [`DrsStream`] keeps by default (about 1.2 MB); see [`TraceLog`].
+pub const DRS_TRACE_ROWS: usize = 16 * 1024;
+
 /// Receiving end of one data stream.
 #[derive(Debug)]
 pub struct DrsStream {
@@ -199,8 +328,7 @@ pub struct DrsStream {
     start: Instant,
     next_info: Instant,
     bytes: u64,
-    last_row: (Instant, u64),
-    trace: Vec<TraceRow>,
+    trace: TraceLog,
     applied: Vec<u64>,
 }
 
@@ -224,8 +352,7 @@ impl DrsStream {
             start: now,
             next_info: now,
             bytes: 0,
-            last_row: (now, 0),
-            trace: vec![],
+            trace: TraceLog::new(Duration::ZERO, DRS_TRACE_ROWS),
             applied: vec![],
         }
     }
@@ -250,8 +377,6 @@ impl DrsStream {
             let info = tcp_info(fd)?;
             self.rx.handle_tcp_info(now, &sample_of(&info));
             self.next_info = now + self.rx.interval();
-            let (t_prev, b_prev) = self.last_row;
-            let dt = now.saturating_duration_since(t_prev).as_secs_f64();
             let buffer = if self.apply {
                 self.rx.buffer()
             } else {
@@ -263,15 +388,11 @@ impl DrsStream {
                 rtt: self.rx.rtt(),
                 bdp: self.rx.bdp_estimate(),
                 bytes: self.bytes,
+                bps: 0.0,
                 rcv_wnd: info.rcv_wnd,
                 rcv_ssthresh: info.rcv_ssthresh,
-                bps: if dt > 0.0 {
-                    (self.bytes - b_prev) as f64 * 8.0 / dt
-                } else {
-                    0.0
-                },
+                cwnd: info.cwnd_bytes(),
             });
-            self.last_row = (now, self.bytes);
         }
         if self.rx.poll_timeout().is_some_and(|t| now >= t) {
             self.rx.handle_timeout(now);
@@ -301,8 +422,14 @@ impl DrsStream {
     pub fn estimator(&self) -> &DrsReceiver {
         &self.rx
     }
+    /// The buffer/RTT/throughput trace (bounded: see [`TraceLog`]).
     pub fn trace(&self) -> &[TraceRow] {
-        &self.trace
+        self.trace.rows()
+    }
+    /// Keep at most `rows` trace rows (0: no trace; the data engine records its own at a fixed cadence).
+    pub fn with_trace_rows(mut self, rows: usize) -> Self {
+        self.trace = TraceLog::new(Duration::ZERO, rows);
+        self
     }
     /// Every SO_RCVBUF value applied, in order.
     pub fn applied(&self) -> &[u64] {

@@ -245,6 +245,7 @@ pub(crate) async fn run(
             ranges,
             reusable: vec![],
             peak_buffer: 0,
+            traces: vec![],
         },
         report,
         seconds: begin.elapsed().as_secs_f64(),

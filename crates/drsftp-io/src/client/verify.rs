@@ -137,6 +137,7 @@ mod tests {
             ranges: ranges.iter().map(|&(a, b)| a..b).collect(),
             reusable: Vec::new(),
             peak_buffer: 0,
+            traces: Vec::new(),
         };
         assert!(check_moved("f", &rep(10, &[(0, 10)]), 0..10).is_ok());
         assert!(check_moved("f", &rep(10, &[]), 0..10).is_ok());

@@ -15,6 +15,7 @@ use drsftp_storage::FileHandle;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use super::mode_e_send::SendControl;
 use super::{mode_e_recv, mode_e_send, sockets, stream};
 use super::{DataError, DataOpts, DataReport, Progress};
 
@@ -68,6 +69,27 @@ pub async fn send_mode_e(
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
     mode_e_send::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await
+}
+
+/// MODE E with a changing set of connections (`-p auto`): starts on `socks` (at least one); every connection
+/// arriving on `more` joins the shared block cursor at once; `control.retire(k)` makes `k` connections finish the
+/// block in hand, send EOD and stop (one always stays). The last connection to finish sends EOF|EOD announcing
+/// every connection that joined (`DataReport::streams`). Connections offered after that are not used and come
+/// back in `reusable` after the others (which are in joining order, retired ones included). Otherwise as
+/// [`send_mode_e`]. `control` must be fresh (one per transfer).
+#[allow(clippy::too_many_arguments)]
+pub async fn send_mode_e_dynamic(
+    socks: Vec<TcpStream>,
+    more: mpsc::Receiver<TcpStream>,
+    control: SendControl,
+    file: Arc<dyn FileHandle>,
+    ranges: Vec<Range<u64>>,
+    wire_sub: u64,
+    opts: &DataOpts,
+    progress: Arc<Progress>,
+) -> Result<DataReport, DataError> {
+    mode_e_send::send_mode_e_dynamic(socks, more, control, file, ranges, wire_sub, opts, progress)
+        .await
 }
 
 /// MODE E: receive from connections arriving on `conns` until EOF and all EODs; blocks land at

@@ -13,7 +13,11 @@
 //!   [`recv_mode_e`] takes connections from a channel (new accepts and/or cached sockets), validates every header
 //!   with `drsftp_proto::mode_e::Limits`, writes each block at its offset, and ends when EOF was seen and the
 //!   number of EODs equals the announced count: it never waits for TCP EOF.
+//! - `-p auto`: [`send_mode_e_dynamic`] lets connections join and retire mid-transfer (the last one to finish sends
+//!   EOF with the number that ever joined); [`AutoSender`] steers it with `drsftp_tune::AutoStreams`.
+//! - With `DataOpts::trace`, every connection records a bounded TCP_INFO trace into `DataReport::traces`.
 
+mod auto;
 mod engine;
 mod fileio;
 mod mode_e_recv;
@@ -22,8 +26,13 @@ mod sockets;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod trace;
 
-pub use engine::{connect, listen, recv_mode_e, recv_stream, send_mode_e, send_stream};
+pub use auto::{AutoEvent, AutoReport, AutoSender, AUTO_INTERVAL};
+pub use engine::{
+    connect, listen, recv_mode_e, recv_stream, send_mode_e, send_mode_e_dynamic, send_stream,
+};
+pub use mode_e_send::SendControl;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -54,6 +63,8 @@ pub struct DataOpts {
     /// TCP congestion control for every data socket (TCP_CONGESTION, e.g. "cubic"), set before listen/connect;
     /// accepted sockets inherit it from the listener. `None`: the namespace's default.
     pub congestion: Option<String>,
+    /// Record a per-stream trace (TCP_INFO every 50 ms, bounded memory) into `DataReport::traces`.
+    pub trace: bool,
 }
 
 impl Default for DataOpts {
@@ -66,6 +77,7 @@ impl Default for DataOpts {
             inband_sbuf: false,
             drs_max: 64 << 20,
             congestion: None,
+            trace: false,
         }
     }
 }
@@ -142,6 +154,10 @@ pub struct DataReport {
     pub reusable: Vec<tokio::net::TcpStream>,
     /// Largest total buffer in force across streams during the transfer, bytes.
     pub peak_buffer: u64,
+    /// With `DataOpts::trace`: one trace per data connection that carried this transfer (senders in the order
+    /// the connections were given/joined, receivers in arrival order); rows at least 50 ms apart, bounded in
+    /// number (`drs::TraceLog`). Empty without tracing.
+    pub traces: Vec<Vec<crate::drs::TraceRow>>,
 }
 
 /// Why a data transfer failed. Maps to FTP replies in the server (`reply_code`).

@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 
 use super::fileio::{Pending, Placement};
 use super::sockets::{self, Gauge, GaugeSet, Side};
+use super::trace::StreamTrace;
 use super::{DataError, DataOpts, DataReport, Progress};
 
 /// Largest payload chunk read before it is written to the file: bounds memory per connection (two chunks)
@@ -36,6 +37,8 @@ struct Ctx {
     opts: DataOpts,
     progress: Arc<Progress>,
     gauges: GaugeSet,
+    /// When the transfer started (trace time zero).
+    start: Instant,
 }
 
 /// How one connection's part ended.
@@ -46,6 +49,9 @@ enum ConnEnd {
         sock: Option<TcpStream>,
         eof: Option<u64>,
         ranges: RangeSet,
+        /// Arrival index of the connection, and its trace.
+        idx: usize,
+        trace: Vec<crate::drs::TraceRow>,
     },
     /// The transfer completed elsewhere while this connection waited for a header (`sock`: it carried nothing
     /// in this transfer, so it is still clean for the next one).
@@ -72,6 +78,7 @@ pub(crate) async fn recv_mode_e(
         opts: opts.clone(),
         gauges: GaugeSet::new(Arc::clone(&progress)),
         progress: Arc::clone(&progress),
+        start: Instant::now(),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut set: JoinSet<Result<ConnEnd, DataError>> = JoinSet::new();
@@ -81,19 +88,23 @@ pub(crate) async fn recv_mode_e(
     let mut eods = 0u64;
     let mut ranges = RangeSet::new();
     let mut reusable = vec![];
+    let mut traces = vec![];
     while eof != Some(eods) {
         tokio::select! {
             c = conns.recv(), if open => match c {
                 Some(s) => {
+                    set.spawn(recv_one(s, streams, Arc::clone(&ctx), stop_rx.clone()));
                     streams += 1;
                     progress.set_streams(streams as u64);
-                    set.spawn(recv_one(s, Arc::clone(&ctx), stop_rx.clone()));
                 }
                 None => open = false,
             },
             Some(j) = set.join_next(), if !set.is_empty() => {
                 match joined(j)? {
-                    ConnEnd::Eod { sock, eof: e, ranges: r } => {
+                    ConnEnd::Eod { sock, eof: e, ranges: r, idx, trace } => {
+                        if ctx.opts.trace {
+                            traces.push((idx, trace));
+                        }
                         eods += 1;
                         if let Some(n) = e {
                             if eof.is_some_and(|p| p != n) {
@@ -146,12 +157,14 @@ pub(crate) async fn recv_mode_e(
         reusable = reusable.len(),
         "MODE E receive complete"
     );
+    traces.sort_by_key(|(i, _)| *i);
     Ok(DataReport {
         bytes: ranges.covered(),
         streams,
         ranges,
         reusable,
         peak_buffer: ctx.gauges.peak(),
+        traces: traces.into_iter().map(|(_, t)| t).collect(),
     })
 }
 
@@ -171,10 +184,12 @@ struct Conn {
     place: Placement,
     pending: Option<(std::ops::Range<u64>, Pending<()>)>,
     ranges: RangeSet,
+    trace: StreamTrace,
 }
 
 async fn recv_one(
     sock: TcpStream,
+    idx: usize,
     ctx: Arc<Ctx>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<ConnEnd, DataError> {
@@ -187,6 +202,7 @@ async fn recv_one(
         place: Placement::default(),
         pending: None,
         ranges: RangeSet::new(),
+        trace: StreamTrace::new(ctx.opts.trace, ctx.start),
     };
     let mut eof = None;
     let mut headers = 0u64;
@@ -228,7 +244,14 @@ async fn recv_one(
                     finish_writes(&mut c, &ctx).await?;
                     let ranges = std::mem::take(&mut c.ranges);
                     let sock = (!close).then_some(c.sock);
-                    return Ok(ConnEnd::Eod { sock, eof, ranges });
+                    let trace = c.trace.finish();
+                    return Ok(ConnEnd::Eod {
+                        sock,
+                        eof,
+                        ranges,
+                        idx,
+                        trace,
+                    });
                 }
             }
             Block::SbufEcho { id, .. } => {
@@ -297,6 +320,9 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
         }
         c.gauge
             .sample(&c.sock, now, ctx.opts.buffer, Side::Recv, c.drs.as_ref());
+        let buffer = c.gauge.current();
+        c.trace
+            .sample(&c.sock, now, n as u64, Side::Recv, buffer, c.drs.as_ref());
         finish_writes(c, ctx).await?;
         let r = at..at + n as u64;
         c.pending = Some((r, c.place.write(&ctx.file, buf, n, at)));

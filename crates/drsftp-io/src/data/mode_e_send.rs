@@ -3,6 +3,10 @@
 //! buffer. Every connection ends with EOD; connection 0 ends with EOF|EOD carrying the connection count. With
 //! in-band SBUF negotiated, each connection also reads the reverse direction for SBUF requests, applies them to
 //! SO_SNDBUF and answers with an echo header between data blocks.
+//!
+//! The dynamic variant ([`send_mode_e_dynamic`], for `-p auto`) lets connections join the shared cursor while the
+//! transfer runs and retire (finish the block in hand, EOD, stop) on request; the last connection to finish sends
+//! EOF|EOD with the number of connections that ever carried the transfer (GFD.20: the receiver counts EODs).
 
 use std::collections::VecDeque;
 use std::io;
@@ -17,13 +21,15 @@ use drsftp_tune::BufferPolicy;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 
 use super::fileio::{Pending, Placement};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::stream::send_chunk;
+use super::trace::StreamTrace;
 use super::{DataError, DataOpts, DataReport, Progress};
+use crate::drs::TraceRow;
 
 /// The blocks still to send: `ranges` (sorted, merged, clipped to the file) cut into `block`-sized pieces.
 #[derive(Debug)]
@@ -84,11 +90,135 @@ struct Ctx {
     file: Arc<dyn FileHandle>,
     cursor: Cursor,
     wire_sub: u64,
-    n_streams: u64,
+    ends: Ends,
     chunk: usize,
     opts: DataOpts,
     progress: Arc<Progress>,
     gauges: GaugeSet,
+    /// When the transfer started (trace time zero).
+    start: Instant,
+}
+
+/// Who sends EOF and with which count.
+#[derive(Debug)]
+enum Ends {
+    /// A fixed set of connections: connection 0 sends EOF|EOD announcing this many.
+    Fixed(u64),
+    /// Connections join and retire while the transfer runs: the last one to finish announces them all.
+    Dynamic(SendControl),
+}
+
+/// Steers a running [`send_mode_e_dynamic`]: retire connections, watch how many run. One per transfer; clones
+/// share the state.
+#[derive(Debug, Clone, Default)]
+pub struct SendControl(Arc<Mutex<DynState>>);
+
+#[derive(Debug, Default)]
+struct DynState {
+    /// Connections still taking blocks.
+    active: usize,
+    /// Connections that joined this transfer (the EOF count).
+    used: u64,
+    /// Retirements asked for and not yet taken up.
+    retire: usize,
+    retired: usize,
+    /// The last connection finished: nothing can join any more.
+    closed: bool,
+}
+
+impl SendControl {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    fn state(&self) -> std::sync::MutexGuard<'_, DynState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    /// Ask `k` running connections to finish the block in hand, send EOD and stop (their sockets come back in
+    /// `DataReport::reusable`). One connection always keeps going: requests beyond that are dropped.
+    pub fn retire(&self, k: usize) {
+        let mut s = self.state();
+        s.retire = (s.retire + k).min(s.active.saturating_sub(1));
+    }
+    /// Connections taking blocks now.
+    pub fn active(&self) -> usize {
+        self.state().active
+    }
+    /// Connections that have carried (joined) this transfer so far.
+    pub fn used(&self) -> u64 {
+        self.state().used
+    }
+    /// Connections retired so far.
+    pub fn retired(&self) -> usize {
+        self.state().retired
+    }
+    /// True once the transfer's last connection finished: connections offered now are not used.
+    pub fn is_closed(&self) -> bool {
+        self.state().closed
+    }
+    /// A connection wants to join; false once closed.
+    fn join(&self) -> bool {
+        let mut s = self.state();
+        if s.closed {
+            return false;
+        }
+        s.active += 1;
+        s.used += 1;
+        true
+    }
+    /// Called by a connection before it takes another block: true if it should retire now.
+    fn try_retire(&self) -> bool {
+        let mut s = self.state();
+        if s.retire > 0 && s.active > 1 {
+            s.retire -= 1;
+            s.active -= 1;
+            s.retired += 1;
+            true
+        } else {
+            false
+        }
+    }
+    /// A connection found the cursor dry: `Some(count)` if it is the last one, which then sends EOF|EOD.
+    fn finish(&self) -> Option<u64> {
+        let mut s = self.state();
+        s.active -= 1;
+        s.retire = s.retire.min(s.active.saturating_sub(1));
+        if s.active == 0 {
+            s.closed = true;
+            Some(s.used)
+        } else {
+            None
+        }
+    }
+}
+
+impl Ctx {
+    fn try_retire(&self) -> bool {
+        match &self.ends {
+            Ends::Fixed(_) => false,
+            Ends::Dynamic(c) => {
+                let r = c.try_retire();
+                if r {
+                    self.progress.set_streams(c.active() as u64);
+                }
+                r
+            }
+        }
+    }
+    /// The header connection `idx` ends its part with.
+    fn last_header(&self, idx: usize, retired: bool) -> Header {
+        match &self.ends {
+            Ends::Fixed(n) if idx == 0 => Header::eof(*n),
+            Ends::Fixed(_) => Header::eod(),
+            Ends::Dynamic(_) if retired => Header::eod(),
+            Ends::Dynamic(c) => match c.finish() {
+                Some(n) => Header::eof(n),
+                None => {
+                    self.progress.set_streams(c.active() as u64);
+                    Header::eod()
+                }
+            },
+        }
+    }
 }
 
 /// What one connection sent.
@@ -96,6 +226,7 @@ struct Sent {
     idx: usize,
     sock: TcpStream,
     ranges: RangeSet,
+    trace: Vec<TraceRow>,
 }
 
 /// See [`super::send_mode_e`].
@@ -107,7 +238,99 @@ pub(crate) async fn send_mode_e(
     opts: &DataOpts,
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
-    if socks.is_empty() {
+    let n = socks.len();
+    let ctx = context(
+        n,
+        file,
+        ranges,
+        wire_sub,
+        opts,
+        &progress,
+        Ends::Fixed(n as u64),
+    )
+    .await?;
+    progress.set_streams(n as u64);
+    let mut set = JoinSet::new();
+    for (idx, sock) in socks.into_iter().enumerate() {
+        set.spawn(send_one(idx, sock, Arc::clone(&ctx)));
+    }
+    let mut done = Done::default();
+    while let Some(j) = set.join_next().await {
+        // The first failure returns at once; dropping `set` aborts the other streams.
+        done.add(j.map_err(|e| super::join_error("send", e))??);
+    }
+    Ok(done.report(n, vec![], &ctx))
+}
+
+/// See [`super::send_mode_e_dynamic`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn send_mode_e_dynamic(
+    socks: Vec<TcpStream>,
+    mut more: mpsc::Receiver<TcpStream>,
+    control: SendControl,
+    file: Arc<dyn FileHandle>,
+    ranges: Vec<Range<u64>>,
+    wire_sub: u64,
+    opts: &DataOpts,
+    progress: Arc<Progress>,
+) -> Result<DataReport, DataError> {
+    if control.used() != 0 || control.is_closed() {
+        return Err(DataError::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a SendControl steers one transfer only",
+        )));
+    }
+    let ends = Ends::Dynamic(control.clone());
+    let ctx = context(socks.len(), file, ranges, wire_sub, opts, &progress, ends).await?;
+    let mut set = JoinSet::new();
+    let mut idx = 0;
+    for sock in socks {
+        control.join();
+        set.spawn(send_one(idx, sock, Arc::clone(&ctx)));
+        idx += 1;
+    }
+    progress.set_streams(control.active() as u64);
+    let mut done = Done::default();
+    let mut unused = vec![];
+    let mut open = true;
+    // Every connection either retires (one always stays) or finishes; the last to finish closes the transfer, so
+    // an empty set means it is complete.
+    while !set.is_empty() {
+        tokio::select! {
+            s = more.recv(), if open => match s {
+                Some(sock) if control.join() => {
+                    tracing::debug!(idx, "MODE E connection joins the transfer");
+                    set.spawn(send_one(idx, sock, Arc::clone(&ctx)));
+                    idx += 1;
+                    progress.set_streams(control.active() as u64);
+                }
+                Some(sock) => unused.push(sock),
+                None => open = false,
+            },
+            Some(j) = set.join_next() => {
+                done.add(j.map_err(|e| super::join_error("send", e))??);
+            }
+        }
+    }
+    // Offered too late: never carried anything, so as good as new.
+    more.close();
+    while let Ok(s) = more.try_recv() {
+        unused.push(s);
+    }
+    Ok(done.report(idx, unused, &ctx))
+}
+
+/// Validate and clip `ranges` and build the state every connection shares.
+async fn context(
+    n: usize,
+    file: Arc<dyn FileHandle>,
+    ranges: Vec<Range<u64>>,
+    wire_sub: u64,
+    opts: &DataOpts,
+    progress: &Arc<Progress>,
+    ends: Ends,
+) -> Result<Arc<Ctx>, DataError> {
+    if n == 0 {
         return Err(DataError::Io(io::Error::new(
             io::ErrorKind::InvalidInput,
             "MODE E send needs at least one data connection",
@@ -135,39 +358,49 @@ pub(crate) async fn send_mode_e(
             .map(|r| r.start..r.end.min(len))
             .collect();
     }
-    let n = socks.len();
-    progress.set_streams(n as u64);
     let chunk = send_chunk(opts);
-    let ctx = Arc::new(Ctx {
+    Ok(Arc::new(Ctx {
         file,
         cursor: Cursor::new(&want, chunk),
         wire_sub,
-        n_streams: n as u64,
+        ends,
         chunk,
         opts: opts.clone(),
-        gauges: GaugeSet::new(Arc::clone(&progress)),
-        progress,
-    });
-    let mut set = JoinSet::new();
-    for (idx, sock) in socks.into_iter().enumerate() {
-        set.spawn(send_one(idx, sock, Arc::clone(&ctx)));
+        gauges: GaugeSet::new(Arc::clone(progress)),
+        progress: Arc::clone(progress),
+        start: Instant::now(),
+    }))
+}
+
+/// What the finished connections sent, by connection index.
+#[derive(Default)]
+struct Done {
+    sent: RangeSet,
+    socks: Vec<Option<TcpStream>>,
+    traces: Vec<Vec<TraceRow>>,
+}
+
+impl Done {
+    fn add(&mut self, s: Sent) {
+        self.sent.extend(&s.ranges);
+        if self.socks.len() <= s.idx {
+            self.socks.resize_with(s.idx + 1, || None);
+            self.traces.resize_with(s.idx + 1, Vec::new);
+        }
+        self.socks[s.idx] = Some(s.sock);
+        self.traces[s.idx] = s.trace;
     }
-    let mut done: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
-    let mut sent = RangeSet::new();
-    while let Some(j) = set.join_next().await {
-        // The first failure returns at once; dropping `set` aborts the other streams.
-        let s = j.map_err(|e| super::join_error("send", e))??;
-        sent.extend(&s.ranges);
-        done[s.idx] = Some(s.sock);
+    fn report(self, streams: usize, unused: Vec<TcpStream>, ctx: &Ctx) -> DataReport {
+        tracing::debug!(bytes = self.sent.covered(), streams, "MODE E send complete");
+        DataReport {
+            bytes: self.sent.covered(),
+            streams,
+            ranges: self.sent,
+            reusable: self.socks.into_iter().flatten().chain(unused).collect(),
+            peak_buffer: ctx.gauges.peak(),
+            traces: if ctx.opts.trace { self.traces } else { vec![] },
+        }
     }
-    tracing::debug!(bytes = sent.covered(), streams = n, "MODE E send complete");
-    Ok(DataReport {
-        bytes: sent.covered(),
-        streams: n,
-        ranges: sent,
-        reusable: done.into_iter().flatten().collect(),
-        peak_buffer: ctx.gauges.peak(),
-    })
 }
 
 /// Echo replies waiting to be written before the next data block, and the signal that writing is over.
@@ -181,7 +414,7 @@ async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent
     let inband = ctx.opts.inband_sbuf;
     let rev = Reverse::default();
     let (rd, mut wr) = sock.split();
-    let ranges = if inband {
+    let (ranges, trace) = if inband {
         let writer = async {
             let r = write_blocks(idx, &mut wr, &ctx, Some(&rev)).await;
             rev.done.notify_one();
@@ -192,17 +425,25 @@ async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent
     } else {
         write_blocks(idx, &mut wr, &ctx, None).await?
     };
-    Ok(Sent { idx, sock, ranges })
+    Ok(Sent {
+        idx,
+        sock,
+        ranges,
+        trace,
+    })
 }
 
-/// The data path of one connection: blocks until the cursor runs dry, then EOD (or EOF|EOD on connection 0).
+/// The data path of one connection: blocks until the cursor runs dry (or the connection is retired: after the
+/// block in hand), then EOD or EOF|EOD.
 async fn write_blocks(
     idx: usize,
     wr: &mut WriteHalf<'_>,
     ctx: &Ctx,
     rev: Option<&Reverse>,
-) -> Result<RangeSet, DataError> {
+) -> Result<(RangeSet, Vec<TraceRow>), DataError> {
     let mut gauge: Gauge = ctx.gauges.stream();
+    let mut trace = StreamTrace::new(ctx.opts.trace, ctx.start);
+    let mut retired = false;
     let buf_len = HEADER_LEN + ctx.chunk;
     let mut spare: Option<Vec<u8>> = None;
     let mut place = Placement::default();
@@ -224,8 +465,11 @@ async fn write_blocks(
         if got < want {
             ctx.cursor.hit_eof(off + got as u64);
         }
-        // Read ahead while this block goes out.
-        pending = next_read(&mut spare, &mut place);
+        // Read ahead while this block goes out (unless this connection retires after it).
+        retired = retired || ctx.try_retire();
+        if !retired {
+            pending = next_read(&mut spare, &mut place);
+        }
         if let Some(rev) = rev {
             write_echoes(wr, rev).await?;
         }
@@ -236,13 +480,10 @@ async fn write_blocks(
             let r = off..off + got as u64;
             ctx.progress.add(r.clone());
             sent.insert(r);
-            gauge.sample(
-                wr.as_ref(),
-                Instant::now(),
-                ctx.opts.buffer,
-                Side::Send,
-                None,
-            );
+            let now = Instant::now();
+            gauge.sample(wr.as_ref(), now, ctx.opts.buffer, Side::Send, None);
+            let buffer = gauge.current();
+            trace.sample(wr.as_ref(), now, got as u64, Side::Send, buffer, None);
         }
         spare = Some(buf);
         if rev.is_some() {
@@ -254,14 +495,10 @@ async fn write_blocks(
     if let Some(rev) = rev {
         write_echoes(wr, rev).await?;
     }
-    let last = if idx == 0 {
-        Header::eof(ctx.n_streams)
-    } else {
-        Header::eod()
-    };
+    let last = ctx.last_header(idx, retired);
     wr.write_all(&last.encode()).await?;
     wr.flush().await?;
-    Ok(sent)
+    Ok((sent, trace.finish()))
 }
 
 async fn write_echoes(wr: &mut WriteHalf<'_>, rev: &Reverse) -> Result<(), DataError> {

@@ -95,12 +95,10 @@ pub(crate) fn start_drs(
         initial_buf: initial,
         ..base
     };
-    Ok(Some(DrsStream::new(
-        Instant::now(),
-        BufferPolicy::Drs,
-        cfg,
-        limits,
-    )))
+    // The engine keeps its own, fixed-cadence trace (`super::trace`).
+    Ok(Some(
+        DrsStream::new(Instant::now(), BufferPolicy::Drs, cfg, limits).with_trace_rows(0),
+    ))
 }
 
 /// Shared by every stream of one transfer: the live sum lives in `Progress::buffer`, the peak here.
@@ -145,6 +143,11 @@ pub(crate) enum Side {
 }
 
 impl Gauge {
+    /// This stream's buffer as last recorded.
+    pub(crate) fn current(&self) -> u64 {
+        self.cur
+    }
+
     /// Record this stream's buffer as `v` bytes.
     pub(crate) fn set(&mut self, v: u64) {
         if v == self.cur {

@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 
 use super::fileio::{Pending, Placement};
 use super::sockets::{self, GaugeSet, Side};
+use super::trace::StreamTrace;
 use super::{DataError, DataOpts, DataReport, Progress};
 
 /// Largest chunk a receiver collects before writing it to the file. Small enough to stay in L2 between the socket
@@ -39,6 +40,7 @@ pub(crate) async fn send_stream(
     progress.set_streams(1);
     let gauges = GaugeSet::new(Arc::clone(&progress));
     let mut gauge = gauges.stream();
+    let mut trace = StreamTrace::new(opts.trace, Instant::now());
     let chunk = send_chunk(opts);
     let end = range.end;
     let mut pos = range.start;
@@ -68,7 +70,9 @@ pub(crate) async fn send_stream(
         sock.write_all(&buf[..got]).await?;
         progress.add(off..pos);
         sent.insert(off..pos);
-        gauge.sample(&sock, Instant::now(), opts.buffer, Side::Send, None);
+        let now = Instant::now();
+        gauge.sample(&sock, now, opts.buffer, Side::Send, None);
+        trace.sample(&sock, now, got as u64, Side::Send, gauge.current(), None);
         spare = Some(buf);
     }
     sock.shutdown().await?;
@@ -78,6 +82,7 @@ pub(crate) async fn send_stream(
         ranges: sent,
         reusable: vec![],
         peak_buffer: gauges.peak(),
+        traces: vec![trace.finish()],
     })
 }
 
@@ -92,6 +97,7 @@ pub(crate) async fn recv_stream(
     progress.set_streams(1);
     let gauges = GaugeSet::new(Arc::clone(&progress));
     let mut gauge = gauges.stream();
+    let mut trace = StreamTrace::new(opts.trace, Instant::now());
     // Stream mode has no in-band channel: probes would go over the control channel, which is not ours.
     let mut drs = sockets::start_drs(&sock, opts, false)?;
     let mut got = RangeSet::new();
@@ -115,6 +121,8 @@ pub(crate) async fn recv_stream(
                 d.on_read(&sock, now, k as u64)?;
             }
             gauge.sample(&sock, now, opts.buffer, Side::Recv, drs.as_ref());
+            let buffer = gauge.current();
+            trace.sample(&sock, now, k as u64, Side::Recv, buffer, drs.as_ref());
         }
         if let Some((r, p)) = pending.take() {
             let (b, ()) = p.wait().await?;
@@ -143,5 +151,6 @@ pub(crate) async fn recv_stream(
         ranges: got,
         reusable: vec![],
         peak_buffer: gauges.peak(),
+        traces: vec![trace.finish()],
     })
 }

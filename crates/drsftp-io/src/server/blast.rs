@@ -78,6 +78,7 @@ pub(crate) async fn recv(
         streams: 1,
         ranges: r.ranges,
         reusable: vec![],
+        traces: vec![],
         peak_buffer: 0,
     })
 }

@@ -12,7 +12,7 @@ use crate::data::fileio::{Pending, Placement};
 
 /// Wraps a [`MemFile`]; every `every`-th operation sleeps `delay`.
 #[derive(Debug)]
-struct SlowFile {
+pub(super) struct SlowFile {
     inner: Arc<MemFile>,
     ops: AtomicU64,
     every: u64,
@@ -20,7 +20,7 @@ struct SlowFile {
 }
 
 impl SlowFile {
-    fn new(inner: Arc<MemFile>, every: u64, delay: Duration) -> Arc<Self> {
+    pub(super) fn new(inner: Arc<MemFile>, every: u64, delay: Duration) -> Arc<Self> {
         Arc::new(SlowFile {
             inner,
             ops: AtomicU64::new(0),

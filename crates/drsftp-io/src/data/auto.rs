@@ -1,0 +1,189 @@
+//! `-p auto` online refinement on the sending side (docs/drs.md §4.5): [`AutoSender`] runs a dynamic MODE E send
+//! ([`super::send_mode_e_dynamic`]) and, every `interval`, feeds the aggregate goodput (from `Progress::bytes`)
+//! to `drsftp_tune::AutoStreams`; its `Add(k)` opens `k` connections with the caller's connect closure (they join
+//! the block cursor as they come up), its `Retire(k)` asks `k` connections to finish their block and send EOD.
+//! A connection that comes up after the transfer is over is never dropped (the receiver would see an unused
+//! connection close): it is handed back in `reusable`.
+
+use std::future::Future;
+use std::io;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsftp_storage::FileHandle;
+use drsftp_tune::{AutoConfig, AutoStreams, StreamAction};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::mode_e_send::SendControl;
+use super::{DataError, DataOpts, DataReport, Progress};
+
+/// Default sampling period of the controller.
+pub const AUTO_INTERVAL: Duration = Duration::from_millis(250);
+
+/// One decision of the controller, as applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoEvent {
+    /// Since the transfer started.
+    pub at: Duration,
+    pub action: StreamAction,
+    /// Streams the controller wanted after this action.
+    pub streams: u32,
+}
+
+/// What an auto-tuned send did.
+#[derive(Debug)]
+pub struct AutoReport {
+    /// The engine's report (`streams`: every connection that carried the transfer).
+    pub data: DataReport,
+    /// The controller's decisions, in order.
+    pub actions: Vec<AutoEvent>,
+    /// Streams the controller wanted at the end, and whether it had settled (steady state).
+    pub final_streams: u32,
+    pub steady: bool,
+    /// Connections the controller asked for that failed to open (logged; the transfer went on without them).
+    pub connect_failures: u32,
+}
+
+/// Drives `AutoStreams` over a dynamic MODE E send. See the module docs.
+#[derive(Debug, Clone)]
+pub struct AutoSender {
+    pub config: AutoConfig,
+    /// How often goodput is sampled (default [`AUTO_INTERVAL`]).
+    pub interval: Duration,
+}
+
+impl AutoSender {
+    pub fn new(config: AutoConfig) -> Self {
+        AutoSender {
+            config,
+            interval: AUTO_INTERVAL,
+        }
+    }
+
+    /// Send `ranges` of `file` starting on `socks` (at least one: the controller starts from `socks.len()`),
+    /// opening more connections with `connect` when the controller asks. Errors of `connect` are not fatal.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn send<C, F>(
+        &self,
+        socks: Vec<TcpStream>,
+        mut connect: C,
+        file: Arc<dyn FileHandle>,
+        ranges: Vec<Range<u64>>,
+        wire_sub: u64,
+        opts: &DataOpts,
+        progress: Arc<Progress>,
+    ) -> Result<AutoReport, DataError>
+    where
+        C: FnMut() -> F,
+        F: Future<Output = io::Result<TcpStream>> + Send + 'static,
+    {
+        let begin = Instant::now();
+        let mut auto = AutoStreams::new(begin, socks.len() as u32, self.config.clone());
+        let control = SendControl::new();
+        let (tx, rx) = mpsc::channel(64);
+        let send = super::send_mode_e_dynamic(
+            socks,
+            rx,
+            control.clone(),
+            file,
+            ranges,
+            wire_sub,
+            opts,
+            Arc::clone(&progress),
+        );
+        tokio::pin!(send);
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut connecting: JoinSet<io::Result<TcpStream>> = JoinSet::new();
+        // Connected but not yet taken by the engine (its channel was full).
+        let mut waiting: Vec<TcpStream> = vec![];
+        let mut late: Vec<TcpStream> = vec![];
+        let mut actions = vec![];
+        let mut failures = 0u32;
+        let (mut last_t, mut last_b) = (Instant::now(), progress.bytes());
+        let result = loop {
+            tokio::select! {
+                r = &mut send => break r,
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    let b = progress.bytes();
+                    let dt = now.saturating_duration_since(last_t).as_secs_f64();
+                    if dt > 0.0 {
+                        auto.handle_sample(now, b.saturating_sub(last_b) as f64 / dt);
+                    }
+                    (last_t, last_b) = (now, b);
+                    if auto.poll_timeout().is_some_and(|t| now >= t) {
+                        auto.handle_timeout(now);
+                    }
+                    while let Some(a) = auto.poll_action() {
+                        actions.push(AutoEvent { at: now - begin, action: a, streams: auto.streams() });
+                        tracing::debug!(?a, streams = auto.streams(), "-p auto");
+                        match a {
+                            StreamAction::Add(k) if !control.is_closed() => {
+                                for _ in 0..k {
+                                    connecting.spawn(connect());
+                                }
+                            }
+                            StreamAction::Add(_) => {}
+                            StreamAction::Retire(k) => control.retire(k as usize),
+                        }
+                    }
+                    offer(&tx, &mut waiting, &mut late);
+                }
+                Some(j) = connecting.join_next(), if !connecting.is_empty() => {
+                    match j {
+                        Ok(Ok(s)) => {
+                            waiting.push(s);
+                            offer(&tx, &mut waiting, &mut late);
+                        }
+                        Ok(Err(e)) => {
+                            failures += 1;
+                            tracing::warn!("-p auto: opening another data connection failed: {e}");
+                        }
+                        Err(e) => {
+                            failures += 1;
+                            tracing::warn!("-p auto: connect task failed: {e}");
+                        }
+                    }
+                }
+            }
+        };
+        // Connections still coming up are waited for, so none is dropped half-way (the receiver may already have
+        // accepted it); each is bounded by the caller's connect timeout.
+        drop(tx);
+        late.append(&mut waiting);
+        while let Some(j) = connecting.join_next().await {
+            if let Ok(Ok(s)) = j {
+                late.push(s);
+            }
+        }
+        let mut data = result?;
+        data.reusable.append(&mut late);
+        Ok(AutoReport {
+            data,
+            actions,
+            final_streams: auto.streams(),
+            steady: auto.is_steady(),
+            connect_failures: failures,
+        })
+    }
+}
+
+/// Hand connected sockets to the engine without waiting (the engine is polled by the same task); a closed
+/// engine's leftovers go to `late`.
+fn offer(tx: &mpsc::Sender<TcpStream>, waiting: &mut Vec<TcpStream>, late: &mut Vec<TcpStream>) {
+    while let Some(s) = waiting.pop() {
+        match tx.try_send(s) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(s)) => {
+                waiting.push(s);
+                return;
+            }
+            Err(mpsc::error::TrySendError::Closed(s)) => late.push(s),
+        }
+    }
+}
