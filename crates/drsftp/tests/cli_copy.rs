@@ -291,7 +291,7 @@ fn demo_small_json_reports_verified() {
     assert!(
         j["checksum"]
             .as_str()
-            .is_some_and(|c| c.starts_with("sha256:")),
+            .is_some_and(|c| c.starts_with("crc32c:")),
         "{j}"
     );
     assert_eq!(j["buffer_policy"].as_str(), Some("kernel"), "{j}");

@@ -220,7 +220,7 @@ fn our_client_against_our_server() {
         panic!("{login:?}")
     };
     assert!(f.parallel() && f.has("ERET") && f.has("ESTO") && f.has("SPAS"));
-    assert_eq!(f.verify_algorithm(), Some("SHA256"));
+    assert_eq!(f.verify_algorithm(), Some("CRC32C"));
     assert_eq!(p.op(Op::Size("/tmp/src/f".into())), Outcome::Size(100_000));
 
     // MODE E download, 4 streams: the client listens (PORT), the server connects.

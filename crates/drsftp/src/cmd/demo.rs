@@ -30,7 +30,7 @@ Everything happens in this one process and on loopback only: a scratch directory
 RAM, when it has room for two copies of the file, otherwise in the system temp directory, which then measures the \
 disk too; the summary says which), a file of --size pseudo-random bytes is generated, a drsftp server is started \
 on 127.0.0.1 with an ephemeral port, and the file is downloaded with the same client `drsftp copy` uses. The \
-server computes CKSM SHA256 while the client hashes its copy; the two must agree. The directory is removed at the \
+server computes CKSM (CRC32C) while the client hashes its copy; the two must agree. The directory is removed at the \
 end, also on Ctrl-C.
 
 Examples:

@@ -141,7 +141,7 @@ mod tests {
         rd.push(feat.as_bytes());
         let f = Features::parse(&rd.next_reply().unwrap().unwrap());
         assert!(f.parallel() && f.has("ERET") && f.has("SPAS") && f.drs());
-        assert_eq!(f.verify_algorithm(), Some("SHA256"));
+        assert_eq!(f.verify_algorithm(), Some("CRC32C"));
     }
 
     #[test]
