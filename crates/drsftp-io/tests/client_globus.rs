@@ -517,3 +517,60 @@ fn random_bytes_are_deterministic() {
     f.write_all(&a).unwrap();
     assert_eq!(sha256(f.path(), 0, None).len(), 64);
 }
+
+/// `-p auto` online refinement against Globus as the receiver: connections opened mid-transfer join the running
+/// upload (Globus keeps accepting on its PASV listener), and the EOF header, sent last on whichever connection
+/// finishes last, counts every connection that carried the transfer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mode_e_upload_with_streams_joining_mid_transfer() {
+    let Some(g) = Globus::start("mode_e_upload_with_streams_joining_mid_transfer") else {
+        return;
+    };
+    let out = tempfile::tempdir().unwrap();
+    let src = out.path().join("auto.bin");
+    std::fs::write(&src, random_bytes(96 << 20, 12)).unwrap();
+    let mut c = g.client().await;
+    // Accepts every probe and never backs off: one more stream every 20 ms up to 4.
+    let eager = drsftp_io::data::AutoSender {
+        config: drsftp_tune::AutoConfig {
+            min_streams: 1,
+            max_streams: 4,
+            min_gain: -1.0,
+            backoff_drop: 1.0,
+            settle: Duration::from_millis(20),
+            samples: 1,
+            reprobe: Duration::from_secs(600),
+        },
+        interval: Duration::from_millis(20),
+    };
+    let auto = ClientOptions {
+        auto_streams: Some(eager),
+        ..opts(1)
+    };
+    let s = c
+        .upload(
+            &src,
+            &g.remote("auto.bin"),
+            &auto,
+            Arc::new(Progress::new()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("auto upload: {e}\n{}", g.log_tail()));
+    eprintln!("{} streams, actions {:?}", s.streams, s.stream_actions);
+    assert_eq!(s.mode, TransferMode::Extended);
+    assert!(s.streams >= 2, "no stream joined: {s:?}");
+    assert!(s.verified, "{s:?}");
+    assert_eq!(sha256(&g.local("auto.bin"), 0, None), sha256(&src, 0, None));
+    // The control connection is still good for another transfer.
+    let back = out.path().join("back.bin");
+    c.download(
+        &g.remote("auto.bin"),
+        &back,
+        &opts(2),
+        Arc::new(Progress::new()),
+    )
+    .await
+    .expect("download after the auto upload");
+    assert_eq!(sha256(&back, 0, None), sha256(&src, 0, None));
+    c.quit().await.unwrap();
+}

@@ -248,6 +248,7 @@ pub(crate) async fn run(
             traces: vec![],
         },
         report,
+        actions: vec![],
         seconds: begin.elapsed().as_secs_f64(),
         blast: Some(blast),
     })

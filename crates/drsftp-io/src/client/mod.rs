@@ -30,7 +30,8 @@ use drsftp_storage::ChecksumAlg;
 use drsftp_tune::BufferPolicy;
 
 use crate::blast::{BlastOpts, BlastReport};
-use crate::data::{DataOpts, Progress};
+use crate::data::{AutoEvent, AutoSender, DataOpts, Progress};
+use crate::drs::TraceRow;
 use control::Control;
 
 pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
@@ -58,6 +59,13 @@ pub struct ClientOptions {
     /// Use the UDP blast channel (docs/blast.md) with these settings when the server lists `BLAST` in FEAT;
     /// otherwise, and when `None`, TCP as `streams`/`mode_e` say.
     pub blast: Option<BlastOpts>,
+    /// Record a per-stream trace of our data connections (TCP_INFO every 50 ms, bounded memory) into
+    /// [`TransferSummary::traces`].
+    pub trace: bool,
+    /// `-p auto` online refinement (docs/drs.md §4.5): an upload runs in MODE E starting on `streams` connections
+    /// and this controller (`drsftp_tune::AutoStreams` sampled every `interval`) adds and retires connections
+    /// while it runs. Downloads ignore it (the server is the sender there).
+    pub auto_streams: Option<AutoSender>,
 }
 
 impl Default for ClientOptions {
@@ -72,6 +80,8 @@ impl Default for ClientOptions {
             timeout: Duration::from_secs(60),
             congestion: None,
             blast: None,
+            trace: false,
+            auto_streams: None,
         }
     }
 }
@@ -90,6 +100,7 @@ impl ClientOptions {
         DataOpts {
             buffer: self.buffer,
             congestion: self.congestion.clone(),
+            trace: self.trace,
             ..DataOpts::default()
         }
     }
@@ -124,6 +135,10 @@ pub struct TransferSummary {
     pub rejected: u64,
     /// Blast: the data path's full report.
     pub blast: Option<BlastReport>,
+    /// With [`ClientOptions::trace`]: one trace per data connection of ours (`drs::write_stream_traces_csv`).
+    pub traces: Vec<Vec<TraceRow>>,
+    /// With [`ClientOptions::auto_streams`] on an upload: the controller's decisions, in order.
+    pub stream_actions: Vec<AutoEvent>,
 }
 
 impl TransferSummary {
@@ -142,6 +157,8 @@ impl TransferSummary {
             duplicates: moved.blast.as_ref().map_or(0, |b| b.duplicates),
             rejected: moved.blast.as_ref().map_or(0, |b| b.rejected),
             blast: moved.blast.clone(),
+            traces: moved.data.traces.clone(),
+            stream_actions: moved.actions.clone(),
         }
     }
 

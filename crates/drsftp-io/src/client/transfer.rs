@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::control::Control;
 use super::ClientError;
-use crate::data::{self, DataError, DataOpts, DataReport, Progress};
+use crate::data::{self, AutoEvent, AutoSender, DataError, DataOpts, DataReport, Progress};
 
 /// What the data side does once the server has accepted the transfer command.
 #[derive(Debug)]
@@ -33,11 +33,13 @@ pub(crate) enum DataJob {
         file: Arc<dyn FileHandle>,
         offset: u64,
     },
-    /// MODE E upload of `range` over the opened connections, wire offsets `file offset - wire_sub`.
+    /// MODE E upload of `range` over the opened connections, wire offsets `file offset - wire_sub`; with `auto`,
+    /// `AutoStreams` opens more connections to the same address and retires some while it runs.
     SendModeE {
         file: Arc<dyn FileHandle>,
         range: Range<u64>,
         wire_sub: u64,
+        auto: Option<AutoSender>,
     },
     /// Stream-mode upload of `range`, then close.
     SendStream {
@@ -53,13 +55,15 @@ pub(crate) struct Moved {
     pub(crate) report: TransferReport,
     /// The engine's view: bytes, streams, ranges, peak buffer.
     pub(crate) data: DataReport,
+    /// `-p auto` online refinement (uploads): the controller's decisions.
+    pub(crate) actions: Vec<AutoEvent>,
     /// Seconds from the first command to the end of both sides.
     pub(crate) seconds: f64,
     /// The blast data path's report, for a transfer over the UDP blast channel.
     pub(crate) blast: Option<crate::blast::BlastReport>,
 }
 
-type DataTask = JoinHandle<Result<DataReport, DataError>>;
+type DataTask = JoinHandle<Result<(DataReport, Vec<AutoEvent>), DataError>>;
 
 /// Aborts a spawned task when dropped (so an early return never leaves a data task running).
 struct TaskGuard(Option<DataTask>);
@@ -72,7 +76,7 @@ impl Drop for TaskGuard {
     }
 }
 
-async fn join(task: &mut TaskGuard) -> Result<DataReport, DataError> {
+async fn join(task: &mut TaskGuard) -> Result<(DataReport, Vec<AutoEvent>), DataError> {
     match task.0.as_mut() {
         Some(t) => match t.await {
             Ok(r) => r,
@@ -108,9 +112,10 @@ pub(crate) async fn run_started(
     let mut job = Some(job);
     let mut listener: Option<TcpListener> = None;
     let mut socks: Vec<TcpStream> = Vec::new();
+    let mut data_addr: Option<SocketAddr> = None;
     let mut task = TaskGuard(None);
     let mut report: Option<TransferReport> = None;
-    let mut data: Option<DataReport> = None;
+    let mut data: Option<(DataReport, Vec<AutoEvent>)> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut last_bytes = progress.bytes();
     let mut last_change = Instant::now();
@@ -133,6 +138,7 @@ pub(crate) async fn run_started(
                         addr
                     };
                     socks = connect_all(addr, streams, &opts, stall).await?;
+                    data_addr = Some(addr);
                     control.session_mut().handle_data_ready(Instant::now());
                 }
                 Event::TransferStarted(reply) => {
@@ -140,7 +146,7 @@ pub(crate) async fn run_started(
                     // In-band SBUF headers only with a server that accepted OPTS DRS Inband=1; (docs/drs.md §4.3).
                     opts.inband_sbuf = control.session().drs_negotiated();
                     if let Some(j) = job.take() {
-                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks),
+                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks), data_addr,
                             peer_ip, opts.clone(), progress.clone())?);
                     }
                     last_change = Instant::now();
@@ -149,7 +155,7 @@ pub(crate) async fn run_started(
                     opts.inband_sbuf = r.drs_negotiated;
                     if let Some(j) = job.take() {
                         // 2xx without a 1xx first: the data may still be there to collect.
-                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks),
+                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks), data_addr,
                             peer_ip, opts.clone(), progress.clone())?);
                     }
                     for n in &r.notices {
@@ -160,7 +166,7 @@ pub(crate) async fn run_started(
                 }
                 Event::Done(Outcome::Listed(reply)) => {
                     if let Some(j) = job.take() {
-                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks),
+                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks), data_addr,
                             peer_ip, opts.clone(), progress.clone())?);
                     }
                     report = Some(TransferReport { final_reply: Some(reply), ..Default::default() });
@@ -217,9 +223,11 @@ pub(crate) async fn run_started(
             }
         }
     }
+    let (data, actions) = data.expect("loop ends with data");
     Ok(Moved {
         report: report.unwrap_or_default(),
-        data: data.expect("loop ends with data"),
+        data,
+        actions,
         seconds: begin.elapsed().as_secs_f64(),
         blast: None,
     })
@@ -266,20 +274,62 @@ async fn connect_all(
     Ok(socks)
 }
 
+/// The data side's task for `job`. `data_addr`: where the MODE E connections went (an auto upload opens more there).
 fn spawn(
+    job: DataJob,
+    listener: Option<TcpListener>,
+    socks: Vec<TcpStream>,
+    data_addr: Option<SocketAddr>,
+    peer_ip: IpAddr,
+    opts: DataOpts,
+    progress: Arc<Progress>,
+) -> Result<DataTask, ClientError> {
+    if let DataJob::SendModeE {
+        file,
+        range,
+        wire_sub,
+        auto: Some(auto),
+    } = job
+    {
+        let addr = data_addr.filter(|_| !socks.is_empty()).ok_or_else(|| {
+            ClientError::Invalid(
+                "server started the transfer before data connections were open".into(),
+            )
+        })?;
+        return Ok(tokio::spawn(async move {
+            let connect_opts = opts.clone();
+            let connect = move || {
+                let o = connect_opts.clone();
+                async move { data::connect(addr, &o).await }
+            };
+            let r = auto
+                .send(socks, connect, file, vec![range], wire_sub, &opts, progress)
+                .await?;
+            Ok((r.data, r.actions))
+        }));
+    }
+    let fut = plain(job, listener, socks, peer_ip, opts, progress)?;
+    Ok(tokio::spawn(async move { fut.await.map(|d| (d, vec![])) }))
+}
+
+type DataFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<DataReport, DataError>> + Send>>;
+
+/// The engine future for a job without online stream control (spawned by [`spawn`], so aborting that task stops it).
+fn plain(
     job: DataJob,
     listener: Option<TcpListener>,
     mut socks: Vec<TcpStream>,
     peer_ip: IpAddr,
     opts: DataOpts,
     progress: Arc<Progress>,
-) -> Result<DataTask, ClientError> {
+) -> Result<DataFuture, ClientError> {
     let missing =
         |what: &str| ClientError::Invalid(format!("server started the transfer before {what}"));
     Ok(match job {
         DataJob::RecvModeE { file, wire_add } => {
             let l = listener.ok_or_else(|| missing("the data listener was set up"))?;
-            tokio::spawn(
+            Box::pin(
                 async move { recv_accepting(l, peer_ip, file, wire_add, opts, progress).await },
             )
         }
@@ -287,17 +337,18 @@ fn spawn(
             let s = socks
                 .pop()
                 .ok_or_else(|| missing("a data connection was open"))?;
-            tokio::spawn(async move { data::recv_stream(s, file, offset, &opts, progress).await })
+            Box::pin(async move { data::recv_stream(s, file, offset, &opts, progress).await })
         }
         DataJob::SendModeE {
             file,
             range,
             wire_sub,
+            auto: _,
         } => {
             if socks.is_empty() {
                 return Err(missing("data connections were open"));
             }
-            tokio::spawn(async move {
+            Box::pin(async move {
                 data::send_mode_e(socks, file, vec![range], wire_sub, &opts, progress).await
             })
         }
@@ -305,7 +356,7 @@ fn spawn(
             let s = socks
                 .pop()
                 .ok_or_else(|| missing("a data connection was open"))?;
-            tokio::spawn(async move { data::send_stream(s, file, range, &opts, progress).await })
+            Box::pin(async move { data::send_stream(s, file, range, &opts, progress).await })
         }
     })
 }

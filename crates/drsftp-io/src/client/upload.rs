@@ -46,13 +46,18 @@ pub(crate) async fn run(
         }
         None => 0..len,
     };
-    let mode = opts.mode();
+    // Online `-p auto` needs MODE E (connections join and retire), even when it starts on one stream.
+    let mode = match opts.auto_streams {
+        Some(_) => TransferMode::Extended,
+        None => opts.mode(),
+    };
     let (udp, udp_notice) = blast::wanted(control, opts);
     let job = match mode {
         TransferMode::Extended => DataJob::SendModeE {
             file: file.clone(),
             range: range.clone(),
             wire_sub: range.start,
+            auto: opts.auto_streams.clone(),
         },
         TransferMode::Stream => DataJob::SendStream {
             file: file.clone(),

@@ -90,7 +90,14 @@ pub struct Args {
     /// Timeout for connecting, for each server reply, and for a transfer making no progress, e.g. 60s, 500ms.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
     timeout: Duration,
+    /// Write a per-stream trace of our data connections to FILE as CSV (t_s, stream, buffer_bytes, rtt_ms,
+    /// bdp_bytes, bytes, mbps, rcv_wnd, rcv_ssthresh, cwnd_bytes): TCP_INFO every 50 ms or more, bounded in size.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
+
+/// Most streams `-p auto`'s online refinement may grow an upload to (as its start choice's cap).
+const AUTO_MAX_STREAMS: u32 = 32;
 
 fn size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
@@ -195,6 +202,8 @@ fn options(args: &Args) -> ClientOptions {
             idle_timeout: args.timeout,
             ..BlastOpts::default()
         }),
+        trace: args.trace.is_some(),
+        auto_streams: None, // -p auto sets it after login
     }
 }
 
@@ -269,6 +278,11 @@ async fn copy(
     let (p, udp) = (args.parallel, args.transport == "udp");
     if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
         *auto = Some(super::auto::choose(&mut client, url, &mut opts, None).await?);
+        // Online refinement from that start (uploads: we are the MODE E sender; downloads ignore it).
+        opts.auto_streams = Some(drsftp_io::data::AutoSender::new(drsftp_tune::AutoConfig {
+            max_streams: AUTO_MAX_STREAMS.max(opts.streams),
+            ..drsftp_tune::AutoConfig::default()
+        }));
     }
     let progress = Arc::new(Progress::new());
     let summary = match plan {
@@ -301,6 +315,14 @@ async fn copy(
     };
     if let Err(e) = client.quit().await {
         tracing::debug!("QUIT: {e}");
+    }
+    if let Some(path) = &args.trace {
+        let f = std::fs::File::create(path)
+            .with_context(|| format!("writing the trace to {}", path.display()))?;
+        let mut w = std::io::BufWriter::new(f);
+        drsftp_io::drs::write_stream_traces_csv(&mut w, &summary.traces)
+            .and_then(|()| std::io::Write::flush(&mut w))
+            .with_context(|| format!("writing the trace to {}", path.display()))?;
     }
     Ok(summary)
 }
@@ -472,6 +494,14 @@ fn report(
             "streams_auto": auto.is_some(),
             "auto_reason": auto.map(|a| a.start.reason.clone()),
             "auto_rtt_ms": auto.map(|a| a.rtt.as_secs_f64() * 1e3),
+            "auto_actions": s.stream_actions.iter().map(|e| json!({
+                "t_s": e.at.as_secs_f64(),
+                "action": match e.action {
+                    drsftp_tune::StreamAction::Add(k) => format!("add {k}"),
+                    drsftp_tune::StreamAction::Retire(k) => format!("retire {k}"),
+                },
+                "streams": e.streams,
+            })).collect::<Vec<_>>(),
         });
         println!("{j}");
     }
@@ -542,6 +572,8 @@ mod tests {
             duplicates: 0,
             rejected: 0,
             blast: None,
+            traces: vec![],
+            stream_actions: vec![],
         };
         assert_eq!(
             summary_line(&s),

@@ -12,20 +12,20 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::data::{connect, listen, recv_mode_e, send_mode_e_dynamic, AutoSender, SendControl};
 
-/// A source whose reads are throttled to `rate` bytes/s in total, whatever the number of readers (a path whose
-/// capacity extra streams cannot raise); content is a function of the offset.
+/// Reads of `inner` paced to `rate` bytes/s in total, whatever the number of readers (a path whose capacity extra
+/// streams cannot raise).
 #[derive(Debug)]
-struct Throttled {
-    len: u64,
+struct Paced {
+    inner: Arc<dyn FileHandle>,
     rate: f64,
     start: Instant,
     issued: Mutex<u64>,
 }
 
-impl Throttled {
-    fn new(len: u64, rate: f64) -> Arc<Self> {
-        Arc::new(Throttled {
-            len,
+impl Paced {
+    fn new(inner: Arc<dyn FileHandle>, rate: f64) -> Arc<Self> {
+        Arc::new(Paced {
+            inner,
             rate,
             start: Instant::now(),
             issued: Mutex::new(0),
@@ -33,9 +33,9 @@ impl Throttled {
     }
 }
 
-impl FileHandle for Throttled {
+impl FileHandle for Paced {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> SResult<usize> {
-        let n = buf.len().min(self.len.saturating_sub(offset) as usize);
+        let n = self.inner.read_at(buf, offset)?;
         let due = {
             let mut i = self.issued.lock().unwrap();
             *i += n as u64;
@@ -44,6 +44,26 @@ impl FileHandle for Throttled {
         if let Some(d) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(d);
         }
+        Ok(n)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> SResult<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn len(&self) -> SResult<u64> {
+        self.inner.len()
+    }
+    fn sync(&self) -> SResult<()> {
+        Ok(())
+    }
+}
+
+/// `len` bytes whose value is a function of the offset, without memory.
+#[derive(Debug)]
+struct Pattern(u64);
+
+impl FileHandle for Pattern {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> SResult<usize> {
+        let n = buf.len().min(self.0.saturating_sub(offset) as usize);
         for (k, b) in buf[..n].iter_mut().enumerate() {
             *b = ((offset + k as u64) % 251) as u8;
         }
@@ -53,14 +73,14 @@ impl FileHandle for Throttled {
         Ok(())
     }
     fn len(&self) -> SResult<u64> {
-        Ok(self.len)
+        Ok(self.0)
     }
     fn sync(&self) -> SResult<()> {
         Ok(())
     }
 }
 
-/// Counts payload bytes and checks each against the [`Throttled`] pattern.
+/// Counts payload bytes and checks each against the [`Pattern`].
 #[derive(Debug, Default)]
 struct PatternSink {
     bytes: AtomicU64,
@@ -97,8 +117,8 @@ async fn streams_join_and_retire_mid_transfer() {
     };
     const LEN: usize = 48 << 20;
     let data = random(LEN, 21);
-    // A slow source (every 4th read sleeps 2 ms) so the transfer is still running when streams change.
-    let src = super::slow::SlowFile::new(MemFile::new(data.clone()), 4, Duration::from_millis(2));
+    // A source paced to 48 MB/s (about a second) so the transfer is still running when streams change.
+    let src = Paced::new(MemFile::new(data.clone()), 48e6);
     let dst = MemFile::empty();
     let l = listen(lo(), &opts).await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -245,7 +265,7 @@ async fn auto_sender_probes_reverts_and_holds_on_a_flat_path() {
     // A path capped at 120 MB/s in total: a second stream buys nothing, so the controller must revert its probe
     // and then hold (re-probing only after `reprobe`, longer than the transfer).
     const LEN: u64 = 300 << 20;
-    let src = Throttled::new(LEN, 120e6);
+    let src = Paced::new(Arc::new(Pattern(LEN)), 120e6);
     let sink = Arc::new(PatternSink::default());
     let (addr, conns) = accepting(&opts).await;
     let prx = Arc::new(Progress::new());

@@ -1,0 +1,155 @@
+//! The client driver against an in-process drsftp server on loopback: an upload with `-p auto` online refinement
+//! (`ClientOptions::auto_streams`) whose controller adds connections mid-transfer, which the server's receiver
+//! takes into the running transfer; and per-stream traces (`ClientOptions::trace`) of a 2-stream MODE E DRS
+//! download, written as CSV.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use drsftp_io::client::{Client, ClientOptions, TransferMode};
+use drsftp_io::data::{AutoSender, DataOpts, Progress};
+use drsftp_io::server::{self, ServerParams};
+use drsftp_proto::server::ServerConfig;
+use drsftp_storage::{checksum_bytes, ChecksumAlg, FsStorage};
+use drsftp_tune::{AutoConfig, BufferPolicy, StreamAction};
+
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn sha256(p: &Path) -> String {
+    checksum_bytes(ChecksumAlg::Sha256, &std::fs::read(p).unwrap())
+}
+
+async fn serve(root: &Path) -> (std::net::SocketAddr, Client, impl FnOnce()) {
+    let params = ServerParams {
+        session: ServerConfig::default(),
+        data: DataOpts {
+            buffer: BufferPolicy::Drs,
+            ..DataOpts::default()
+        },
+        storage: Arc::new(FsStorage::new(root).unwrap()),
+    };
+    let (addr, shutdown, task) = server::spawn("127.0.0.1:0".parse().unwrap(), params)
+        .await
+        .unwrap();
+    let c = Client::connect(&addr.to_string(), "anonymous", "x", Duration::from_secs(30))
+        .await
+        .expect("login");
+    (addr, c, move || {
+        drop(shutdown);
+        task.abort();
+    })
+}
+
+/// A controller that accepts every probe (gain threshold below zero) and never backs off: it adds one stream
+/// per `settle` up to `max`, so connections join mid-transfer whatever the loopback throughput does.
+fn eager(max: u32) -> AutoSender {
+    AutoSender {
+        config: AutoConfig {
+            min_streams: 1,
+            max_streams: max,
+            min_gain: -1.0,
+            backoff_drop: 1.0,
+            settle: Duration::from_millis(20),
+            samples: 1,
+            reprobe: Duration::from_secs(600),
+        },
+        interval: Duration::from_millis(20),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_upload_adds_streams_mid_transfer() {
+    let root = tempfile::tempdir().unwrap();
+    let (_, mut c, stop) = serve(root.path()).await;
+    let out = tempfile::tempdir().unwrap();
+    let up = out.path().join("auto.bin");
+    std::fs::write(&up, random_bytes(192 << 20, 9)).unwrap();
+    let opts = ClientOptions {
+        streams: 1,
+        auto_streams: Some(eager(4)),
+        trace: true,
+        ..ClientOptions::default()
+    };
+    let s = c
+        .upload(&up, "/auto.bin", &opts, Arc::new(Progress::new()))
+        .await
+        .expect("auto upload");
+    eprintln!("{} streams, actions {:?}", s.streams, s.stream_actions);
+    assert_eq!(
+        s.mode,
+        TransferMode::Extended,
+        "auto runs MODE E even from 1 stream"
+    );
+    assert!(s.verified, "{s:?}");
+    assert_eq!(sha256(&root.path().join("auto.bin")), sha256(&up));
+    let added: u32 = s
+        .stream_actions
+        .iter()
+        .map(|e| match e.action {
+            StreamAction::Add(k) => k,
+            StreamAction::Retire(_) => panic!("an eager controller never retires"),
+        })
+        .sum();
+    assert!(added >= 1, "no stream joined in 192 MiB: {s:?}");
+    // Connections that came up after the cursor ran dry carry nothing and are not counted.
+    assert!(
+        s.streams >= 2 && s.streams <= 1 + added as usize,
+        "{}",
+        s.streams
+    );
+    assert_eq!(s.traces.len(), s.streams);
+    // The same connection still works for a plain transfer afterwards.
+    let back = out.path().join("back.bin");
+    let opts = ClientOptions {
+        streams: 2,
+        ..ClientOptions::default()
+    };
+    c.download("/auto.bin", &back, &opts, Arc::new(Progress::new()))
+        .await
+        .expect("download after the auto upload");
+    assert_eq!(sha256(&back), sha256(&up));
+    stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mode_e_drs_download_traces_both_streams() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("t.bin"), random_bytes(48 << 20, 3)).unwrap();
+    let (_, mut c, stop) = serve(root.path()).await;
+    let out = tempfile::tempdir().unwrap();
+    let dst = out.path().join("t.bin");
+    let opts = ClientOptions {
+        streams: 2,
+        buffer: BufferPolicy::Drs,
+        trace: true,
+        ..ClientOptions::default()
+    };
+    let s = c
+        .download("/t.bin", &dst, &opts, Arc::new(Progress::new()))
+        .await
+        .expect("download");
+    assert_eq!(sha256(&dst), sha256(&root.path().join("t.bin")));
+    assert_eq!(s.traces.len(), 2, "{:?}", s.traces);
+    let mut csv = vec![];
+    drsftp_io::drs::write_stream_traces_csv(&mut csv, &s.traces).unwrap();
+    let csv = String::from_utf8(csv).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("t_s,stream,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps,rcv_wnd,rcv_ssthresh,cwnd_bytes")
+    );
+    let streams: Vec<&str> = lines.map(|l| l.split(',').nth(1).unwrap()).collect();
+    assert!(streams.contains(&"0") && streams.contains(&"1"), "{csv}");
+    stop();
+}
