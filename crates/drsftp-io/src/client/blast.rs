@@ -246,6 +246,7 @@ pub(crate) async fn run(
             reusable: vec![],
             peak_buffer: 0,
             traces: vec![],
+            crc32c: None,
         },
         report,
         actions: vec![],

@@ -64,6 +64,12 @@ pub(crate) async fn run(
     let file: Arc<dyn FileHandle> = handle.clone();
     let mode = opts.mode();
     let mut dopts = opts.data_opts();
+    let alg = if opts.verify {
+        verify::pick_alg(control.session().features())
+    } else {
+        None
+    };
+    dopts.crc32c = verify::want_engine_crc(alg, opts.partial.is_none());
     if want.end != u64::MAX {
         dopts.max_end = want.end;
     }
@@ -126,10 +132,11 @@ pub(crate) async fn run(
     let mut summary = TransferSummary::new(mode, &moved);
     summary.notices.extend(udp_notice);
     if opts.verify {
-        match verify::pick_alg(control.session().features()) {
+        match alg {
             Some(alg) => {
-                let v = verify::compare(control, alg, remote, file, want, opts.partial.is_none())
-                    .await?;
+                let known = verify::engine_crc(alg, &moved.data, &want);
+                let whole = opts.partial.is_none();
+                let v = verify::compare(control, alg, remote, file, want, whole, known).await?;
                 summary.verified = v.checksum.is_some();
                 summary.checksum = v.checksum;
                 summary.notices.extend(v.skipped);

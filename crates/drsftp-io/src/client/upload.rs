@@ -52,6 +52,11 @@ pub(crate) async fn run(
         None => opts.mode(),
     };
     let (udp, udp_notice) = blast::wanted(control, opts);
+    let alg = if opts.verify {
+        verify::pick_alg(control.session().features())
+    } else {
+        None
+    };
     let job = match mode {
         TransferMode::Extended => DataJob::SendModeE {
             file: file.clone(),
@@ -85,7 +90,9 @@ pub(crate) async fn run(
             blast::run(control, spec, side, len, b, progress, opts.timeout).await?
         }
         None => {
-            let dopts = opts.data_opts();
+            let mut dopts = opts.data_opts();
+            // The CRC32C of what we send, block by block as it is read: no re-read to verify.
+            dopts.crc32c = verify::want_engine_crc(alg, opts.partial.is_none());
             transfer::run(control, spec, job, dopts, progress, opts.timeout).await?
         }
     };
@@ -104,10 +111,11 @@ pub(crate) async fn run(
     let mut summary = TransferSummary::new(mode, &moved);
     summary.notices.extend(udp_notice);
     if opts.verify {
-        match verify::pick_alg(control.session().features()) {
+        match alg {
             Some(alg) => {
-                let v = verify::compare(control, alg, remote, file, range, opts.partial.is_none())
-                    .await?;
+                let known = verify::engine_crc(alg, &moved.data, &range);
+                let whole = opts.partial.is_none();
+                let v = verify::compare(control, alg, remote, file, range, whole, known).await?;
                 summary.verified = v.checksum.is_some();
                 summary.checksum = v.checksum;
                 summary.notices.extend(v.skipped);

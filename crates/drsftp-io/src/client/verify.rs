@@ -1,6 +1,7 @@
 //! End-to-end checks after a transfer: the byte count and ranges the engine reports against what was asked for,
 //! and the CKSM comparison (the best algorithm both sides know, per `VERIFY_PREFERENCE`) of the local file with the
-//! server's copy.
+//! server's copy. With CRC32C the local side needs no re-read: the engine CRC'd every block as it moved it
+//! ([`engine_crc`]), and that is exactly the CRC32C of the bytes written (download) or sent (upload).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -48,6 +49,23 @@ pub(crate) fn check_moved(
     Ok(())
 }
 
+/// Whether the engine should CRC32C the blocks it moves for this transfer: verifying with CRC32C, a whole file.
+pub(crate) fn want_engine_crc(alg: Option<ChecksumAlg>, whole: bool) -> bool {
+    whole && alg == Some(ChecksumAlg::Crc32c)
+}
+
+/// The engine's CRC32C of the file's `want` bytes, usable as the local checksum: only for CRC32C, only for a
+/// range from offset 0, and only when the engine's blocks covered exactly `want` (its CRC is of `0..end` of what
+/// moved, and `None` on any gap or overlap).
+pub(crate) fn engine_crc(alg: ChecksumAlg, data: &DataReport, want: &Range<u64>) -> Option<u32> {
+    let exact = want.start == 0
+        && data.ranges.covered() == want.end
+        && data.ranges.gaps(want.clone()).is_empty();
+    (alg == ChecksumAlg::Crc32c && exact)
+        .then_some(data.crc32c)
+        .flatten()
+}
+
 /// Result of a verification attempt.
 #[derive(Debug)]
 pub(crate) struct Verified {
@@ -58,7 +76,9 @@ pub(crate) struct Verified {
 }
 
 /// Compares the server's CKSM of `range` of `remote` with the local file. Mismatch is an error; a server that
-/// refuses the command gives `skipped`.
+/// refuses the command gives `skipped`. `known`: the CRC32C of the local range from [`engine_crc`] (then the local
+/// file is not read again).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn compare(
     control: &mut Control,
     alg: ChecksumAlg,
@@ -66,6 +86,7 @@ pub(crate) async fn compare(
     local: Arc<dyn FileHandle>,
     range: Range<u64>,
     whole: bool,
+    known: Option<u32>,
 ) -> Result<Verified, ClientError> {
     let op = Op::Checksum {
         algorithm: alg.name().to_string(),
@@ -79,8 +100,16 @@ pub(crate) async fn compare(
     };
     // Both sides hash at once: the local digest on a blocking thread while the server computes its CKSM.
     let len = range.end - range.start;
-    let ours = tokio::task::spawn_blocking(move || {
-        drsftp_storage::checksum(local.as_ref(), alg, range.start, Some(len))
+    let known = known.filter(|_| alg == ChecksumAlg::Crc32c);
+    if known.is_some() {
+        tracing::debug!(
+            "local CRC32C from the data engine's blocks: the local file is not read again"
+        );
+    }
+    let ours = tokio::task::spawn_blocking(move || match known {
+        // Same format as `drsftp_storage::checksum` for CRC32C: 8 lower-case hex digits.
+        Some(c) => Ok(format!("{c:08x}")),
+        None => drsftp_storage::checksum(local.as_ref(), alg, range.start, Some(len)),
     });
     let theirs = match control.run(op).await {
         Ok(Outcome::Checksum(h)) => h.to_ascii_lowercase(),
@@ -138,6 +167,7 @@ mod tests {
             reusable: Vec::new(),
             peak_buffer: 0,
             traces: Vec::new(),
+            crc32c: None,
         };
         assert!(check_moved("f", &rep(10, &[(0, 10)]), 0..10).is_ok());
         assert!(check_moved("f", &rep(10, &[]), 0..10).is_ok());

@@ -16,8 +16,11 @@
 //! - `-p auto`: [`send_mode_e_dynamic`] lets connections join and retire mid-transfer (the last one to finish sends
 //!   EOF with the number that ever joined); [`AutoSender`] steers it with `drsftp_tune::AutoStreams`.
 //! - With `DataOpts::trace`, every connection records a bounded TCP_INFO trace into `DataReport::traces`.
+//! - With `DataOpts::crc32c`, every block is CRC32C'd as it is moved (hot in cache) and `DataReport::crc32c` is the
+//!   CRC32C of `0..end` when the blocks tile exactly that range: verification then needs no re-read of the file.
 
 mod auto;
+mod crc;
 mod engine;
 mod fileio;
 mod mode_e_recv;
@@ -65,6 +68,8 @@ pub struct DataOpts {
     pub congestion: Option<String>,
     /// Record a per-stream trace (TCP_INFO every 50 ms, bounded memory) into `DataReport::traces`.
     pub trace: bool,
+    /// CRC32C every block moved (received or sent) and combine them into `DataReport::crc32c`.
+    pub crc32c: bool,
 }
 
 impl Default for DataOpts {
@@ -78,6 +83,7 @@ impl Default for DataOpts {
             drs_max: 64 << 20,
             congestion: None,
             trace: false,
+            crc32c: false,
         }
     }
 }
@@ -158,6 +164,10 @@ pub struct DataReport {
     /// the connections were given/joined, receivers in arrival order); rows at least 50 ms apart, bounded in
     /// number (`drs::TraceLog`). Empty without tracing.
     pub traces: Vec<Vec<crate::drs::TraceRow>>,
+    /// With `DataOpts::crc32c`: the CRC32C of the file bytes `0..end` moved, where `end` is the end of `ranges`,
+    /// if the blocks moved cover exactly `0..end` (no gap, no overlap, nothing before 0 missing). Computed from the
+    /// bytes as they were written (receiving) or read for sending, never by reading the file again.
+    pub crc32c: Option<u32>,
 }
 
 /// Why a data transfer failed. Maps to FTP replies in the server (`reply_code`).

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::crc::CrcPieces;
 use super::fileio::{Pending, Placement};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::trace::StreamTrace;
@@ -52,6 +53,8 @@ enum ConnEnd {
         /// Arrival index of the connection, and its trace.
         idx: usize,
         trace: Vec<crate::drs::TraceRow>,
+        /// With `DataOpts::crc32c`: the CRC of every block this connection wrote.
+        crc: CrcPieces,
     },
     /// The transfer completed elsewhere while this connection waited for a header (`sock`: it carried nothing
     /// in this transfer, so it is still clean for the next one).
@@ -89,6 +92,7 @@ pub(crate) async fn recv_mode_e(
     let mut ranges = RangeSet::new();
     let mut reusable = vec![];
     let mut traces = vec![];
+    let mut crc = CrcPieces::default();
     while eof != Some(eods) {
         tokio::select! {
             c = conns.recv(), if open => match c {
@@ -101,7 +105,7 @@ pub(crate) async fn recv_mode_e(
             },
             Some(j) = set.join_next(), if !set.is_empty() => {
                 match joined(j)? {
-                    ConnEnd::Eod { sock, eof: e, ranges: r, idx, trace } => {
+                    ConnEnd::Eod { sock, eof: e, ranges: r, idx, trace, crc: c } => {
                         if ctx.opts.trace {
                             traces.push((idx, trace));
                         }
@@ -118,6 +122,7 @@ pub(crate) async fn recv_mode_e(
                             }
                         }
                         ranges.extend(&r);
+                        crc.extend(c);
                         reusable.extend(sock);
                     }
                     // Only produced once `stop_tx` fired, i.e. after this loop; harmless anyway.
@@ -165,6 +170,7 @@ pub(crate) async fn recv_mode_e(
         reusable,
         peak_buffer: ctx.gauges.peak(),
         traces: traces.into_iter().map(|(_, t)| t).collect(),
+        crc32c: if ctx.opts.crc32c { crc.whole() } else { None },
     })
 }
 
@@ -185,6 +191,7 @@ struct Conn {
     pending: Option<(std::ops::Range<u64>, Pending<()>)>,
     ranges: RangeSet,
     trace: StreamTrace,
+    crc: CrcPieces,
 }
 
 async fn recv_one(
@@ -203,6 +210,7 @@ async fn recv_one(
         pending: None,
         ranges: RangeSet::new(),
         trace: StreamTrace::new(ctx.opts.trace, ctx.start),
+        crc: CrcPieces::default(),
     };
     let mut eof = None;
     let mut headers = 0u64;
@@ -245,12 +253,14 @@ async fn recv_one(
                     let ranges = std::mem::take(&mut c.ranges);
                     let sock = (!close).then_some(c.sock);
                     let trace = c.trace.finish();
+                    let crc = std::mem::take(&mut c.crc);
                     return Ok(ConnEnd::Eod {
                         sock,
                         eof,
                         ranges,
                         idx,
                         trace,
+                        crc,
                     });
                 }
             }
@@ -308,6 +318,10 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
             buf.resize(n, 0);
         }
         read_chunk(&mut c.sock, &mut buf[..n]).await?;
+        if ctx.opts.crc32c {
+            // Still in cache from the socket read; hardware CRC32C costs a few percent of the copy.
+            c.crc.add(at, &buf[..n]);
+        }
         let now = Instant::now();
         if let Some(d) = c.drs.as_mut() {
             for a in d.on_read(&c.sock, now, n as u64)? {

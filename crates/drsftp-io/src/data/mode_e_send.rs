@@ -24,6 +24,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 
+use super::crc::CrcPieces;
 use super::fileio::{Pending, Placement};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::stream::send_chunk;
@@ -227,6 +228,7 @@ struct Sent {
     sock: TcpStream,
     ranges: RangeSet,
     trace: Vec<TraceRow>,
+    crc: CrcPieces,
 }
 
 /// See [`super::send_mode_e`].
@@ -378,11 +380,13 @@ struct Done {
     sent: RangeSet,
     socks: Vec<Option<TcpStream>>,
     traces: Vec<Vec<TraceRow>>,
+    crc: CrcPieces,
 }
 
 impl Done {
     fn add(&mut self, s: Sent) {
         self.sent.extend(&s.ranges);
+        self.crc.extend(s.crc);
         if self.socks.len() <= s.idx {
             self.socks.resize_with(s.idx + 1, || None);
             self.traces.resize_with(s.idx + 1, Vec::new);
@@ -399,6 +403,11 @@ impl Done {
             reusable: self.socks.into_iter().flatten().chain(unused).collect(),
             peak_buffer: ctx.gauges.peak(),
             traces: if ctx.opts.trace { self.traces } else { vec![] },
+            crc32c: if ctx.opts.crc32c {
+                self.crc.whole()
+            } else {
+                None
+            },
         }
     }
 }
@@ -414,7 +423,7 @@ async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent
     let inband = ctx.opts.inband_sbuf;
     let rev = Reverse::default();
     let (rd, mut wr) = sock.split();
-    let (ranges, trace) = if inband {
+    let (ranges, trace, crc) = if inband {
         let writer = async {
             let r = write_blocks(idx, &mut wr, &ctx, Some(&rev)).await;
             rev.done.notify_one();
@@ -430,6 +439,7 @@ async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent
         sock,
         ranges,
         trace,
+        crc,
     })
 }
 
@@ -440,7 +450,7 @@ async fn write_blocks(
     wr: &mut WriteHalf<'_>,
     ctx: &Ctx,
     rev: Option<&Reverse>,
-) -> Result<(RangeSet, Vec<TraceRow>), DataError> {
+) -> Result<(RangeSet, Vec<TraceRow>, CrcPieces), DataError> {
     let mut gauge: Gauge = ctx.gauges.stream();
     let mut trace = StreamTrace::new(ctx.opts.trace, ctx.start);
     let mut retired = false;
@@ -459,11 +469,16 @@ async fn write_blocks(
         ))
     };
     let mut sent = RangeSet::new();
+    let mut crc = CrcPieces::default();
     let mut pending = next_read(&mut spare, &mut place);
     while let Some((off, want, p)) = pending.take() {
         let (mut buf, got) = p.wait().await?;
         if got < want {
             ctx.cursor.hit_eof(off + got as u64);
+        }
+        if ctx.opts.crc32c {
+            // Just read: still in cache. These are the bytes that go out.
+            crc.add(off, &buf[HEADER_LEN..HEADER_LEN + got]);
         }
         // Read ahead while this block goes out (unless this connection retires after it).
         retired = retired || ctx.try_retire();
@@ -498,7 +513,7 @@ async fn write_blocks(
     let last = ctx.last_header(idx, retired);
     wr.write_all(&last.encode()).await?;
     wr.flush().await?;
-    Ok((sent, trace.finish()))
+    Ok((sent, trace.finish(), crc))
 }
 
 async fn write_echoes(wr: &mut WriteHalf<'_>, rev: &Reverse) -> Result<(), DataError> {

@@ -11,6 +11,7 @@ use drsftp_storage::FileHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::crc::CrcPieces;
 use super::fileio::{Pending, Placement};
 use super::sockets::{self, GaugeSet, Side};
 use super::trace::StreamTrace;
@@ -60,12 +61,16 @@ pub(crate) async fn send_stream(
     };
     let mut pending = next_read(pos, &mut spare, &mut place);
     let mut sent = RangeSet::new();
+    let mut crc = CrcPieces::default();
     while let Some((off, p)) = pending.take() {
         let (buf, got) = p.wait().await?;
         if got == 0 {
             break; // end of file (a range past EOF, or `u64::MAX` = to EOF)
         }
         pos = off + got as u64;
+        if opts.crc32c {
+            crc.add(off, &buf[..got]);
+        }
         pending = next_read(pos, &mut spare, &mut place);
         sock.write_all(&buf[..got]).await?;
         progress.add(off..pos);
@@ -83,6 +88,7 @@ pub(crate) async fn send_stream(
         reusable: vec![],
         peak_buffer: gauges.peak(),
         traces: vec![trace.finish()],
+        crc32c: if opts.crc32c { crc.whole() } else { None },
     })
 }
 
@@ -106,6 +112,7 @@ pub(crate) async fn recv_stream(
     let mut pending: Option<(Range<u64>, Pending<()>)> = None;
     let mut place = Placement::default();
     let mut eof = false;
+    let mut crc = CrcPieces::default();
     while !eof {
         let mut buf = spare.take().unwrap_or_else(|| vec![0u8; RECV_CHUNK]);
         let mut n = 0;
@@ -136,6 +143,9 @@ pub(crate) async fn recv_stream(
                     "stream runs past the largest file offset ({at}+{n})"
                 ))
             })?;
+            if opts.crc32c {
+                crc.add(at, &buf[..n]);
+            }
             pending = Some((at..end, place.write(&file, buf, n, at)));
             at = end;
         }
@@ -152,5 +162,6 @@ pub(crate) async fn recv_stream(
         reusable: vec![],
         peak_buffer: gauges.peak(),
         traces: vec![trace.finish()],
+        crc32c: if opts.crc32c { crc.whole() } else { None },
     })
 }

@@ -80,6 +80,7 @@ pub(crate) async fn recv(
         reusable: vec![],
         traces: vec![],
         peak_buffer: 0,
+        crc32c: None,
     })
 }
 

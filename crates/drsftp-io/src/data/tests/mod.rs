@@ -3,6 +3,7 @@
 #![allow(clippy::single_range_in_vec_init)] // `vec![0..u64::MAX]` is a list of one range, on purpose
 
 mod bench;
+mod crc;
 mod dynamic;
 mod fuzz;
 mod hostile;
