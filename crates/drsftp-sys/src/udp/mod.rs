@@ -101,6 +101,13 @@ pub fn enable_drop_counter(fd: impl AsFd) -> bool {
     set_int(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1).is_ok()
 }
 
+/// Asks the kernel to stamp every received datagram with its arrival time (`SO_TIMESTAMPNS`, CLOCK_REALTIME),
+/// reported by [`RecvBatch::datagrams_timed`]. A receiver thread that reads in batches, or late, then still
+/// knows when each datagram arrived. Returns false if refused.
+pub fn enable_timestamps(fd: impl AsFd) -> bool {
+    set_int(fd.as_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_ok()
+}
+
 /// Sets the calling thread's timer slack (how late the kernel may fire its timers) to `ns` nanoseconds.
 pub fn set_timer_slack(ns: u64) -> io::Result<()> {
     nix::sys::prctl::set_timerslack(ns).map_err(io::Error::from)
@@ -438,8 +445,9 @@ fn send_gso(fd: BorrowedFd<'_>, addr: &RawAddr, buf: &[u8], seg: usize) -> io::R
     Ok(())
 }
 
-/// Room for the control messages of one received datagram (UDP_GRO int, SO_RXQ_OVFL u32), u64-aligned.
-const CMSG_WORDS: usize = 8;
+/// Room for the control messages of one received datagram (UDP_GRO int, SO_RXQ_OVFL u32, SO_TIMESTAMPNS
+/// timespec: 24 + 24 + 32 bytes), u64-aligned.
+const CMSG_WORDS: usize = 16;
 
 #[derive(Debug, Clone, Copy)]
 struct Meta {
@@ -447,6 +455,8 @@ struct Meta {
     from: Option<SocketAddr>,
     /// GRO segment size (0 = one datagram).
     seg: usize,
+    /// Kernel arrival time (since the Unix epoch), with SO_TIMESTAMPNS on.
+    at: Option<Duration>,
 }
 
 /// Buffers for one `recvmmsg` of up to `slots` messages. See the module docs.
@@ -484,7 +494,8 @@ impl RecvBatch {
                 Meta {
                     len: 0,
                     from: None,
-                    seg: 0
+                    seg: 0,
+                    at: None,
                 };
                 slots
             ],
@@ -536,6 +547,7 @@ impl RecvBatch {
         for (i, m) in msgs.iter().enumerate().take(n) {
             let h = &m.msg_hdr;
             let mut seg = 0usize;
+            let mut at = None;
             // SAFETY: the kernel filled msg_control/msg_controllen for this message; the CMSG_* macros walk only
             // within that area, and each payload is read unaligned with its documented type.
             unsafe {
@@ -550,6 +562,12 @@ impl RecvBatch {
                         (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
                             self.drops = std::ptr::read_unaligned(data as *const u32) as u64;
                         }
+                        (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                            let ts = std::ptr::read_unaligned(data as *const libc::timespec);
+                            if ts.tv_sec >= 0 && (0..1_000_000_000).contains(&ts.tv_nsec) {
+                                at = Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
+                            }
+                        }
                         _ => {}
                     }
                     c = libc::CMSG_NXTHDR(h, c);
@@ -562,6 +580,7 @@ impl RecvBatch {
                 len: (m.msg_len as usize).min(self.slot),
                 from: parse_addr(&self.names[i], h.msg_namelen),
                 seg,
+                at,
             };
         }
         self.n = n;
@@ -585,6 +604,25 @@ impl RecvBatch {
             })
     }
 
+    /// Like [`datagrams`](Self::datagrams), with each datagram's kernel arrival time since the Unix epoch
+    /// (`None` without [`enable_timestamps`]). The segments of one GRO message share their message's time.
+    pub fn datagrams_timed(
+        &self,
+    ) -> impl Iterator<Item = (Option<SocketAddr>, Option<Duration>, &[u8])> + '_ {
+        self.meta[..self.n]
+            .iter()
+            .enumerate()
+            .flat_map(move |(i, m)| {
+                let data = &self.buf[i * self.slot..i * self.slot + m.len];
+                let seg = if m.seg == 0 || m.seg >= m.len {
+                    m.len.max(1)
+                } else {
+                    m.seg
+                };
+                data.chunks(seg).map(move |d| (m.from, m.at, d))
+            })
+    }
+
     /// Datagrams the kernel dropped on this socket for lack of buffer space, as last reported (cumulative; needs
     /// [`enable_drop_counter`]).
     pub fn socket_drops(&self) -> u64 {
@@ -598,198 +636,4 @@ impl RecvBatch {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::UdpSocket;
-
-    fn pair() -> (UdpSocket, UdpSocket) {
-        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
-        b.set_nonblocking(true).unwrap();
-        crate::sockopt::set_recv_buf(&b, 4 << 20).unwrap();
-        (a, b)
-    }
-
-    /// `n` datagrams of `size` bytes (the last `last` bytes), datagram i filled with byte i.
-    fn layout(n: usize, size: usize, last: usize) -> (Vec<u8>, Vec<usize>) {
-        let mut buf = vec![];
-        let mut lens = vec![];
-        for i in 0..n {
-            let l = if i + 1 == n { last } else { size };
-            buf.extend(std::iter::repeat_n(i as u8, l));
-            lens.push(l);
-        }
-        (buf, lens)
-    }
-
-    fn drain(b: &UdpSocket, batch: &mut RecvBatch, want: usize) -> Vec<(SocketAddr, Vec<u8>)> {
-        let mut got = vec![];
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while got.len() < want && std::time::Instant::now() < deadline {
-            match batch.recv(b) {
-                Ok(_) => got.extend(batch.datagrams().map(|(a, d)| (a.unwrap(), d.to_vec()))),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    wait(b, true, false, Some(Duration::from_millis(50))).unwrap();
-                }
-                Err(e) => panic!("{e}"),
-            }
-        }
-        got
-    }
-
-    #[test]
-    fn gso_and_mmsg_deliver_every_datagram_in_order() {
-        for want_gso in [true, false] {
-            for gro in [true, false] {
-                let (a, b) = pair();
-                if gro {
-                    enable_gro(&b);
-                }
-                enable_drop_counter(&b);
-                let mut tx = BatchSender::new(&a, want_gso);
-                // 100 equal datagrams and a short tail: GSO runs of ≤ 44 segments (65507 / 1472).
-                let (buf, lens) = layout(101, 1472, 100);
-                let dest = b.local_addr().unwrap();
-                let sent = tx.send(&a, &dest, &buf, &lens).unwrap();
-                assert_eq!(sent, 101);
-                let mut batch = RecvBatch::new(64, if gro { GRO_MAX_BYTES } else { 2048 });
-                let got = drain(&b, &mut batch, 101);
-                assert_eq!(got.len(), 101, "gso {want_gso} gro {gro}");
-                for (i, (from, d)) in got.iter().enumerate() {
-                    assert_eq!(*from, a.local_addr().unwrap());
-                    assert_eq!(d.len(), lens[i]);
-                    assert!(d.iter().all(|&x| x == i as u8), "datagram {i}");
-                }
-                let s = tx.stats();
-                eprintln!(
-                    "gso {want_gso} gro {gro}: {s:?}, off: {:?}",
-                    tx.gso_off_reason()
-                );
-                if tx.gso() {
-                    assert_eq!(s.gso_datagrams, 101, "{s:?}");
-                    assert!(s.gso_calls <= 4, "{s:?}");
-                } else {
-                    assert_eq!(s.mmsg_datagrams, 101);
-                    assert!(s.mmsg_calls <= 2);
-                }
-                assert_eq!(batch.truncated(), 0);
-            }
-        }
-    }
-
-    #[test]
-    fn mixed_sizes_fall_back_to_mmsg_runs() {
-        let (a, b) = pair();
-        let mut tx = BatchSender::new(&a, true);
-        let lens = [100usize, 200, 200, 200, 50, 300, 7];
-        let mut buf = vec![];
-        for (i, l) in lens.iter().enumerate() {
-            buf.extend(std::iter::repeat_n(i as u8 + 1, *l));
-        }
-        let dest = b.local_addr().unwrap();
-        assert_eq!(tx.send(&a, &dest, &buf, &lens).unwrap(), lens.len());
-        let mut batch = RecvBatch::new(16, 2048);
-        let got = drain(&b, &mut batch, lens.len());
-        let sizes: Vec<usize> = got.iter().map(|(_, d)| d.len()).collect();
-        assert_eq!(sizes, lens);
-        assert!(got
-            .iter()
-            .enumerate()
-            .all(|(i, (_, d))| d.iter().all(|&x| x == i as u8 + 1)));
-        assert!(
-            tx.send(&a, &dest, &buf, &[buf.len() + 1]).is_err(),
-            "lengths past the buffer"
-        );
-    }
-
-    #[test]
-    fn run_lengths_respect_kernel_limits() {
-        assert_eq!(gso_run(&[1472; 100]), 44);
-        assert_eq!(gso_run(&[100; 100]), 64);
-        assert_eq!(gso_run(&[100, 100, 50, 100]), 3);
-        assert_eq!(gso_run(&[100, 200]), 1);
-        assert_eq!(gso_run(&[9000; 10]), 7);
-        assert_eq!(gso_run(&[0, 0]), 1);
-    }
-
-    #[test]
-    fn full_socket_buffer_reports_would_block_and_drops() {
-        let (a, b) = pair();
-        crate::sockopt::set_recv_buf(&b, 64 << 10).unwrap();
-        a.set_nonblocking(true).unwrap();
-        enable_drop_counter(&b);
-        let mut tx = BatchSender::new(&a, false);
-        let (buf, lens) = layout(1000, 1400, 1400);
-        let dest = b.local_addr().unwrap();
-        // Far more than the receiver's default buffer holds: some are dropped at its socket, which it reports.
-        let mut sent = 0;
-        for _ in 0..20 {
-            match tx.send(&a, &dest, &buf, &lens) {
-                Ok(n) => sent += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => panic!("{e}"),
-            }
-        }
-        assert!(sent > 0);
-        let mut batch = RecvBatch::new(32, 2048);
-        let mut got = 0;
-        loop {
-            match batch.recv(&b) {
-                Ok(_) => got += batch.datagrams().count(),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => panic!("{e}"),
-            }
-        }
-        assert!(
-            got < sent,
-            "got {got} of {sent}: the receive buffer should have overflowed"
-        );
-        // The count rides on the next datagram queued after the drops.
-        a.send_to(b"last", dest).unwrap();
-        let last = drain(&b, &mut batch, 1);
-        assert_eq!(last.len(), 1);
-        assert_eq!(batch.socket_drops() as usize, sent - got);
-    }
-
-    #[test]
-    fn wait_times_out_precisely_and_sees_data() {
-        let (a, b) = pair();
-        let t = std::time::Instant::now();
-        let r = wait(&b, true, false, Some(Duration::from_micros(300))).unwrap();
-        assert!(!r.readable);
-        let el = t.elapsed();
-        assert!(
-            el >= Duration::from_micros(300) && el < Duration::from_millis(50),
-            "{el:?}"
-        );
-        a.send_to(b"x", b.local_addr().unwrap()).unwrap();
-        let r = wait(&b, true, false, Some(Duration::from_secs(5))).unwrap();
-        assert!(r.readable);
-        assert!(
-            wait(&a, false, true, Some(Duration::ZERO))
-                .unwrap()
-                .writable
-        );
-        set_timer_slack(1_000).unwrap();
-    }
-
-    #[test]
-    fn ipv6_loopback_round_trip() {
-        let Ok(a) = UdpSocket::bind("[::1]:0") else {
-            eprintln!("SKIPPED ipv6_loopback_round_trip: no IPv6 loopback");
-            return;
-        };
-        let b = UdpSocket::bind("[::1]:0").unwrap();
-        b.set_nonblocking(true).unwrap();
-        let mut tx = BatchSender::new(&a, true);
-        let (buf, lens) = layout(3, 500, 20);
-        assert_eq!(
-            tx.send(&a, &b.local_addr().unwrap(), &buf, &lens).unwrap(),
-            3
-        );
-        let mut batch = RecvBatch::new(8, GRO_MAX_BYTES);
-        let got = drain(&b, &mut batch, 3);
-        assert_eq!(got.len(), 3);
-        assert_eq!(got[0].0, a.local_addr().unwrap());
-    }
-}
+mod tests;
