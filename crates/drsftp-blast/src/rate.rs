@@ -21,13 +21,18 @@
 //!   bottleneck capacity one RTT later (`capacity`). Until then the flow paces at `initial_rate` (10 Mbit/s);
 //!   after that at 2 × the best delivery rate, leaving start-up as soon as a sample shows the path spreading
 //!   packets out (receive span > 1.25 × send span), or when the rate stops growing, and draining what it queued.
+//!   On real hosts one 32-packet train is a noisy yardstick (a late receiver or forwarder thread delivers a
+//!   clump), so `capacity` then becomes the best *round* rate of spread-out packets, counted only over rounds
+//!   with at least 1 ms of them; the first such measurement also lifts a `bw` that start-up left below it.
 //! * **Steady state: BBR-style pacing, AIMD decisions.** The pacing rate is `bw × gain`. While the flow has the
 //!   bottleneck to itself (`bw ≥ 0.9 × capacity`) the gain cycles per round through probe 1.25, drain 0.75 and
 //!   six cruise rounds at 1.0, as in BBR. Each round, from the samples of packets sent at each gain:
 //!   - *no queue* (the round's minimum RTT within `min_rtt/16` of `min_rtt`) and packets not spread out:
-//!     additive increase by `capacity/32` per cruise round; a probe that went through unspread raises `bw` to
-//!     what it delivered (spare capacity is taken at once).
-//!   - *packets spread out* (receive span > 1.02 × send span): the flow sends faster than it gets through. Alone
+//!     additive increase by `capacity/32` per cruise round, up to `capacity` (beyond it the increase would only
+//!     build a queue until it overflows); a probe that went through unspread raises `bw` to what it delivered
+//!     (spare capacity is taken at once).
+//!   - *packets spread out* (receive span > 1.02 × send span + twice the RTT variation, at most 5 % of the span,
+//!     for timing jitter at the ends of the span): the flow sends faster than it gets through. Alone
 //!     on the bottleneck it just paces at what was delivered (the link stays full). If what it gets is well
 //!     below the train-measured capacity the bottleneck is shared, and it backs off to 0.85 × what it got. Equal
 //!     additive steps and proportional decreases is Chiu–Jain AIMD: the shares converge. (Multiplicative
@@ -56,6 +61,9 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::wire::IntervalSample;
+
+/// Spread-out packets a round must carry (in receive time, µs) before its rate counts as a capacity measurement.
+pub const MIN_CAPACITY_SPAN_US: u64 = 1_000;
 
 /// Rate-control tuning. Defaults follow the module docs.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,9 +190,10 @@ impl Span {
         (self.rx >= 16 && self.rx_us > 0)
             .then(|| self.rx as f64 * wire_bits / (self.rx_us as f64 * 1e-6))
     }
-    /// The packets arrived spread out by more than `threshold` relative to how they were sent.
-    fn stretched(&self, threshold: f64) -> bool {
-        self.rx >= 16 && self.rx_us as f64 > self.send_us as f64 * (1.0 + threshold)
+    /// The packets arrived spread out by more than `threshold` relative to how they were sent, beyond an
+    /// absolute `allowance_us` for timing jitter at the ends of the span.
+    fn stretched(&self, threshold: f64, allowance_us: f64) -> bool {
+        self.rx >= 16 && self.rx_us as f64 > self.send_us as f64 * (1.0 + threshold) + allowance_us
     }
 }
 
@@ -214,7 +223,14 @@ pub struct RateController {
     full_bw: f64,
     full_bw_rounds: u32,
     drain_rounds: u32,
+    /// Bottleneck capacity: the largest per-round rate of spread-out ("saturated") packets, counted only over
+    /// rounds with at least [`MIN_CAPACITY_SPAN_US`] of them, so one clump of packets (a late forwarder or
+    /// receiver delivering a backlog at once) cannot inflate it. Until such a round, the start-up train's rate.
     capacity: f64,
+    train_capacity: f64,
+    /// Saturated samples of the current round: Σ rate × span and Σ span (µs).
+    round_sat_bits_us: f64,
+    round_sat_us: u64,
     probe_tx: (u64, u64),
     cruise_from_tx: u64,
     cruise: Span,
@@ -249,6 +265,9 @@ impl RateController {
             full_bw_rounds: 0,
             drain_rounds: 0,
             capacity: 0.0,
+            train_capacity: 0.0,
+            round_sat_bits_us: 0.0,
+            round_sat_us: 0,
             probe_tx: (0, 0),
             cruise_from_tx: u64::MAX,
             cruise: Span::default(),
@@ -303,7 +322,21 @@ impl RateController {
 
     /// The flow gets well below the capacity its packet train measured: others share the bottleneck.
     pub fn shared(&self) -> bool {
-        self.bw < 0.9 * self.capacity
+        self.bw < 0.9 * self.capacity_bps()
+    }
+
+    /// True if rate `c` is well below our train's view of the bottleneck (another flow holds the rest).
+    fn shared_by(&self, c: f64) -> bool {
+        self.train_capacity > 0.0 && c < 0.9 * self.train_capacity
+    }
+
+    /// The bottleneck capacity estimate in bit/s (see the field docs; 0 before any spread-out packets).
+    pub fn capacity_bps(&self) -> f64 {
+        if self.capacity > 0.0 {
+            self.capacity
+        } else {
+            self.train_capacity
+        }
     }
 
     /// Current pacing rate in bit/s.
@@ -403,7 +436,11 @@ impl RateController {
             (delivered_rate * comp).min(tx_rate)
         };
         if saturated {
-            self.capacity = self.capacity.max(sample_bw);
+            self.round_sat_bits_us += sample_bw * s.rx_us as f64;
+            self.round_sat_us += s.rx_us as u64;
+            if self.capacity == 0.0 {
+                self.train_capacity = self.train_capacity.max(sample_bw);
+            }
         }
         self.round_app_limited |= a.app_limited;
         let fresh = a.largest_tx >= self.ignore_until_tx;
@@ -443,6 +480,18 @@ impl RateController {
     fn end_round(&mut self, now: Instant, a: &AckInput) {
         self.round += 1;
         self.stats.rounds += 1;
+        if self.round_sat_us >= MIN_CAPACITY_SPAN_US {
+            let c = self.round_sat_bits_us / self.round_sat_us as f64;
+            if self.capacity == 0.0 && self.phase == Phase::ProbeBw && !self.shared_by(c) {
+                // The first robust measurement: a start-up that ended on one short, jittered train sample
+                // (real hosts and forwarders deliver in clumps) may have left `bw` well below what the path
+                // carries; alone on the path, start from what it delivered.
+                self.bw = self.bw.max(c);
+            }
+            self.capacity = self.capacity.max(c);
+        }
+        self.round_sat_bits_us = 0.0;
+        self.round_sat_us = 0;
         let probing = self.phase == Phase::ProbeBw && self.cycle_idx == 0;
         let mut spike = false;
         if self.round_tx >= 20 {
@@ -525,7 +574,12 @@ impl RateController {
                     let probe_got = self.probe.got(self.wire_bits).map(|r| r * comp);
                     // The path stretched our packets out: we sent faster than we got through (a probe that
                     // finds the link full counts too, so the prober backs off along with everyone else).
-                    let growing = self.cruise.stretched(g) || self.probe.stretched(g);
+                    // Real hosts add timing jitter at both ends of a span (a late receiver or forwarder thread
+                    // delivers a clump): allow twice the RTT variation, at most 5 % of the span.
+                    let jitter = 2.0 * self.rttvar.as_secs_f64() * 1e6;
+                    let allow = |sp: &Span| jitter.min(0.05 * sp.send_us as f64);
+                    let growing = self.cruise.stretched(g, allow(&self.cruise))
+                        || self.probe.stretched(g, allow(&self.probe));
                     if queue_free && !growing {
                         if let Some(got) = probe_got {
                             // The probe found spare capacity: take it.
@@ -534,7 +588,16 @@ impl RateController {
                         if self.cycle_idx >= 2 && !self.round_app_limited {
                             // Additive increase, the same step for every flow on the bottleneck, only while
                             // the path shows no queue.
-                            self.bw += self.cfg.additive_increase * self.capacity.max(self.bw);
+                            let cap = self.capacity_bps();
+                            let step = self.cfg.additive_increase * cap.max(self.bw);
+                            // Up to the measured capacity (probes and saturated rounds raise that if the path
+                            // got faster); beyond it the increase would only build a queue until it overflows.
+                            let limit = if cap > 0.0 {
+                                cap.max(self.bw)
+                            } else {
+                                f64::MAX
+                            };
+                            self.bw = (self.bw + step).min(limit);
                         }
                     } else if let Some(got) = cruise_got.or(probe_got) {
                         // Pace at what actually got through, so the queue stops growing (the cycle's drain
@@ -542,7 +605,7 @@ impl RateController {
                         // measured, the bottleneck is shared: overshooting it is answered multiplicatively,
                         // which is what makes the flows' shares converge (AIMD).
                         let got = got.min(self.bw);
-                        let shared = got < 0.9 * self.capacity;
+                        let shared = got < 0.9 * self.capacity_bps();
                         let target = if growing && shared && may_back_off {
                             self.last_backoff_round = Some(self.round);
                             self.stats.share_backoffs += 1;
