@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use drsftp_proto::server::{Action, FsResult, ServerSession, TransferProgress, TransferResult};
+use drsftp_proto::server::{
+    Action, FsRequest, FsResult, ServerSession, TransferProgress, TransferResult,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -22,7 +24,7 @@ const PROGRESS_TICK: Duration = Duration::from_millis(500);
 
 struct Running {
     id: u64,
-    task: JoinHandle<(TransferResult, Option<DataCache>)>,
+    task: JoinHandle<(TransferResult, Option<DataCache>, Option<fs::SentCrc>)>,
     progress: Arc<Progress>,
 }
 
@@ -53,6 +55,8 @@ pub(crate) async fn run(
     let mut running: Option<Running> = None;
     let mut passive: Vec<Arc<TcpListener>> = vec![];
     let mut cache: Option<DataCache> = None;
+    // The CRC32C of the last whole file sent, for a following CKSM; dropped by anything that may change files.
+    let mut sent_crc: Option<fs::SentCrc> = None;
     let mut blast_sock: Option<std::net::UdpSocket> = None;
     let mut buf = vec![0u8; 16 * 1024];
     let mut tick = tokio::time::interval(PROGRESS_TICK);
@@ -65,8 +69,15 @@ pub(crate) async fn run(
                 Action::Fs(req) => {
                     let st = params.storage.clone();
                     let tx = fs_tx.clone();
+                    let sent = sent_crc.clone();
+                    if !matches!(
+                        req,
+                        FsRequest::Stat(_) | FsRequest::List(_) | FsRequest::Checksum { .. }
+                    ) {
+                        sent_crc = None;
+                    }
                     tokio::spawn(async move {
-                        let _ = tx.send(fs::execute_async(st, req).await).await;
+                        let _ = tx.send(fs::execute_async(st, req, sent).await).await;
                     });
                 }
                 Action::Listen { ip, count } => {
@@ -91,6 +102,7 @@ pub(crate) async fn run(
                     s.handle_listening(now, r);
                 }
                 Action::Transfer(plan) => {
+                    sent_crc = None;
                     let progress = Arc::new(Progress::new());
                     let id = plan.id;
                     let blast = super::blast::take_socket(&plan, &mut blast_sock);
@@ -162,7 +174,7 @@ pub(crate) async fn run(
             done = async { (&mut running.as_mut().expect("guarded").task).await }, if running.is_some() => {
                 let r = running.take().expect("guarded");
                 let result = match done {
-                    Ok((res, kept)) => { cache = kept; res }
+                    Ok((res, kept, crc)) => { cache = kept; sent_crc = crc; res }
                     Err(e) => TransferResult::Failed { code: 451, message: format!("transfer task: {e}") },
                 };
                 s.handle_progress(Instant::now(), progress_of(&r.progress));

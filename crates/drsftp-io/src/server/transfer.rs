@@ -1,11 +1,12 @@
 //! Runs one `TransferPlan` from the server session: opens the file (a part file for uploads, committed only when
 //! every byte arrived), gets data connections (passive accepts, active connects, or MODE E connections kept from
 //! the previous transfer), hands them to the data engine, and turns the outcome into a `TransferResult`.
+//! A whole file sent (RETR to EOF) also yields its CRC32C from the engine, for a following CKSM (`fs::SentCrc`).
 
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use drsftp_proto::server::{DataEndpoint, Mode, Payload, TransferPlan, TransferResult};
 use drsftp_storage::{BytesFile, FileHandle, PartFile, Storage, StorageError};
@@ -13,6 +14,7 @@ use drsftp_tune::BufferPolicy;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use super::fs::{self, SentCrc};
 use crate::data::{self, DataError, DataOpts, DataReport, Progress};
 
 /// How long to wait for the client's data connection.
@@ -38,10 +40,12 @@ pub(crate) struct Job {
     pub(crate) blast: Option<std::net::UdpSocket>,
 }
 
-/// Run the job; returns the result for the session and the connections worth keeping.
-pub(crate) async fn run(job: Job) -> (TransferResult, Option<DataCache>) {
-    match run_inner(job).await {
-        Ok((bytes, streams, cache)) => (TransferResult::Ok { bytes, streams }, cache),
+/// Run the job; returns the result for the session, the connections worth keeping, and the CRC32C of a whole file
+/// sent (see `fs::SentCrc`).
+pub(crate) async fn run(job: Job) -> (TransferResult, Option<DataCache>, Option<SentCrc>) {
+    let mut sent = None;
+    match run_inner(job, &mut sent).await {
+        Ok((bytes, streams, cache)) => (TransferResult::Ok { bytes, streams }, cache, sent),
         Err(e) => {
             tracing::info!("transfer failed: {e}");
             (
@@ -49,6 +53,7 @@ pub(crate) async fn run(job: Job) -> (TransferResult, Option<DataCache>) {
                     code: e.reply_code(),
                     message: e.to_string(),
                 },
+                None,
                 None,
             )
         }
@@ -64,7 +69,10 @@ async fn blocking<T: Send + 'static>(
         .map_err(DataError::Storage)
 }
 
-async fn run_inner(job: Job) -> Result<(u64, usize, Option<DataCache>), DataError> {
+async fn run_inner(
+    job: Job,
+    sent_crc: &mut Option<SentCrc>,
+) -> Result<(u64, usize, Option<DataCache>), DataError> {
     let Job {
         plan,
         storage,
@@ -91,19 +99,40 @@ async fn run_inner(job: Job) -> Result<(u64, usize, Option<DataCache>), DataErro
             to_eof,
             wire_sub,
         } => {
+            // Stat before the file is opened and read: see `fs::SentCrc` for why this makes the CRC safe to reuse.
+            let looked = SystemTime::now();
             let st = storage.clone();
-            let file = blocking(move || st.open_read(&path)).await?;
+            let p = path.clone();
+            let before = blocking(move || st.stat(&p)).await.ok();
+            let st = storage.clone();
+            let p = path.clone();
+            let file = blocking(move || st.open_read(&p)).await?;
+            let mut whole = None;
             if to_eof {
                 let len = file.len().map_err(DataError::Storage)?;
                 if let Some(last) = ranges.last_mut() {
                     last.end = len;
                 }
                 ranges.retain(|r| r.start < r.end);
+                let all = ranges.is_empty() || (ranges.len() == 1 && ranges[0] == (0..len));
+                whole = before.filter(|m| all && m.size == len && fs::settled(m.modified, looked));
             }
-            send(
+            opts.crc32c = whole.is_some();
+            let (bytes, streams, cache, crc) = send(
                 &plan, file, ranges, wire_sub, &opts, passive, cache, progress,
             )
-            .await
+            .await?;
+            if let (Some(m), Some(crc)) = (whole, crc) {
+                if bytes == m.size {
+                    *sent_crc = Some(SentCrc {
+                        path,
+                        size: m.size,
+                        modified: m.modified,
+                        crc,
+                    });
+                }
+            }
+            Ok((bytes, streams, cache))
         }
         Payload::SendBytes(bytes) => {
             let len = bytes.len() as u64;
@@ -114,7 +143,7 @@ async fn run_inner(job: Job) -> Result<(u64, usize, Option<DataCache>), DataErro
             };
             send(&plan, file, vec![0..len], 0, &opts, passive, None, progress)
                 .await
-                .map(|(b, s, _)| (b, s, cache))
+                .map(|(b, s, _, _)| (b, s, cache))
         }
         Payload::RecvFile {
             path,
@@ -244,7 +273,7 @@ async fn send(
     passive: Vec<Arc<TcpListener>>,
     cache: Option<DataCache>,
     progress: Arc<Progress>,
-) -> Result<(u64, usize, Option<DataCache>), DataError> {
+) -> Result<(u64, usize, Option<DataCache>, Option<u32>), DataError> {
     match (plan.mode, &plan.endpoint) {
         (_, DataEndpoint::Blast(_)) => Err(DataError::Incomplete(
             "internal: a blast plan on the TCP path".into(),
@@ -257,7 +286,7 @@ async fn send(
             };
             let range = ranges.first().cloned().unwrap_or(0..0);
             let r = data::send_stream(sock, file, range, opts, progress).await?;
-            Ok((r.bytes, 1, None))
+            Ok((r.bytes, 1, None, r.crc32c))
         }
         (Mode::Extended, DataEndpoint::Active(addrs)) => {
             let per = plan.parallelism.max(1) as usize;
@@ -274,7 +303,12 @@ async fn send(
                 }
             };
             let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
-            Ok((r.bytes, r.streams, keep(addrs.clone(), r.reusable)))
+            Ok((
+                r.bytes,
+                r.streams,
+                keep(addrs.clone(), r.reusable),
+                r.crc32c,
+            ))
         }
         (Mode::Extended, DataEndpoint::Passive) => {
             // Not GFD.20 (the sender connects), but harmless: serve whoever connects to our listener.
@@ -284,7 +318,7 @@ async fn send(
                 _ => vec![accept_one(first_listener(&passive)?).await?],
             };
             let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
-            Ok((r.bytes, r.streams, keep(key, r.reusable)))
+            Ok((r.bytes, r.streams, keep(key, r.reusable), r.crc32c))
         }
     }
 }
