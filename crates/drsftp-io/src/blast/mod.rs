@@ -76,7 +76,7 @@ impl Default for BlastOpts {
             port: None,
             gso: true,
             gro: true,
-            max_burst: 16,
+            max_burst: 128,
             socket_buffer: 32 << 20,
             idle_timeout: Duration::from_secs(60),
             linger: Duration::from_secs(3),
@@ -168,7 +168,35 @@ pub fn bind(ip: IpAddr, port: u16, opts: &BlastOpts) -> std::io::Result<std::net
         drsftp_sys::udp::enable_gro(&sock);
     }
     drsftp_sys::udp::enable_drop_counter(&sock);
+    drsftp_sys::udp::enable_timestamps(&sock);
     Ok(sock)
+}
+
+/// The clocks right after a receive: `Instant` for the cores, wall time to place kernel arrival stamps.
+#[derive(Clone, Copy)]
+struct Clock {
+    now: std::time::Instant,
+    wall: Duration,
+}
+
+impl Clock {
+    fn read() -> Clock {
+        Clock {
+            now: std::time::Instant::now(),
+            wall: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// When a datagram stamped `at` (wall time, from the kernel) arrived, on the `Instant` clock: its real
+    /// arrival, not when this thread got round to reading it (delivery-rate samples depend on it).
+    fn arrival(&self, at: Option<Duration>) -> std::time::Instant {
+        at.and_then(|a| self.wall.checked_sub(a))
+            .filter(|age| *age < Duration::from_secs(1))
+            .and_then(|age| self.now.checked_sub(age))
+            .unwrap_or(self.now)
+    }
 }
 
 /// Stops a blast thread when dropped.

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use super::io::WriteBack;
 use super::sender::same_host;
-use super::{BlastOpts, BlastReport};
+use super::{BlastOpts, BlastReport, Clock};
 use crate::data::{DataError, Progress};
 
 const MAX_WAIT: Duration = Duration::from_millis(20);
@@ -63,15 +63,17 @@ impl Loop {
     /// Reads what is queued (waiting up to `wait` if nothing is), feeds the core, sends its acks. Returns whether
     /// anything was read.
     fn step(&mut self, wait: Duration) -> Result<bool, DataError> {
-        let now = Instant::now();
+        let mut now = Instant::now();
         let got = match self.rb.recv(&self.sock) {
             Ok(_) => {
-                for (from, d) in self.rb.datagrams() {
+                let clock = Clock::read();
+                now = clock.now;
+                for (from, at, d) in self.rb.datagrams_timed() {
                     if !same_host(from, self.peer) {
                         self.foreign += 1;
                         continue;
                     }
-                    match self.rx.handle_datagram(now, d) {
+                    match self.rx.handle_datagram(clock.arrival(at), d) {
                         Ok(RxEvent::Data { offset, data, .. }) => {
                             self.wb.push(offset, data)?;
                             self.heard = now;

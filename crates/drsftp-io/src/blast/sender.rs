@@ -11,7 +11,7 @@ use drsftp_storage::FileHandle;
 use drsftp_sys::udp::{self, BatchSender, RecvBatch};
 
 use super::io::FileSource;
-use super::{BlastOpts, BlastReport};
+use super::{BlastOpts, BlastReport, Clock};
 use crate::data::{DataError, Progress};
 
 /// Longest sleep between checks of the stop flag.
@@ -40,6 +40,9 @@ pub(super) fn same_host(from: Option<SocketAddr>, peer: SocketAddr) -> bool {
 pub(super) fn config(opts: &BlastOpts) -> SenderConfig {
     let mut cfg = SenderConfig {
         idle_timeout: opts.idle_timeout,
+        // Real receivers and forwarders on a busy host hold acks for tens of ms now and then; a tighter loss
+        // timer would resend everything in flight each time (ack coverage still finds real losses at once).
+        ack_delay_allowance: Duration::from_millis(60),
         ..SenderConfig::default()
     };
     let r = &mut cfg.rate;
@@ -83,18 +86,19 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
     let mut q = Outgoing::default();
     let mut foreign = 0u64;
     let mut reported = 0u64;
+    let mut next_log = start;
     progress.set_streams(1);
     loop {
         if stop.load(Ordering::Relaxed) {
             return Err(DataError::Aborted);
         }
-        let now = Instant::now();
         loop {
             match acks.recv(&sock) {
                 Ok(_) => {
-                    for (from, d) in acks.datagrams() {
+                    let clock = Clock::read();
+                    for (from, at, d) in acks.datagrams_timed() {
                         if same_host(from, peer) {
-                            let _ = tx.handle_input(now, d);
+                            let _ = tx.handle_input(clock.arrival(at), d);
                         } else {
                             foreign += 1;
                         }
@@ -107,6 +111,7 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
                 Err(e) => return Err(DataError::Io(e)),
             }
         }
+        let now = Instant::now();
         let mut done = false;
         while let Some(ev) = tx.poll_event() {
             match ev {
@@ -121,6 +126,25 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
         }
         if done {
             break;
+        }
+        if now >= next_log {
+            next_log = now + Duration::from_secs(1);
+            let r = tx.rate();
+            tracing::debug!(
+                "blast send: {:.0} Mbit/s pacing, bw {:.0} Mbit/s, capacity {:.0} Mbit/s, {:?}, min_rtt {:?}, \
+                 srtt {:?}, inflight {}/{}, loss {:.3}, {:?}, {:?}",
+                r.pacing_rate_bps() / 1e6,
+                r.bw_bps() / 1e6,
+                r.capacity_bps() / 1e6,
+                r.phase(),
+                r.min_rtt(),
+                r.srtt(),
+                tx.inflight(),
+                r.inflight_cap(),
+                r.loss_rate(),
+                r.stats(),
+                tx.stats()
+            );
         }
         if tx.poll_timeout().is_some_and(|t| t <= now) {
             tx.handle_timeout(now);
