@@ -255,7 +255,10 @@ mod tests {
         assert!(tx.min_rtt <= tx.rtt + tx.rttvar * 4 + Duration::from_millis(1));
         // The kernel keeps busy time in jiffies (4 ms at HZ=250): a fast loopback transfer can read as 0.
         if elapsed > Duration::from_millis(50) {
-            assert!(tx.busy_time > Duration::ZERO, "sender was busy for {elapsed:?}");
+            assert!(
+                tx.busy_time > Duration::ZERO,
+                "sender was busy for {elapsed:?}"
+            );
         }
         assert!(tx.busy_time <= elapsed + Duration::from_millis(20));
         assert!(tx.rwnd_limited <= tx.busy_time && tx.sndbuf_limited <= tx.busy_time);

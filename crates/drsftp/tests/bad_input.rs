@@ -35,7 +35,11 @@ fn malformed_and_unknown_commands_get_errors_and_the_session_lives() {
     c.send_raw(b"\r\n"); // an empty line is ignored
     let long = format!("NOOP {}", "A".repeat(100_000));
     assert_eq!(code(&c.cmd(&long)), 500, "overlong line");
-    assert_eq!(code(&c.cmd("NOOP")), 200, "session still works after an overlong line");
+    assert_eq!(
+        code(&c.cmd("NOOP")),
+        200,
+        "session still works after an overlong line"
+    );
     for bad in [
         "PORT 1,2,3",
         "PORT 127,0,0,1,300,1",
@@ -52,7 +56,11 @@ fn malformed_and_unknown_commands_get_errors_and_the_session_lives() {
         assert!(matches!(code(&r), 501 | 504), "{bad} -> {r}");
     }
     assert_eq!(code(&c.cmd("REST -5")), 501);
-    assert_eq!(code(&c.cmd("OPTS RETR Parallelism=4,4,4")), 500, "OPTS needs the trailing ;");
+    assert_eq!(
+        code(&c.cmd("OPTS RETR Parallelism=4,4,4")),
+        500,
+        "OPTS needs the trailing ;"
+    );
     assert_eq!(code(&c.cmd("OPTS RETR Parallelism=4,4,4;")), 200);
     assert_eq!(code(&c.cmd("RNTO x")), 503, "RNTO without RNFR");
     assert_eq!(code(&c.cmd("CKSM NOPE 0 -1 ok.txt")), 504);
@@ -71,14 +79,33 @@ fn paths_cannot_leave_the_root() {
     c.login();
     assert_eq!(code(&c.cmd("SIZE ../../../../etc/passwd")), 550);
     assert_eq!(code(&c.cmd("SIZE /etc/passwd")), 550);
-    assert_eq!(code(&c.cmd("SIZE passwd-link")), 550, "symlink to a file outside");
-    assert_eq!(code(&c.cmd("SIZE etc-link/passwd")), 550, "through a symlink to a dir outside");
+    assert_eq!(
+        code(&c.cmd("SIZE passwd-link")),
+        550,
+        "symlink to a file outside"
+    );
+    assert_eq!(
+        code(&c.cmd("SIZE etc-link/passwd")),
+        550,
+        "through a symlink to a dir outside"
+    );
     assert_eq!(code(&c.cmd("CWD etc-link")), 550);
-    assert_eq!(code(&c.cmd("SIZE inside-link")), 213, "symlinks inside the root work");
-    assert_eq!(code(&c.cmd("CWD ../../..")), 250, "climbing above / stays at /");
+    assert_eq!(
+        code(&c.cmd("SIZE inside-link")),
+        213,
+        "symlinks inside the root work"
+    );
+    assert_eq!(
+        code(&c.cmd("CWD ../../..")),
+        250,
+        "climbing above / stays at /"
+    );
     assert!(c.cmd("PWD").contains("\"/\""));
     assert_eq!(code(&c.cmd("MKD ../../../../drsftp-escape-probe")), 257);
-    assert!(root.join("drsftp-escape-probe").is_dir(), "MKD lands inside the root");
+    assert!(
+        root.join("drsftp-escape-probe").is_dir(),
+        "MKD lands inside the root"
+    );
     assert!(!std::path::Path::new("/drsftp-escape-probe").exists());
     assert_eq!(code(&c.cmd("DELE etc-link/passwd")), 550);
     assert_eq!(code(&c.cmd("CKSM SHA256 0 -1 passwd-link")), 550);

@@ -47,19 +47,31 @@ fn curl_list_download_upload() {
     let (ok, out, err) = run(Command::new("curl").args(["-sS", "--list-only", &base]), T);
     assert!(ok, "curl list: {err}\n{}", s.srv.log_text());
     let names: Vec<&str> = out.lines().map(str::trim).collect();
-    assert!(names.contains(&"data.bin") && names.contains(&"sub"), "{names:?}");
+    assert!(
+        names.contains(&"data.bin") && names.contains(&"sub"),
+        "{names:?}"
+    );
 
     let (ok, out, err) = run(Command::new("curl").args(["-sS", &base]), T);
     assert!(ok && out.contains("data.bin"), "curl LIST: {out} {err}");
 
     let dl = s.dir.path().join("curl.bin");
     let url = s.srv.url("/data.bin");
-    let (ok, _, err) = run(Command::new("curl").args(["-sS", "-o"]).arg(&dl).arg(&url), T);
+    let (ok, _, err) = run(
+        Command::new("curl").args(["-sS", "-o"]).arg(&dl).arg(&url),
+        T,
+    );
     assert!(ok, "curl download: {err}\n{}", s.srv.log_text());
     assert_eq!(sha256_file(&dl), s.want);
 
     let up = s.srv.url("/sub/curl-up.bin");
-    let (ok, _, err) = run(Command::new("curl").args(["-sS", "-T"]).arg(&s.local).arg(&up), T);
+    let (ok, _, err) = run(
+        Command::new("curl")
+            .args(["-sS", "-T"])
+            .arg(&s.local)
+            .arg(&up),
+        T,
+    );
     assert!(ok, "curl upload: {err}\n{}", s.srv.log_text());
     assert_eq!(sha256_file(&s.root.join("sub/curl-up.bin")), s.local_sha);
 }
@@ -81,7 +93,11 @@ fn lftp_list_download_upload() {
     );
     let (ok, out, err) = run(Command::new("lftp").args(["-c", &script]), T);
     assert!(ok, "lftp: {out} {err}\n{}", s.srv.log_text());
-    assert!(out.lines().any(|l| l.trim().trim_start_matches('/') == "data.bin"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.trim().trim_start_matches('/') == "data.bin"),
+        "{out}"
+    );
     assert!(out.contains("note.txt"), "{out}");
     assert_eq!(sha256_file(&dl), s.want);
     assert_eq!(sha256_file(&s.root.join("lftp-up.bin")), s.local_sha);
@@ -133,7 +149,11 @@ print('ok')
             .arg(&s.local),
         T,
     );
-    assert!(ok && out.trim() == "ok", "ftplib: {out} {err}\n{}", s.srv.log_text());
+    assert!(
+        ok && out.trim() == "ok",
+        "ftplib: {out} {err}\n{}",
+        s.srv.log_text()
+    );
     assert_eq!(sha256_file(&dl), s.want);
     assert_eq!(sha256_file(&s.root.join("newdir/moved.bin")), s.local_sha);
 }

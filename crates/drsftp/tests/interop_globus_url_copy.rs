@@ -32,7 +32,11 @@ fn guc_download_stream_and_parallel() {
         let src = srv.url("/src.bin");
         args.extend([src.as_str(), dst.as_str()]);
         let (ok, o, e) = guc(&args);
-        assert!(ok, "globus-url-copy {args:?} failed: {o} {e}\nserver log:\n{}", srv.log_text());
+        assert!(
+            ok,
+            "globus-url-copy {args:?} failed: {o} {e}\nserver log:\n{}",
+            srv.log_text()
+        );
         assert_eq!(sha256_file(&out), want, "{name}");
     }
 }
@@ -54,8 +58,16 @@ fn guc_upload_stream_and_parallel() {
         let mut args: Vec<&str> = extra.clone();
         args.extend([from.as_str(), dst.as_str()]);
         let (ok, o, e) = guc(&args);
-        assert!(ok, "globus-url-copy {args:?} failed: {o} {e}\nserver log:\n{}", srv.log_text());
-        assert_eq!(sha256_file(&root.join(format!("up-{name}.bin"))), want, "{name}");
+        assert!(
+            ok,
+            "globus-url-copy {args:?} failed: {o} {e}\nserver log:\n{}",
+            srv.log_text()
+        );
+        assert_eq!(
+            sha256_file(&root.join(format!("up-{name}.bin"))),
+            want,
+            "{name}"
+        );
     }
 }
 

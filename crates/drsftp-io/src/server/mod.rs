@@ -89,7 +89,11 @@ pub async fn serve(
 pub async fn spawn(
     addr: SocketAddr,
     params: ServerParams,
-) -> std::io::Result<(SocketAddr, Shutdown, tokio::task::JoinHandle<std::io::Result<()>>)> {
+) -> std::io::Result<(
+    SocketAddr,
+    Shutdown,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+)> {
     let (l, a) = bind(addr).await?;
     let (tx, rx) = watch::channel(false);
     let h = tokio::spawn(serve(l, params, rx));

@@ -148,7 +148,14 @@ impl Proc {
 pub fn drsftp_server(root: &Path, extra: &[&str]) -> Proc {
     let log = root.with_extension("serve.log");
     let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--anonymous", "--print-addr", "--root"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--anonymous",
+            "--print-addr",
+            "--root",
+        ])
         .arg(root)
         .args(extra)
         .stdout(Stdio::piped())
@@ -173,7 +180,12 @@ pub fn globus_server() -> Proc {
     let log = std::env::temp_dir().join(format!("gftp-{port}.log"));
     let mut child = Command::new("globus-gridftp-server")
         .args(["-aa", "-anonymous-user", "nobody", "-home-dir", "/"])
-        .args(["-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1"])
+        .args([
+            "-control-interface",
+            "127.0.0.1",
+            "-data-interface",
+            "127.0.0.1",
+        ])
         .args(["-p", &port.to_string(), "-l"])
         .arg(&log)
         .stdout(Stdio::null())
@@ -217,7 +229,10 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> (bool, String, String) {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let (o, e) = (t_out.join().unwrap_or_default(), t_err.join().unwrap_or_default());
+    let (o, e) = (
+        t_out.join().unwrap_or_default(),
+        t_err.join().unwrap_or_default(),
+    );
     match status {
         Some(st) => (st.success(), o, e),
         None => (false, o, format!("{e}\n(timed out after {timeout:?})")),
@@ -234,7 +249,8 @@ impl Raw {
     /// Connect and read the greeting.
     pub fn connect(addr: SocketAddr) -> Raw {
         let s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+        s.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
         let mut raw = Raw {
             r: BufReader::new(s.try_clone().expect("clone")),
             w: s,
@@ -302,7 +318,10 @@ pub fn pasv_addr(reply: &str) -> SocketAddr {
         .nth(1)
         .and_then(|s| s.split(')').next())
         .unwrap_or_else(|| panic!("bad 227: {reply}"));
-    let n: Vec<u16> = inner.split(',').map(|x| x.trim().parse().expect("num")).collect();
+    let n: Vec<u16> = inner
+        .split(',')
+        .map(|x| x.trim().parse().expect("num"))
+        .collect();
     format!("{}.{}.{}.{}:{}", n[0], n[1], n[2], n[3], n[4] * 256 + n[5])
         .parse()
         .expect("addr")
