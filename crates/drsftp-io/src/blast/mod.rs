@@ -51,6 +51,9 @@ pub struct BlastOpts {
     pub max_rate: u64,
     /// Receiver: acknowledge every this many new packets (`None`: the core's default, 64).
     pub ack_every: Option<u32>,
+    /// Receiver: longest an ack is held after a packet arrived (`None`: the core's default, 10 ms). A long value
+    /// leaves `ack_every` as the only regular trigger, as in FOBS.
+    pub max_ack_delay: Option<Duration>,
     /// Client: bind the UDP socket to this port (0 or `None`: any).
     pub port: Option<u16>,
     /// Use UDP GSO for sending when the kernel and route allow it.
@@ -73,6 +76,7 @@ impl Default for BlastOpts {
             mtu: 1500,
             max_rate: 0,
             ack_every: None,
+            max_ack_delay: None,
             port: None,
             gso: true,
             gro: true,

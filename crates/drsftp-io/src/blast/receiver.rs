@@ -43,6 +43,9 @@ pub(super) fn config(opts: &BlastOpts, params: &TransferParams) -> ReceiverConfi
     if let Some(a) = opts.ack_every {
         cfg.ack_every = a.max(1);
     }
+    if let Some(d) = opts.max_ack_delay {
+        cfg.max_ack_delay = d;
+    }
     cfg
 }
 

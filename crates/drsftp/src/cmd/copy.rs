@@ -68,6 +68,10 @@ pub struct Args {
     /// UDP: the receiver acknowledges every N new packets (seed 004's acknowledgement frequency 1/N).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     ack_every: Option<u32>,
+    /// UDP: longest the receiver holds an acknowledgement (default 10ms); a long value such as 10s leaves
+    /// --ack-every as the only regular trigger, as in FOBS (seed 004).
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    ack_delay: Option<Duration>,
     /// UDP: bind our UDP socket to this port (e.g. for a firewall); default any.
     #[arg(long, value_name = "PORT")]
     udp_port: Option<u16>,
@@ -198,6 +202,7 @@ fn options(args: &Args) -> ClientOptions {
             mtu: args.mtu,
             max_rate: args.max_rate.unwrap_or(0),
             ack_every: args.ack_every,
+            max_ack_delay: args.ack_delay,
             port: args.udp_port,
             idle_timeout: args.timeout,
             ..BlastOpts::default()
