@@ -1,12 +1,14 @@
 #!/bin/sh
 # UDP blast benchmark on the WAN lab (issue 6; report in docs/bench/blast.md). Needs root, /dev/net/tun, iperf3.
-# Usage: bench/blast-bench.sh [--parts ackfreq,probe,rates,fair] [--rate 500mbit] [--secs 16] [--reps 1] [--out DIR]
+# Usage: bench/blast-bench.sh [--parts rates,udt,fair,probe,ackfreq] [--rate 500mbit] [--secs 16] [--reps 1] [--out DIR]
 # Runs target/release/examples/bench_blast once per part (each part prints a markdown table and writes
 # DIR/PART.md); every lab is torn down on exit, also on failure or Ctrl-C. Roughly: ackfreq 8 min, probe 3 min,
-# rates 4 x (3 x secs + 2 copies) ~ 6 min, fair 2 min at the defaults.
+# rates 4 x (3 x secs + 2 copies) ~ 6 min, fair 2 min at the defaults. The udt part compares with UDT4 and needs
+# BENCH_UDT=path of a small harness linked against Debian's libudt-dev (`udtperf s PORT` receives and prints
+# {"bytes":..,"seconds":..,"mbps":..}; `udtperf c HOST PORT BYTES` sends); without it that part fails and the others run.
 set -eu
 cd "$(dirname "$0")/.."
-PARTS=ackfreq,probe,rates,fair
+PARTS=rates,udt,fair,probe,ackfreq
 RATE=500mbit
 SECS=16
 REPS=1
@@ -28,7 +30,7 @@ mkdir -p "$OUT"
 for p in $(echo "$PARTS" | tr ',' ' '); do
     echo "== $p ($(cut -d' ' -f1-3 /proc/loadavg))"
     "$TARGET/release/examples/bench_blast" --only "$p" --rate "$RATE" --secs "$SECS" --reps "$REPS" \
-        --drsftp "$TARGET/release/drsftp" --out "$OUT/$p.md"
+        --drsftp "$TARGET/release/drsftp" --out "$OUT/$p.md" || echo "part $p failed"
 done
 echo "reports in $OUT"
 if ip netns list | grep '^drs-bb'; then

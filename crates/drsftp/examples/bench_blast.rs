@@ -171,7 +171,7 @@ impl Bench {
 
     fn copy_cmd(&self, file: &str, dst: &str, extra: &[&str]) -> Command {
         let mut c = self.lab.exec(2, self.bin.to_str().unwrap());
-        c.args(["copy", "--json", "--no-verify", "--timeout", "60s", "-q"])
+        c.args(["copy", "--json", "--no-verify", "-q"])
             .args(extra)
             .arg(format!("ftp://198.18.0.1:2811/{file}"))
             .arg(self.dir.path().join("out").join(dst));
@@ -180,7 +180,11 @@ impl Bench {
 
     /// One download; the JSON summary.
     fn copy(&self, file: &str, extra: &[&str]) -> Result<Value> {
-        let out = self.copy_cmd(file, "dst.bin", extra).output()?;
+        let mut c = self.copy_cmd(file, "dst.bin", extra);
+        if !extra.contains(&"--timeout") {
+            c.args(["--timeout", "60s"]);
+        }
+        let out = c.output()?;
         let _ = std::fs::remove_file(self.dir.path().join("out/dst.bin"));
         let text = String::from_utf8_lossy(&out.stdout);
         let j: Value = text
@@ -387,6 +391,68 @@ fn rates(a: &Args, out: &mut String) -> Result<()> {
     Ok(())
 }
 
+/// UDT (Debian's libudt4, through a small harness given in BENCH_UDT: `udtperf s PORT` / `udtperf c HOST PORT BYTES`)
+/// next to blast, paired on the same lab: Mbit/s received, first to last byte.
+fn udt(a: &Args, out: &mut String) -> Result<()> {
+    let harness = std::env::var("BENCH_UDT").context("BENCH_UDT=path of the udtperf harness")?;
+    emit(
+        out,
+        "| path | blast Mbit/s (data path) | UDT Mbit/s | blast / UDT | load |",
+    );
+    emit(out, "|---|---|---|---|---|");
+    for (rtt, loss) in [(100u64, 0.0), (100, 0.001), (100, 0.01), (200, 0.05)] {
+        let b = Bench::up(&a.bin, rtt, a.rate, loss)?;
+        let size = (a.rate as f64 / 8.0 * a.secs) as u64;
+        b.file("big", size)?;
+        let (g, _, _) = blast_numbers(&b.copy("big", &["--transport", "udp"])?);
+        let mut srv = b
+            .lab
+            .exec(2, &harness)
+            .args(["s", "9000"])
+            .stdout(Stdio::piped())
+            .spawn()?;
+        std::thread::sleep(Duration::from_millis(300));
+        let mut cli = b
+            .lab
+            .exec(1, &harness)
+            .args(["c", "198.18.0.2", "9000", &size.to_string()])
+            .stdout(Stdio::null())
+            .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs_f64(a.secs * 8.0 + 30.0);
+        let mut udt = f64::NAN;
+        loop {
+            if let Some(_st) = srv.try_wait()? {
+                let mut o = String::new();
+                use std::io::Read;
+                srv.stdout.take().map(|mut s| s.read_to_string(&mut o));
+                if let Some(j) = o.lines().find(|l| l.starts_with('{')) {
+                    let v: Value = serde_json::from_str(j)?;
+                    udt = v["mbps"].as_f64().unwrap_or(f64::NAN);
+                }
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = srv.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = cli.kill();
+        let _ = cli.wait();
+        let _ = srv.wait();
+        emit(
+            out,
+            &format!(
+                "| {} | {g:.1} | {udt:.1} | {:.2}× | {} |",
+                b.desc,
+                g / udt,
+                load()
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// Bytes of the part file a running download writes into (the receiver writes mostly in order).
 fn part_size(dir: &Path, dst: &str) -> u64 {
     std::fs::read_dir(dir)
@@ -553,6 +619,7 @@ fn main() -> Result<()> {
         "probe" => probe(&a, &mut out)?,
         "rates" => rates(&a, &mut out)?,
         "fair" => fair(&a, &mut out)?,
+        "udt" => udt(&a, &mut out)?,
         "diag" => {
             let b = Bench::up(&a.bin, a.rtt, a.rate, a.loss)?;
             let size = (a.rate as f64 / 8.0 * a.secs) as u64;

@@ -54,6 +54,8 @@ pub struct BlastOpts {
     /// Receiver: longest an ack is held after a packet arrived (`None`: the core's default, 10 ms). A long value
     /// leaves `ack_every` as the only regular trigger, as in FOBS.
     pub max_ack_delay: Option<Duration>,
+    /// Receiver: most ack datagrams per ack event (the newest packets' state plus a rotating part of the rest).
+    pub ack_chunks: u16,
     /// Client: bind the UDP socket to this port (0 or `None`: any).
     pub port: Option<u16>,
     /// Use UDP GSO for sending when the kernel and route allow it.
@@ -77,6 +79,7 @@ impl Default for BlastOpts {
             max_rate: 0,
             ack_every: None,
             max_ack_delay: None,
+            ack_chunks: 4,
             port: None,
             gso: true,
             gro: true,
