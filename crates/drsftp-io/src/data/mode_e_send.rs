@@ -286,8 +286,12 @@ pub(crate) async fn send_mode_e_dynamic(
     let ctx = context(socks.len(), file, ranges, wire_sub, opts, &progress, ends).await?;
     let mut set = JoinSet::new();
     let mut idx = 0;
-    for sock in socks {
+    // Count every initial connection in before any starts: a fast first stream could otherwise find the cursor
+    // dry, see itself as the last one and send EOF with too small a count while the others still send EOD.
+    for _ in &socks {
         control.join();
+    }
+    for sock in socks {
         set.spawn(send_one(idx, sock, Arc::clone(&ctx)));
         idx += 1;
     }
