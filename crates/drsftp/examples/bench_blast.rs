@@ -246,6 +246,28 @@ fn blast_numbers(j: &Value) -> (f64, f64, f64) {
     )
 }
 
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        f64::NAN
+    } else if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    }
+}
+
+/// `(min–max)` of several runs, empty for one.
+fn range(v: &[f64]) -> String {
+    if v.len() < 2 {
+        return String::new();
+    }
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("({lo:.0}–{hi:.0})")
+}
+
 /// Goodput ceiling of a link for blast packets of MTU 1500 (1436 payload bytes per 1500 on the wire).
 fn blast_ceiling(rate: u64) -> f64 {
     rate as f64 / 1e6 * 1436.0 / 1500.0
@@ -353,12 +375,22 @@ fn rates(a: &Args, out: &mut String) -> Result<()> {
         let size = (a.rate as f64 / 8.0 * a.secs) as u64;
         b.file("big", size)?;
         let d0 = b.tun_drops();
-        let j = b.copy("big", &["--transport", "udp"])?;
-        let (g, e2e, d) = blast_numbers(&j);
+        // Repetitions interleave blast, cubic and BBR so drifts of the shared machine hit all three alike.
+        let (mut gs, mut e2es, mut ds, mut cubics, mut bbrs) =
+            (vec![], vec![], vec![], vec![], vec![]);
+        for _ in 0..a.reps.max(1) {
+            let j = b.copy("big", &["--transport", "udp"])?;
+            let (g, e2e, d) = blast_numbers(&j);
+            gs.push(g);
+            e2es.push(e2e);
+            ds.push(d);
+            cubics.push(b.iperf("cubic", a.secs)?);
+            bbrs.push(b.iperf("bbr", a.secs)?);
+        }
+        let (g, e2e, d) = (median(&gs), median(&e2es), median(&ds));
+        let (cubic, bbr) = (median(&cubics), median(&bbrs));
         // IP-level share: blast packets are 1500 B on the wire for 1436 B of file.
         let pct = g * 1500.0 / 1436.0 / link * 100.0;
-        let cubic = b.iperf("cubic", a.secs)?;
-        let bbr = b.iperf("bbr", a.secs)?;
         let mut par = vec![];
         for p in ["4", "8"] {
             // Size the file for ~secs at the rate cubic x P would reach (at least 16 MB, at most the blast file).
@@ -378,8 +410,10 @@ fn rates(a: &Args, out: &mut String) -> Result<()> {
         emit(
             out,
             &format!(
-                "| {} | {g:.1} [{e2e:.1}] | {pct:.1} % | {d:.2} % | {cubic:.1} | {bbr:.1} | {:.2}× | {} | {} | {} | {} |",
+                "| {} | {g:.1} {} [{e2e:.1}] | {pct:.1} % | {d:.2} % | {cubic:.1} | {bbr:.1} {} | {:.2}× | {} | {} | {} | {} |",
                 b.desc,
+                range(&gs),
+                range(&bbrs),
                 g / bbr,
                 par[0],
                 par[1],
@@ -404,53 +438,82 @@ fn udt(a: &Args, out: &mut String) -> Result<()> {
         let b = Bench::up(&a.bin, rtt, a.rate, loss)?;
         let size = (a.rate as f64 / 8.0 * a.secs) as u64;
         b.file("big", size)?;
-        let (g, _, _) = blast_numbers(&b.copy("big", &["--transport", "udp"])?);
-        let mut srv = b
-            .lab
-            .exec(2, &harness)
-            .args(["s", "9000"])
-            .stdout(Stdio::piped())
-            .spawn()?;
-        std::thread::sleep(Duration::from_millis(300));
-        let mut cli = b
-            .lab
-            .exec(1, &harness)
-            .args(["c", "198.18.0.2", "9000", &size.to_string()])
-            .stdout(Stdio::null())
-            .spawn()?;
-        let deadline = Instant::now() + Duration::from_secs_f64(a.secs * 8.0 + 30.0);
-        let mut udt = f64::NAN;
-        loop {
-            if let Some(_st) = srv.try_wait()? {
-                let mut o = String::new();
-                use std::io::Read;
-                srv.stdout.take().map(|mut s| s.read_to_string(&mut o));
-                if let Some(j) = o.lines().find(|l| l.starts_with('{')) {
-                    let v: Value = serde_json::from_str(j)?;
-                    udt = v["mbps"].as_f64().unwrap_or(f64::NAN);
-                }
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = srv.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
+        let (mut gs, mut us, mut cuts) = (vec![], vec![], false);
+        for _ in 0..a.reps.max(1) {
+            gs.push(blast_numbers(&b.copy("big", &["--transport", "udp"])?).0);
+            let (u, cut) = udt_once(&b, &harness, size, a.secs)?;
+            cuts |= cut;
+            us.push(u);
         }
-        let _ = cli.kill();
-        let _ = cli.wait();
-        let _ = srv.wait();
+        let (g, udt) = (median(&gs), median(&us));
         emit(
             out,
             &format!(
-                "| {} | {g:.1} | {udt:.1} | {:.2}× | {} |",
+                "| {} | {g:.1} {} | {udt:.1}{} {} | {:.2}× | {} |",
                 b.desc,
+                range(&gs),
+                if cuts { "*" } else { "" },
+                range(&us),
                 g / udt,
                 load()
             ),
         );
     }
     Ok(())
+}
+
+/// One UDT transfer of `size` bytes host 1 -> host 2: Mbit/s received, and whether it was cut off after
+/// `4 × secs + 20` s (then the rate so far, from the harness's once-a-second progress lines).
+fn udt_once(b: &Bench, harness: &str, size: u64, secs: f64) -> Result<(f64, bool)> {
+    let mut srv = b
+        .lab
+        .exec(2, harness)
+        .args(["s", "9000"])
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let lines = lines.clone();
+        let out = srv.stdout.take().context("udtperf stdout")?;
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(mut v) = lines.lock() {
+                    v.push(l);
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let mut cli = b
+        .lab
+        .exec(1, harness)
+        .args(["c", "198.18.0.2", "9000", &size.to_string()])
+        .stdout(Stdio::null())
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs_f64(secs * 4.0 + 20.0);
+    let mut cut = false;
+    while srv.try_wait()?.is_none() {
+        if Instant::now() > deadline {
+            cut = true;
+            let _ = srv.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = srv.wait();
+    let _ = cli.kill();
+    let _ = cli.wait();
+    let _ = reader.join();
+    let last = lines
+        .lock()
+        .ok()
+        .and_then(|v| v.iter().rev().find(|l| l.starts_with('{')).cloned());
+    let mbps = last
+        .and_then(|l| serde_json::from_str::<Value>(&l).ok())
+        .and_then(|v| v["mbps"].as_f64())
+        .unwrap_or(f64::NAN);
+    Ok((mbps, cut))
 }
 
 /// Bytes of the part file a running download writes into (the receiver writes mostly in order).
@@ -618,7 +681,11 @@ fn main() -> Result<()> {
         "ackfreq" => ackfreq(&a, &mut out)?,
         "probe" => probe(&a, &mut out)?,
         "rates" => rates(&a, &mut out)?,
-        "fair" => fair(&a, &mut out)?,
+        "fair" => {
+            for _ in 0..a.reps.max(1) {
+                fair(&a, &mut out)?;
+            }
+        }
         "udt" => udt(&a, &mut out)?,
         "diag" => {
             let b = Bench::up(&a.bin, a.rtt, a.rate, a.loss)?;
