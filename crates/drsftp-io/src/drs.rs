@@ -1,4 +1,4 @@
-//! Per-stream DRS driver for data sockets: window-scale set-up before connect/listen, then on each read it feeds
+//! Per-stream DRS driver for data sockets: buffer set-up around connect/listen, then on each read it feeds
 //! the sans-IO `drsftp_tune::DrsReceiver`, reads TCP_INFO at most once per sampling interval, applies SO_RCVBUF
 //! changes, hands in-band SBUF probes back to the data engine, and records a buffer/RTT/throughput trace.
 //! The sender half applies SBUF requests to SO_SNDBUF. Synchronous (socket options only), usable on tokio streams.
@@ -40,27 +40,28 @@ pub fn drs_max_buf(limits: &BufLimits, want: u64, root: bool) -> u64 {
     }
 }
 
-/// Before `connect`/`listen`: arrange buffers so the window scale (and Linux's window clamp, which are both fixed
-/// at connection set-up) allow the largest window the policy may ever want.
+/// Before `connect`/`listen`: arrange buffers for `policy`.
 /// - `Kernel`: nothing (autotuning picks a scale for tcp_rmem[2]).
 /// - `Fixed(b)`: SO_RCVBUF and SO_SNDBUF = b (FORCE above the caps when permitted).
-/// - `Drs`: SO_RCVBUF = `drs_max` now; call [`after_connect`] to drop to the DRS starting size.
+/// - `Drs`: nothing either: SO_RCVBUF stays unlocked through set-up, so the kernel arranges the window scale
+///   before connect/listen itself (`tcp_select_initial_window` sizes `rcv_wscale` for max(tcp_rmem[2],
+///   rmem_max) when the buffer is not locked) while advertising only autotuning's small initial window. A large
+///   SO_RCVBUF here would make Linux advertise a huge window at set-up that it never retracts (measured: 1.74x
+///   the memory of a 16 MB fixed buffer at drs_max 64 MiB; docs/drs.md). [`after_connect`] raises the buffer
+///   once the connection exists. (`_drs_max` is unused now; kept so the call sites stay uniform.)
 pub fn prepare_socket(
     fd: impl AsFd,
     policy: BufferPolicy,
     limits: &BufLimits,
-    drs_max: u64,
+    _drs_max: u64,
 ) -> io::Result<()> {
     let fd = fd.as_fd();
     let e = |err: sockopt::SockoptError| io::Error::other(err);
     match policy {
-        BufferPolicy::Kernel => {}
+        BufferPolicy::Kernel | BufferPolicy::Drs => {}
         BufferPolicy::Fixed(b) => {
             sockopt::set_buf_best(fd, Dir::Recv, b as usize, limits.rmem_max).map_err(e)?;
             sockopt::set_buf_best(fd, Dir::Send, b as usize, limits.wmem_max).map_err(e)?;
-        }
-        BufferPolicy::Drs => {
-            sockopt::set_buf_best(fd, Dir::Recv, drs_max as usize, limits.rmem_max).map_err(e)?;
         }
     }
     Ok(())
@@ -69,27 +70,49 @@ pub fn prepare_socket(
 /// How DRS imposes its window on a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DrsKnob {
-    /// Seeds 000/003: shrink SO_RCVBUF after connect and resize it. On Linux 6.x a locked buffer shrunk after
-    /// set-up pins `rcv_ssthresh` (the advertised window stops growing when SO_RCVBUF is raised again); see
-    /// docs/drs.md. Kept for comparison.
+    /// Seeds 000/003: set SO_RCVBUF to the starting size after connect and resize it. On Linux 6.x a locked
+    /// buffer shrunk after set-up pins `rcv_ssthresh` (the advertised window stops growing when SO_RCVBUF is
+    /// raised again); see docs/drs.md. Kept for comparison.
     RecvBuf,
-    /// Keep the large pre-connect SO_RCVBUF as a ceiling and move TCP_WINDOW_CLAMP (the advertised-window bound)
-    /// instead; raising the clamp also raises `rcv_ssthresh`. Receive memory is bounded by the window.
+    /// Raise SO_RCVBUF after set-up to the ceiling (see [`after_connect`]) and move TCP_WINDOW_CLAMP (the
+    /// advertised-window bound) instead; raising the clamp also raises `rcv_ssthresh`. Receive memory is bounded
+    /// by the window.
     WindowClamp,
 }
 
-/// After `connect`/`accept` under `Drs`: impose DRS's starting window via `knob`.
+/// Largest window a connected socket can advertise: 65535 << its receive window scale (fixed at SYN time).
+pub fn scale_limit(fd: impl AsFd) -> io::Result<u64> {
+    Ok(65_535u64 << tcp_info(fd)?.rcv_wscale)
+}
+
+/// After `connect`/`accept` under `Drs` (receiving side): size the buffer now that the connection exists, then
+/// impose DRS's starting window (`initial`, capped at the ceiling) via `knob`. Returns the ceiling DRS may grow
+/// to, min(`drs_max`, 65535 << rcv_wscale); 0 for the other policies.
+/// - `WindowClamp`: SO_RCVBUF is raised to that ceiling (FORCE above rmem_max when permitted, else capped at
+///   rmem_max, and then the ceiling is what the kernel granted) and the clamp set to `initial`. The window scale
+///   needs no help: it was arranged before connect/listen by the kernel from max(tcp_rmem[2], rmem_max), which is
+///   why [`prepare_socket`] leaves SO_RCVBUF alone; so the window opens from autotuning's small initial value.
+/// - `RecvBuf`: SO_RCVBUF = `initial` (DRS raises it later, up to the ceiling).
 pub fn after_connect(
     fd: impl AsFd,
     policy: BufferPolicy,
     limits: &BufLimits,
+    drs_max: u64,
     initial: u64,
     knob: DrsKnob,
-) -> io::Result<()> {
-    if policy == BufferPolicy::Drs {
-        apply_knob(fd.as_fd(), knob, limits, initial)?;
+) -> io::Result<u64> {
+    if policy != BufferPolicy::Drs {
+        return Ok(0);
     }
-    Ok(())
+    let fd = fd.as_fd();
+    let mut ceiling = drs_max.min(scale_limit(fd)?);
+    if knob == DrsKnob::WindowClamp {
+        sockopt::set_buf_best(fd, Dir::Recv, ceiling as usize, limits.rmem_max)
+            .map_err(io::Error::other)?;
+        ceiling = ceiling.min((sockopt::recv_buf(fd).map_err(io::Error::other)? / 2) as u64);
+    }
+    apply_knob(fd, knob, limits, initial.min(ceiling))?;
+    Ok(ceiling)
 }
 
 fn apply_knob(
@@ -110,7 +133,7 @@ fn apply_knob(
     Ok(())
 }
 
-/// A listening socket with `policy`'s pre-listen buffers (window scale), bound to `addr`.
+/// A listening socket with `policy`'s pre-listen buffers (see [`prepare_socket`]), bound to `addr`.
 pub fn listen_with(
     addr: std::net::SocketAddr,
     policy: BufferPolicy,
@@ -330,6 +353,7 @@ pub struct DrsStream {
     bytes: u64,
     trace: TraceLog,
     applied: Vec<u64>,
+    reclamped: u64,
 }
 
 impl DrsStream {
@@ -354,6 +378,7 @@ impl DrsStream {
             bytes: 0,
             trace: TraceLog::new(Duration::ZERO, DRS_TRACE_ROWS),
             applied: vec![],
+            reclamped: 0,
         }
     }
 
@@ -373,7 +398,8 @@ impl DrsStream {
     /// Timer/poll hook: reads TCP_INFO once per interval and applies pending actions.
     pub fn poll(&mut self, fd: impl AsFd, now: Instant) -> io::Result<Vec<DrsAction>> {
         let fd = fd.as_fd();
-        if now >= self.next_info {
+        let sampled = now >= self.next_info;
+        if sampled {
             let info = tcp_info(fd)?;
             self.rx.handle_tcp_info(now, &sample_of(&info));
             self.next_info = now + self.rx.interval();
@@ -408,6 +434,17 @@ impl DrsStream {
                 other => out.push(other),
             }
         }
+        if sampled && self.apply && self.knob == DrsKnob::WindowClamp {
+            // Linux 6.x re-derives TCP_WINDOW_CLAMP from SO_RCVBUF when it revises the payload/truesize ratio
+            // (tcp_measure_rcv_mss: the first full-sized segment, GRO size changes), lifting the clamp to the whole
+            // buffer. Put DRS's value back once per sampling interval.
+            let want = self.rx.buffer();
+            let cur = sockopt::window_clamp(fd).map_err(io::Error::other)? as u64;
+            if cur > want {
+                apply_knob(fd, self.knob, &self.limits, want)?;
+                self.reclamped += 1;
+            }
+        }
         Ok(out)
     }
 
@@ -431,9 +468,13 @@ impl DrsStream {
         self.trace = TraceLog::new(Duration::ZERO, rows);
         self
     }
-    /// Every SO_RCVBUF value applied, in order.
+    /// Every buffer/clamp value DRS decided on and applied, in order.
     pub fn applied(&self) -> &[u64] {
         &self.applied
+    }
+    /// How often the kernel had lifted the window clamp above DRS's value and it was put back.
+    pub fn reclamped(&self) -> u64 {
+        self.reclamped
     }
 }
 
@@ -534,7 +575,9 @@ mod tests {
             min_interval: Duration::from_millis(2),
             ..DrsConfig::default()
         };
-        after_connect(&s, policy, &limits, cfg.initial_buf, DrsKnob::RecvBuf).unwrap();
+        let ceiling =
+            after_connect(&s, policy, &limits, max, cfg.initial_buf, DrsKnob::RecvBuf).unwrap();
+        assert_eq!(ceiling, max.min(scale_limit(&s).unwrap()));
         assert_eq!(sockopt::recv_buf(&s).unwrap(), 2 * 64 * 1024);
         let t0 = Instant::now();
         let mut d = DrsStream::new(t0, policy, cfg, limits).with_knob(DrsKnob::RecvBuf);
@@ -599,15 +642,17 @@ mod tests {
             }
         });
         let (mut s, _) = l.accept().unwrap();
-        let big = sockopt::recv_buf(&s).unwrap();
-        after_connect(
+        let ceiling = after_connect(
             &s,
             BufferPolicy::Drs,
             &limits,
+            max,
             64 * 1024,
             DrsKnob::WindowClamp,
         )
         .unwrap();
+        let big = sockopt::recv_buf(&s).unwrap();
+        assert_eq!(big as u64, 2 * ceiling, "raised to the ceiling after set-up");
         assert_eq!(sockopt::window_clamp(&s).unwrap(), 64 * 1024);
         let cfg = DrsConfig {
             initial_buf: 64 * 1024,
@@ -625,11 +670,82 @@ mod tests {
             d.on_read(&s, Instant::now(), n).unwrap();
         }
         writer.join().unwrap();
-        // The pre-listen buffer stays as the ceiling; the clamp carries the DRS value.
+        // A last poll (as at every sampling interval) puts back a clamp the kernel lifted.
+        d.poll(&s, Instant::now() + Duration::from_secs(1)).unwrap();
+        eprintln!(
+            "clamp knob: applied {:?}, re-clamped {}",
+            d.applied(),
+            d.reclamped()
+        );
+        // The post-set-up buffer stays as the ceiling; the clamp carries the DRS value.
         assert_eq!(sockopt::recv_buf(&s).unwrap(), big);
+        assert_eq!(sockopt::window_clamp(&s).unwrap() as u64, d.buffer());
         if let Some(&last) = d.applied().last() {
-            assert_eq!(sockopt::window_clamp(&s).unwrap() as u64, last);
+            assert_eq!(d.buffer(), last);
         }
+    }
+
+    #[test]
+    fn drs_leaves_the_buffer_small_at_set_up_and_raises_it_after() {
+        let limits = sockopt::buf_limits().unwrap();
+        let drs_max: u64 = 64 << 20;
+        let l = listen_with(
+            "127.0.0.1:0".parse().unwrap(),
+            BufferPolicy::Drs,
+            &limits,
+            drs_max,
+        )
+        .unwrap();
+        let c = connect_with(
+            l.local_addr().unwrap(),
+            BufferPolicy::Drs,
+            &limits,
+            drs_max,
+            None,
+        )
+        .unwrap();
+        let (s, _) = l.accept().unwrap();
+        for (side, sock) in [("accepted", &s), ("connected", &c)] {
+            // At set-up: autotuning's buffer and initial window, nowhere near drs_max.
+            let at_setup = sockopt::recv_buf(sock).unwrap() as u64;
+            let info = tcp_info(sock).unwrap();
+            eprintln!(
+                "{side}: at set-up SO_RCVBUF {at_setup}, rcv_ssthresh {}, rcv_wnd {}, rcv_wscale {}",
+                info.rcv_ssthresh, info.rcv_wnd, info.rcv_wscale
+            );
+            assert!(at_setup <= limits.tcp_rmem[1] as u64 * 2, "{side}: {at_setup}");
+            assert!(at_setup < drs_max / 16, "{side}: {at_setup}");
+            assert!((info.rcv_ssthresh as u64) < drs_max / 64, "{side}: {info:?}");
+            // The kernel chose the scale for max(tcp_rmem[2], rmem_max) although SO_RCVBUF was left alone.
+            let space = limits.tcp_rmem[2].max(limits.rmem_max) as u64;
+            let want = (space.ilog2() as i64 - 15).clamp(0, 14) as u8;
+            assert_eq!(info.rcv_wscale, want, "{side}");
+            // After set-up: the ceiling is min(drs_max, 65535 << wscale), or the rmem cap if FORCE was refused.
+            let ceiling = after_connect(
+                sock,
+                BufferPolicy::Drs,
+                &limits,
+                drs_max,
+                64 * 1024,
+                DrsKnob::WindowClamp,
+            )
+            .unwrap();
+            let scale_cap = drs_max.min(65_535u64 << info.rcv_wscale);
+            let buf = sockopt::recv_buf(sock).unwrap() as u64 / 2;
+            eprintln!("{side}: after_connect ceiling {ceiling}, SO_RCVBUF/2 {buf}");
+            assert!(
+                buf == scale_cap || (buf == limits.rmem_max as u64 && buf < scale_cap),
+                "{side}: {buf} vs {scale_cap} / rmem_max {}",
+                limits.rmem_max
+            );
+            assert_eq!(ceiling, buf, "{side}");
+            assert_eq!(sockopt::window_clamp(sock).unwrap(), 64 * 1024, "{side}");
+        }
+        // Other policies are untouched.
+        let before = sockopt::recv_buf(&s).unwrap();
+        let r = after_connect(&s, BufferPolicy::Kernel, &limits, drs_max, 1, DrsKnob::RecvBuf);
+        assert_eq!(r.unwrap(), 0);
+        assert_eq!(sockopt::recv_buf(&s).unwrap(), before);
     }
 
     #[test]

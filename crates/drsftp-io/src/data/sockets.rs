@@ -1,4 +1,4 @@
-//! Data-socket set-up (buffer policy applied before listen/connect, DRS start-up after accept) and the per-stream
+//! Data-socket set-up (buffer policy applied before listen/connect, DRS buffer raise and start-up after set-up) and the per-stream
 //! buffer gauge that feeds `Progress::buffer` and the transfer's peak.
 
 use std::io;
@@ -66,7 +66,8 @@ pub(crate) async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<Tcp
     }
 }
 
-/// Receiving side, per connection: under `Drs`, impose DRS's starting window and return the stream driver; for
+/// Receiving side, per connection: under `Drs`, raise the receive buffer to its ceiling now that the connection
+/// exists and impose DRS's starting window (both in [`drs::after_connect`]), and return the stream driver; for
 /// the other policies `None` (the gauge observes the kernel instead). `probes`: in-band SBUF probes may be sent.
 pub(crate) fn start_drs(
     sock: &TcpStream,
@@ -78,17 +79,17 @@ pub(crate) fn start_drs(
     }
     let limits = limits()?;
     let base = DrsConfig::default();
-    // The ceiling actually in force is what the listener/connector got before set-up (FORCE may have been refused).
-    let ceiling = (sockopt::recv_buf(sock).map_err(io::Error::other)? / 2) as u64;
-    let max_buf = opts.drs_max.min(ceiling).max(base.min_buf);
-    let initial = base.initial_buf.clamp(base.min_buf, max_buf);
-    drs::after_connect(
+    // The ceiling actually in force: min(drs_max, 65535 << rcv_wscale), less if FORCE was refused.
+    let ceiling = drs::after_connect(
         sock,
         BufferPolicy::Drs,
         &limits,
-        initial,
+        opts.drs_max,
+        base.initial_buf,
         DrsKnob::WindowClamp,
     )?;
+    let max_buf = ceiling.max(base.min_buf);
+    let initial = base.initial_buf.clamp(base.min_buf, max_buf);
     let cfg = DrsConfig {
         probes,
         max_buf,

@@ -550,15 +550,17 @@ mod bench {
         let rx = std::thread::spawn(
             move || -> std::io::Result<(u64, f64, f64, u64, Vec<drsftp_io::drs::TraceRow>)> {
                 let (mut s, _) = listener.accept()?;
+                let initial = 64 << 10;
+                // Under Drs: the buffer is raised now (late), to a ceiling the window scale allows.
+                let ceiling = after_connect(&s, policy, &limits, max, initial, knob)?;
                 let dcfg = DrsConfig {
-                    initial_buf: 64 << 10,
-                    max_buf: max,
+                    initial_buf: initial,
+                    max_buf: if ceiling > 0 { ceiling.max(initial) } else { max },
                     probes: false,
                     gain,
                     bdp_min_rtt: min_rtt,
                     ..DrsConfig::default()
                 };
-                after_connect(&s, policy, &limits, dcfg.initial_buf, knob)?;
                 let t0 = Instant::now();
                 let mut drs = DrsStream::new(t0, policy, dcfg, limits).with_knob(knob);
                 let mut buf = vec![0u8; 1 << 18];
