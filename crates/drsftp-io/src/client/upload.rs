@@ -74,6 +74,7 @@ pub(crate) async fn run(
         path: remote.to_string(),
         mode,
         streams: opts.streams.max(1),
+        streams_range: None,
         tcp_buffer: opts.tcp_buffer,
         partial: opts.partial,
         alloc: Some(len),

@@ -77,6 +77,7 @@ fn spec(direction: Direction, mode: TransferMode, streams: u32, drs: bool) -> Tr
         path: "/data/f".into(),
         mode,
         streams,
+        streams_range: None,
         tcp_buffer: None,
         partial: None,
         alloc: None,

@@ -89,8 +89,12 @@ impl ClientSession {
         }
         if down && ext {
             let n = spec.streams.max(1);
+            let (lo, hi) = match spec.streams_range {
+                Some((lo, hi)) if lo >= 1 && lo <= n && n <= hi => (lo, hi),
+                _ => (n, n),
+            };
             s.push_back(Step::Cmd(
-                format!("OPTS RETR Parallelism={n},{n},{n};"),
+                format!("OPTS RETR Parallelism={n},{lo},{hi};"),
                 Kind::OptsRetr,
             ));
             s.push_back(Step::Listen);

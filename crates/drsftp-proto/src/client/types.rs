@@ -73,6 +73,10 @@ pub struct TransferSpec {
     pub mode: TransferMode,
     /// Parallel TCP streams (MODE E). Stream mode always uses one.
     pub streams: u32,
+    /// MODE E downloads: `(min, max)` to send as `OPTS RETR Parallelism=<streams>,<min>,<max>;` so that a server
+    /// able to (drsftp) refines the stream count online in that range; `None` sends `<n>,<n>,<n>;` as
+    /// globus-url-copy does. Only set it for servers that list `DRS` (Globus uses `<streams>` either way).
+    pub streams_range: Option<(u32, u32)>,
     /// TCP buffer size to request from the server (`SITE RETRBUFSIZE`/`SITE STORBUFSIZE`, then `SBUF`).
     pub tcp_buffer: Option<u64>,
     /// Partial transfer, if any.

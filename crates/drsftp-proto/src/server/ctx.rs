@@ -105,6 +105,8 @@ pub(crate) struct Ctx {
     pub(crate) mode: Mode,
     /// From `OPTS RETR Parallelism=`.
     pub(crate) parallelism: Option<u32>,
+    /// From `OPTS RETR Parallelism=<start>,<min>,<max>;` with `min < max`: refine online in that range.
+    pub(crate) parallelism_range: Option<(u32, u32)>,
     /// From SBUF / SITE *BUFSIZE.
     pub(crate) tcp_buffer: Option<u64>,
     /// `OPTS DRS Inband=1;` was accepted: two-argument SBUF, `126 SBUF` notices and in-band MODE E SBUF are on.
@@ -157,6 +159,7 @@ impl Ctx {
             ascii: true,
             mode: Mode::Stream,
             parallelism: None,
+            parallelism_range: None,
             tcp_buffer: None,
             drs_inband: false,
             blast: BlastSettings::default(),

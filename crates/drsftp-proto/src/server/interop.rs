@@ -201,6 +201,7 @@ fn spec(direction: Direction, path: &str, mode: TransferMode, streams: u32) -> T
         path: path.into(),
         mode,
         streams,
+        streams_range: None,
         tcp_buffer: Some(4 << 20),
         partial: None,
         alloc: None,

@@ -85,6 +85,10 @@ impl Ctx {
                 .clamp(1, self.cfg.max_parallelism.max(1)),
             Mode::Stream => 1,
         };
+        let parallelism_range = match (mode, &payload) {
+            (Mode::Extended, Payload::SendFile { .. }) => self.parallelism_range,
+            _ => None,
+        };
         let ascii = self.ascii && mode == Mode::Stream && !listing;
         let id = self.next_transfer_id();
         let plan = TransferPlan {
@@ -93,6 +97,7 @@ impl Ctx {
             mode,
             endpoint,
             parallelism,
+            parallelism_range,
             tcp_buffer: self.tcp_buffer,
             ascii,
             inband_drs: self.drs_inband && mode == Mode::Extended,

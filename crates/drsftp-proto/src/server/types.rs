@@ -198,6 +198,11 @@ pub struct TransferPlan {
     pub endpoint: DataEndpoint,
     /// MODE E sending: connections to open per address (`OPTS RETR Parallelism`).
     pub parallelism: u32,
+    /// MODE E sending (RETR/ERET) only: `(min, max)` from `OPTS RETR Parallelism=<start>,<min>,<max>;` when
+    /// `min < max`. The driver starts on `parallelism` connections and may add or retire connections online
+    /// within this range (`-p auto` on a download; the EOF count covers every connection used). `None`: exactly
+    /// `parallelism` connections, as globus-url-copy's `Parallelism=n,n,n;` asks.
+    pub parallelism_range: Option<(u32, u32)>,
     /// TCP buffer size requested with SBUF / SITE RETRBUFSIZE / STORBUFSIZE, if any.
     pub tcp_buffer: Option<u64>,
     /// TYPE A: convert line ends (LF ↔ CRLF) in stream mode.

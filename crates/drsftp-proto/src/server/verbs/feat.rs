@@ -1,6 +1,5 @@
 //! FEAT (RFC 2389, Globus layout) and OPTS: `OPTS UTF8`, `OPTS MLST` fact selection, `OPTS RETR` with
-//! `Parallelism=<start>,<min>,<max>;` (GFD.20; as in Globus every option must end in `;`, keys are
-//! case-insensitive and only `<start>` is used), `OPTS DRS Inband=1;` (the DRS opt-in, in `sbuf.rs`) and
+//! `Parallelism=<start>,<min>,<max>;` (GFD.20, in `opts_retr.rs`), `OPTS DRS Inband=1;` (the DRS opt-in, in `sbuf.rs`) and
 //! `OPTS BLAST MTU=<n>;Rate=<bps>;` (the UDP blast channel, in `blast.rs`; FEAT lists ` BLAST` unless disabled).
 
 use std::time::Instant;
@@ -43,52 +42,11 @@ pub(super) fn feat(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     Ok(())
 }
 
-/// Parallelism from `OPTS RETR` options (`None` = options without a Parallelism key). `Err` if malformed.
-fn parse_opts_retr(opts: &str) -> Result<Option<u32>, ()> {
-    let opts = opts.trim();
-    let Some(body) = opts.strip_suffix(';') else {
-        return Err(());
-    };
-    let mut parallelism = None;
-    for opt in body.split(';') {
-        let (key, value) = opt.split_once('=').ok_or(())?;
-        let value = value.trim();
-        if value.is_empty() {
-            return Err(());
-        }
-        if key.trim().eq_ignore_ascii_case("Parallelism") {
-            let start = value.split(',').next().unwrap_or("").trim();
-            let n = super::parse_u64(start).ok_or(())?;
-            if n == 0 {
-                return Err(());
-            }
-            parallelism = Some(u32::try_from(n).unwrap_or(u32::MAX));
-        }
-        // StripeLayout, BlockSize, Markers...: accepted and ignored (one stripe, our block size).
-    }
-    Ok(parallelism)
-}
-
 /// `OPTS <command> <options>`.
 pub(super) fn opts(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let (cmd, rest) = arg.trim_start().split_once(' ').unwrap_or((arg.trim(), ""));
     if cmd.eq_ignore_ascii_case("RETR") {
-        if ctx.logged_in.is_none() {
-            return Err(CommandError::Reply(
-                530,
-                "Please login with USER and PASS.".into(),
-            ));
-        }
-        return match parse_opts_retr(rest) {
-            Ok(p) => {
-                if let Some(p) = p {
-                    ctx.parallelism = Some(p.min(ctx.cfg.max_parallelism.max(1)));
-                }
-                ctx.reply(200, "OPTS Command Successful.");
-                Ok(())
-            }
-            Err(()) => Err(CommandError::Reply(500, "OPTS failed.".into())),
-        };
+        return super::opts_retr::opts_retr(ctx, rest);
     }
     if cmd.eq_ignore_ascii_case("DRS") {
         return super::sbuf::opts_drs(ctx, rest);
@@ -122,7 +80,6 @@ pub(super) fn opts(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_opts_retr;
     use crate::client::{Features, ReplyReader};
     use crate::server::testutil::H;
 
@@ -146,26 +103,16 @@ mod tests {
 
     #[test]
     fn opts_retr_like_globus() {
-        assert_eq!(parse_opts_retr("Parallelism=4,4,4;"), Ok(Some(4)));
-        assert_eq!(parse_opts_retr("parallelism=2;"), Ok(Some(2)));
-        assert_eq!(
-            parse_opts_retr("StripeLayout=Blocked;BlockSize=1048576;Parallelism=3,1,8;"),
-            Ok(Some(3))
-        );
-        assert_eq!(parse_opts_retr("StripeLayout=Partitioned;"), Ok(None));
-        assert_eq!(parse_opts_retr("Parallelism=4,4,4"), Err(()));
-        assert_eq!(parse_opts_retr("Parallelism=0;"), Err(()));
-        assert_eq!(parse_opts_retr("Parallelism=x;"), Err(()));
-        assert_eq!(parse_opts_retr(";"), Err(()));
-        assert_eq!(parse_opts_retr(""), Err(()));
-
+        // The parser's cases live in `opts_retr.rs`.
         let mut h = H::new();
         h.login();
         assert_eq!(
             h.cmd("OPTS RETR Parallelism=4,4,4;"),
             "200 OPTS Command Successful.\r\n"
         );
-        assert_eq!(h.cmd("OPTS RETR Parallelism=4,4,4"), "500 OPTS failed.\r\n");
+        assert!(h
+            .cmd("OPTS RETR Parallelism=4,4,4")
+            .starts_with("501 OPTS RETR options must each end in `;`."));
         assert_eq!(h.cmd("OPTS UTF8 ON"), "200 UTF8 set to on.\r\n");
         assert_eq!(
             h.cmd("OPTS MLST type;size;"),

@@ -17,6 +17,7 @@ mod info;
 mod list;
 mod login;
 mod nav;
+mod opts_retr;
 mod params;
 mod pasv;
 mod port;
