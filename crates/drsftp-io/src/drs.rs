@@ -85,6 +85,14 @@ pub fn scale_limit(fd: impl AsFd) -> io::Result<u64> {
     Ok(65_535u64 << tcp_info(fd)?.rcv_wscale)
 }
 
+/// The ceiling [`after_connect`] will find, predicted before set-up: min(`drs_max`, 65535 << the window scale
+/// Linux picks for an unlocked buffer, ilog2(max(tcp_rmem[2], rmem_max)) - 15, clamped to 0..=14).
+pub fn expected_ceiling(limits: &BufLimits, drs_max: u64) -> u64 {
+    let space = limits.tcp_rmem[2].max(limits.rmem_max).max(1) as u64;
+    let wscale = (space.ilog2() as i64 - 15).clamp(0, 14);
+    drs_max.min(65_535u64 << wscale)
+}
+
 /// After `connect`/`accept` under `Drs` (receiving side): size the buffer now that the connection exists, then
 /// impose DRS's starting window (`initial`, capped at the ceiling) via `knob`. Returns the ceiling DRS may grow
 /// to, min(`drs_max`, 65535 << rcv_wscale); 0 for the other policies.
@@ -717,9 +725,11 @@ mod tests {
             assert!(at_setup < drs_max / 16, "{side}: {at_setup}");
             assert!((info.rcv_ssthresh as u64) < drs_max / 64, "{side}: {info:?}");
             // The kernel chose the scale for max(tcp_rmem[2], rmem_max) although SO_RCVBUF was left alone.
-            let space = limits.tcp_rmem[2].max(limits.rmem_max) as u64;
-            let want = (space.ilog2() as i64 - 15).clamp(0, 14) as u8;
-            assert_eq!(info.rcv_wscale, want, "{side}");
+            assert_eq!(
+                65_535u64 << info.rcv_wscale,
+                expected_ceiling(&limits, u64::MAX),
+                "{side}"
+            );
             // After set-up: the ceiling is min(drs_max, 65535 << wscale), or the rmem cap if FORCE was refused.
             let ceiling = after_connect(
                 sock,
@@ -731,6 +741,7 @@ mod tests {
             )
             .unwrap();
             let scale_cap = drs_max.min(65_535u64 << info.rcv_wscale);
+            assert_eq!(scale_cap, expected_ceiling(&limits, drs_max));
             let buf = sockopt::recv_buf(sock).unwrap() as u64 / 2;
             eprintln!("{side}: after_connect ceiling {ceiling}, SO_RCVBUF/2 {buf}");
             assert!(

@@ -68,8 +68,12 @@ pub async fn choose(
         BufferPolicy::Kernel => StartBuffer::Adaptive {
             max_buf: limits.map_or(6 << 20, |l| l.tcp_rmem[2] as u64),
         },
+        // What each DRS stream can grow to: drs_max, or less if the window scale the kernel picks is smaller.
         BufferPolicy::Drs => StartBuffer::Adaptive {
-            max_buf: drsftp_io::data::DataOpts::default().drs_max,
+            max_buf: {
+                let drs_max = drsftp_io::data::DataOpts::default().drs_max;
+                limits.map_or(drs_max, |l| drsftp_io::drs::expected_ceiling(&l, drs_max))
+            },
         },
     };
     let inp = AutoStartInput {
