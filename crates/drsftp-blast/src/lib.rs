@@ -24,7 +24,7 @@
 //! Both ends agree on [`TransferParams`] (random transfer id, size, packet size from the path MTU) over the
 //! control channel first. The receiver holds only its bitmap (1 bit per packet); payloads are handed out with
 //! their file offsets, exactly once each. [`Receiver::bitmap`] is also the resume checkpoint
-//! ([`Receiver::resume`], [`Sender::resume`]).
+//! ([`Receiver::resume`], [`Sender::resume`]; [`resume`] converts it to and from the byte ranges of `REST`).
 //!
 //! Modules: [`wire`] (datagram formats and strict decoding), [`bitmap`], [`receiver`], [`sender`], [`policy`]
 //! (the pluggable [`NextPacket`] order, default [`Circular`]), [`rate`] (the rate controller and pacer; the
@@ -69,6 +69,7 @@ pub mod error;
 pub mod policy;
 pub mod rate;
 pub mod receiver;
+pub mod resume;
 pub mod sender;
 pub mod wire;
 
