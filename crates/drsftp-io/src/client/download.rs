@@ -1,5 +1,7 @@
 //! Download orchestration: SIZE, a part file (or the destination in place for `--off/--len`), RETR/ERET in stream
-//! mode or MODE E, byte-count and range checks, CKSM verification, then the rename into place. Any error drops the
+//! mode or MODE E (`-p auto` from a drsftp server: a `Parallelism` range the server refines in, its changes
+//! observed by `observe::StreamWatch`), byte-count and range checks, CKSM verification, then the rename into
+//! place. Any error drops the
 //! [`Destination`], which removes what the download created.
 
 use std::path::Path;
@@ -12,6 +14,7 @@ use drsftp_tune::BufferPolicy;
 use super::blast;
 use super::control::Control;
 use super::local::Destination;
+use super::observe::StreamWatch;
 use super::transfer::{self, DataJob};
 use super::{verify, ClientError, ClientOptions, TransferSummary};
 use crate::data::Progress;
@@ -62,7 +65,20 @@ pub(crate) async fn run(
     };
     let handle = dest.handle();
     let file: Arc<dyn FileHandle> = handle.clone();
-    let mode = opts.mode();
+    // `-p auto`: a drsftp server (FEAT lists DRS) refines the stream count itself when OPTS RETR gives it a
+    // range; that needs MODE E even from one stream. Other servers (Globus) get the fixed start as before.
+    let auto_range = opts
+        .auto_streams
+        .as_ref()
+        .filter(|_| control.session().features().drs())
+        .map(|a| {
+            let lo = a.config.min_streams.max(1);
+            (lo, a.config.max_streams.max(lo))
+        });
+    let mode = match auto_range {
+        Some(_) => drsftp_proto::client::TransferMode::Extended,
+        None => opts.mode(),
+    };
     let mut dopts = opts.data_opts();
     let alg = if opts.verify {
         verify::pick_alg(control.session().features())
@@ -89,8 +105,11 @@ pub(crate) async fn run(
         direction: Direction::Download,
         path: remote.to_string(),
         mode,
-        streams: opts.streams.max(1),
-        streams_range: None,
+        streams: match auto_range {
+            Some((lo, hi)) => opts.streams.clamp(lo, hi),
+            None => opts.streams.max(1),
+        },
+        streams_range: auto_range,
         tcp_buffer: opts.tcp_buffer,
         partial: opts.partial,
         alloc: None,
@@ -106,7 +125,15 @@ pub(crate) async fn run(
             let len = (want.end != u64::MAX).then(|| want.end - want.start);
             blast::run(control, spec, side, len, b, progress, opts.timeout).await?
         }
-        None => transfer::run(control, spec, job, dopts, progress, opts.timeout).await?,
+        None => {
+            let watch = auto_range.map(|_| StreamWatch::start(progress.clone()));
+            let mut moved =
+                transfer::run(control, spec, job, dopts, progress, opts.timeout).await?;
+            if let Some(w) = watch {
+                moved.actions = w.finish();
+            }
+            moved
+        }
     };
     let want = if want.end == u64::MAX {
         // Size unknown: whatever arrived, from the start.

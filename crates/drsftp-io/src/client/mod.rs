@@ -17,6 +17,7 @@ mod control;
 mod download;
 mod error;
 mod local;
+mod observe;
 mod transfer;
 mod upload;
 mod verify;
@@ -36,6 +37,7 @@ use control::Control;
 
 pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
 pub use error::ClientError;
+pub use observe::peak_and_final;
 
 /// How a transfer is run.
 #[derive(Debug, Clone)]
@@ -64,7 +66,9 @@ pub struct ClientOptions {
     pub trace: bool,
     /// `-p auto` online refinement (docs/drs.md §4.5): an upload runs in MODE E starting on `streams` connections
     /// and this controller (`drsftp_tune::AutoStreams` sampled every `interval`) adds and retires connections
-    /// while it runs. Downloads ignore it (the server is the sender there).
+    /// while it runs. On a download from a server that lists `DRS` (drsftp) the client sends
+    /// `OPTS RETR Parallelism=<streams>,<min>,<max>;` from this config and the server runs the controller;
+    /// other servers get `<streams>` fixed.
     pub auto_streams: Option<AutoSender>,
 }
 
@@ -137,7 +141,8 @@ pub struct TransferSummary {
     pub blast: Option<BlastReport>,
     /// With [`ClientOptions::trace`]: one trace per data connection of ours (`drs::write_stream_traces_csv`).
     pub traces: Vec<Vec<TraceRow>>,
-    /// With [`ClientOptions::auto_streams`] on an upload: the controller's decisions, in order.
+    /// With [`ClientOptions::auto_streams`]: on an upload the controller's decisions, in order; on a download
+    /// from a drsftp server the changes in live streams seen by the receiver (see [`peak_and_final`]).
     pub stream_actions: Vec<AutoEvent>,
 }
 

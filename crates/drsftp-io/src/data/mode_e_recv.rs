@@ -99,7 +99,8 @@ pub(crate) async fn recv_mode_e(
                 Some(s) => {
                     set.spawn(recv_one(s, streams, Arc::clone(&ctx), stop_rx.clone()));
                     streams += 1;
-                    progress.set_streams(streams as u64);
+                    // Connections carrying data now (arrived and not yet ended with EOD).
+                    progress.set_streams((streams as u64).saturating_sub(eods));
                 }
                 None => open = false,
             },
@@ -110,6 +111,7 @@ pub(crate) async fn recv_mode_e(
                             traces.push((idx, trace));
                         }
                         eods += 1;
+                        progress.set_streams((streams as u64).saturating_sub(eods));
                         if let Some(n) = e {
                             if eof.is_some_and(|p| p != n) {
                                 return Err(HeaderError::BadEodCount(n).into());

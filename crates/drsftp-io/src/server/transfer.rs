@@ -1,6 +1,7 @@
 //! Runs one `TransferPlan` from the server session: opens the file (a part file for uploads, committed only when
 //! every byte arrived), gets data connections (passive accepts, active connects, or MODE E connections kept from
-//! the previous transfer), hands them to the data engine, and turns the outcome into a `TransferResult`.
+//! the previous transfer), hands them to the data engine (RETR/ERET with a `Parallelism` range: a dynamic MODE E
+//! send steered by `AutoSender`, see [`send_auto`]), and turns the outcome into a `TransferResult`.
 //! A whole file sent (RETR to EOF) also yields its CRC32C from the engine, for a following CKSM (`fs::SentCrc`).
 
 use std::net::SocketAddr;
@@ -10,12 +11,12 @@ use std::time::{Duration, SystemTime};
 
 use drsftp_proto::server::{DataEndpoint, Mode, Payload, TransferPlan, TransferResult};
 use drsftp_storage::{BytesFile, FileHandle, PartFile, Storage, StorageError};
-use drsftp_tune::BufferPolicy;
+use drsftp_tune::{AutoConfig, BufferPolicy};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use super::fs::{self, SentCrc};
-use crate::data::{self, DataError, DataOpts, DataReport, Progress};
+use crate::data::{self, AutoSender, DataError, DataOpts, DataReport, Progress};
 
 /// How long to wait for the client's data connection.
 const ACCEPT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -288,6 +289,15 @@ async fn send(
             let r = data::send_stream(sock, file, range, opts, progress).await?;
             Ok((r.bytes, 1, None, r.crc32c))
         }
+        (Mode::Extended, DataEndpoint::Active(addrs))
+            if plan.parallelism_range.is_some() && addrs.len() == 1 =>
+        {
+            let (min, max) = plan.parallelism_range.unwrap_or((1, 1));
+            send_auto(
+                plan, addrs[0], min, max, file, ranges, wire_sub, opts, cache, progress,
+            )
+            .await
+        }
         (Mode::Extended, DataEndpoint::Active(addrs)) => {
             let per = plan.parallelism.max(1) as usize;
             let socks = match cache {
@@ -321,6 +331,64 @@ async fn send(
             Ok((r.bytes, r.streams, keep(key, r.reusable), r.crc32c))
         }
     }
+}
+
+/// `-p auto` on a download (`OPTS RETR Parallelism=<start>,<min>,<max>;` with min < max): a dynamic MODE E send
+/// to the client's one PORT address, starting on `plan.parallelism` connections (or the cached ones if their
+/// number is in range) and steered by `AutoSender` between `min` and `max`: streams join and retire while it
+/// runs, the EOF count covers every connection used. Connections the controller opens after the end are kept.
+#[allow(clippy::too_many_arguments)]
+async fn send_auto(
+    plan: &TransferPlan,
+    addr: SocketAddr,
+    min: u32,
+    max: u32,
+    file: Arc<dyn FileHandle>,
+    ranges: Vec<Range<u64>>,
+    wire_sub: u64,
+    opts: &DataOpts,
+    cache: Option<DataCache>,
+    progress: Arc<Progress>,
+) -> Result<(u64, usize, Option<DataCache>, Option<u32>), DataError> {
+    let key = vec![addr];
+    let range = min.max(1) as usize..=max.max(1) as usize;
+    let socks = match cache {
+        Some(c) if c.key == key && range.contains(&c.socks.len()) => c.socks,
+        _ => {
+            let start = plan.parallelism.clamp(min.max(1), max.max(1));
+            let mut v = Vec::with_capacity(start as usize);
+            for _ in 0..start {
+                v.push(data::connect(addr, opts).await?);
+            }
+            v
+        }
+    };
+    let auto = AutoSender::new(AutoConfig {
+        min_streams: min.max(1),
+        max_streams: max.max(1),
+        ..AutoConfig::default()
+    });
+    let connect_opts = opts.clone();
+    let connect = move || {
+        let o = connect_opts.clone();
+        async move { data::connect(addr, &o).await }
+    };
+    let r = auto
+        .send(socks, connect, file, ranges, wire_sub, opts, progress)
+        .await?;
+    tracing::info!(
+        streams = r.data.streams,
+        final_streams = r.final_streams,
+        steady = r.steady,
+        actions = ?r.actions,
+        "-p auto download (server side)"
+    );
+    Ok((
+        r.data.bytes,
+        r.data.streams,
+        keep(key, r.data.reusable),
+        r.data.crc32c,
+    ))
 }
 
 async fn connect_first(addrs: &[SocketAddr], opts: &DataOpts) -> Result<TcpStream, DataError> {
