@@ -660,7 +660,11 @@ mod tests {
         )
         .unwrap();
         let big = sockopt::recv_buf(&s).unwrap();
-        assert_eq!(big as u64, 2 * ceiling, "raised to the ceiling after set-up");
+        assert_eq!(
+            big as u64,
+            2 * ceiling,
+            "raised to the ceiling after set-up"
+        );
         assert_eq!(sockopt::window_clamp(&s).unwrap(), 64 * 1024);
         let cfg = DrsConfig {
             initial_buf: 64 * 1024,
@@ -721,9 +725,15 @@ mod tests {
                 "{side}: at set-up SO_RCVBUF {at_setup}, rcv_ssthresh {}, rcv_wnd {}, rcv_wscale {}",
                 info.rcv_ssthresh, info.rcv_wnd, info.rcv_wscale
             );
-            assert!(at_setup <= limits.tcp_rmem[1] as u64 * 2, "{side}: {at_setup}");
+            assert!(
+                at_setup <= limits.tcp_rmem[1] as u64 * 2,
+                "{side}: {at_setup}"
+            );
             assert!(at_setup < drs_max / 16, "{side}: {at_setup}");
-            assert!((info.rcv_ssthresh as u64) < drs_max / 64, "{side}: {info:?}");
+            assert!(
+                (info.rcv_ssthresh as u64) < drs_max / 64,
+                "{side}: {info:?}"
+            );
             // The kernel chose the scale for max(tcp_rmem[2], rmem_max) although SO_RCVBUF was left alone.
             assert_eq!(
                 65_535u64 << info.rcv_wscale,
@@ -754,7 +764,14 @@ mod tests {
         }
         // Other policies are untouched.
         let before = sockopt::recv_buf(&s).unwrap();
-        let r = after_connect(&s, BufferPolicy::Kernel, &limits, drs_max, 1, DrsKnob::RecvBuf);
+        let r = after_connect(
+            &s,
+            BufferPolicy::Kernel,
+            &limits,
+            drs_max,
+            1,
+            DrsKnob::RecvBuf,
+        );
         assert_eq!(r.unwrap(), 0);
         assert_eq!(sockopt::recv_buf(&s).unwrap(), before);
     }

@@ -555,7 +555,11 @@ mod bench {
                 let ceiling = after_connect(&s, policy, &limits, max, initial, knob)?;
                 let dcfg = DrsConfig {
                     initial_buf: initial,
-                    max_buf: if ceiling > 0 { ceiling.max(initial) } else { max },
+                    max_buf: if ceiling > 0 {
+                        ceiling.max(initial)
+                    } else {
+                        max
+                    },
                     probes: false,
                     gain,
                     bdp_min_rtt: min_rtt,
