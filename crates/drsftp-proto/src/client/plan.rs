@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use super::blast;
 use super::session::ClientSession;
 use super::types::{BlastRequest, Direction, TransferMode, TransferSpec};
+use crate::ranges::RangeSet;
 
 /// What a command's reply means to the session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +31,10 @@ pub(super) enum Kind {
     Pasv,
     Epsv,
     Allo,
+    /// `REST <ranges>` before a resumed blast download: `350` expected; a refusal is a notice (the transfer
+    /// then starts from nothing on the server's side, the resumed receiver's first ack still spares the held
+    /// packets).
+    Rest,
     /// RETR/ERET/STOR/ESTO/MLSD/LIST/NLST: waits through 1xx and markers.
     Transfer {
         listing: bool,
@@ -107,12 +112,32 @@ impl ClientSession {
 
     /// A blast transfer: TYPE I, `OPTS BLAST`, a UDP socket announced with `BPAS`, ALLO for uploads, the
     /// transfer command. MODE, buffer sizes and parallelism do not apply.
-    pub(super) fn plan_blast(&self, spec: &TransferSpec, req: &BlastRequest) -> VecDeque<Step> {
+    /// A download with `resume` (set by [`ClientSession::set_blast_resume`]) sends `REST <ranges>` right before
+    /// RETR/ERET: the bytes (relative to the section) the client already holds (docs/blast.md "Resume").
+    pub(super) fn plan_blast(
+        &self,
+        spec: &TransferSpec,
+        req: &BlastRequest,
+        resume: Option<&RangeSet>,
+    ) -> VecDeque<Step> {
         let mut s = self.prelude(self.mode);
         s.push_back(Step::Cmd(blast::opts_line(req), Kind::OptsBlast));
         s.push_back(Step::BlastBind);
+        match resume {
+            Some(r) if spec.direction == Direction::Download && !r.is_empty() => {
+                s.push_back(Step::Cmd(format!("REST {r}"), Kind::Rest));
+            }
+            _ => {}
+        }
         Self::transfer_steps(spec, &mut s);
         s
+    }
+
+    /// The next blast download resumes: it announces `held` (byte ranges relative to the section, as the
+    /// receiver's checkpoint covers them) with `REST` before its transfer command. Used by the next
+    /// [`Op::Transfer`](super::Op::Transfer) only, whatever it is; ignored unless it is a blast download.
+    pub fn set_blast_resume(&mut self, held: RangeSet) {
+        self.blast_resume = Some(held);
     }
 
     /// ALLO (uploads) and the transfer command.

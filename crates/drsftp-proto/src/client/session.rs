@@ -62,6 +62,8 @@ pub struct ClientSession {
     pub(super) mode: TransferMode,
     pub(super) features: Features,
     pub(super) drs: Drs,
+    /// Held ranges for the next blast download (`set_blast_resume`, plan.rs).
+    pub(super) blast_resume: Option<crate::ranges::RangeSet>,
 }
 
 fn mask(line: &str) -> String {
@@ -91,6 +93,7 @@ impl ClientSession {
             mode: TransferMode::Stream,
             features: Features::default(),
             drs: Drs::default(),
+            blast_resume: None,
         }
     }
 
@@ -200,6 +203,7 @@ impl ClientSession {
                 s
             }
             Op::Transfer(spec) => {
+                let resume = self.blast_resume.take();
                 streams = if spec.mode == TransferMode::Extended {
                     spec.streams.max(1)
                 } else {
@@ -208,7 +212,7 @@ impl ClientSession {
                 match spec.transport {
                     Transport::Blast(req) if self.features.has("BLAST") => {
                         blast = Some(BlastNeg::default());
-                        self.plan_blast(&spec, &req)
+                        self.plan_blast(&spec, &req, resume.as_ref())
                     }
                     Transport::Blast(_) => {
                         report.notices.push(
@@ -629,6 +633,13 @@ impl ClientSession {
             Kind::Allo => {
                 if !reply.is_ok() {
                     let n = format!("server refused `{cmd}`: {reply}");
+                    run.report.notices.push(n.clone());
+                    self.events.push_back(Event::Notice(n));
+                }
+            }
+            Kind::Rest => {
+                if reply.code != 350 {
+                    let n = format!("server refused `{cmd}` (not resuming there): {reply}");
                     run.report.notices.push(n.clone());
                     self.events.push_back(Event::Notice(n));
                 }

@@ -487,6 +487,64 @@ fn login_drsftp(h: &mut Harness) {
     h.events();
 }
 
+/// A resumed blast download says what it holds with `REST <ranges>` right before RETR; a refusal is a notice;
+/// the setting is used by one transfer only.
+#[test]
+fn blast_resume_sends_rest_ranges_once() {
+    let mut h = Harness::new();
+    login_drsftp(&mut h);
+    let held: crate::ranges::RangeSet = [0..1436, 2872..5000].into_iter().collect();
+    for (answer, notice) in [
+        ("350 Restart Marker OK. Send STORE or RETR to initiate transfer.\n", false),
+        ("501 Syntax error in REST argument.\n", true),
+    ] {
+        h.s.set_blast_resume(held.clone());
+        h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
+            .unwrap();
+        if !notice {
+            // First time round only: the session remembers TYPE I.
+            h.expect("TYPE I", "200 Type set to I.\n");
+        }
+        h.expect(
+            "OPTS BLAST MTU=1500;Rate=500000000;",
+            "200 OPTS BLAST MTU=1500;Rate=0;\n",
+        );
+        assert_eq!(h.events(), vec![Event::BlastBind]);
+        h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());
+        h.expect(
+            "BPAS 127,0,0,1,156,64",
+            "229 Entering Blast Passive Mode (127,0,0,1,156,65) Id=1\n",
+        );
+        h.expect("REST 0-1436,2872-5000", answer);
+        h.expect(
+            "RETR /f",
+            "150 Opening BLAST data channel for RETR /f (Size=5000;Packet=1436;).\n",
+        );
+        h.reply("226 Transfer complete.\n");
+        let ev = h.events();
+        let refused = ev.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("REST")));
+        assert_eq!(refused, notice, "{ev:?}");
+        assert!(matches!(ev.last(), Some(Event::Done(Outcome::Transferred(_)))), "{ev:?}");
+    }
+    // Not carried over to the next transfer.
+    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
+        .unwrap();
+    h.expect(
+        "OPTS BLAST MTU=1500;Rate=500000000;",
+        "200 OPTS BLAST MTU=1500;Rate=0;\n",
+    );
+    h.events();
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());
+    h.expect(
+        "BPAS 127,0,0,1,156,64",
+        "229 Entering Blast Passive Mode (127,0,0,1,156,65) Id=2\n",
+    );
+    h.expect(
+        "RETR /f",
+        "150 Opening BLAST data channel for RETR /f (Size=5000;Packet=1436;).\n",
+    );
+}
+
 #[test]
 fn blast_download_and_upload_dialogues() {
     let mut h = Harness::new();

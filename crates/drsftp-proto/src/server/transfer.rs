@@ -60,6 +60,19 @@ impl Ctx {
         mode: Mode,
         what: String,
     ) -> CmdResult {
+        self.start_transfer_with(now, payload, mode, what, RangeSet::new())
+    }
+
+    /// [`start_transfer`](Self::start_transfer) for a blast send that resumes: `resume` goes into
+    /// [`TransferPlan::resume`].
+    pub(crate) fn start_transfer_with(
+        &mut self,
+        now: Instant,
+        payload: Payload,
+        mode: Mode,
+        what: String,
+        resume: RangeSet,
+    ) -> CmdResult {
         if self.transfer.is_some() {
             return Err(CommandError::NoData(
                 "A transfer is already running.".into(),
@@ -101,6 +114,7 @@ impl Ctx {
             tcp_buffer: self.tcp_buffer,
             ascii,
             inband_drs: self.drs_inband && mode == Mode::Extended,
+            resume: if blast.is_some() { resume } else { RangeSet::new() },
         };
         match (mode, blast, &plan.endpoint) {
             (_, Some(size), DataEndpoint::Blast(ep)) => {

@@ -211,6 +211,11 @@ pub struct TransferPlan {
     /// reply): true only in MODE E after the client opted in with `OPTS DRS Inband=1;`. The driver must neither
     /// send such headers nor expect them otherwise (a Globus peer would take them for data).
     pub inband_drs: bool,
+    /// A blast RETR/ERET after `REST a-b,c-d` (a resumed blast download, docs/blast.md "Resume"): the byte
+    /// ranges of the section, relative to its start, the client already holds. The driver starts its blast
+    /// sender with the packets wholly inside them acknowledged (`drsftp_blast::resume::packets_within`, the
+    /// same rule the client applies), so only the rest is sent. Empty otherwise.
+    pub resume: crate::ranges::RangeSet,
 }
 
 /// Something the driver must do.

@@ -6,6 +6,9 @@
 //!   `offset` (`wire_sub`, GFD.20).
 //! * After `REST n`: from `n`; after `REST a-b,c-d` (MODE E): only the gaps between the held ranges. Both are
 //!   relative to the ERET section. Stream mode can only resume from one offset (`554` otherwise).
+//! * On a blast channel, `REST a-b,c-d` resumes a blast download (docs/blast.md "Resume"): the transfer still
+//!   covers the whole section (so packet numbers match the client's checkpoint), and the held ranges go to the
+//!   driver in [`TransferPlan::resume`](crate::server::TransferPlan::resume), whose sender skips those packets.
 //!
 //! A MODE E send on a passive endpoint is accepted (the driver sends over the connections the client opens),
 //! although GFD.20 has the sender connect and Globus refuses it.
@@ -15,9 +18,10 @@ use std::time::Instant;
 
 use drsftp_storage::EntryKind;
 
+use crate::ranges::RangeSet;
 use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
-use crate::server::types::{FsRequest, FsResult, Mode, Payload};
+use crate::server::types::{DataEndpoint, FsRequest, FsResult, Mode, Payload};
 
 /// File ranges to send, whether the last runs to EOF, and the MODE E offset base.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,14 +79,25 @@ fn send_file(
     section: Option<(u64, u64)>,
     verb: &'static str,
 ) -> CmdResult {
-    let rest = ctx.take_rest();
-    ctx.endpoint()?;
+    let mut rest = ctx.take_rest();
+    let blast = matches!(ctx.endpoint()?, DataEndpoint::Blast(_));
+    // A blast resume: the held ranges ride along with the plan instead of cutting the section into gaps.
+    let resume = match rest.take_if(|r| blast && matches!(r, Rest::Ranges(_))) {
+        Some(Rest::Ranges(held)) => held,
+        _ => RangeSet::new(),
+    };
     let path = ctx.resolve(arg);
     let mode = ctx.mode;
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, now, r| match r {
         FsResult::Stat(m) if m.kind == EntryKind::File => {
             match plan_send(m.size, section, rest.as_ref(), mode) {
                 Ok(s) => {
+                    let view = s.ranges.first().map_or(0, |r| r.end - r.start);
+                    let resume: RangeSet = resume
+                        .ranges()
+                        .iter()
+                        .map(|r| r.start.min(view)..r.end.min(view))
+                        .collect();
                     let what = format!("{verb} {path}");
                     let payload = Payload::SendFile {
                         path,
@@ -90,7 +105,7 @@ fn send_file(
                         to_eof: s.to_eof,
                         wire_sub: s.wire_sub,
                     };
-                    if let Err(e) = ctx.start_transfer(now, payload, mode, what) {
+                    if let Err(e) = ctx.start_transfer_with(now, payload, mode, what, resume) {
                         ctx.refuse(&e);
                     }
                 }
@@ -140,6 +155,66 @@ mod tests {
 
     fn ranges(s: &str) -> Option<Rest> {
         Some(Rest::Ranges(RangeSet::parse(s).unwrap()))
+    }
+
+    /// BPAS answered with a UDP socket and transfer id `id`.
+    fn blast_channel(h: &mut H, id: u64) {
+        h.send("BPAS 127,0,0,1,156,64");
+        assert!(matches!(&h.actions()[..], [Action::BlastBind { .. }]));
+        h.s.handle_blast_bound(h.now, Ok(("127.0.0.1:40001".parse().unwrap(), id)));
+        assert!(h.out().starts_with("229 "));
+    }
+
+    /// The transfer the session started, reported done.
+    fn take(h: &mut H) -> crate::server::TransferPlan {
+        let plan = h.transfer();
+        h.s.handle_transfer_done(h.now, plan.id, TransferResult::Ok { bytes: 0, streams: 1 });
+        h.out();
+        plan
+    }
+
+    #[test]
+    fn blast_resume_keeps_the_section_and_passes_the_held_ranges() {
+        let mut h = H::new();
+        h.login();
+        h.cmd("TYPE I");
+        blast_channel(&mut h, 9);
+        // Held ranges past the end are clipped; the transfer is the whole file (packet numbers stay put).
+        h.cmd("REST 0-2,5-7,9-40");
+        h.send("RETR /f");
+        let out = h.fs(FsRequest::Stat("/f".into()), FsResult::Stat(file("f", 10)));
+        assert!(out.starts_with("150 ") && out.contains("Size=10;"), "{out}");
+        let plan = take(&mut h);
+        assert!(matches!(&plan.payload, Payload::SendFile { ranges, .. } if ranges == &[0..10]));
+        assert_eq!(plan.resume.to_string(), "0-2,5-7,9-10");
+        // Without REST nothing is held; an ERET section's ranges are relative to it.
+        blast_channel(&mut h, 10);
+        h.send("RETR /f");
+        h.fs(FsRequest::Stat("/f".into()), FsResult::Stat(file("f", 10)));
+        assert!(take(&mut h).resume.is_empty());
+        blast_channel(&mut h, 11);
+        h.cmd("REST 0-3");
+        h.send("ERET P 4 5 /f");
+        h.fs(FsRequest::Stat("/f".into()), FsResult::Stat(file("f", 10)));
+        let plan = take(&mut h);
+        assert!(matches!(&plan.payload, Payload::SendFile { ranges, .. } if ranges == &[4..9]));
+        assert_eq!(plan.resume.to_string(), "0-3");
+        // REST n on a blast channel is still a plain restart offset; TCP transfers never carry `resume`.
+        blast_channel(&mut h, 12);
+        h.cmd("REST 4");
+        h.send("RETR /f");
+        h.fs(FsRequest::Stat("/f".into()), FsResult::Stat(file("f", 10)));
+        let plan = take(&mut h);
+        assert!(matches!(&plan.payload, Payload::SendFile { ranges, .. } if ranges == &[4..10]));
+        assert!(plan.resume.is_empty());
+        h.pasv();
+        h.cmd("MODE E");
+        h.cmd("REST 0-2");
+        h.send("RETR /f");
+        h.fs(FsRequest::Stat("/f".into()), FsResult::Stat(file("f", 10)));
+        let plan = take(&mut h);
+        assert!(matches!(&plan.payload, Payload::SendFile { ranges, .. } if ranges == &[2..10]));
+        assert!(plan.resume.is_empty());
     }
 
     #[test]
