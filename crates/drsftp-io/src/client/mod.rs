@@ -18,6 +18,7 @@ mod download;
 mod error;
 mod local;
 mod observe;
+mod third_party;
 mod transfer;
 mod upload;
 mod verify;
@@ -37,6 +38,7 @@ use control::Control;
 
 pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
 pub use error::ClientError;
+pub use third_party::copy as third_party_copy;
 pub use observe::peak_and_final;
 
 /// How a transfer is run.

@@ -3,33 +3,59 @@
 //! in force from `200 OPTS BLAST MTU=..;Rate=..;`, the server's UDP address and transfer id from
 //! `229 Entering Blast Passive Mode (h1,h2,h3,h4,p1,p2) Id=<hex>`, and `Size=`/`Packet=` from the transfer
 //! command's `150`. The session collects them in a [`BlastNeg`] until they make a [`BlastChannel`].
+//!
+//! Third-party (server-to-server) set-up, driven by `drsftp_io::client::third_party`: `BPAS` with no argument on
+//! the receiving server, `BPAS <receiver's address>` on the sending one, then [`bprt_line`] on the receiver with
+//! the sender's address and transfer id; [`offers_bprt`] tells whether a server knows BPRT.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use super::addr::{host_port, SocketAddrV4Like};
+use super::feat::Features;
 use super::reply::Reply;
 use super::types::{BlastChannel, BlastRequest};
 
 /// `OPTS BLAST MTU=<n>;Rate=<bps>;[AckEvery=<n>;]`.
-pub(super) fn opts_line(r: &BlastRequest) -> String {
+pub fn opts_line(r: &BlastRequest) -> String {
     let ack = r
         .ack_every
         .map_or(String::new(), |a| format!("AckEvery={a};"));
     format!("OPTS BLAST MTU={};Rate={};{ack}", r.mtu, r.max_rate)
 }
 
-/// `BPAS h1,h2,h3,h4,p1,p2` (IPv4) or `BPAS |2|addr|port|` (IPv6).
-pub(super) fn bpas_line(addr: SocketAddr) -> String {
+/// `h1,h2,h3,h4,p1,p2` (IPv4) or `|2|addr|port|` (IPv6), the address argument of BPAS and BPRT.
+fn addr_arg(addr: SocketAddr) -> String {
     match addr {
-        SocketAddr::V4(a) => format!(
-            "BPAS {}",
-            host_port(SocketAddrV4Like {
-                ip: *a.ip(),
-                port: a.port()
-            })
-        ),
-        SocketAddr::V6(a) => format!("BPAS |2|{}|{}|", a.ip(), a.port()),
+        SocketAddr::V4(a) => host_port(SocketAddrV4Like {
+            ip: *a.ip(),
+            port: a.port(),
+        }),
+        SocketAddr::V6(a) => format!("|2|{}|{}|", a.ip(), a.port()),
     }
+}
+
+/// `BPAS h1,h2,h3,h4,p1,p2` (IPv4) or `BPAS |2|addr|port|` (IPv6).
+pub fn bpas_line(addr: SocketAddr) -> String {
+    format!("BPAS {}", addr_arg(addr))
+}
+
+/// `BPRT <peer address> Id=<16 hex digits>`: names the sending server's UDP address and transfer id to the
+/// receiving server of a third-party blast transfer.
+pub fn bprt_line(peer: SocketAddr, transfer_id: u64) -> String {
+    format!("BPRT {} Id={transfer_id:016x}", addr_arg(peer))
+}
+
+/// True if the server lists BPRT in its FEAT BLAST line (` BLAST BPRT`): it can receive a third-party blast
+/// transfer. Every server that lists BLAST can send one (`BPAS <address>`).
+pub fn offers_bprt(features: &Features) -> bool {
+    features
+        .params("BLAST")
+        .is_some_and(|p| p.split_whitespace().any(|t| t.eq_ignore_ascii_case("BPRT")))
+}
+
+/// The MTU in force from a `200 OPTS BLAST MTU=<n>;...` reply.
+pub fn parse_opts_mtu(reply: &Reply) -> Option<u32> {
+    value(reply.text(), "MTU")?.parse().ok()
 }
 
 /// `Key=value` (up to the next `;`, space, `)` or `.`) anywhere in `text`, key case-insensitive.
@@ -52,16 +78,13 @@ fn value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// The rate in force from a `200 OPTS BLAST ...;Rate=<bps>;` reply.
-pub(super) fn parse_opts_reply(reply: &Reply) -> Option<u64> {
+pub fn parse_opts_reply(reply: &Reply) -> Option<u64> {
     value(reply.text(), "Rate")?.parse().ok()
 }
 
 /// The server's UDP address and the transfer id from `229 Entering Blast Passive Mode (<address>) Id=<hex>`;
 /// `<address>` is `h1,h2,h3,h4,p1,p2` or `|2|v6|port|`. A wildcard host means the control connection's peer.
-pub(super) fn parse_bpas_reply(
-    reply: &Reply,
-    control_peer: Option<IpAddr>,
-) -> Option<(SocketAddr, u64)> {
+pub fn parse_bpas_reply(reply: &Reply, control_peer: Option<IpAddr>) -> Option<(SocketAddr, u64)> {
     if reply.code != 229 {
         return None;
     }
@@ -100,7 +123,7 @@ pub(super) fn parse_bpas_reply(
 }
 
 /// `(Size, Packet)` from the transfer command's `150 Opening BLAST data channel ... (Size=<n>;Packet=<n>;).`
-pub(super) fn parse_start(reply: &Reply) -> Option<(u64, usize)> {
+pub fn parse_start(reply: &Reply) -> Option<(u64, usize)> {
     let t = reply.text();
     let size = value(t, "Size")?.parse().ok()?;
     let packet = value(t, "Packet")?.parse().ok().filter(|p| *p > 0)?;
@@ -204,5 +227,20 @@ mod tests {
         );
         assert_eq!(parse_start(&Reply::new(150, "(Size=5;Packet=0;)")), None);
         assert_eq!(value("xSize=3 Size=4", "Size"), Some("4"));
+        assert_eq!(
+            bprt_line("127.0.0.1:40000".parse().unwrap(), 0xab),
+            "BPRT 127,0,0,1,156,64 Id=00000000000000ab"
+        );
+        assert_eq!(
+            bprt_line("[::1]:40000".parse().unwrap(), 1),
+            "BPRT |2|::1|40000| Id=0000000000000001"
+        );
+        assert_eq!(
+            parse_opts_mtu(&Reply::new(200, "OPTS BLAST MTU=1500;Rate=800000000;")),
+            Some(1500)
+        );
+        assert!(offers_bprt(&Features::from_pairs([("BLAST", "BPRT")])));
+        assert!(!offers_bprt(&Features::from_pairs([("BLAST", "")])));
+        assert!(!offers_bprt(&Features::from_pairs([("EPSV", "BPRT")])));
     }
 }

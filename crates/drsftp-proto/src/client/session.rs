@@ -189,7 +189,17 @@ impl ClientSession {
                 )]
                 .into()
             }
-            Op::Command(line) => [Step::Cmd(line, Kind::Raw)].into(),
+            Op::Command(line) => {
+                // A bare transfer command (third-party: the servers' data channel is set up between them) waits
+                // through 1xx and markers like a transfer, with no reply deadline once started, and ends in
+                // `Outcome::Transferred`; ABOR works on it.
+                let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
+                let kind = match verb.as_str() {
+                    "RETR" | "ERET" | "STOR" | "ESTO" | "APPE" => Kind::Transfer { listing: false },
+                    _ => Kind::Raw,
+                };
+                [Step::Cmd(line, kind)].into()
+            }
             Op::Quit => [Step::Cmd("QUIT".into(), Kind::Quit)].into(),
             Op::List { path, kind } => {
                 let mut s = self.prelude(TransferMode::Stream);

@@ -193,7 +193,9 @@ pub enum Op {
         /// MLSD, LIST or NLST.
         kind: ListKind,
     },
-    /// Any single command line; completes with its final (2xx/3xx) reply.
+    /// Any single command line; completes with its final (2xx/3xx) reply. RETR/ERET/STOR/ESTO/APPE (a third-party
+    /// transfer whose data channel runs between two servers) wait through 1xx and markers like a transfer and
+    /// complete with [`Outcome::Transferred`].
     Command(String),
     /// `QUIT`.
     Quit,

@@ -79,6 +79,12 @@ impl Ctx {
             ));
         }
         let endpoint = self.endpoint()?;
+        if matches!(&endpoint, DataEndpoint::Blast(ep) if ep.peer.port() == 0) {
+            // `BPAS` without an address (third-party set-up) and no `BPRT` yet (verbs/bprt.rs).
+            return Err(CommandError::NoData(
+                "Use BPRT to name the blast peer first.".into(),
+            ));
+        }
         let blast = match &endpoint {
             DataEndpoint::Blast(ep) => Some(blast_size(&payload, self.ascii, ep.payload_size)?),
             _ => None,

@@ -1,7 +1,8 @@
 //! `drsftp copy SRC DST`: one file between a local path and a GridFTP/FTP server, either way, in stream mode or MODE
 //! E with parallel streams or over the UDP blast channel (`--transport udp`, TCP if the server lacks it), optionally a
 //! section (`--off/--len`), verified with CKSM afterwards. Shows a progress bar
-//! on a terminal and ends with a one-line summary (stderr) or one JSON object (stdout, `--json`).
+//! on a terminal and ends with a one-line summary (stderr) or one JSON object (stdout, `--json`). Two ftp:// URLs
+//! make a third-party (server-to-server) copy ([`third_party`]).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -18,15 +19,20 @@ use serde_json::json;
 
 use crate::url::{parse_endpoint, Endpoint, FtpUrl};
 
+mod third_party;
+
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  drsftp copy ftp://127.0.0.1:2811/data/big.bin /tmp/ -p 4\n  \
 drsftp copy ./big.bin ftp://user:pass@host:2811/incoming/ --tcp-bs 4M\n  \
 drsftp copy ftp://host/f part.bin --off 1000 --len 5000000 --json\n  \
-drsftp copy --transport udp ftp://host/big.bin /tmp/ --max-rate 500mbit"
+drsftp copy --transport udp ftp://host/big.bin /tmp/ --max-rate 500mbit\n  \
+drsftp copy -p 4 ftp://hostA:2811/data/big.bin ftp://hostB:2811/incoming/   (third-party, server to server)"
 )]
 pub struct Args {
-    /// Source: a local file, or ftp://[user[:pass]@]host[:port]/path (user defaults to anonymous).
+    /// Source: a local file, or ftp://[user[:pass]@]host[:port]/path (user defaults to anonymous). With an ftp://
+    /// destination too, the copy is third-party: the data goes straight from one server to the other (stream mode
+    /// unless -p N > 1 or --mode-e; --transport udp needs `BLAST BPRT` on the destination).
     src: String,
     /// Destination: a local file or directory (a directory gets the source's file name), or an ftp:// URL (a URL
     /// ending in '/' gets the local file name).
@@ -127,6 +133,7 @@ fn duration_arg(s: &str) -> Result<Duration, String> {
 enum Plan {
     Download { remote: FtpUrl, local: PathBuf },
     Upload { local: PathBuf, remote: FtpUrl },
+    ThirdParty { src: FtpUrl, dst: FtpUrl },
 }
 
 impl Plan {
@@ -134,17 +141,20 @@ impl Plan {
         match self {
             Plan::Download { remote, .. } => remote.to_string(),
             Plan::Upload { local, .. } => local.display().to_string(),
+            Plan::ThirdParty { src, .. } => src.to_string(),
         }
     }
     fn destination(&self) -> String {
         match self {
             Plan::Download { local, .. } => local.display().to_string(),
             Plan::Upload { remote, .. } => remote.to_string(),
+            Plan::ThirdParty { dst, .. } => dst.to_string(),
         }
     }
     fn remote(&self) -> &FtpUrl {
         match self {
             Plan::Download { remote, .. } | Plan::Upload { remote, .. } => remote,
+            Plan::ThirdParty { src, .. } => src,
         }
     }
 }
@@ -164,7 +174,10 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
         }
         (Endpoint::Local(local), Endpoint::Remote(mut remote)) => {
             if local.is_dir() {
-                bail!("{} is a directory; drsftp copy moves one file", local.display());
+                bail!(
+                    "{} is a directory; drsftp copy moves one file",
+                    local.display()
+                );
             }
             if remote.is_dir_like() {
                 let name = local
@@ -174,9 +187,17 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
             }
             Ok(Plan::Upload { local, remote })
         }
-        (Endpoint::Remote(_), Endpoint::Remote(_)) => bail!(
-            "server-to-server (third-party) copies are not yet supported; copy to a local file and then up"
-        ),
+        (Endpoint::Remote(src), Endpoint::Remote(mut dst)) => {
+            let name = src
+                .file_name()
+                .filter(|_| !src.is_dir_like())
+                .with_context(|| format!("{src} names a directory; give a file URL"))?
+                .to_string();
+            if dst.is_dir_like() {
+                dst = dst.join(&name);
+            }
+            Ok(Plan::ThirdParty { src, dst })
+        }
         (Endpoint::Local(_), Endpoint::Local(_)) => {
             bail!("both endpoints are local; one must be an ftp:// URL")
         }
@@ -230,6 +251,10 @@ pub fn run(args: Args) -> Result<()> {
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let mut auto = None;
     let result = rt.block_on(async {
+        if let Plan::ThirdParty { src, dst } = &plan {
+            // Ctrl-C is handled inside: both servers get ABOR and the destination is deleted.
+            return third_party::copy(src, dst, &args, &opts).await;
+        }
         tokio::select! {
             r = copy(&plan, &args, opts.clone(), &mut auto) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
@@ -292,6 +317,7 @@ async fn copy(
     }
     let progress = Arc::new(Progress::new());
     let summary = match plan {
+        Plan::ThirdParty { .. } => bail!("third-party copies are run by copy::third_party"),
         Plan::Download { remote, local } => {
             // Best effort: the size is for the progress bar and --off without --len; the download itself
             // reports a missing file.
@@ -477,7 +503,11 @@ fn report(
             "seconds": s.seconds,
             "mbps": s.mbps(),
             "streams": s.streams,
-            "mode": s.mode.letter().to_string(),
+            "mode": match plan {
+                Plan::ThirdParty { .. } => "third-party".to_string(),
+                _ => s.mode.letter().to_string(),
+            },
+            "wire_mode": s.mode.letter().to_string(),
             "transport": s.transport,
             "duplicates": s.duplicates,
             "rejected": s.rejected,
@@ -516,7 +546,10 @@ fn report(
             eprintln!("drsftp: note: {n}");
         }
         if !args.json {
-            eprintln!("{}", summary_line(s));
+            match plan {
+                Plan::ThirdParty { .. } => eprintln!("{} [third-party]", summary_line(s)),
+                _ => eprintln!("{}", summary_line(s)),
+            }
             if let Some(a) = auto {
                 eprintln!("  {}", a.start.reason);
             }
@@ -553,10 +586,18 @@ mod tests {
             Plan::Upload { remote, .. } => assert_eq!(remote.path, "/in/x"),
             p => panic!("{p:?}"),
         }
-        assert!(plan("ftp://a/x", "ftp://b/y")
-            .unwrap_err()
-            .to_string()
-            .contains("not yet supported"));
+        match plan("ftp://a/x", "ftp://b/in/").unwrap() {
+            Plan::ThirdParty { src, dst } => {
+                assert_eq!((src.host.as_str(), src.path.as_str()), ("a", "/x"));
+                assert_eq!((dst.host.as_str(), dst.path.as_str()), ("b", "/in/x"));
+            }
+            p => panic!("{p:?}"),
+        }
+        match plan("ftp://a/x", "ftp://b/y").unwrap() {
+            Plan::ThirdParty { dst, .. } => assert_eq!(dst.path, "/y"),
+            p => panic!("{p:?}"),
+        }
+        assert!(plan("ftp://a/dir/", "ftp://b/y").is_err());
         assert!(plan("/a", "/b").is_err());
         assert!(plan("ftp://h/dir/", d).is_err());
         assert!(plan(d, "ftp://h/x").is_err());

@@ -62,14 +62,14 @@ pub(crate) fn parse_opts_blast(opts: &str) -> Option<BlastOpts> {
 }
 
 /// The smaller non-zero of two rate caps (0 = none).
-fn min_rate(a: u64, b: u64) -> u64 {
+pub(super) fn min_rate(a: u64, b: u64) -> u64 {
     match (a, b) {
         (0, x) | (x, 0) => x,
         (x, y) => x.min(y),
     }
 }
 
-fn check_enabled(ctx: &Ctx) -> CmdResult {
+pub(super) fn check_enabled(ctx: &Ctx) -> CmdResult {
     if ctx.logged_in.is_none() {
         return Err(CommandError::Reply(
             530,
@@ -109,7 +109,7 @@ pub(super) fn opts_blast(ctx: &mut Ctx, rest: &str) -> CmdResult {
 }
 
 /// `h1,h2,h3,h4,p1,p2` for IPv4, `|2|addr|port|` for IPv6.
-fn format_addr(a: SocketAddr) -> String {
+pub(super) fn format_addr(a: SocketAddr) -> String {
     match a {
         SocketAddr::V4(v4) => super::pasv::host_port(*v4.ip(), v4.port()),
         SocketAddr::V6(v6) => format!("|2|{}|{}|", v6.ip(), v6.port()),
@@ -208,7 +208,7 @@ mod tests {
             blast_max_mtu: 9000,
             ..ServerConfig::default()
         });
-        assert!(h.cmd("FEAT").contains("\r\n BLAST\r\n"));
+        assert!(h.cmd("FEAT").contains("\r\n BLAST BPRT\r\n"));
         assert!(h.cmd("BPAS 127,0,0,1,156,64").starts_with("530 "));
         h.login();
         assert_eq!(
@@ -297,7 +297,7 @@ mod tests {
         assert!(h.cmd("BPAS 10,0,0,1,156,64").starts_with("504 "));
         assert!(h.cmd("BPAS 127,0,0,1,0,21").starts_with("504 "));
         assert!(h.cmd("BPAS 127,0,0,1").starts_with("501 "));
-        assert!(h.cmd("BPAS").starts_with("501 "));
+        // A bare `BPAS` is the third-party form (bprt.rs).
         assert!(h.cmd("BPAS |3|x|1|").starts_with("522 "));
         h.send("BPAS 127,0,0,1,156,64");
         h.actions();

@@ -16,7 +16,8 @@ pub(super) fn feat(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
         .iter()
         .map(|a| format!("{};", a.name()))
         .collect();
-    let blast = ctx.cfg.blast.then(|| "BLAST".to_string());
+    // BPRT: the two-step set-up for third-party transfers (bprt.rs).
+    let blast = ctx.cfg.blast.then(|| "BLAST BPRT".to_string());
     let body: Vec<String> = [
         "UTF8".to_string(),
         format!("MLST {}", ctx.facts.feat()),
@@ -91,7 +92,7 @@ mod tests {
             feat,
             "211-Extensions supported:\r\n UTF8\r\n MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n \
              MDTM\r\n REST STREAM\r\n PARALLEL\r\n ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
-             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n BLAST\r\n211 End.\r\n"
+             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n BLAST BPRT\r\n211 End.\r\n"
         );
         // Our own client reads it as a GridFTP server with checksums.
         let mut rd = ReplyReader::new();

@@ -10,6 +10,7 @@ use super::error::CmdResult;
 mod abor;
 mod basic;
 mod blast;
+mod bprt;
 mod cksm;
 mod feat;
 mod fsops;
@@ -106,7 +107,8 @@ pub(crate) static VERBS: &[Verb] = &[
     v("PORT", true, Defer, port::port),
     v("EPRT", true, Defer, port::eprt),
     v("SPOR", true, Defer, port::spor),
-    v("BPAS", true, Defer, blast::bpas),
+    v("BPAS", true, Defer, bprt::bpas),
+    v("BPRT", true, Defer, bprt::bprt),
     v("RETR", true, Defer, retr::retr),
     v("ERET", true, Defer, retr::eret),
     v("STOR", true, Defer, stor::stor),

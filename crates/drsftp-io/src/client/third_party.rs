@@ -1,0 +1,544 @@
+//! Third-party (server-to-server) copies: the client holds a logged-in control connection to each server and
+//! introduces them; the file's bytes go straight from the source server to the destination server.
+//!
+//! TCP: TYPE I and the same MODE on both, buffer sizes, `OPTS RETR Parallelism=P,P,P;` on the source (MODE E),
+//! PASV (EPSV if refused) on the destination, PORT/EPRT with that address on the source, ALLO, then STOR on the
+//! destination and RETR on the source. In MODE E the sender connects (GFD.20), which is exactly this order; in
+//! stream mode it works as classic FXP. UDP blast (`ClientOptions::blast`): `OPTS BLAST` on both (the smaller MTU
+//! if they differ), `BPAS` without an address on the destination, `BPAS <destination's address>` on the source,
+//! `BPRT <source's address> Id=<source's id>` on the destination, ALLO, STOR, RETR (docs/blast.md). A destination
+//! without `BLAST BPRT` in FEAT, or a source without BLAST, gets TCP and a notice.
+//!
+//! Both commands are driven to their final replies together; `112` perf markers (MODE E receivers send them) feed
+//! [`Progress`]. A failure on either side, or `cancel`, sends ABOR to whichever is still running and deletes the
+//! destination (DELE). Afterwards SIZE and CKSM (the first of `VERIFY_PREFERENCE` both list) are compared on the
+//! two servers; a mismatch deletes the destination, so it is either complete and verified or not there.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drsftp_proto::client::blast_setup::{
+    bpas_line, bprt_line, offers_bprt, opts_line, parse_bpas_reply, parse_opts_mtu,
+};
+use drsftp_proto::client::{
+    parse_epsv, parse_pasv, port_command, BlastRequest, Event, Op, Outcome, Reply, TransferMode,
+    TransferReport, VERIFY_PREFERENCE,
+};
+
+use super::control::Control;
+use super::{download, transfer, Client, ClientError, ClientOptions, TransferSummary};
+use crate::data::Progress;
+
+/// Which end, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Source,
+    Destination,
+}
+
+impl End {
+    fn name(self) -> &'static str {
+        match self {
+            End::Source => "source",
+            End::Destination => "destination",
+        }
+    }
+}
+
+fn at(end: End, c: &Control, e: impl std::fmt::Display) -> ClientError {
+    ClientError::Invalid(format!("{} server {}: {e}", end.name(), c.peer()))
+}
+
+/// One command to its final reply; a refusal is an error naming the server.
+async fn cmd(c: &mut Control, end: End, line: &str) -> Result<Reply, ClientError> {
+    match c.run(Op::Command(line.to_string())).await {
+        Ok(Outcome::Reply(r)) => Ok(r),
+        Ok(other) => Err(at(end, c, format!("unexpected outcome {other:?}"))),
+        Err(e) => Err(at(end, c, e)),
+    }
+}
+
+/// One command whose refusal is only a notice (ALLO, buffer sizes, parallelism). Dead connections still fail.
+async fn soft(
+    c: &mut Control,
+    end: End,
+    line: &str,
+    notices: &mut Vec<String>,
+) -> Result<bool, ClientError> {
+    match c.run(Op::Command(line.to_string())).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.reply_code().is_some() => {
+            notices.push(format!("{} server refused `{line}`: {e}", end.name()));
+            Ok(false)
+        }
+        Err(e) => Err(at(end, c, e)),
+    }
+}
+
+/// Copies `src_path` on `src`'s server to `dst_path` on `dst`'s server (see the module docs). `opts`: streams and
+/// MODE E, `tcp_buffer`, `verify`, `timeout` (commands, and the longest time without perf-marker progress once
+/// markers arrive), `blast` for the UDP channel; `partial` and our own socket settings do not apply. `cancel`
+/// resolving (Ctrl-C) aborts both transfers and deletes the destination.
+pub async fn copy(
+    src: &mut Client,
+    src_path: &str,
+    dst: &mut Client,
+    dst_path: &str,
+    opts: &ClientOptions,
+    progress: Arc<Progress>,
+    cancel: impl Future<Output = ()>,
+) -> Result<TransferSummary, ClientError> {
+    if opts.partial.is_some() {
+        return Err(ClientError::Invalid(
+            "partial (--off/--len) third-party copies are not supported".into(),
+        ));
+    }
+    let (s, d) = (&mut src.control, &mut dst.control);
+    let size = download::size_if_supported(s, src_path)
+        .await
+        .map_err(|e| at(End::Source, s, e))?;
+    let mut notices = Vec::new();
+    let udp = match &opts.blast {
+        None => None,
+        Some(b) => {
+            let why = if !s.session().features().has("BLAST") {
+                Some("the source server does not offer BLAST")
+            } else if !offers_bprt(d.session().features()) {
+                Some("the destination server does not list BPRT (FEAT BLAST BPRT), so it cannot receive a third-party blast transfer")
+            } else if size.is_none() {
+                Some("the source server does not answer SIZE, which a blast upload needs")
+            } else {
+                None
+            };
+            match why {
+                Some(w) => {
+                    notices.push(format!("{w}: using TCP"));
+                    None
+                }
+                None => Some(b),
+            }
+        }
+    };
+    let mode = if udp.is_some() {
+        TransferMode::Stream
+    } else {
+        opts.mode()
+    };
+    let streams = if mode == TransferMode::Extended {
+        opts.streams.max(1)
+    } else {
+        1
+    };
+    let mut buffer_command = None;
+    match udp {
+        Some(b) => {
+            let req = BlastRequest {
+                mtu: b.mtu,
+                max_rate: b.max_rate,
+                ack_every: b.ack_every,
+            };
+            blast_setup(s, d, req, size.unwrap_or(0)).await?;
+        }
+        None => {
+            buffer_command =
+                tcp_setup(s, d, mode, streams, opts.tcp_buffer, size, &mut notices).await?;
+        }
+    }
+    let begin = Instant::now();
+    let r = run(s, src_path, d, dst_path, opts.timeout, &progress, cancel).await;
+    let seconds = begin.elapsed().as_secs_f64();
+    if let Err(Failed { error, touched }) = r {
+        if touched {
+            delete(d, dst_path).await;
+        }
+        return Err(error);
+    }
+    // The outcome: sizes, then checksums; any disagreement removes the destination.
+    let dst_size = download::size_if_supported(d, dst_path)
+        .await
+        .map_err(|e| at(End::Destination, d, e))?;
+    if let (Some(a), Some(b)) = (size, dst_size) {
+        if a != b {
+            delete(d, dst_path).await;
+            return Err(ClientError::SizeMismatch {
+                what: format!("{dst_path} (destination deleted)"),
+                expected: a,
+                got: b,
+            });
+        }
+    }
+    let bytes = size.or(dst_size).unwrap_or(progress.bytes());
+    if progress.bytes() < bytes {
+        progress.add(progress.bytes()..bytes);
+    }
+    let mut summary = TransferSummary {
+        bytes,
+        seconds,
+        streams: streams as usize,
+        mode,
+        peak_buffer: 0,
+        buffer_command,
+        checksum: None,
+        verified: false,
+        notices,
+        transport: if udp.is_some() { "udp" } else { "tcp" },
+        duplicates: 0,
+        rejected: 0,
+        blast: None,
+        traces: vec![],
+        stream_actions: vec![],
+    };
+    if opts.verify {
+        verify(s, src_path, d, dst_path, &mut summary).await?;
+    }
+    Ok(summary)
+}
+
+/// TYPE I, MODE, buffer sizes, parallelism, PASV/EPSV on the destination, PORT/EPRT on the source, ALLO.
+/// Returns the buffer command the source accepted.
+async fn tcp_setup(
+    s: &mut Control,
+    d: &mut Control,
+    mode: TransferMode,
+    streams: u32,
+    tcp_buffer: Option<u64>,
+    size: Option<u64>,
+    notices: &mut Vec<String>,
+) -> Result<Option<String>, ClientError> {
+    let mode_line = format!("MODE {}", mode.letter());
+    for (c, end) in [(&mut *s, End::Source), (&mut *d, End::Destination)] {
+        cmd(c, end, "TYPE I").await?;
+        cmd(c, end, &mode_line).await?;
+    }
+    let mut accepted = None;
+    if let Some(b) = tcp_buffer {
+        for (c, end, verb) in [
+            (&mut *s, End::Source, "SITE RETRBUFSIZE"),
+            (&mut *d, End::Destination, "SITE STORBUFSIZE"),
+        ] {
+            let line = format!("{verb} {b}");
+            let mut quiet = Vec::new();
+            let ok = if soft(c, end, &line, &mut quiet).await? {
+                Some(line)
+            } else {
+                let sbuf = format!("SBUF {b}");
+                soft(c, end, &sbuf, notices).await?.then_some(sbuf)
+            };
+            if end == End::Source {
+                accepted = ok;
+            }
+        }
+    }
+    if mode == TransferMode::Extended {
+        let line = format!("OPTS RETR Parallelism={streams},{streams},{streams};");
+        soft(s, End::Source, &line, notices).await?;
+    }
+    let addr = passive(d).await?;
+    let port = port_command(addr);
+    if let Err(e) = cmd(s, End::Source, &port).await {
+        return Err(ClientError::Invalid(format!(
+            "{e} (a third-party copy needs the source server to accept `{port}`, the destination's data address)"
+        )));
+    }
+    if let Some(n) = size {
+        soft(d, End::Destination, &format!("ALLO {n}"), notices).await?;
+    }
+    Ok(accepted)
+}
+
+/// PASV on the destination (EPSV when PASV is refused or not IPv4); a wildcard host means its control address.
+async fn passive(d: &mut Control) -> Result<SocketAddr, ClientError> {
+    let peer = d.peer().ip();
+    let pasv = match d.run(Op::Command("PASV".into())).await {
+        Ok(Outcome::Reply(r)) => parse_pasv(&r),
+        Err(e) if e.reply_code().is_some() => None,
+        Err(e) => return Err(at(End::Destination, d, e)),
+        Ok(_) => None,
+    };
+    let addr = match pasv {
+        Some(a) => a,
+        None => {
+            let r = cmd(d, End::Destination, "EPSV").await?;
+            parse_epsv(&r, peer)
+                .ok_or_else(|| at(End::Destination, d, format!("cannot parse `{r}`")))?
+        }
+    };
+    Ok(if addr.ip().is_unspecified() {
+        SocketAddr::new(peer, addr.port())
+    } else {
+        addr
+    })
+}
+
+/// OPTS BLAST on both (one MTU), BPAS on the destination, BPAS with its address on the source, BPRT with the
+/// source's address and transfer id on the destination, ALLO.
+async fn blast_setup(
+    s: &mut Control,
+    d: &mut Control,
+    mut req: BlastRequest,
+    size: u64,
+) -> Result<(), ClientError> {
+    for (c, end) in [(&mut *s, End::Source), (&mut *d, End::Destination)] {
+        cmd(c, end, "TYPE I").await?;
+    }
+    let mtu = |c: &Control, end: End, r: &Reply| {
+        parse_opts_mtu(r).ok_or_else(|| at(end, c, format!("cannot parse `{r}`")))
+    };
+    let rs = cmd(s, End::Source, &opts_line(&req)).await?;
+    let rd = cmd(d, End::Destination, &opts_line(&req)).await?;
+    let (ms, md) = (mtu(s, End::Source, &rs)?, mtu(d, End::Destination, &rd)?);
+    if ms != md {
+        // Each server clamps to its own maximum: agree on the smaller packet size.
+        req.mtu = ms.min(md);
+        let rs = cmd(s, End::Source, &opts_line(&req)).await?;
+        let rd = cmd(d, End::Destination, &opts_line(&req)).await?;
+        let (ms, md) = (mtu(s, End::Source, &rs)?, mtu(d, End::Destination, &rd)?);
+        if ms != md {
+            return Err(ClientError::Invalid(format!(
+                "the servers do not agree on a blast MTU (source {ms}, destination {md})"
+            )));
+        }
+    }
+    let bad = |c: &Control, end: End, r: &Reply| at(end, c, format!("cannot parse `{r}`"));
+    let r = cmd(d, End::Destination, "BPAS").await?;
+    let (addr_d, _) =
+        parse_bpas_reply(&r, Some(d.peer().ip())).ok_or_else(|| bad(d, End::Destination, &r))?;
+    let r = cmd(s, End::Source, &bpas_line(addr_d)).await?;
+    let (addr_s, id) =
+        parse_bpas_reply(&r, Some(s.peer().ip())).ok_or_else(|| bad(s, End::Source, &r))?;
+    cmd(d, End::Destination, &bprt_line(addr_s, id)).await?;
+    cmd(d, End::Destination, &format!("ALLO {size}")).await?;
+    Ok(())
+}
+
+/// What one side's next control event means here.
+enum Step {
+    Done(TransferReport),
+    Started,
+    Perf(u32, u64),
+    Other,
+}
+
+fn step(end: End, c: &Control, ev: Result<Event, ClientError>) -> Result<Step, ClientError> {
+    match ev {
+        Ok(Event::Done(Outcome::Transferred(r))) => Ok(Step::Done(r)),
+        Ok(Event::Done(other)) => Err(at(end, c, format!("unexpected outcome {other:?}"))),
+        Ok(Event::Failed(e)) => Err(at(end, c, e)),
+        Err(e) => Err(at(end, c, e)),
+        Ok(Event::TransferStarted(r)) => {
+            tracing::debug!("{} started: {r}", end.name());
+            Ok(Step::Started)
+        }
+        Ok(Event::PerfMarker(p)) => Ok(Step::Perf(p.stripe_index, p.stripe_bytes)),
+        Ok(Event::Notice(n)) => {
+            tracing::info!("{} server: {n}", end.name());
+            Ok(Step::Other)
+        }
+        Ok(ev) => {
+            tracing::debug!("{}: {ev:?}", end.name());
+            Ok(Step::Other)
+        }
+    }
+}
+
+/// A failed transfer; `touched`: the destination may have been written (anything but a STOR refused outright).
+struct Failed {
+    error: ClientError,
+    touched: bool,
+}
+
+impl From<ClientError> for Failed {
+    fn from(error: ClientError) -> Self {
+        Failed {
+            error,
+            touched: true,
+        }
+    }
+}
+
+/// STOR on the destination (given a moment to accept or refuse first), RETR on the source, both to their final
+/// replies. Any failure or `cancel` aborts whichever side still runs.
+async fn run(
+    s: &mut Control,
+    src_path: &str,
+    d: &mut Control,
+    dst_path: &str,
+    timeout: Duration,
+    progress: &Progress,
+    cancel: impl Future<Output = ()>,
+) -> Result<(), Failed> {
+    tokio::pin!(cancel);
+    d.start(Op::Command(format!("STOR {dst_path}")))
+        .map_err(|e| at(End::Destination, d, e))?;
+    let mut d_done = None;
+    // Some servers answer a passive STOR only once the data connection is in: wait briefly, not for the 1xx.
+    let first = tokio::time::timeout(Duration::from_millis(300), d.next_event()).await;
+    if let Ok(ev) = first {
+        match step(End::Destination, d, ev) {
+            Ok(Step::Done(r)) => d_done = Some(r),
+            Ok(Step::Perf(..) | Step::Started | Step::Other) => {}
+            // Refused before a 1xx: the destination was not touched.
+            Err(error) => {
+                return Err(Failed {
+                    error,
+                    touched: false,
+                })
+            }
+        }
+    }
+    if let Err(e) = s.start(Op::Command(format!("RETR {src_path}"))) {
+        transfer::abort(d).await;
+        return Err(at(End::Source, s, e).into());
+    }
+    let mut s_done: Option<TransferReport> = None;
+    let mut stripes: HashMap<u32, u64> = HashMap::new();
+    let mut last_marker: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    while s_done.is_none() || d_done.is_none() {
+        let (end, r) = tokio::select! {
+            ev = s.next_event(), if s_done.is_none() => (End::Source, step(End::Source, s, ev)),
+            ev = d.next_event(), if d_done.is_none() => (End::Destination, step(End::Destination, d, ev)),
+            _ = &mut cancel => {
+                abort_running(s, s_done.is_none(), d, d_done.is_none()).await;
+                return Err(ClientError::Invalid("interrupted: both transfers aborted".into()).into());
+            }
+            _ = tick.tick() => {
+                if last_marker.is_some_and(|t| t.elapsed() >= timeout) {
+                    abort_running(s, s_done.is_none(), d, d_done.is_none()).await;
+                    return Err(ClientError::Stalled(timeout).into());
+                }
+                continue;
+            }
+        };
+        match r {
+            Ok(Step::Done(rep)) => match end {
+                End::Source => s_done = Some(rep),
+                End::Destination => d_done = Some(rep),
+            },
+            Ok(Step::Perf(stripe, bytes)) => {
+                let before: u64 = stripes.values().sum();
+                stripes.insert(stripe, bytes);
+                let now: u64 = stripes.values().sum();
+                if now > before {
+                    last_marker = Some(Instant::now());
+                    let cur = progress.bytes();
+                    if now > cur {
+                        progress.add(cur..now);
+                    }
+                } else if last_marker.is_none() {
+                    last_marker = Some(Instant::now());
+                }
+            }
+            Ok(Step::Started | Step::Other) => {}
+            Err(e) => {
+                let (s_run, d_run) = match end {
+                    End::Source => (false, d_done.is_none()),
+                    End::Destination => (s_done.is_none(), false),
+                };
+                abort_running(s, s_run, d, d_run).await;
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ABOR on the sides whose transfer command is still outstanding, concurrently.
+async fn abort_running(s: &mut Control, s_run: bool, d: &mut Control, d_run: bool) {
+    let a = async {
+        if s_run {
+            transfer::abort(s).await;
+        }
+    };
+    let b = async {
+        if d_run {
+            transfer::abort(d).await;
+        }
+    };
+    tokio::join!(a, b);
+}
+
+/// Best-effort DELE of the destination (a failed or unverified copy must not look like a good one).
+async fn delete(d: &mut Control, path: &str) {
+    if d.session().is_dead() || d.session().is_busy() {
+        return;
+    }
+    match d.run(Op::Command(format!("DELE {path}"))).await {
+        Ok(_) => tracing::info!("deleted the destination {path}"),
+        Err(e) => tracing::debug!("DELE {path}: {e}"),
+    }
+}
+
+/// The checksum algorithm both servers list: the first of `VERIFY_PREFERENCE`, else any common one.
+fn common_alg(s: &Control, d: &Control) -> Option<String> {
+    let a = s.session().features().checksum_algorithms();
+    let b = d.session().features().checksum_algorithms();
+    let both = |x: &str| a.iter().any(|y| y == x) && b.iter().any(|y| y == x);
+    VERIFY_PREFERENCE
+        .iter()
+        .map(|p| p.to_string())
+        .find(|p| both(p))
+        .or_else(|| a.iter().find(|x| both(x)).cloned())
+}
+
+async fn checksum(c: &mut Control, alg: &str, path: &str) -> Result<String, ClientError> {
+    let op = Op::Checksum {
+        algorithm: alg.to_string(),
+        offset: 0,
+        length: None,
+        path: path.to_string(),
+    };
+    match c.run(op).await? {
+        Outcome::Checksum(h) => Ok(h),
+        other => Err(ClientError::Invalid(format!(
+            "unexpected CKSM outcome {other:?}"
+        ))),
+    }
+}
+
+/// CKSM on both servers; a mismatch deletes the destination and fails, a refusal is a notice.
+async fn verify(
+    s: &mut Control,
+    src_path: &str,
+    d: &mut Control,
+    dst_path: &str,
+    summary: &mut TransferSummary,
+) -> Result<(), ClientError> {
+    let Some(alg) = common_alg(s, d) else {
+        summary
+            .notices
+            .push("checksum not verified: the servers list no common CKSM algorithm".into());
+        return Ok(());
+    };
+    let mut one = |r: Result<String, ClientError>, c: &Control, end: End| match r {
+        Ok(h) => Ok(Some(h)),
+        Err(e) if e.reply_code().is_some() => {
+            summary.notices.push(format!(
+                "checksum not verified: {} server refused CKSM {alg}: {e}",
+                end.name()
+            ));
+            Ok(None)
+        }
+        Err(e) => Err(at(end, c, e)),
+    };
+    let r = checksum(s, &alg, src_path).await;
+    let Some(hs) = one(r, s, End::Source)? else {
+        return Ok(());
+    };
+    let r = checksum(d, &alg, dst_path).await;
+    let Some(hd) = one(r, d, End::Destination)? else {
+        return Ok(());
+    };
+    if hs != hd {
+        delete(d, dst_path).await;
+        return Err(ClientError::Invalid(format!(
+            "{alg} checksum mismatch: source {hs}, destination {hd}; the destination {dst_path} was deleted"
+        )));
+    }
+    summary.checksum = Some((alg, hs));
+    summary.verified = true;
+    Ok(())
+}
