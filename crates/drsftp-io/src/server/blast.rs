@@ -29,6 +29,10 @@ pub(crate) fn bind(ip: IpAddr) -> std::io::Result<(std::net::UdpSocket, u64)> {
 }
 
 fn params(ep: &BlastEndpoint, size: u64) -> Result<TransferParams, DataError> {
+    if ep.peer.port() == 0 {
+        // A bare `BPAS` without `BPRT` (the session refuses such transfers; never send to or expect port 0).
+        return Err(DataError::Incomplete("blast peer unknown: BPRT was not given".into()));
+    }
     TransferParams::new(ep.transfer_id, size, ep.payload_size)
         .map_err(|e| DataError::Incomplete(format!("blast parameters: {e}")))
 }
