@@ -59,6 +59,7 @@ fn eager(max: u32) -> AutoSender {
             min_streams: 1,
             max_streams: max,
             min_gain: -1.0,
+            min_marginal: -1.0,
             backoff_drop: 1.0,
             settle: Duration::from_millis(20),
             samples: 1,

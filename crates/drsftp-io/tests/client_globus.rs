@@ -536,6 +536,7 @@ async fn mode_e_upload_with_streams_joining_mid_transfer() {
             min_streams: 1,
             max_streams: 4,
             min_gain: -1.0,
+            min_marginal: -1.0,
             backoff_drop: 1.0,
             settle: Duration::from_millis(20),
             samples: 1,

@@ -2,6 +2,14 @@
 //! aggregate throughput gain exceeds `min_gain`, reverts a probe that buys nothing, and in steady state backs off
 //! (retires streams) when per-stream throughput drops — the sign that competing flows appeared and extra streams
 //! would only take bandwidth from them. Periodically re-probes upward. Pure state machine.
+//!
+//! Fairness (docs/drs.md §4.5): on a shared, full bottleneck extra streams still "gain" by taking the
+//! competitors' share, so a gain alone would let a late transfer grow without bound while the first one backs
+//! off. A probe is therefore kept only if the added streams each carry at least `min_marginal` (default ½) of
+//! what the existing streams carried on average. Against `m` competing flows of similar windows the added
+//! streams' marginal rate is about `m / (n + k + m)` of the average, so with ½ a transfer stops growing near the
+//! competitors' stream count; with spare capacity (window-limited streams) the marginal rate is the full
+//! average and probing goes on as before. Tested on the fluid model in `tests/auto_fairness.rs`.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -20,6 +28,9 @@ pub struct AutoConfig {
     pub max_streams: u32,
     /// Accept a probe that raised aggregate throughput by at least this fraction.
     pub min_gain: f64,
+    /// Keep a probe only if each added stream carried at least this fraction of the average per-stream rate
+    /// before it (the fairness rule in the module docs; negative: any gain of `min_gain` is kept).
+    pub min_marginal: f64,
     /// Back off when per-stream throughput falls this fraction below the steady baseline.
     pub backoff_drop: f64,
     /// Wait this long after a change before measuring (a few RTTs for new streams to ramp).
@@ -36,6 +47,7 @@ impl Default for AutoConfig {
             min_streams: 1,
             max_streams: 64,
             min_gain: 0.05,
+            min_marginal: 0.5,
             backoff_drop: 0.25,
             settle: Duration::from_secs(1),
             samples: 3,
@@ -150,7 +162,11 @@ impl AutoStreams {
         match self.state {
             State::Base => self.start_probe(now, t),
             State::Probe { added, base } => {
-                if t >= base * (1.0 + self.cfg.min_gain) {
+                let before = self.streams.saturating_sub(added).max(1) as f64;
+                let marginal = (t - base) / added.max(1) as f64;
+                if t >= base * (1.0 + self.cfg.min_gain)
+                    && marginal >= self.cfg.min_marginal * base / before
+                {
                     self.start_probe(now, t);
                 } else {
                     self.change(now, -(added as i64));

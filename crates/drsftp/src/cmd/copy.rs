@@ -309,7 +309,8 @@ async fn copy(
     let (p, udp) = (args.parallel, args.transport == "udp");
     if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
         *auto = Some(super::auto::choose(&mut client, url, &mut opts, None).await?);
-        // Online refinement from that start (uploads: we are the MODE E sender; downloads ignore it).
+        // Online refinement from that start (uploads: we are the MODE E sender; downloads from a drsftp server:
+        // OPTS RETR Parallelism=<start>,1,<max>; and the server refines).
         opts.auto_streams = Some(drsftp_io::data::AutoSender::new(drsftp_tune::AutoConfig {
             max_streams: AUTO_MAX_STREAMS.max(opts.streams),
             ..drsftp_tune::AutoConfig::default()
@@ -530,6 +531,8 @@ fn report(
             "streams_auto": auto.is_some(),
             "auto_reason": auto.map(|a| a.start.reason.clone()),
             "auto_rtt_ms": auto.map(|a| a.rtt.as_secs_f64() * 1e3),
+            "auto_peak_streams": drsftp_io::client::peak_and_final(&s.stream_actions).map(|p| p.0),
+            "auto_final_streams": drsftp_io::client::peak_and_final(&s.stream_actions).map(|p| p.1),
             "auto_actions": s.stream_actions.iter().map(|e| json!({
                 "t_s": e.at.as_secs_f64(),
                 "action": match e.action {
