@@ -78,7 +78,8 @@ fn drive<P: NextPacket>(
 fn prefilled(src: &[u8], p: &TransferParams, held: &Bitmap) -> Vec<u8> {
     let mut out = vec![0u8; src.len()];
     for r in resume::byte_ranges(p, held) {
-        out[r.start as usize..r.end as usize].copy_from_slice(&src[r.start as usize..r.end as usize]);
+        out[r.start as usize..r.end as usize]
+            .copy_from_slice(&src[r.start as usize..r.end as usize]);
     }
     out
 }
@@ -133,11 +134,14 @@ fn complete_checkpoint_finishes_at_once() {
     let mut full = Bitmap::new(p.total_packets());
     full.set_range(0, p.total_packets());
     let mut rx = Receiver::resume(p, ReceiverConfig::default(), full.clone(), t0).unwrap();
-    let mut tx =
-        Sender::resume(p, SenderConfig::default(), Circular::new(), full, t0).unwrap();
+    let mut tx = Sender::resume(p, SenderConfig::default(), Circular::new(), full, t0).unwrap();
     assert!(rx.is_complete() && tx.is_done());
     assert_eq!(tx.poll_event(), Some(SenderEvent::Complete));
     assert!(rx.poll_transmit().is_some(), "the receiver says complete");
     let mut b = Batch::new();
-    assert_eq!(tx.poll_transmit(t0, 64, &[0u8; 100_000][..], &mut b).unwrap(), 0);
+    assert_eq!(
+        tx.poll_transmit(t0, 64, &[0u8; 100_000][..], &mut b)
+            .unwrap(),
+        0
+    );
 }

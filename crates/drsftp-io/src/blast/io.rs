@@ -102,6 +102,8 @@ pub(super) struct WriteBack {
     /// Bytes written so far and the positioned writes it took.
     pub(super) written: u64,
     pub(super) writes: u64,
+    /// A write failed: queued packets may not be on disk, so no further checkpoint may be taken.
+    pub(super) failed: bool,
 }
 
 impl WriteBack {
@@ -114,6 +116,7 @@ impl WriteBack {
             buf: Vec::with_capacity(RUN),
             written: 0,
             writes: 0,
+            failed: false,
         }
     }
 
@@ -137,7 +140,10 @@ impl WriteBack {
             return Ok(());
         }
         let at = self.base + self.start;
-        self.file.write_at(&self.buf, at)?;
+        if let Err(e) = self.file.write_at(&self.buf, at) {
+            self.failed = true;
+            return Err(e);
+        }
         let r: Range<u64> = at..at + self.buf.len() as u64;
         self.progress.add(r);
         self.written += self.buf.len() as u64;

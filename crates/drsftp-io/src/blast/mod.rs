@@ -20,9 +20,11 @@
 //!   truncated, forged (CRC), foreign-transfer, replayed-stale and out-of-range ones; duplicates are counted.
 //!   None of them can fail the transfer or touch the file. Acks always go to the address announced on the
 //!   control channel, never to a datagram's source.
-//! * Resume: [`BlastReport::bitmap`] is the receiver's packet map when it stopped (complete, failed or
-//!   cancelled): bytes of every set packet are written to the file. Saving it is left to the caller (the client
-//!   does not do so yet), and `drsftp_blast::Receiver::resume` / `Sender::resume` take it back.
+//! * Resume (docs/blast.md "Resume"): [`recv_with`] starts the receiver from a checkpoint and hands copies of
+//!   its packet map to a [`RecvResume::checkpoints`] sink every [`RecvResume::every`] and once more when it stops
+//!   for any reason (complete, failed, cancelled), each taken right after the pending runs were written, never
+//!   after a failed write. [`send_with`] starts the sender with the packets the receiver holds acknowledged, so
+//!   they are never sent. [`BlastReport::resumed`] counts the bytes held from the start.
 
 mod io;
 mod receiver;
@@ -70,6 +72,9 @@ pub struct BlastOpts {
     pub idle_timeout: Duration,
     /// Receiver: after completion keep answering for up to this long after the last datagram.
     pub linger: Duration,
+    /// Client downloads: pick up a matching checkpoint left by an interrupted download of the same file
+    /// (`false`: `--no-resume`, discard it and start afresh). Checkpoints are written either way.
+    pub resume: bool,
 }
 
 impl Default for BlastOpts {
@@ -87,6 +92,7 @@ impl Default for BlastOpts {
             socket_buffer: 32 << 20,
             idle_timeout: Duration::from_secs(60),
             linger: Duration::from_secs(3),
+            resume: true,
         }
     }
 }
@@ -122,6 +128,8 @@ pub struct BlastReport {
     pub ranges: RangeSet,
     /// Receiver: the packet map when it stopped (the resume checkpoint), as `Bitmap::to_bytes`.
     pub bitmap: Vec<u8>,
+    /// Bytes the receiver held before this session started (a resumed transfer); not sent again.
+    pub resumed: u64,
     /// Seconds from the first datagram sent/received to completion.
     pub seconds: f64,
 }
@@ -234,6 +242,27 @@ fn thread_gone() -> DataError {
     DataError::Io(std::io::Error::other("blast thread ended without a result"))
 }
 
+/// Where a resumed receiver starts and where its checkpoints go (see the module docs).
+#[derive(Debug, Default)]
+pub struct RecvResume {
+    /// The packets already in the file (`None`: none).
+    pub from: Option<Bitmap>,
+    /// Gets a copy of the packet map every `every` and when the receiver stops; every set packet's bytes were
+    /// written (not synced) before the copy was taken. A busy sink misses periodic copies, never the last one.
+    pub checkpoints: Option<std::sync::mpsc::SyncSender<Bitmap>>,
+    pub every: Duration,
+    /// Set to stop the receiver from outside (as dropping the future does), e.g. by the checkpoint's owner.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+/// Bytes of the transfer covered by the set packets of `held`.
+pub fn held_bytes(params: &TransferParams, held: &Bitmap) -> u64 {
+    drsftp_blast::resume::byte_ranges(params, held)
+        .iter()
+        .map(|r| r.end - r.start)
+        .sum()
+}
+
 /// Sends `params.total_bytes` bytes of `file`, starting at file offset `base`, to the receiver at `peer`.
 /// Completes when the receiver holds everything.
 pub async fn send(
@@ -244,6 +273,22 @@ pub async fn send(
     base: u64,
     opts: &BlastOpts,
     progress: Arc<Progress>,
+) -> Result<BlastReport, DataError> {
+    send_with(sock, peer, params, file, base, opts, progress, None).await
+}
+
+/// [`send`] to a receiver that already holds the packets set in `acked` (a resumed download): they are never
+/// sent.
+#[allow(clippy::too_many_arguments)]
+pub async fn send_with(
+    sock: std::net::UdpSocket,
+    peer: SocketAddr,
+    params: TransferParams,
+    file: Arc<dyn FileHandle>,
+    base: u64,
+    opts: &BlastOpts,
+    progress: Arc<Progress>,
+    acked: Option<Bitmap>,
 ) -> Result<BlastReport, DataError> {
     let stop = Arc::new(AtomicBool::new(false));
     let _guard = Cancel(stop.clone());
@@ -257,6 +302,7 @@ pub async fn send(
         opts: opts.clone(),
         progress,
         stop,
+        acked,
     };
     std::thread::Builder::new()
         .name("blast-send".into())
@@ -278,7 +324,23 @@ pub async fn recv(
     opts: &BlastOpts,
     progress: Arc<Progress>,
 ) -> Result<(BlastReport, Linger), DataError> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let r = RecvResume::default();
+    recv_with(sock, peer, params, file, base, opts, progress, r).await
+}
+
+/// [`recv`] resuming from `resume.from` and reporting checkpoints to `resume.checkpoints`.
+#[allow(clippy::too_many_arguments)]
+pub async fn recv_with(
+    sock: std::net::UdpSocket,
+    peer: SocketAddr,
+    params: TransferParams,
+    file: Arc<dyn FileHandle>,
+    base: u64,
+    opts: &BlastOpts,
+    progress: Arc<Progress>,
+    mut resume: RecvResume,
+) -> Result<(BlastReport, Linger), DataError> {
+    let stop = resume.stop.take().unwrap_or_default();
     let guard = Cancel(stop.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
     let job = receiver::Job {
@@ -290,6 +352,7 @@ pub async fn recv(
         opts: opts.clone(),
         progress,
         stop,
+        resume,
     };
     std::thread::Builder::new()
         .name("blast-recv".into())

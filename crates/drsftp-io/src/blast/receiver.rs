@@ -1,20 +1,22 @@
 //! The blast receiver thread: data in (recvmmsg, GRO split), the `drsftp_blast::Receiver` core in the middle, new
 //! payloads into the write-back runs, acks out to the announced peer address. After completion it reports and
-//! lingers (module docs of `blast`).
+//! lingers (module docs of `blast`). A resumed receiver starts from a checkpoint; with a checkpoint sink it hands
+//! out a copy of its packet map every so often and when it stops, each taken right after the pending runs were
+//! written (so every set packet's bytes are in the file; the sink syncs the file before saving the map).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drsftp_blast::{Receiver, ReceiverConfig, RxEvent, TransferParams};
+use drsftp_blast::{Bitmap, Receiver, ReceiverConfig, RxEvent, TransferParams};
 use drsftp_storage::FileHandle;
 use drsftp_sys::udp::{self, RecvBatch};
 use tokio::sync::oneshot;
 
 use super::io::WriteBack;
 use super::sender::same_host;
-use super::{BlastOpts, BlastReport, Clock};
+use super::{BlastOpts, BlastReport, Clock, RecvResume};
 use crate::data::{DataError, Progress};
 
 const MAX_WAIT: Duration = Duration::from_millis(20);
@@ -32,6 +34,7 @@ pub(super) struct Job {
     pub(super) opts: BlastOpts,
     pub(super) progress: Arc<Progress>,
     pub(super) stop: Arc<AtomicBool>,
+    pub(super) resume: RecvResume,
 }
 
 pub(super) fn config(opts: &BlastOpts, params: &TransferParams) -> ReceiverConfig {
@@ -65,6 +68,10 @@ struct Loop {
     acks_dropped: u64,
     heard: Instant,
     last_flush: Instant,
+    /// Checkpoint sink and interval, next checkpoint due.
+    ck: Option<std::sync::mpsc::SyncSender<Bitmap>>,
+    ck_every: Duration,
+    next_ck: Instant,
 }
 
 impl Loop {
@@ -115,6 +122,23 @@ impl Loop {
         Ok(got)
     }
 
+    /// Writes the pending runs and hands a copy of the packet map to the checkpoint sink (`wait`: block until it
+    /// takes it; otherwise skip if it is still busy with the previous one). Never after a failed write.
+    fn checkpoint(&mut self, wait: bool) {
+        let Some(ck) = &self.ck else {
+            return;
+        };
+        if self.wb.failed || self.wb.flush().is_err() {
+            return;
+        }
+        let map = self.rx.bitmap().clone();
+        let _ = if wait {
+            ck.send(map).map_err(|_| ())
+        } else {
+            ck.try_send(map).map_err(|_| ())
+        };
+    }
+
     fn send_acks(&mut self) -> Result<(), DataError> {
         while let Some(a) = self.rx.poll_transmit() {
             match self.sock.send_to(&a, self.peer) {
@@ -140,6 +164,8 @@ pub(super) fn run(job: Job, result: oneshot::Sender<Result<BlastReport, DataErro
     let linger = job.opts.linger;
     match receive(job) {
         Ok((report, mut l)) => {
+            // The sink's owner may wait for it to close; lingering needs no checkpoints.
+            l.ck = None;
             let _ = result.send(Ok(report));
             // Linger: answer a sender that missed our "complete" until released or quiet.
             let start = Instant::now();
@@ -169,10 +195,18 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
         opts,
         progress,
         stop,
+        resume,
     } = job;
     let _ = udp::set_timer_slack(10_000);
     let start = Instant::now();
-    let rx = Receiver::new(params, config(&opts, &params), start)
+    let from = resume
+        .from
+        .unwrap_or_else(|| Bitmap::new(params.total_packets()));
+    let resumed = super::held_bytes(&params, &from);
+    for r in drsftp_blast::resume::byte_ranges(&params, &from) {
+        progress.add(base + r.start..base + r.end);
+    }
+    let rx = Receiver::resume(params, config(&opts, &params), from, start)
         .map_err(|e| DataError::Incomplete(format!("blast receiver: {e}")))?;
     let slot = if opts.gro {
         udp::GRO_MAX_BYTES
@@ -192,25 +226,37 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
         acks_dropped: 0,
         heard: start,
         last_flush: start,
+        ck: resume.checkpoints,
+        ck_every: resume.every.max(Duration::from_millis(10)),
+        next_ck: start + resume.every,
     };
     let mut first: Option<Instant> = None;
-    // A zero-length transfer is complete from the start: the core has queued its "complete" already.
-    l.send_acks()?;
-    while !l.rx.is_complete() {
-        if stop.load(Ordering::Relaxed) {
-            return Err(DataError::Aborted);
+    let r = (|| {
+        // A zero-length transfer is complete from the start: the core has queued its "complete" already.
+        l.send_acks()?;
+        while !l.rx.is_complete() {
+            if stop.load(Ordering::Relaxed) {
+                return Err(DataError::Aborted);
+            }
+            if l.step(MAX_WAIT)? && first.is_none() && l.rx.stats().datagrams > 0 {
+                first = Some(Instant::now());
+            }
+            if l.heard.elapsed() > opts.idle_timeout {
+                return Err(DataError::Timeout);
+            }
+            if l.ck.is_some() && Instant::now() >= l.next_ck {
+                l.checkpoint(false);
+                l.next_ck = Instant::now() + l.ck_every;
+            }
         }
-        if l.step(MAX_WAIT)? && first.is_none() && l.rx.stats().datagrams > 0 {
-            first = Some(Instant::now());
-        }
-        if l.heard.elapsed() > opts.idle_timeout {
-            return Err(DataError::Timeout);
-        }
-    }
-    l.wb.flush()?;
-    l.send_acks()?;
+        l.wb.flush()?;
+        l.send_acks()
+    })();
+    // Stopping for any reason: the last word on what is in the file.
+    l.checkpoint(true);
+    r?;
     let s = *l.rx.stats();
-    let written = l.wb.written;
+    let written = l.wb.written + resumed;
     if written != params.total_bytes {
         return Err(DataError::Incomplete(format!(
             "blast receiver wrote {written} of {} bytes",
@@ -235,6 +281,7 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
             .filter(|r| !r.is_empty())
             .collect(),
         bitmap: l.rx.bitmap().to_bytes(),
+        resumed,
         seconds: first.map_or(0.0, |f| f.elapsed().as_secs_f64()),
     };
     Ok((report, l))

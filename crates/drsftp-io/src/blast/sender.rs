@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drsftp_blast::{Batch, Sender, SenderConfig, SenderEvent, TransferParams};
+use drsftp_blast::{Batch, Bitmap, Circular, Sender, SenderConfig, SenderEvent, TransferParams};
 use drsftp_storage::FileHandle;
 use drsftp_sys::udp::{self, BatchSender, RecvBatch};
 
@@ -30,6 +30,8 @@ pub(super) struct Job {
     pub(super) opts: BlastOpts,
     pub(super) progress: Arc<Progress>,
     pub(super) stop: Arc<AtomicBool>,
+    /// Packets the receiver holds already (a resumed download): never sent.
+    pub(super) acked: Option<Bitmap>,
 }
 
 /// Same host (the port may differ: only the announced address gets our datagrams anyway).
@@ -75,10 +77,13 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
         opts,
         progress,
         stop,
+        acked,
     } = job;
     let _ = udp::set_timer_slack(10_000);
     let start = Instant::now();
-    let mut tx = Sender::new(params, config(&opts), start)
+    let acked = acked.unwrap_or_else(|| Bitmap::new(params.total_packets()));
+    let resumed = super::held_bytes(&params, &acked);
+    let mut tx = Sender::resume(params, config(&opts), Circular::new(), acked, start)
         .map_err(|e| DataError::Incomplete(format!("blast sender: {e}")))?;
     let src = FileSource::new(file, base, params.total_bytes);
     let mut out = BatchSender::new(&sock, opts.gso);
@@ -215,6 +220,7 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
             .filter(|r| !r.is_empty())
             .collect(),
         bitmap: vec![],
+        resumed,
         seconds: start.elapsed().as_secs_f64(),
     })
 }

@@ -3,7 +3,9 @@
 //! ends when both the final reply and the data side are done.
 //!
 //! * Download: the receiver reports when every packet is written; it keeps lingering (answering a server that
-//!   missed our "complete") until the `226` arrives, which proves the server's sender finished.
+//!   missed our "complete") until the `226` arrives, which proves the server's sender finished. A resumable
+//!   download (`resume.rs`) announces what it holds with `REST <ranges>`, starts its receiver from that and
+//!   has it checkpointed as it goes.
 //! * Upload: the sender ends when the server's receiver says it holds everything. A `226` can overtake that
 //!   message (it is sent once the upload is committed): after a short grace period the sender is stopped and
 //!   the server's word counts, CKSM then checks the bytes.
@@ -19,6 +21,7 @@ use drsftp_storage::FileHandle;
 use tokio::task::JoinHandle;
 
 use super::control::Control;
+use super::resume::Resumable;
 use super::transfer::{abort, Moved};
 use super::ClientError;
 use crate::blast::{self, BlastOpts, BlastReport, Linger};
@@ -34,6 +37,8 @@ pub(crate) enum Side {
     Recv {
         file: Arc<dyn FileHandle>,
         base: u64,
+        /// A resumable whole-file download: held ranges and the checkpoint writer.
+        resume: Option<Arc<Resumable>>,
     },
     /// Upload: send from `base`.
     Send {
@@ -80,10 +85,17 @@ fn spawn(
     };
     let peer = ch.peer;
     Ok(match side {
-        Side::Recv { file, base } => tokio::spawn(async move {
-            let (r, l) = blast::recv(sock, peer, params, file, base, &opts, progress).await?;
-            Ok((r, Some(l)))
-        }),
+        Side::Recv { file, base, resume } => {
+            let rr = match &resume {
+                Some(r) => r.start(&params, file.clone()),
+                None => blast::RecvResume::default(),
+            };
+            tokio::spawn(async move {
+                let (r, l) =
+                    blast::recv_with(sock, peer, params, file, base, &opts, progress, rr).await?;
+                Ok((r, Some(l)))
+            })
+        }
         Side::Send { file, base } => tokio::spawn(async move {
             let r = blast::send(sock, peer, params, file, base, &opts, progress).await?;
             Ok((r, None))
@@ -105,6 +117,14 @@ pub(crate) async fn run(
     let upload = matches!(side, Side::Send { .. });
     let (Side::Recv { base, .. } | Side::Send { base, .. }) = &side;
     let base = *base;
+    if let Side::Recv {
+        resume: Some(r), ..
+    } = &side
+    {
+        if !r.held().is_empty() {
+            control.session_mut().set_blast_resume(r.held().clone());
+        }
+    }
     control.start(Op::Transfer(spec))?;
     let mut side = Some(side);
     let mut sock: Option<std::net::UdpSocket> = None;

@@ -15,6 +15,7 @@ use super::blast;
 use super::control::Control;
 use super::local::Destination;
 use super::observe::StreamWatch;
+use super::resume;
 use super::transfer::{self, DataJob};
 use super::{verify, ClientError, ClientOptions, TransferSummary};
 use crate::data::Progress;
@@ -59,9 +60,19 @@ pub(crate) async fn run(
         (None, Some(sz)) => 0..sz,
         (None, None) => 0..u64::MAX,
     };
-    let dest = match opts.partial {
-        Some(_) => Destination::in_place(local)?,
-        None => Destination::part_file(local)?,
+    let (udp, udp_notice) = blast::wanted(control, opts);
+    // A whole-file blast download of known size is resumable (resume.rs): stable part file + checkpoint.
+    let resumable = match (udp, opts.partial, size) {
+        (Some(b), None, Some(sz)) => {
+            let id = resume::identity(control, remote, sz).await;
+            resume::Resumable::open(local, id, b.resume)?.map(Arc::new)
+        }
+        _ => None,
+    };
+    let dest = match (&resumable, opts.partial) {
+        (Some(r), _) => r.destination()?,
+        (None, Some(_)) => Destination::in_place(local)?,
+        (None, None) => Destination::part_file(local)?,
     };
     let handle = dest.handle();
     let file: Arc<dyn FileHandle> = handle.clone();
@@ -90,7 +101,6 @@ pub(crate) async fn run(
         dopts.max_end = want.end;
     }
     let offset = opts.partial.map_or(0, |p| p.offset);
-    let (udp, udp_notice) = blast::wanted(control, opts);
     let job = match mode {
         drsftp_proto::client::TransferMode::Extended => DataJob::RecvModeE {
             file: file.clone(),
@@ -121,9 +131,12 @@ pub(crate) async fn run(
             let side = blast::Side::Recv {
                 file: file.clone(),
                 base: offset,
+                resume: resumable.clone(),
             };
             let len = (want.end != u64::MAX).then(|| want.end - want.start);
-            blast::run(control, spec, side, len, b, progress, opts.timeout).await?
+            let moved = blast::run(control, spec, side, len, b, progress, opts.timeout).await?;
+            resumable.iter().for_each(|r| r.complete());
+            moved
         }
         None => {
             let watch = auto_range.map(|_| StreamWatch::start(progress.clone()));
@@ -159,6 +172,9 @@ pub(crate) async fn run(
     };
     let mut summary = TransferSummary::new(mode, &moved);
     summary.notices.extend(udp_notice);
+    summary
+        .notices
+        .extend(resumable.iter().flat_map(|r| r.notes().iter().cloned()));
     if opts.verify {
         match alg {
             Some(alg) => {

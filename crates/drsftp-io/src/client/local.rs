@@ -149,6 +149,8 @@ pub(crate) struct Destination {
     /// In place: the file did not exist before, so a failure removes it.
     created: bool,
     committed: bool,
+    /// A resumable download's part file (`resume.rs` decides what stays): never removed here.
+    keep: bool,
 }
 
 /// The hidden part-file name for `dest`: `.<name>.drsftp-part.<pid>` in the same directory.
@@ -183,6 +185,7 @@ impl Destination {
             part: Some(part),
             created: true,
             committed: false,
+            keep: false,
         })
     }
 
@@ -202,6 +205,27 @@ impl Destination {
             part: None,
             created: !existed,
             committed: false,
+            keep: false,
+        })
+    }
+
+    /// A resumable download's part file `part` (`resume.rs`), opened as it is (no truncation) and left alone
+    /// when dropped uncommitted; `commit` renames it onto `dest` as usual.
+    pub(crate) fn resumable(dest: &Path, part: &Path) -> Result<Destination, ClientError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(part)
+            .map_err(|e| ClientError::local(dest, e))?;
+        Ok(Destination {
+            handle: Arc::new(LocalFile::wrap(file, part)),
+            dest: dest.to_path_buf(),
+            part: Some(part.to_path_buf()),
+            created: true,
+            committed: false,
+            keep: true,
         })
     }
 
@@ -223,7 +247,7 @@ impl Destination {
 
 impl Drop for Destination {
     fn drop(&mut self) {
-        if self.committed {
+        if self.committed || self.keep {
             return;
         }
         let victim = match (&self.part, self.created) {

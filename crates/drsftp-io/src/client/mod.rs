@@ -18,6 +18,7 @@ mod download;
 mod error;
 mod local;
 mod observe;
+mod resume;
 mod third_party;
 mod transfer;
 mod upload;

@@ -31,18 +31,22 @@ pub(crate) fn bind(ip: IpAddr) -> std::io::Result<(std::net::UdpSocket, u64)> {
 fn params(ep: &BlastEndpoint, size: u64) -> Result<TransferParams, DataError> {
     if ep.peer.port() == 0 {
         // A bare `BPAS` without `BPRT` (the session refuses such transfers; never send to or expect port 0).
-        return Err(DataError::Incomplete("blast peer unknown: BPRT was not given".into()));
+        return Err(DataError::Incomplete(
+            "blast peer unknown: BPRT was not given".into(),
+        ));
     }
     TransferParams::new(ep.transfer_id, size, ep.payload_size)
         .map_err(|e| DataError::Incomplete(format!("blast parameters: {e}")))
 }
 
-/// Sends `file[range]` (the plan's one range) to the client.
+/// Sends `file[range]` (the plan's one range) to the client; `held` (relative to `range`, from `REST` ranges:
+/// a resumed download) marks the packets the client has already, which are not sent.
 pub(crate) async fn send(
     ep: &BlastEndpoint,
     sock: std::net::UdpSocket,
     file: Arc<dyn FileHandle>,
     range: std::ops::Range<u64>,
+    held: &drsftp_proto::ranges::RangeSet,
     progress: Arc<Progress>,
 ) -> Result<(u64, usize), DataError> {
     let len = file.len().map_err(DataError::Storage)?;
@@ -53,7 +57,17 @@ pub(crate) async fn send(
         )));
     }
     let p = params(ep, range.end - range.start)?;
-    let r = blast::send(sock, ep.peer, p, file, range.start, &opts(ep), progress).await?;
+    let acked = (!held.is_empty())
+        .then(|| drsftp_blast::resume::packets_within(&p, held.ranges().iter().cloned()));
+    let o = opts(ep);
+    let r = blast::send_with(sock, ep.peer, p, file, range.start, &o, progress, acked).await?;
+    if r.resumed > 0 {
+        tracing::info!(
+            "blast send to {}: resumed, the client holds {} bytes",
+            ep.peer,
+            r.resumed
+        );
+    }
     tracing::info!(
         "blast send to {}: {} bytes, {} datagrams ({} resent), {} duplicates at the receiver, {} rejected, {:.2} s",
         ep.peer, r.bytes, r.datagrams, r.resent, r.duplicates, r.rejected, r.seconds

@@ -86,7 +86,15 @@ async fn run_inner(
     if let DataEndpoint::Blast(ep) = &plan.endpoint {
         let sock = blast
             .ok_or_else(|| DataError::Incomplete("the UDP socket bound for BPAS is gone".into()))?;
-        return run_blast(ep, sock, plan.payload.clone(), storage, progress).await;
+        return run_blast(
+            ep,
+            sock,
+            plan.payload.clone(),
+            &plan.resume,
+            storage,
+            progress,
+        )
+        .await;
     }
     if let Some(b) = plan.tcp_buffer {
         opts.buffer = BufferPolicy::Fixed(b);
@@ -178,6 +186,7 @@ async fn run_blast(
     ep: &drsftp_proto::server::BlastEndpoint,
     sock: std::net::UdpSocket,
     payload: Payload,
+    resume: &drsftp_proto::ranges::RangeSet,
     storage: Arc<dyn Storage>,
     progress: Arc<Progress>,
 ) -> Result<(u64, usize, Option<DataCache>), DataError> {
@@ -186,7 +195,8 @@ async fn run_blast(
         Payload::SendFile { path, ranges, .. } => {
             let file = blocking(move || storage.open_read(&path)).await?;
             let range = ranges.first().cloned().unwrap_or(0..0);
-            let (bytes, streams) = super::blast::send(ep, sock, file, range, progress).await?;
+            let (bytes, streams) =
+                super::blast::send(ep, sock, file, range, resume, progress).await?;
             Ok((bytes, streams, None))
         }
         Payload::RecvFile {

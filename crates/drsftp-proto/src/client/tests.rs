@@ -495,7 +495,10 @@ fn blast_resume_sends_rest_ranges_once() {
     login_drsftp(&mut h);
     let held: crate::ranges::RangeSet = [0..1436, 2872..5000].into_iter().collect();
     for (answer, notice) in [
-        ("350 Restart Marker OK. Send STORE or RETR to initiate transfer.\n", false),
+        (
+            "350 Restart Marker OK. Send STORE or RETR to initiate transfer.\n",
+            false,
+        ),
         ("501 Syntax error in REST argument.\n", true),
     ] {
         h.s.set_blast_resume(held.clone());
@@ -522,9 +525,14 @@ fn blast_resume_sends_rest_ranges_once() {
         );
         h.reply("226 Transfer complete.\n");
         let ev = h.events();
-        let refused = ev.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("REST")));
+        let refused = ev
+            .iter()
+            .any(|e| matches!(e, Event::Notice(n) if n.contains("REST")));
         assert_eq!(refused, notice, "{ev:?}");
-        assert!(matches!(ev.last(), Some(Event::Done(Outcome::Transferred(_)))), "{ev:?}");
+        assert!(
+            matches!(ev.last(), Some(Event::Done(Outcome::Transferred(_)))),
+            "{ev:?}"
+        );
     }
     // Not carried over to the next transfer.
     h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))

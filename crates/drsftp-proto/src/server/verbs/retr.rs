@@ -168,7 +168,14 @@ mod tests {
     /// The transfer the session started, reported done.
     fn take(h: &mut H) -> crate::server::TransferPlan {
         let plan = h.transfer();
-        h.s.handle_transfer_done(h.now, plan.id, TransferResult::Ok { bytes: 0, streams: 1 });
+        h.s.handle_transfer_done(
+            h.now,
+            plan.id,
+            TransferResult::Ok {
+                bytes: 0,
+                streams: 1,
+            },
+        );
         h.out();
         plan
     }
