@@ -92,6 +92,10 @@ pub struct Args {
     /// Do not compare checksums (CKSM) after the transfer. Sizes are still checked.
     #[arg(long)]
     no_verify: bool,
+    /// UDP downloads: do not resume from the part file and checkpoint an interrupted download of the same source
+    /// left next to the destination; discard them and start afresh (docs/blast.md "Resume").
+    #[arg(long)]
+    no_resume: bool,
     /// Print exactly one JSON object with the result (or the error) on stdout.
     #[arg(long)]
     json: bool,
@@ -227,6 +231,7 @@ fn options(args: &Args) -> ClientOptions {
             max_ack_delay: args.ack_delay,
             port: args.udp_port,
             idle_timeout: args.timeout,
+            resume: !args.no_resume,
             ..BlastOpts::default()
         }),
         trace: args.trace.is_some(),
@@ -522,6 +527,7 @@ fn report(
                 "gso": b.gso,
                 "gro": b.gro,
                 "data_seconds": b.seconds,
+                "resumed_bytes": b.resumed,
             })),
             "buffer_policy": opts.buffer.to_string(),
             "buffer_bytes": s.peak_buffer,
