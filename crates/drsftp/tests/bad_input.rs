@@ -58,8 +58,8 @@ fn malformed_and_unknown_commands_get_errors_and_the_session_lives() {
     assert_eq!(code(&c.cmd("REST -5")), 501);
     assert_eq!(
         code(&c.cmd("OPTS RETR Parallelism=4,4,4")),
-        500,
-        "OPTS needs the trailing ;"
+        501,
+        "OPTS needs the trailing ; (a syntax error: 501, as every malformed OPTS RETR)"
     );
     assert_eq!(code(&c.cmd("OPTS RETR Parallelism=4,4,4;")), 200);
     assert_eq!(code(&c.cmd("RNTO x")), 503, "RNTO without RNFR");
