@@ -2,6 +2,12 @@
 //! Connect → open the streams, TransferStarted → start the data engine), runs the engine next to the control
 //! channel, and ends only when both the final reply (226) and the data side are done. A data failure sends ABOR; a
 //! control failure cancels the data task; no progress for `stall` seconds fails the transfer.
+//!
+//! Stream mode with DRS negotiated (docs/drs.md §4.4) also carries SBUF on the control channel while the transfer
+//! runs: a download's receiving engine hands its DRS probes over (`Progress::sbuf`) and they go out as
+//! `SBUF <id> <size>`; the `200 SBUF <id> <size>` echoes go back as RTT samples; during an upload the server's
+//! informational `126 SBUF <id> <size>` resizes our sending socket's SO_SNDBUF. Never with a peer that did not
+//! opt in (the session only reports these replies, and only sends SBUF, after `OPTS DRS Inband=1;` was accepted).
 
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
@@ -145,6 +151,7 @@ pub(crate) async fn run_started(
                     tracing::debug!("transfer started: {reply}");
                     // In-band SBUF headers only with a server that accepted OPTS DRS Inband=1; (docs/drs.md §4.3).
                     opts.inband_sbuf = control.session().drs_negotiated();
+                    enable_ctrl_sbuf(&progress, job.as_ref(), opts.inband_sbuf);
                     if let Some(j) = job.take() {
                         task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks), data_addr,
                             peer_ip, opts.clone(), progress.clone())?);
@@ -153,6 +160,7 @@ pub(crate) async fn run_started(
                 }
                 Event::Done(Outcome::Transferred(r)) => {
                     opts.inband_sbuf = r.drs_negotiated;
+                    enable_ctrl_sbuf(&progress, job.as_ref(), opts.inband_sbuf);
                     if let Some(j) = job.take() {
                         // 2xx without a 1xx first: the data may still be there to collect.
                         task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks), data_addr,
@@ -179,11 +187,28 @@ pub(crate) async fn run_started(
                 Event::RangeMarker(r) => tracing::debug!("range marker {r:?}"),
                 Event::PerfMarker(p) => tracing::debug!("perf marker {p:?}"),
                 Event::Notice(n) => tracing::info!("server: {n}"),
-                // Control-channel DRS (stream mode): the engine has no hook for these yet, so they are only logged.
-                Event::SbufEcho { id, size } => tracing::debug!("SBUF {id} echoed: server send buffer {size}"),
-                Event::SbufNotice { id, size } => tracing::debug!("126 SBUF {id}: server receive buffer {size}"),
+                // Control-channel DRS (stream mode): the echo is the probe's RTT sample for the receiving engine (TCP_INFO
+                // stays the primary RTT source on Linux; the echo keeps the portable path working); a 126 notice
+                // resizes our send buffer.
+                Event::SbufEcho { id, size } => {
+                    tracing::debug!("SBUF {id} echoed: server send buffer {size}");
+                    progress.sbuf().echo(id, Instant::now());
+                }
+                Event::SbufNotice { id, size } => {
+                    let applied = progress.sbuf().notice(id, size);
+                    tracing::debug!("126 SBUF {id}: server receive buffer {size}, our send buffer {applied:?}");
+                }
                 ev => tracing::debug!("{ev:?}"),
             },
+            _ = progress.sbuf().probe_ready(), if report.is_none() && progress.sbuf().is_enabled() => {
+                let link = progress.sbuf();
+                for (id, size) in link.take_probes() {
+                    match control.session_mut().send_sbuf(Instant::now(), id, size) {
+                        Ok(()) => link.probe_sent(size),
+                        Err(e) => tracing::debug!("SBUF {id} {size} not sent: {e}"),
+                    }
+                }
+            }
             r = join(&mut task), if data.is_none() => {
                 task.0 = None;
                 match r {
@@ -231,6 +256,19 @@ pub(crate) async fn run_started(
         seconds: begin.elapsed().as_secs_f64(),
         blast: None,
     })
+}
+
+/// Control-channel SBUF for a stream-mode file transfer with DRS negotiated (the data engine then probes and
+/// registers its sending socket). A download's probes are answered by `200 SBUF`, so they are not one-way.
+fn enable_ctrl_sbuf(progress: &Progress, job: Option<&DataJob>, negotiated: bool) {
+    if negotiated
+        && matches!(
+            job,
+            Some(DataJob::RecvStream { .. } | DataJob::SendStream { .. })
+        )
+    {
+        progress.sbuf().enable(false);
+    }
 }
 
 /// Sends ABOR and waits (bounded by the session's reply deadline) for the server to acknowledge it.

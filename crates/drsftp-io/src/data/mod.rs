@@ -16,11 +16,14 @@
 //! - `-p auto`: [`send_mode_e_dynamic`] lets connections join and retire mid-transfer (the last one to finish sends
 //!   EOF with the number that ever joined); [`AutoSender`] steers it with `drsftp_tune::AutoStreams`.
 //! - With `DataOpts::trace`, every connection records a bounded TCP_INFO trace into `DataReport::traces`.
+//! - Stream mode with DRS after opt-in: [`Progress::sbuf`] links the engine to the control driver, which carries
+//!   the SBUF probes/echoes/notices and applies SO_SNDBUF (`ctrl_sbuf`).
 //! - With `DataOpts::crc32c`, every block is CRC32C'd as it is moved (hot in cache) and `DataReport::crc32c` is the
 //!   CRC32C of `0..end` when the blocks tile exactly that range: verification then needs no re-read of the file.
 
 mod auto;
 mod crc;
+mod ctrl_sbuf;
 mod engine;
 mod fileio;
 mod mode_e_recv;
@@ -32,6 +35,7 @@ mod tests;
 mod trace;
 
 pub use auto::{AutoEvent, AutoReport, AutoSender, AUTO_INTERVAL};
+pub use ctrl_sbuf::{SbufCounts, SbufLink, SbufObserver};
 pub use engine::{
     connect, listen, recv_mode_e, recv_stream, send_mode_e, send_mode_e_dynamic, send_stream,
 };
@@ -70,6 +74,9 @@ pub struct DataOpts {
     pub trace: bool,
     /// CRC32C every block moved (received or sent) and combine them into `DataReport::crc32c`.
     pub crc32c: bool,
+    /// Sums what stream-mode control-channel DRS did on every transfer run with these options (`Progress::sbuf`
+    /// per transfer; the server records each transfer's counts here when it ends).
+    pub sbuf_observer: Option<std::sync::Arc<SbufObserver>>,
 }
 
 impl Default for DataOpts {
@@ -84,6 +91,7 @@ impl Default for DataOpts {
             congestion: None,
             trace: false,
             crc32c: false,
+            sbuf_observer: None,
         }
     }
 }
@@ -96,6 +104,8 @@ pub struct Progress {
     /// Sum over streams of the receive (or send) buffer currently in force, bytes.
     buffer: AtomicU64,
     ranges: Mutex<RangeSet>,
+    /// Stream mode's control-channel SBUF link (docs/drs.md §4.4).
+    sbuf: SbufLink,
 }
 
 impl Progress {
@@ -118,6 +128,10 @@ impl Progress {
     /// File ranges written so far (receiving side) or sent (sending side), in file offsets.
     pub fn ranges(&self) -> RangeSet {
         self.ranges.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+    /// The control-channel SBUF link between this transfer's stream-mode engine and its control driver.
+    pub fn sbuf(&self) -> &SbufLink {
+        &self.sbuf
     }
     pub(crate) fn add(&self, range: std::ops::Range<u64>) {
         self.bytes

@@ -1,6 +1,8 @@
 //! Stream mode (RFC 959): the file's bytes, then EOF by closing. The sender reads block-sized chunks with
 //! positioned reads, one read in flight while the previous chunk is written to the socket; the receiver fills a
-//! chunk from the socket while the previous one is written to the file.
+//! chunk from the socket while the previous one is written to the file. With control-channel DRS enabled on
+//! `Progress::sbuf` (peer opted in), the receiver's DRS probes go to the control driver and its echoes come back,
+//! and the sender's socket is registered there so the driver can resize SO_SNDBUF (`ctrl_sbuf`).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -8,6 +10,7 @@ use std::time::Instant;
 
 use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::FileHandle;
+use drsftp_tune::DrsAction;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -42,6 +45,8 @@ pub(crate) async fn send_stream(
     let gauges = GaugeSet::new(Arc::clone(&progress));
     let mut gauge = gauges.stream();
     let mut trace = StreamTrace::new(opts.trace, Instant::now());
+    // The control driver resizes SO_SNDBUF when the receiver tells its buffer (`SBUF <id> <size>` / `126 SBUF`).
+    let _sbuf = progress.sbuf().register_sender(&sock, opts)?;
     let chunk = send_chunk(opts);
     let end = range.end;
     let mut pos = range.start;
@@ -104,8 +109,10 @@ pub(crate) async fn recv_stream(
     let gauges = GaugeSet::new(Arc::clone(&progress));
     let mut gauge = gauges.stream();
     let mut trace = StreamTrace::new(opts.trace, Instant::now());
-    // Stream mode has no in-band channel: probes would go over the control channel, which is not ours.
-    let mut drs = sockets::start_drs(&sock, opts, false)?;
+    // Stream mode has no in-band channel: probes go over the control channel, through the driver (only when it
+    // enabled the link: the peer opted in).
+    let link = progress.sbuf();
+    let mut drs = sockets::start_drs(&sock, opts, link.is_enabled())?;
     let mut got = RangeSet::new();
     let mut at = offset;
     let mut spare: Option<Vec<u8>> = None;
@@ -125,7 +132,20 @@ pub(crate) async fn recv_stream(
             n += k;
             let now = Instant::now();
             if let Some(d) = drs.as_mut() {
-                d.on_read(&sock, now, k as u64)?;
+                for a in d.on_read(&sock, now, k as u64)? {
+                    if let DrsAction::SendSbufProbe { id, size } = a {
+                        link.push_probe(id, size);
+                        if link.is_one_way() {
+                            // A `126` notice is never answered: count it delivered at once. An echo at the probe's
+                            // own instant is a zero RTT, which the estimator ignores (no RTT sample), so the next
+                            // buffer change is announced without waiting for the probe timeout.
+                            d.on_sbuf_echo(now, id);
+                        }
+                    }
+                }
+                for (id, at) in link.take_echoes() {
+                    d.on_sbuf_echo(at, id);
+                }
             }
             gauge.sample(&sock, now, opts.buffer, Side::Recv, drs.as_ref());
             let buffer = gauge.current();

@@ -1,13 +1,17 @@
 //! One control connection: reads command bytes into the sans-IO `ServerSession`, writes its replies, and carries
 //! out its actions — filesystem requests on blocking threads, passive listeners, one transfer task at a time —
 //! feeding results, progress and timeouts back in. Ends on QUIT, idle timeout, peer close or server shutdown.
+//! Stream-mode DRS on the control channel (docs/drs.md §4.4, only after `OPTS DRS Inband=1;`): `SBUF <id> <size>`
+//! during a download resizes the running data socket's SO_SNDBUF; during an upload the receiving engine's DRS
+//! announcements go out as `126 SBUF <id> <size>`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use drsftp_proto::server::{
-    Action, FsRequest, FsResult, ServerSession, TransferProgress, TransferResult,
+    Action, DataEndpoint, FsRequest, FsResult, Mode, Payload, ServerSession, TransferProgress,
+    TransferResult,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -104,6 +108,14 @@ pub(crate) async fn run(
                 Action::Transfer(plan) => {
                     sent_crc = None;
                     let progress = Arc::new(Progress::new());
+                    // Control-channel DRS only for a client that opted in (never Globus), in stream mode.
+                    if s.drs_inband()
+                        && plan.mode == Mode::Stream
+                        && !matches!(plan.endpoint, DataEndpoint::Blast(_))
+                    {
+                        let receiving = matches!(plan.payload, Payload::RecvFile { .. });
+                        progress.sbuf().enable(receiving);
+                    }
                     let id = plan.id;
                     let blast = super::blast::take_socket(&plan, &mut blast_sock);
                     let job = Job {
@@ -126,16 +138,17 @@ pub(crate) async fn run(
                         r.task.abort();
                         let _ = r.task.await;
                         s.handle_transfer_done(Instant::now(), r.id, TransferResult::Aborted);
+                        record_sbuf(&params, &r.progress);
                     }
                 }
                 Action::SetBuffer { id, size } => {
-                    // Control-channel `SBUF <id> <size>` from a DRS client (only after OPTS DRS Inband=1;). The
-                    // engine has no handle on a running transfer's sockets yet, so the send buffer is not changed:
-                    // the session already echoed `200 SBUF`, the RTT probe works, and MODE E DRS runs in-band.
-                    let transfer = running.as_ref().map(|r| r.id);
-                    tracing::debug!(
-                        "SBUF {id} {size} during transfer {transfer:?}: logged, not applied"
-                    );
+                    // Control-channel `SBUF <id> <size>` from a DRS client (only after OPTS DRS Inband=1;; the
+                    // session already queued `200 SBUF <id> <size>`). A stream-mode send follows the receiver's
+                    // buffer: SO_SNDBUF on the running data socket (held until it is open). MODE E resizes in-band.
+                    let applied = running
+                        .as_ref()
+                        .and_then(|r| r.progress.sbuf().apply_sndbuf(id, size));
+                    tracing::debug!("SBUF {id} {size}: send buffer {applied:?}");
                 }
                 Action::BlastBind { ip } => {
                     blast_sock = None;
@@ -161,6 +174,11 @@ pub(crate) async fn run(
             return Ok(());
         }
         let deadline = s.poll_timeout().map(tokio::time::Instant::from_std);
+        // The running stream-mode receive's DRS announcements (`126 SBUF`), when control-channel DRS is on.
+        let sbuf = running
+            .as_ref()
+            .map(|r| r.progress.clone())
+            .filter(|p| p.sbuf().is_enabled());
         tokio::select! {
             n = rd.read(&mut buf) => {
                 let n = n?;
@@ -179,6 +197,16 @@ pub(crate) async fn run(
                 };
                 s.handle_progress(Instant::now(), progress_of(&r.progress));
                 s.handle_transfer_done(Instant::now(), r.id, result);
+                record_sbuf(&params, &r.progress);
+            }
+            _ = async { sbuf.as_ref().expect("guarded").sbuf().probe_ready().await }, if sbuf.is_some() => {
+                let link = sbuf.as_ref().expect("guarded").sbuf();
+                for (id, size) in link.take_probes() {
+                    // The session sends it only while a stream-mode receive runs for a client that opted in.
+                    if s.send_sbuf_notice(Instant::now(), id, size) {
+                        link.probe_sent(size);
+                    }
+                }
             }
             _ = tick.tick(), if running.is_some() => {
                 if let Some(r) = running.as_ref() {
@@ -200,6 +228,17 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Adds a finished transfer's control-channel SBUF counts to the server's observer, if any.
+fn record_sbuf(params: &ServerParams, p: &Progress) {
+    let c = p.sbuf().counts();
+    if c != Default::default() {
+        tracing::debug!("control-channel SBUF: {c:?}");
+        if let Some(o) = &params.data.sbuf_observer {
+            o.record(&c);
+        }
     }
 }
 
