@@ -316,7 +316,7 @@ async fn blast_setup(
 
 /// What one side's next control event means here.
 enum Step {
-    Done(TransferReport),
+    Done(Box<TransferReport>),
     Started,
     Perf(u32, u64),
     Other,
@@ -324,7 +324,7 @@ enum Step {
 
 fn step(end: End, c: &Control, ev: Result<Event, ClientError>) -> Result<Step, ClientError> {
     match ev {
-        Ok(Event::Done(Outcome::Transferred(r))) => Ok(Step::Done(r)),
+        Ok(Event::Done(Outcome::Transferred(r))) => Ok(Step::Done(Box::new(r))),
         Ok(Event::Done(other)) => Err(at(end, c, format!("unexpected outcome {other:?}"))),
         Ok(Event::Failed(e)) => Err(at(end, c, e)),
         Err(e) => Err(at(end, c, e)),
@@ -393,7 +393,7 @@ async fn run(
         transfer::abort(d).await;
         return Err(at(End::Source, s, e).into());
     }
-    let mut s_done: Option<TransferReport> = None;
+    let mut s_done: Option<Box<TransferReport>> = None;
     let mut stripes: HashMap<u32, u64> = HashMap::new();
     let mut last_marker: Option<Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
