@@ -78,6 +78,6 @@ mod tests {
         assert_eq!(set, vec![0, 1]);
         assert!(byte_ranges(&p, &Bitmap::new(11)).is_empty());
         let empty = TransferParams::new(1, 0, 1000).unwrap();
-        assert_eq!(packets_within(&empty, [0..10]).len(), 0);
+        assert_eq!(packets_within(&empty, std::iter::once(0..10)).len(), 0);
     }
 }

@@ -49,7 +49,7 @@ fn drive<P: NextPacket>(
         sent.extend(batch.info().iter().map(|i| i.seq));
         for d in batch.iter() {
             n += 1;
-            if n % 9 == 0 {
+            if n.is_multiple_of(9) {
                 continue;
             }
             match rx.handle_datagram(now, d) {
