@@ -34,6 +34,8 @@ enum Command {
     Tune(cmd::tune::Args),
     /// WAN lab: emulated hosts in network namespaces joined by a user-space link emulator.
     Lab(cmd::lab::Args),
+    /// SVG plots of a `copy --trace` CSV or of a `tune --bench-gridftp` run's CSVs.
+    Plot(cmd::plot::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -51,6 +53,7 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Lab(args) => cmd::lab::run(args),
+        Command::Plot(args) => cmd::plot::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

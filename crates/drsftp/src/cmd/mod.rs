@@ -6,5 +6,6 @@ pub mod copy;
 pub mod demo;
 pub mod lab;
 pub mod ls;
+pub mod plot;
 pub mod serve;
 pub mod tune;
