@@ -4,59 +4,19 @@
 //! fallback to TCP against a server without BLAST: ours with blast disabled, and Debian's globus-gridftp-server
 //! (skipped with a printed reason when it is not installed; killed by PID).
 
-use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::os::unix::fs::PermissionsExt;
+use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use drsftp_io::blast::BlastOpts;
-use drsftp_io::client::{Client, ClientOptions, Partial};
-use drsftp_io::data::{DataOpts, Progress};
-use drsftp_io::server::{self, ServerParams, Shutdown};
-use drsftp_proto::server::ServerConfig;
-use drsftp_storage::{ChecksumAlg, FileHandle, FsStorage};
+use drsftp_io::client::{ClientOptions, Partial};
+use drsftp_io::data::Progress;
+use drsftp_io::server::Shutdown;
 
-const GLOBUS: &str = "/usr/sbin/globus-gridftp-server";
-
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-#[derive(Debug)]
-struct Plain(std::fs::File);
-
-impl FileHandle for Plain {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> drsftp_storage::Result<usize> {
-        std::os::unix::fs::FileExt::read_at(&self.0, buf, offset)
-            .map_err(|e| drsftp_storage::StorageError::from_io("test", e))
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> drsftp_storage::Result<()> {
-        unreachable!()
-    }
-    fn len(&self) -> drsftp_storage::Result<u64> {
-        Ok(self.0.metadata().unwrap().len())
-    }
-    fn sync(&self) -> drsftp_storage::Result<()> {
-        Ok(())
-    }
-}
-
-fn sha256(path: &Path) -> String {
-    let f = Plain(std::fs::File::open(path).unwrap());
-    drsftp_storage::checksum(&f, ChecksumAlg::Sha256, 0, None).unwrap()
-}
+mod common;
+use common::{random_bytes, sha256, Globus};
 
 fn udp(opts: BlastOpts) -> ClientOptions {
     ClientOptions {
@@ -67,17 +27,9 @@ fn udp(opts: BlastOpts) -> ClientOptions {
 }
 
 async fn serve(root: &Path, blast: bool) -> (SocketAddr, Shutdown) {
-    let params = ServerParams {
-        session: ServerConfig {
-            blast,
-            ..ServerConfig::default()
-        },
-        data: DataOpts::default(),
-        storage: Arc::new(FsStorage::new(root).unwrap()),
-    };
-    let (addr, shutdown, _task) = server::spawn("127.0.0.1:0".parse().unwrap(), params)
-        .await
-        .unwrap();
+    let mut params = common::fs_params(root);
+    params.session.blast = blast;
+    let (addr, shutdown, _task) = common::spawn_server(params).await;
     (addr, shutdown)
 }
 
@@ -87,9 +39,7 @@ async fn udp_download_upload_and_partial_against_drsftp_serve() {
     let src = root.path().join("big.bin");
     std::fs::write(&src, random_bytes((24 << 20) + 4321, 1)).unwrap();
     let (addr, shutdown) = serve(root.path(), true).await;
-    let mut c = Client::connect(&addr.to_string(), "anonymous", "x", Duration::from_secs(30))
-        .await
-        .unwrap();
+    let mut c = common::login(addr).await;
     assert!(c.features().has("BLAST"));
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("big.copy");
@@ -184,9 +134,7 @@ async fn hostile_datagrams_at_the_clients_udp_port_are_counted() {
         }
         sent
     });
-    let mut c = Client::connect(&addr.to_string(), "anonymous", "x", Duration::from_secs(30))
-        .await
-        .unwrap();
+    let mut c = common::login(addr).await;
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("f.copy");
     let o = BlastOpts {
@@ -226,9 +174,7 @@ async fn udp_falls_back_to_tcp_when_our_server_has_blast_off() {
     let src = root.path().join("f.bin");
     std::fs::write(&src, random_bytes(3 << 20, 4)).unwrap();
     let (addr, shutdown) = serve(root.path(), false).await;
-    let mut c = Client::connect(&addr.to_string(), "anonymous", "x", Duration::from_secs(30))
-        .await
-        .unwrap();
+    let mut c = common::login(addr).await;
     assert!(!c.features().has("BLAST"));
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("f.copy");
@@ -251,79 +197,17 @@ async fn udp_falls_back_to_tcp_when_our_server_has_blast_off() {
     shutdown.trigger();
 }
 
-/// A globus-gridftp-server on a free loopback port serving `dir`; killed (by PID) and reaped on drop.
-struct Globus(Child);
-
-impl Drop for Globus {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn globus(dir: &Path) -> Option<(Globus, u16)> {
-    for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = Command::new(GLOBUS)
-            .args(["-aa", "-anonymous-user", "nobody", "-p", &port.to_string()])
-            .args([
-                "-control-interface",
-                "127.0.0.1",
-                "-data-interface",
-                "127.0.0.1",
-            ])
-            .args(["-home-dir", "/", "-l"])
-            .arg(dir.join("server.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                break;
-            }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some((Globus(child), port));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    None
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udp_falls_back_to_tcp_against_globus() {
-    if !Path::new(GLOBUS).exists() {
-        eprintln!("SKIPPED udp_falls_back_to_tcp_against_globus: {GLOBUS} is not installed");
+    if !common::globus_installed("udp_falls_back_to_tcp_against_globus") {
         return;
     }
-    let dir = tempfile::Builder::new()
-        .prefix("drsftp-blast-globus-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let dir = common::globus_tempdir("drsftp-blast-globus-");
     let src = dir.path().join("src.bin");
     std::fs::write(&src, random_bytes((5 << 20) + 77, 5)).unwrap();
-    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let Some((_g, port)) = globus(dir.path()) else {
-        panic!("globus-gridftp-server did not start");
-    };
-    let mut c = Client::connect(
-        &format!("127.0.0.1:{port}"),
-        "anonymous",
-        "x",
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    common::chmod(&src, 0o666);
+    let g = Globus::start(dir.path(), &[]);
+    let mut c = common::login(g.authority()).await;
     assert!(!c.features().has("BLAST"), "Globus does not list BLAST");
     let dst = dir.path().join("dst.bin");
     let remote = src.display().to_string();

@@ -9,34 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use drsftp_io::blast::BlastOpts;
-use drsftp_io::client::{Client, ClientOptions, TransferSummary};
-use drsftp_io::data::{DataOpts, Progress};
-use drsftp_io::server::{self, ServerParams, Shutdown};
-use drsftp_proto::server::ServerConfig;
-use drsftp_storage::FsStorage;
+use drsftp_io::client::{ClientOptions, TransferSummary};
+use drsftp_io::data::Progress;
+use drsftp_io::server::Shutdown;
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
+mod common;
+use common::random_bytes;
 
 async fn serve(root: &Path) -> (SocketAddr, Shutdown) {
-    let params = ServerParams {
-        session: ServerConfig::default(),
-        data: DataOpts::default(),
-        storage: Arc::new(FsStorage::new(root).unwrap()),
-    };
-    let (addr, shutdown, _task) = server::spawn("127.0.0.1:0".parse().unwrap(), params)
-        .await
-        .unwrap();
+    let (addr, shutdown, _task) = common::spawn_server(common::fs_params(root)).await;
     (addr, shutdown)
 }
 
@@ -62,9 +43,7 @@ fn part_files(dst: &Path) -> (PathBuf, PathBuf) {
 /// Starts a download capped at 40 Mbit/s and drops it once a checkpoint covers at least `min` bytes' worth of
 /// progress. Returns the bytes that had arrived.
 async fn interrupted(addr: SocketAddr, remote: &str, dst: &Path, min: u64) -> u64 {
-    let mut c = Client::connect(&addr.to_string(), "anonymous", "x", Duration::from_secs(30))
-        .await
-        .unwrap();
+    let mut c = common::login(addr).await;
     let progress = Arc::new(Progress::new());
     let (_, ck) = part_files(dst);
     let opts = udp(40_000_000, true);
@@ -86,9 +65,7 @@ async fn interrupted(addr: SocketAddr, remote: &str, dst: &Path, min: u64) -> u6
 }
 
 async fn download(addr: SocketAddr, remote: &str, dst: &Path, resume: bool) -> TransferSummary {
-    let mut c = Client::connect(&addr.to_string(), "anonymous", "x", Duration::from_secs(30))
-        .await
-        .unwrap();
+    let mut c = common::login(addr).await;
     let s = c
         .download(remote, dst, &udp(0, resume), Arc::new(Progress::new()))
         .await

@@ -5,68 +5,23 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use drsftp_io::client::{Client, ClientOptions, TransferMode};
-use drsftp_io::data::{AutoSender, DataOpts, Progress};
-use drsftp_io::server::{self, ServerParams};
-use drsftp_proto::server::ServerConfig;
-use drsftp_storage::{checksum_bytes, ChecksumAlg, FsStorage};
-use drsftp_tune::{AutoConfig, BufferPolicy, StreamAction};
+use drsftp_io::data::Progress;
+use drsftp_tune::{BufferPolicy, StreamAction};
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn sha256(p: &Path) -> String {
-    checksum_bytes(ChecksumAlg::Sha256, &std::fs::read(p).unwrap())
-}
+mod common;
+use common::{eager, sha256, xorshift_bytes};
 
 async fn serve(root: &Path) -> (std::net::SocketAddr, Client, impl FnOnce()) {
-    let params = ServerParams {
-        session: ServerConfig::default(),
-        data: DataOpts {
-            buffer: BufferPolicy::Drs,
-            ..DataOpts::default()
-        },
-        storage: Arc::new(FsStorage::new(root).unwrap()),
-    };
-    let (addr, shutdown, task) = server::spawn("127.0.0.1:0".parse().unwrap(), params)
-        .await
-        .unwrap();
-    let c = Client::connect(&addr.to_string(), "anonymous", "x", Duration::from_secs(30))
-        .await
-        .expect("login");
+    let mut params = common::fs_params(root);
+    params.data.buffer = BufferPolicy::Drs;
+    let (addr, shutdown, task) = common::spawn_server(params).await;
+    let c = common::login(addr).await;
     (addr, c, move || {
         drop(shutdown);
         task.abort();
     })
-}
-
-/// A controller that accepts every probe (gain threshold below zero) and never backs off: it adds one stream
-/// per `settle` up to `max`, so connections join mid-transfer whatever the loopback throughput does.
-fn eager(max: u32) -> AutoSender {
-    AutoSender {
-        config: AutoConfig {
-            min_streams: 1,
-            max_streams: max,
-            min_gain: -1.0,
-            min_marginal: -1.0,
-            backoff_drop: 1.0,
-            settle: Duration::from_millis(20),
-            samples: 1,
-            reprobe: Duration::from_secs(600),
-        },
-        interval: Duration::from_millis(20),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,7 +30,7 @@ async fn auto_upload_adds_streams_mid_transfer() {
     let (_, mut c, stop) = serve(root.path()).await;
     let out = tempfile::tempdir().unwrap();
     let up = out.path().join("auto.bin");
-    std::fs::write(&up, random_bytes(192 << 20, 9)).unwrap();
+    std::fs::write(&up, xorshift_bytes(192 << 20, 9)).unwrap();
     let opts = ClientOptions {
         streams: 1,
         auto_streams: Some(eager(4)),
@@ -126,7 +81,7 @@ async fn auto_upload_adds_streams_mid_transfer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mode_e_drs_download_traces_both_streams() {
     let root = tempfile::tempdir().unwrap();
-    std::fs::write(root.path().join("t.bin"), random_bytes(48 << 20, 3)).unwrap();
+    std::fs::write(root.path().join("t.bin"), xorshift_bytes(48 << 20, 3)).unwrap();
     let (_, mut c, stop) = serve(root.path()).await;
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("t.bin");

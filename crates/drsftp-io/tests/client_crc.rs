@@ -9,8 +9,10 @@ use std::time::Duration;
 use drsftp_io::client::{Client, ClientError, ClientOptions};
 use drsftp_io::data::Progress;
 use drsftp_storage::{checksum_bytes, ChecksumAlg};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt;
+
+mod common;
+use common::FakeFtp;
 
 fn content() -> Vec<u8> {
     (0..300_000u32)
@@ -21,37 +23,16 @@ fn content() -> Vec<u8> {
 /// A one-session stream-mode server for `data` that answers `CKSM CRC32C` with `cksm`; returns its address and the
 /// commands it saw.
 async fn fake(data: Vec<u8>, cksm: String) -> (String, tokio::task::JoinHandle<Vec<String>>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap().to_string();
+    let (l, addr) = FakeFtp::listen().await;
     let task = tokio::spawn(async move {
-        let (sock, _) = l.accept().await.unwrap();
-        let (r, mut w) = sock.into_split();
-        let mut lines = BufReader::new(r).lines();
-        let mut seen = Vec::new();
-        let mut data_l: Option<TcpListener> = None;
-        w.write_all(b"220 fake ready\r\n").await.unwrap();
-        while let Ok(Some(line)) = lines.next_line().await {
-            seen.push(line.clone());
-            let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
+        let mut f = FakeFtp::accept(l).await;
+        while let Some((line, verb)) = f.next().await {
             let reply: String = match verb.as_str() {
-                "USER" => "331 pass\r\n".into(),
-                "PASS" => "230 in\r\n".into(),
                 "FEAT" => "211-Features\r\n SIZE\r\n CKSM CRC32C,SHA256\r\n211 End\r\n".into(),
                 "SIZE" => format!("213 {}\r\n", data.len()),
-                "TYPE" => "200 ok\r\n".into(),
-                "PASV" => {
-                    let dl = TcpListener::bind("127.0.0.1:0").await.unwrap();
-                    let p = dl.local_addr().unwrap().port();
-                    data_l = Some(dl);
-                    format!(
-                        "227 Entering Passive Mode (127,0,0,1,{},{})\r\n",
-                        p >> 8,
-                        p & 255
-                    )
-                }
                 "RETR" => {
-                    w.write_all(b"150 go\r\n").await.unwrap();
-                    let (mut s, _) = data_l.take().unwrap().accept().await.unwrap();
+                    f.send("150 go\r\n").await;
+                    let mut s = f.accept_data().await;
                     s.write_all(&data).await.unwrap();
                     drop(s);
                     "226 done\r\n".into()
@@ -60,14 +41,14 @@ async fn fake(data: Vec<u8>, cksm: String) -> (String, tokio::task::JoinHandle<V
                     format!("213 {cksm}\r\n")
                 }
                 "QUIT" => {
-                    w.write_all(b"221 bye\r\n").await.unwrap();
-                    return seen;
+                    f.send("221 bye\r\n").await;
+                    return f.seen;
                 }
-                _ => "502 no\r\n".into(),
+                _ => f.standard(&verb).await,
             };
-            w.write_all(reply.as_bytes()).await.unwrap();
+            f.send(&reply).await;
         }
-        seen
+        f.seen
     });
     (addr, task)
 }

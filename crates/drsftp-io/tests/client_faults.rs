@@ -9,8 +9,11 @@ use std::time::Duration;
 
 use drsftp_io::client::{Client, ClientError, ClientOptions};
 use drsftp_io::data::Progress;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+mod common;
+use common::FakeFtp;
 
 /// What the fake server does once RETR arrives.
 #[derive(Debug, Clone, Copy)]
@@ -27,38 +30,17 @@ enum Misbehave {
 
 /// A one-session fake server; returns its control address and the commands it saw.
 async fn fake(m: Misbehave) -> (String, tokio::task::JoinHandle<Vec<String>>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap().to_string();
+    let (l, addr) = FakeFtp::listen().await;
     let task = tokio::spawn(async move {
-        let (sock, _) = l.accept().await.unwrap();
-        let (r, mut w) = sock.into_split();
-        let mut lines = BufReader::new(r).lines();
-        let mut seen = Vec::new();
-        let mut data_l: Option<TcpListener> = None;
+        let mut f = FakeFtp::accept(l).await;
         let mut data: Option<TcpStream> = None;
-        w.write_all(b"220 fake ready\r\n").await.unwrap();
-        while let Ok(Some(line)) = lines.next_line().await {
-            seen.push(line.clone());
-            let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
+        while let Some((_, verb)) = f.next().await {
             let reply: String = match verb.as_str() {
-                "USER" => "331 pass\r\n".into(),
-                "PASS" => "230 in\r\n".into(),
                 "FEAT" => "211-Features\r\n SIZE\r\n CKSM SHA256\r\n211 End\r\n".into(),
                 "SIZE" => "213 1000\r\n".into(),
-                "TYPE" => "200 ok\r\n".into(),
-                "PASV" => {
-                    let dl = TcpListener::bind("127.0.0.1:0").await.unwrap();
-                    let p = dl.local_addr().unwrap().port();
-                    data_l = Some(dl);
-                    format!(
-                        "227 Entering Passive Mode (127,0,0,1,{},{})\r\n",
-                        p >> 8,
-                        p & 255
-                    )
-                }
                 "RETR" => {
-                    w.write_all(b"150 go\r\n").await.unwrap();
-                    let (mut s, _) = data_l.take().unwrap().accept().await.unwrap();
+                    f.send("150 go\r\n").await;
+                    let mut s = f.accept_data().await;
                     let n = if matches!(m, Misbehave::NoFinal) {
                         1000
                     } else {
@@ -74,7 +56,7 @@ async fn fake(m: Misbehave) -> (String, tokio::task::JoinHandle<Vec<String>>) {
                             drop(s);
                             "226 done\r\n".into()
                         }
-                        Misbehave::HangUp => return seen,
+                        Misbehave::HangUp => return f.seen,
                         Misbehave::NoFinal => {
                             drop(s);
                             continue;
@@ -86,15 +68,15 @@ async fn fake(m: Misbehave) -> (String, tokio::task::JoinHandle<Vec<String>>) {
                     "426 aborted\r\n226 ABOR ok\r\n".into()
                 }
                 "QUIT" => {
-                    w.write_all(b"221 bye\r\n").await.unwrap();
-                    return seen;
+                    f.send("221 bye\r\n").await;
+                    return f.seen;
                 }
-                _ => "502 no\r\n".into(),
+                _ => f.standard(&verb).await,
             };
-            w.write_all(reply.as_bytes()).await.unwrap();
+            f.send(&reply).await;
         }
         drop(data);
-        seen
+        f.seen
     });
     (addr, task)
 }

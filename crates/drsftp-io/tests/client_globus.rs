@@ -4,90 +4,31 @@
 //! the server is not installed every test prints why and returns.
 
 use std::io::Write;
-use std::net::TcpStream;
-use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use drsftp_io::client::{Client, ClientError, ClientOptions, ListKind, Partial, TransferMode};
 use drsftp_io::data::Progress;
-use drsftp_storage::{ChecksumAlg, FileHandle};
 
-const SERVER: &str = "/usr/sbin/globus-gridftp-server";
+mod common;
+use common::{random_bytes, sha256_range as sha256};
 
-/// A running globus-gridftp-server and its served directory; killed and reaped on drop.
+/// A running globus-gridftp-server and its served directory (removed after the server is stopped).
 struct Globus {
-    child: Child,
-    port: u16,
+    server: common::Globus,
     dir: tempfile::TempDir,
-    log: PathBuf,
 }
 
 impl Globus {
     /// Starts a server, or `None` (with the reason printed) when it is not installed.
     fn start(test: &str) -> Option<Globus> {
-        if !Path::new(SERVER).exists() {
-            eprintln!("SKIPPED {test}: {SERVER} is not installed (apt install globus-gridftp-server-progs)");
+        if !common::globus_installed(test) {
             return None;
         }
-        let dir = tempfile::Builder::new()
-            .prefix("drsftp-client-test-")
-            .tempdir_in("/tmp")
-            .expect("temp dir");
-        // Globus switches to `nobody` when run as root: the tree must be readable and writable by it.
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let log = dir.path().join("server.log");
-        for _attempt in 0..5 {
-            let port = free_port();
-            let mut child = Command::new(SERVER)
-                .args(["-aa", "-anonymous-user", "nobody", "-p"])
-                .arg(port.to_string())
-                .args([
-                    "-control-interface",
-                    "127.0.0.1",
-                    "-data-interface",
-                    "127.0.0.1",
-                    "-home-dir",
-                    "/",
-                    "-d",
-                    "all",
-                    "-l",
-                ])
-                .arg(&log)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn globus-gridftp-server");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // exited (port taken?): retry with another port
-                }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Some(Globus {
-                        child,
-                        port,
-                        dir,
-                        log,
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            eprintln!("globus-gridftp-server did not come up on port {port}; retrying");
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!(
-            "globus-gridftp-server would not start (log in {})",
-            log.display()
-        );
-    }
-
-    fn authority(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        let dir = common::globus_tempdir("drsftp-client-test-");
+        let server = common::Globus::start(dir.path(), &["-d", "all"]);
+        Some(Globus { server, dir })
     }
 
     /// Server path of a file in the served directory (the server's root is `/`).
@@ -103,13 +44,13 @@ impl Globus {
     fn file(&self, name: &str, len: usize, seed: u64) -> PathBuf {
         let p = self.local(name);
         std::fs::write(&p, random_bytes(len, seed)).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        common::chmod(&p, 0o644);
         p
     }
 
     async fn client(&self) -> Client {
         Client::connect(
-            &self.authority(),
+            &self.server.authority(),
             "anonymous",
             "drsftp@",
             Duration::from_secs(30),
@@ -119,95 +60,8 @@ impl Globus {
     }
 
     fn log_tail(&self) -> String {
-        let s = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let start = s.len().saturating_sub(4000);
-        s[s.char_indices()
-            .find(|(i, _)| *i >= start)
-            .map_or(0, |(i, _)| i)..]
-            .to_string()
+        self.server.log_tail()
     }
-}
-
-/// True while some process has `pid` as its parent (the server forks one child per control connection).
-fn has_children(pid: u32) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    dir.filter_map(|e| e.ok())
-        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
-        .any(|st| {
-            st.lines()
-                .any(|l| l.strip_prefix("PPid:").map(str::trim) == Some(&pid.to_string()))
-        })
-}
-
-impl Drop for Globus {
-    fn drop(&mut self) {
-        // Let the per-connection children finish (after QUIT) while their parent can still reap them, so none is
-        // left as an orphan; then stop only the process we started, by its PID.
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while has_children(self.child.id()) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!(
-                "--- globus-gridftp-server log tail ---\n{}",
-                self.log_tail()
-            );
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Deterministic pseudo-random bytes (xorshift64*).
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-#[derive(Debug)]
-struct Plain(std::fs::File);
-
-impl FileHandle for Plain {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> drsftp_storage::Result<usize> {
-        self.0
-            .read_at(buf, offset)
-            .map_err(|e| drsftp_storage::StorageError::from_io("test", e))
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> drsftp_storage::Result<()> {
-        self.0
-            .write_all_at(buf, offset)
-            .map_err(|e| drsftp_storage::StorageError::from_io("test", e))
-    }
-    fn len(&self) -> drsftp_storage::Result<u64> {
-        Ok(self.0.metadata().unwrap().len())
-    }
-    fn sync(&self) -> drsftp_storage::Result<()> {
-        Ok(())
-    }
-}
-
-/// SHA-256 of `len` bytes from `offset` (`None` = to the end) of a local file.
-fn sha256(path: &Path, offset: u64, len: Option<u64>) -> String {
-    let f = Plain(std::fs::File::open(path).unwrap());
-    drsftp_storage::checksum(&f, ChecksumAlg::Sha256, offset, len).unwrap()
 }
 
 /// No hidden part files left in `dir`.
@@ -531,19 +385,7 @@ async fn mode_e_upload_with_streams_joining_mid_transfer() {
     std::fs::write(&src, random_bytes(96 << 20, 12)).unwrap();
     let mut c = g.client().await;
     // Accepts every probe and never backs off: one more stream every 20 ms up to 4.
-    let eager = drsftp_io::data::AutoSender {
-        config: drsftp_tune::AutoConfig {
-            min_streams: 1,
-            max_streams: 4,
-            min_gain: -1.0,
-            min_marginal: -1.0,
-            backoff_drop: 1.0,
-            settle: Duration::from_millis(20),
-            samples: 1,
-            reprobe: Duration::from_secs(600),
-        },
-        interval: Duration::from_millis(20),
-    };
+    let eager = common::eager(4);
     let auto = ClientOptions {
         auto_streams: Some(eager),
         ..opts(1)

@@ -4,120 +4,15 @@
 //! globus-gridftp-server (skipped with a printed reason when it is not installed) the same client never sends
 //! `OPTS DRS` and the transfer still works. A recording proxy on the control connection shows what went over it.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use drsftp_io::client::{Client, ClientOptions, TransferMode};
-use drsftp_io::data::{DataOpts, Progress};
-use drsftp_io::server::{self, ServerParams};
-use drsftp_proto::server::ServerConfig;
-use drsftp_storage::{ChecksumAlg, FileHandle, FsStorage};
+use drsftp_io::data::Progress;
 use drsftp_tune::BufferPolicy;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
-/// Control-channel bytes seen by [`proxy`], per direction.
-#[derive(Default)]
-struct Wire {
-    to_server: Mutex<Vec<u8>>,
-    to_client: Mutex<Vec<u8>>,
-}
-
-impl Wire {
-    fn commands(&self) -> String {
-        String::from_utf8_lossy(&self.to_server.lock().unwrap()).into_owned()
-    }
-    fn replies(&self) -> String {
-        String::from_utf8_lossy(&self.to_client.lock().unwrap()).into_owned()
-    }
-}
-
-/// A loopback TCP proxy for one control connection to `upstream`, recording both directions. Data connections
-/// go directly (PASV/PORT carry the real addresses).
-async fn proxy(upstream: SocketAddr) -> (SocketAddr, Arc<Wire>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let wire = Arc::new(Wire::default());
-    let w = wire.clone();
-    tokio::spawn(async move {
-        let (client, _) = l.accept().await.unwrap();
-        let server = TcpStream::connect(upstream).await.unwrap();
-        let (cr, cw) = client.into_split();
-        let (sr, sw) = server.into_split();
-        let w2 = w.clone();
-        let up = tokio::spawn(pipe(cr, sw, w, true));
-        let down = tokio::spawn(pipe(sr, cw, w2, false));
-        let _ = tokio::join!(up, down);
-    });
-    (addr, wire)
-}
-
-async fn pipe(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    wire: Arc<Wire>,
-    to_server: bool,
-) {
-    let mut buf = vec![0u8; 8192];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let log = if to_server {
-            &wire.to_server
-        } else {
-            &wire.to_client
-        };
-        log.lock().unwrap().extend_from_slice(&buf[..n]);
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
-        }
-    }
-    let _ = to.shutdown().await;
-}
-
-/// Deterministic pseudo-random bytes (xorshift64*).
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-#[derive(Debug)]
-struct Plain(std::fs::File);
-
-impl FileHandle for Plain {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> drsftp_storage::Result<usize> {
-        std::os::unix::fs::FileExt::read_at(&self.0, buf, offset)
-            .map_err(|e| drsftp_storage::StorageError::from_io("test", e))
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> drsftp_storage::Result<()> {
-        std::os::unix::fs::FileExt::write_all_at(&self.0, buf, offset)
-            .map_err(|e| drsftp_storage::StorageError::from_io("test", e))
-    }
-    fn len(&self) -> drsftp_storage::Result<u64> {
-        Ok(self.0.metadata().unwrap().len())
-    }
-    fn sync(&self) -> drsftp_storage::Result<()> {
-        Ok(())
-    }
-}
-
-fn sha256(path: &Path) -> String {
-    let f = Plain(std::fs::File::open(path).unwrap());
-    drsftp_storage::checksum(&f, ChecksumAlg::Sha256, 0, None).unwrap()
-}
+mod common;
+use common::{proxy, random_bytes, sha256, Globus};
 
 fn opts(streams: u32, buffer: BufferPolicy) -> ClientOptions {
     ClientOptions {
@@ -138,21 +33,11 @@ async fn drsftp_client_and_server_negotiate_drs_and_move_64_mib() {
     let root = tempfile::tempdir().unwrap();
     let src = root.path().join("big.bin");
     std::fs::write(&src, random_bytes(64 << 20, 4)).unwrap();
-    let params = ServerParams {
-        session: ServerConfig::default(),
-        data: DataOpts {
-            buffer: BufferPolicy::Drs,
-            ..DataOpts::default()
-        },
-        storage: Arc::new(FsStorage::new(root.path()).unwrap()),
-    };
-    let (addr, shutdown, task) = server::spawn("127.0.0.1:0".parse().unwrap(), params)
-        .await
-        .unwrap();
+    let mut params = common::fs_params(root.path());
+    params.data.buffer = BufferPolicy::Drs;
+    let (addr, shutdown, task) = common::spawn_server(params).await;
     let (via, wire) = proxy(addr).await;
-    let mut c = Client::connect(&via.to_string(), "anonymous", "x", Duration::from_secs(30))
-        .await
-        .expect("login");
+    let mut c = common::login(via).await;
     assert!(c.features().drs(), "our server lists DRS in FEAT");
     assert!(!c.drs_negotiated(), "nothing before a transfer asks");
 
@@ -218,105 +103,17 @@ async fn drsftp_client_and_server_negotiate_drs_and_move_64_mib() {
     let _ = task.await;
 }
 
-const GLOBUS: &str = "/usr/sbin/globus-gridftp-server";
-
-/// A globus-gridftp-server on a free loopback port serving `/`; killed (by PID) and reaped on drop.
-struct Globus {
-    child: Child,
-    port: u16,
-}
-
-impl Globus {
-    fn start(dir: &Path) -> Globus {
-        let log: PathBuf = dir.join("server.log");
-        for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let mut child = Command::new(GLOBUS)
-                .args(["-aa", "-anonymous-user", "nobody", "-p", &port.to_string()])
-                .args([
-                    "-control-interface",
-                    "127.0.0.1",
-                    "-data-interface",
-                    "127.0.0.1",
-                ])
-                .args(["-home-dir", "/", "-l"])
-                .arg(&log)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn globus-gridftp-server");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Globus { child, port };
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!(
-            "globus-gridftp-server would not start (log {})",
-            log.display()
-        );
-    }
-
-    /// True while the server still has a per-connection child.
-    fn has_children(&self) -> bool {
-        let pid = self.child.id().to_string();
-        std::fs::read_dir("/proc")
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
-                    .any(|st| {
-                        st.lines()
-                            .any(|l| l.strip_prefix("PPid:").map(str::trim) == Some(pid.as_str()))
-                    })
-            })
-            .unwrap_or(false)
-    }
-}
-
-impl Drop for Globus {
-    fn drop(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while self.has_children() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn globus_server_never_sees_opts_drs() {
-    if !Path::new(GLOBUS).exists() {
-        eprintln!(
-            "SKIPPED globus_server_never_sees_opts_drs: {GLOBUS} is not installed \
-             (apt install globus-gridftp-server-progs)"
-        );
+    if !common::globus_installed("globus_server_never_sees_opts_drs") {
         return;
     }
-    let dir = tempfile::Builder::new()
-        .prefix("drsftp-drs-test-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    // Globus switches to `nobody` when run as root: the tree must be readable and writable by it.
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let dir = common::globus_tempdir("drsftp-drs-test-");
     let src = dir.path().join("src.bin");
     std::fs::write(&src, random_bytes(8 << 20, 6)).unwrap();
-    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let g = Globus::start(dir.path());
-    let (via, wire) = proxy(format!("127.0.0.1:{}", g.port).parse().unwrap()).await;
+    common::chmod(&src, 0o644);
+    let g = Globus::start(dir.path(), &[]);
+    let (via, wire) = proxy(g.authority().parse().unwrap()).await;
     let mut c = Client::connect(&via.to_string(), "anonymous", "x", Duration::from_secs(30))
         .await
         .expect("login to globus-gridftp-server");

@@ -11,15 +11,17 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use drsftp_io::client::{peak_and_final, Client, ClientOptions, TransferMode, TransferSummary};
+use drsftp_io::client::{peak_and_final, ClientOptions, TransferMode, TransferSummary};
 use drsftp_io::data::{AutoSender, DataOpts, Progress};
-use drsftp_io::server::{self, ServerParams};
+use drsftp_io::server::ServerParams;
 use drsftp_proto::server::ServerConfig;
 use drsftp_storage::{
-    checksum_bytes, ChecksumAlg, FileHandle, FsStorage, Metadata, PartFile, Result as SResult,
-    Storage, WriteMode,
+    FileHandle, FsStorage, Metadata, PartFile, Result as SResult, Storage, WriteMode,
 };
 use drsftp_tune::{AutoConfig, StreamAction};
+
+mod common;
+use common::{login, sha256, xorshift_bytes};
 
 /// A tree whose reads are slowed: `per_read` per read call (per-stream limit) and, with `shared`, all readers
 /// together at most that many bytes/s.
@@ -101,22 +103,6 @@ impl Storage for Slow {
     }
 }
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn sha256(p: &Path) -> String {
-    checksum_bytes(ChecksumAlg::Sha256, &std::fs::read(p).unwrap())
-}
-
 /// A 256 KiB block (the default) per 25 ms: about 10 MB/s per stream.
 const PER_READ: Duration = Duration::from_millis(25);
 
@@ -137,19 +123,11 @@ async fn serve(root: &Path, shared: Option<f64>) -> (String, impl FnOnce()) {
         data: DataOpts::default(),
         storage: Arc::new(storage),
     };
-    let (addr, shutdown, task) = server::spawn("127.0.0.1:0".parse().unwrap(), params)
-        .await
-        .unwrap();
+    let (addr, shutdown, task) = common::spawn_server(params).await;
     (addr.to_string(), move || {
         drop(shutdown);
         task.abort();
     })
-}
-
-async fn login(addr: &str) -> Client {
-    Client::connect(addr, "anonymous", "x", Duration::from_secs(30))
-        .await
-        .expect("login")
 }
 
 fn auto_opts(start: u32, min: u32, max: u32) -> ClientOptions {
@@ -178,7 +156,7 @@ fn joined(s: &TransferSummary) -> u32 {
 async fn auto_download_refines_on_the_server() {
     let root = tempfile::tempdir().unwrap();
     // ~100 MB: about 4 s at 2-4 streams; the controller's first probe comes after ~1.5 s.
-    std::fs::write(root.path().join("a.bin"), random_bytes(96 << 20, 5)).unwrap();
+    std::fs::write(root.path().join("a.bin"), xorshift_bytes(96 << 20, 5)).unwrap();
     let (addr, stop) = serve(root.path(), None).await;
     let mut c = login(&addr).await;
     let out = tempfile::tempdir().unwrap();
@@ -221,7 +199,7 @@ async fn auto_download_refines_on_the_server() {
 async fn fixed_parallelism_stays_put_and_bad_values_get_501() {
     let root = tempfile::tempdir().unwrap();
     // ~2 s at 4 streams: past the point where an auto controller would have probed.
-    std::fs::write(root.path().join("f.bin"), random_bytes(80 << 20, 7)).unwrap();
+    std::fs::write(root.path().join("f.bin"), xorshift_bytes(80 << 20, 7)).unwrap();
     let (addr, stop) = serve(root.path(), None).await;
     let mut c = login(&addr).await;
     let out = tempfile::tempdir().unwrap();
@@ -279,8 +257,8 @@ async fn fixed_parallelism_stays_put_and_bad_values_get_501() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_auto_downloads_share_a_bottleneck() {
     let root = tempfile::tempdir().unwrap();
-    std::fs::write(root.path().join("x.bin"), random_bytes(64 << 20, 11)).unwrap();
-    std::fs::write(root.path().join("y.bin"), random_bytes(64 << 20, 13)).unwrap();
+    std::fs::write(root.path().join("x.bin"), xorshift_bytes(64 << 20, 11)).unwrap();
+    std::fs::write(root.path().join("y.bin"), xorshift_bytes(64 << 20, 13)).unwrap();
     let (addr, stop) = serve(root.path(), Some(40e6)).await;
     let out = tempfile::tempdir().unwrap();
     let run = |name: &'static str, start: u32| {

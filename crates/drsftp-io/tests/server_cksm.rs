@@ -8,22 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use drsftp_io::client::{Client, ClientOptions, TransferMode};
-use drsftp_io::data::{DataOpts, Progress};
-use drsftp_io::server::{self, ServerParams};
-use drsftp_proto::server::ServerConfig;
-use drsftp_storage::{checksum_bytes, ChecksumAlg, FsStorage};
+use drsftp_io::data::Progress;
+use drsftp_storage::{checksum_bytes, ChecksumAlg};
 
-fn bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+mod common;
+use common::xorshift_bytes;
 
 fn crc(b: &[u8]) -> String {
     checksum_bytes(ChecksumAlg::Crc32c, b)
@@ -36,6 +25,17 @@ fn rewrite(p: &Path, data: &[u8], mtime: Option<SystemTime>) {
     if let Some(t) = mtime {
         f.set_modified(t).unwrap();
     }
+}
+
+/// Write `data` to `p` and set its mtime to `mtime` (in the past: a settled file).
+fn write_settled(p: &Path, data: &[u8], mtime: SystemTime) {
+    std::fs::write(p, data).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
 }
 
 async fn download(c: &mut Client, dst: &Path, mode: TransferMode) -> Option<(String, String)> {
@@ -55,29 +55,18 @@ async fn download(c: &mut Client, dst: &Path, mode: TransferMode) -> Option<(Str
 async fn cksm_after_retr_is_from_the_engine_only_while_the_file_is_unchanged() {
     let root = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let params = ServerParams {
-        session: ServerConfig::default(),
-        data: DataOpts::default(),
-        storage: Arc::new(FsStorage::new(root.path()).unwrap()),
-    };
-    let (addr, shutdown, task) = server::spawn("127.0.0.1:0".parse().unwrap(), params)
-        .await
-        .unwrap();
-    let mut c = Client::connect(&addr.to_string(), "anonymous", "x", Duration::from_secs(30))
-        .await
-        .expect("login");
+    let (addr, shutdown, task) = common::spawn_server(common::fs_params(root.path())).await;
+    let mut c = common::login(addr).await;
     let src = root.path().join("f.bin");
     let dst = out.path().join("f.bin");
     let old = SystemTime::now() - Duration::from_secs(3600);
-    let (a, b, d) = (bytes(3 << 20, 1), bytes(3 << 20, 2), bytes(3 << 20, 3));
+    let (a, b, d) = (
+        xorshift_bytes(3 << 20, 1),
+        xorshift_bytes(3 << 20, 2),
+        xorshift_bytes(3 << 20, 3),
+    );
     for mode in [TransferMode::Stream, TransferMode::Extended] {
-        std::fs::write(&src, &a).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&src)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        write_settled(&src, &a, old);
         let sum = download(&mut c, &dst, mode).await;
         assert_eq!(sum, Some(("CRC32C".into(), crc(&a))));
 
@@ -109,13 +98,7 @@ async fn cksm_after_retr_is_from_the_engine_only_while_the_file_is_unchanged() {
         assert_eq!(got, crc(&b), "{mode:?}: unsettled file, fresh checksum");
 
         // A namespace change (like any other transfer) drops the cache.
-        std::fs::write(&src, &a).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&src)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        write_settled(&src, &a, old);
         download(&mut c, &dst, mode).await;
         c.command("MKD /sub").await.unwrap();
         c.command("RMD /sub").await.unwrap();
