@@ -10,20 +10,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::Value;
 
 const T: Duration = Duration::from_secs(120);
 
 fn drsftp(args: &[&str]) -> (bool, String, String) {
     run(Command::new(bin()).args(args), T)
-}
-
-fn json_of(stdout: &str) -> Value {
-    let line = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON object on stdout: {stdout:?}"));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
 }
 
 fn served(len: usize, extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Proc, String) {
@@ -122,17 +113,14 @@ fn copy_udp_falls_back_to_tcp_against_serve_without_blast() {
 
 #[test]
 fn copy_udp_falls_back_to_tcp_against_globus() {
-    if !have(
-        "globus-gridftp-server",
+    let Some((dir, src, want, srv)) = globus_with_file(
         "copy_udp_falls_back_to_tcp_against_globus",
-    ) {
+        "g-src.bin",
+        8 << 20,
+        42,
+    ) else {
         return;
-    }
-    let dir = open_tempdir();
-    let len = 8 << 20;
-    let src = dir.path().join("g-src.bin");
-    let want = random_file(&src, len, 42);
-    let srv = globus_server();
+    };
     let url = |p: &Path| srv.url(p.to_str().unwrap());
     let out = dir.path().join("g-down.bin");
     let (ok, o, e) = drsftp(&[

@@ -33,15 +33,6 @@ fn drsftp_status(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-/// The one JSON object `--json` printed on stdout.
-fn json_of(stdout: &str) -> Value {
-    let line = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON object on stdout: {stdout:?}"));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
-}
-
 /// Checks a `drsftp copy --json` summary: bytes, streams, mode, verified.
 fn check_summary(j: &Value, bytes: u64, streams: u64, mode: &str, what: &str) {
     assert_eq!(j["bytes"].as_u64(), Some(bytes), "{what}: bytes in {j}");
@@ -189,17 +180,12 @@ fn copy_upload_to_drsftp_serve_stream_and_mode_e() {
 
 #[test]
 fn copy_against_globus_gridftp_server() {
-    if !have(
-        "globus-gridftp-server",
-        "copy_against_globus_gridftp_server",
-    ) {
-        return;
-    }
-    let dir = open_tempdir();
     let len = 16 << 20;
-    let src = dir.path().join("g-src.bin");
-    let want = random_file(&src, len, 24);
-    let srv = globus_server();
+    let Some((dir, src, want, srv)) =
+        globus_with_file("copy_against_globus_gridftp_server", "g-src.bin", len, 24)
+    else {
+        return;
+    };
     // The server's home is `/`: URL paths are host paths.
     let url = |p: &Path| srv.url(p.to_str().unwrap());
     for (p, mode) in [("1", "S"), ("4", "E")] {

@@ -22,14 +22,6 @@ fn drsftp(args: &[&str], xdg: Option<&Path>) -> (bool, String, String) {
     run(&mut c, T)
 }
 
-fn json_of(stdout: &str) -> Value {
-    let line = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON object on stdout: {stdout:?}"));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
-}
-
 #[test]
 fn calibrate_stores_profile_and_copy_auto_uses_it() {
     let root = open_tempdir();

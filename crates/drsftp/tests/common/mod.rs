@@ -97,6 +97,15 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The one JSON object a `--json` run printed on stdout.
+pub fn json_of(stdout: &str) -> serde_json::Value {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON object on stdout: {stdout:?}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
+}
+
 /// A free loopback TCP port (racy but fine for tests).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -195,6 +204,25 @@ pub fn globus_server() -> Proc {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     wait_for_port(addr, &mut child, "globus-gridftp-server");
     Proc { child, addr, log }
+}
+
+/// For a test against Globus (skipped with a printed reason, `None`, when the server is not installed): an open
+/// temporary directory holding `name` with `len` random bytes (`seed`), the file's path, its SHA-256 and a running
+/// globus-gridftp-server.
+pub fn globus_with_file(
+    test: &str,
+    name: &str,
+    len: usize,
+    seed: u64,
+) -> Option<(tempfile::TempDir, PathBuf, String, Proc)> {
+    if !have("globus-gridftp-server", test) {
+        return None;
+    }
+    let dir = open_tempdir();
+    let src = dir.path().join(name);
+    let want = random_file(&src, len, seed);
+    let srv = globus_server();
+    Some((dir, src, want, srv))
 }
 
 /// Run a command with a timeout; returns (success, stdout, stderr).
