@@ -125,7 +125,7 @@ fn second_auto_transfer_gets_a_fair_share() {
                 .iter()
                 .filter(|(t, _)| *t < t0)
                 .map(|x| x.1)
-                .last()
+                .next_back()
                 .unwrap()
         };
         let alone = before(b_from);

@@ -150,7 +150,8 @@ async fn run_inner(
                 mode: Mode::Stream,
                 ..plan
             };
-            send(&plan, file, vec![0..len], 0, &opts, passive, None, progress)
+            let whole = 0..len;
+            send(&plan, file, vec![whole], 0, &opts, passive, None, progress)
                 .await
                 .map(|(b, s, _, _)| (b, s, cache))
         }

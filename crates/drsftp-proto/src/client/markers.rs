@@ -97,9 +97,10 @@ mod tests {
 
     #[test]
     fn range_markers() {
+        let one = 0..209715200;
         assert_eq!(
             parse_range_marker(&Reply::new(111, "Range Marker 0-209715200")),
-            Some(vec![0..209715200])
+            Some(vec![one])
         );
         assert_eq!(
             parse_range_marker(&Reply::new(111, "Range Marker 0-2000,5000-6000,9000-11000")),
