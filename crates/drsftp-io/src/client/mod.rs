@@ -39,8 +39,8 @@ use control::Control;
 
 pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
 pub use error::ClientError;
-pub use third_party::copy as third_party_copy;
 pub use observe::peak_and_final;
+pub use third_party::copy as third_party_copy;
 
 /// How a transfer is run.
 #[derive(Debug, Clone)]

@@ -28,8 +28,8 @@ pub use addr::{parse_epsv, parse_pasv, port_command};
 /// Third-party blast set-up helpers (BPAS/BPRT lines, the 229/200/150 replies).
 pub mod blast_setup {
     pub use super::blast::{
-        bpas_line, bprt_line, offers_bprt, opts_line, parse_bpas_reply, parse_opts_mtu, parse_opts_reply,
-        parse_start,
+        bpas_line, bprt_line, offers_bprt, opts_line, parse_bpas_reply, parse_opts_mtu,
+        parse_opts_reply, parse_start,
     };
 }
 pub use feat::{Features, VERIFY_PREFERENCE};

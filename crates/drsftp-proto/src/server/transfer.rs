@@ -120,7 +120,11 @@ impl Ctx {
             tcp_buffer: self.tcp_buffer,
             ascii,
             inband_drs: self.drs_inband && mode == Mode::Extended,
-            resume: if blast.is_some() { resume } else { RangeSet::new() },
+            resume: if blast.is_some() {
+                resume
+            } else {
+                RangeSet::new()
+            },
         };
         match (mode, blast, &plan.endpoint) {
             (_, Some(size), DataEndpoint::Blast(ep)) => {
