@@ -17,6 +17,11 @@ fn drsftp(args: &[&str]) -> (bool, String, String) {
     run(Command::new(bin()).args(args), T)
 }
 
+/// Runs `drsftp copy --transport udp ARGS...`.
+fn udp_copy(args: &[&str]) -> (bool, String, String) {
+    drsftp(&[&["copy", "--transport", "udp"], args].concat())
+}
+
 fn served(len: usize, extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Proc, String) {
     let dir = open_tempdir();
     let root = dir.path().join("root");
@@ -32,14 +37,7 @@ fn copy_udp_download_and_upload_against_drsftp_serve() {
     let len = (16 << 20) + 333;
     let (dir, root, srv, want) = served(len, &[]);
     let out = dir.path().join("down.bin");
-    let (ok, o, e) = drsftp(&[
-        "copy",
-        "--transport",
-        "udp",
-        "--json",
-        &srv.url("/src.bin"),
-        out.to_str().unwrap(),
-    ]);
+    let (ok, o, e) = udp_copy(&["--json", &srv.url("/src.bin"), out.to_str().unwrap()]);
     assert!(ok, "udp download: {o} {e}\nserver log:\n{}", srv.log_text());
     let j = json_of(&o);
     assert_eq!(j["transport"], "udp", "{j}");
@@ -51,10 +49,7 @@ fn copy_udp_download_and_upload_against_drsftp_serve() {
     assert!(dups * 100 <= packets * 3, "duplicates {dups} of {packets}");
     assert_eq!(sha256_file(&out), want);
 
-    let (ok, o, e) = drsftp(&[
-        "copy",
-        "--transport",
-        "udp",
+    let (ok, o, e) = udp_copy(&[
         "--max-rate",
         "300mbit",
         "--json",
@@ -70,13 +65,7 @@ fn copy_udp_download_and_upload_against_drsftp_serve() {
 
     // The human summary names the transport.
     let again = dir.path().join("again.bin");
-    let (ok, _, e) = drsftp(&[
-        "copy",
-        "--transport",
-        "udp",
-        &srv.url("/src.bin"),
-        again.to_str().unwrap(),
-    ]);
+    let (ok, _, e) = udp_copy(&[&srv.url("/src.bin"), again.to_str().unwrap()]);
     assert!(ok, "{e}");
     assert!(e.contains("(UDP blast, "), "{e}");
 }
@@ -85,27 +74,13 @@ fn copy_udp_download_and_upload_against_drsftp_serve() {
 fn copy_udp_falls_back_to_tcp_against_serve_without_blast() {
     let (dir, root, srv, want) = served(3 << 20, &["--no-blast"]);
     let out = dir.path().join("down.bin");
-    let (ok, o, e) = drsftp(&[
-        "copy",
-        "--transport",
-        "udp",
-        "--json",
-        &srv.url("/src.bin"),
-        out.to_str().unwrap(),
-    ]);
+    let (ok, o, e) = udp_copy(&["--json", &srv.url("/src.bin"), out.to_str().unwrap()]);
     assert!(ok, "{o} {e}");
     let j = json_of(&o);
     assert_eq!(j["transport"], "tcp", "{j}");
     assert!(j["notices"].to_string().contains("no BLAST in FEAT"), "{j}");
     assert_eq!(sha256_file(&out), want);
-    let (ok, o, e) = drsftp(&[
-        "copy",
-        "--transport",
-        "udp",
-        "--json",
-        out.to_str().unwrap(),
-        &srv.url("/up.bin"),
-    ]);
+    let (ok, o, e) = udp_copy(&["--json", out.to_str().unwrap(), &srv.url("/up.bin")]);
     assert!(ok, "{o} {e}");
     assert_eq!(json_of(&o)["transport"], "tcp");
     assert_eq!(sha256_file(&root.join("up.bin")), want);
@@ -123,14 +98,7 @@ fn copy_udp_falls_back_to_tcp_against_globus() {
     };
     let url = |p: &Path| srv.url(p.to_str().unwrap());
     let out = dir.path().join("g-down.bin");
-    let (ok, o, e) = drsftp(&[
-        "copy",
-        "--transport",
-        "udp",
-        "--json",
-        &url(&src),
-        out.to_str().unwrap(),
-    ]);
+    let (ok, o, e) = udp_copy(&["--json", &url(&src), out.to_str().unwrap()]);
     assert!(ok, "{o} {e}\nserver log:\n{}", srv.log_text());
     let j = json_of(&o);
     assert_eq!(j["transport"], "tcp", "{j}");
@@ -138,16 +106,7 @@ fn copy_udp_falls_back_to_tcp_against_globus() {
     assert!(j["notices"].to_string().contains("no BLAST in FEAT"), "{j}");
     assert_eq!(sha256_file(&out), want);
     let up = dir.path().join("g-up.bin");
-    let (ok, o, e) = drsftp(&[
-        "copy",
-        "--transport",
-        "udp",
-        "-p",
-        "4",
-        "--json",
-        src.to_str().unwrap(),
-        &url(&up),
-    ]);
+    let (ok, o, e) = udp_copy(&["-p", "4", "--json", src.to_str().unwrap(), &url(&up)]);
     assert!(ok, "{o} {e}");
     let j = json_of(&o);
     assert_eq!(
@@ -173,24 +132,8 @@ fn bad_transport_arguments_are_refused() {
         "/tmp/x",
     ]);
     assert!(!ok && e.contains("sctp"), "{e}");
-    let (ok, _, e) = drsftp(&[
-        "copy",
-        "--transport",
-        "udp",
-        "--max-rate",
-        "fast",
-        "ftp://127.0.0.1:1/x",
-        "/tmp/x",
-    ]);
+    let (ok, _, e) = udp_copy(&["--max-rate", "fast", "ftp://127.0.0.1:1/x", "/tmp/x"]);
     assert!(!ok && e.contains("fast"), "{e}");
-    let (ok, _, e) = drsftp(&[
-        "copy",
-        "--transport",
-        "udp",
-        "--mtu",
-        "100",
-        "ftp://127.0.0.1:1/x",
-        "/tmp/x",
-    ]);
+    let (ok, _, e) = udp_copy(&["--mtu", "100", "ftp://127.0.0.1:1/x", "/tmp/x"]);
     assert!(!ok && e.contains("100"), "{e}");
 }

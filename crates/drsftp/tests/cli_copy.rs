@@ -190,36 +190,28 @@ fn copy_against_globus_gridftp_server() {
     let url = |p: &Path| srv.url(p.to_str().unwrap());
     for (p, mode) in [("1", "S"), ("4", "E")] {
         let out = dir.path().join(format!("g-down-p{p}.bin"));
-        let (ok, o, e) = drsftp(&["copy", "-p", p, "--json", &url(&src), out.to_str().unwrap()]);
-        assert!(
-            ok,
-            "download -p {p} from globus failed: {o} {e}\nserver log:\n{}",
-            srv.log_text()
-        );
-        check_summary(
-            &json_of(&o),
-            len as u64,
-            p.parse().unwrap(),
-            mode,
-            &format!("globus download -p {p}"),
-        );
-        assert_eq!(sha256_file(&out), want, "globus download -p {p}");
-
         let up = dir.path().join(format!("g-up-p{p}.bin"));
-        let (ok, o, e) = drsftp(&["copy", "-p", p, "--json", src.to_str().unwrap(), &url(&up)]);
-        assert!(
-            ok,
-            "upload -p {p} to globus failed: {o} {e}\nserver log:\n{}",
-            srv.log_text()
-        );
-        check_summary(
-            &json_of(&o),
-            len as u64,
-            p.parse().unwrap(),
-            mode,
-            &format!("globus upload -p {p}"),
-        );
-        assert_eq!(sha256_file(&up), want, "globus upload -p {p}");
+        let src_s = src.to_str().unwrap().to_string();
+        let out_s = out.to_str().unwrap().to_string();
+        for (what, way, from, to, result) in [
+            ("download", "from", url(&src), out_s, &out),
+            ("upload", "to", src_s, url(&up), &up),
+        ] {
+            let (ok, o, e) = drsftp(&["copy", "-p", p, "--json", &from, &to]);
+            assert!(
+                ok,
+                "{what} -p {p} {way} globus failed: {o} {e}\nserver log:\n{}",
+                srv.log_text()
+            );
+            check_summary(
+                &json_of(&o),
+                len as u64,
+                p.parse().unwrap(),
+                mode,
+                &format!("globus {what} -p {p}"),
+            );
+            assert_eq!(sha256_file(result), want, "globus {what} -p {p}");
+        }
     }
     settle_globus(&srv);
 }

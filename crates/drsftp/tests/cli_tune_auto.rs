@@ -22,6 +22,17 @@ fn drsftp(args: &[&str], xdg: Option<&Path>) -> (bool, String, String) {
     run(&mut c, T)
 }
 
+/// Runs `drsftp tune calibrate ARGS`, which must succeed, and returns its `--json` summary.
+fn calibrate(srv: &Proc, args: &[&str]) -> Value {
+    let (ok, o, e) = drsftp(&[&["tune", "calibrate"], args].concat(), None);
+    assert!(
+        ok,
+        "calibrate failed: {o} {e}\nserver log:\n{}",
+        srv.log_text()
+    );
+    json_of(&o)
+}
+
 #[test]
 fn calibrate_stores_profile_and_copy_auto_uses_it() {
     let root = open_tempdir();
@@ -31,10 +42,9 @@ fn calibrate_stores_profile_and_copy_auto_uses_it() {
     let xdg = cfg.path().join("xdg");
     let pdir = xdg.join("drsftp");
     let url = srv.url("/src.bin");
-    let (ok, o, e) = drsftp(
+    let j = calibrate(
+        &srv,
         &[
-            "tune",
-            "calibrate",
             &url,
             "--streams",
             "1,2",
@@ -46,14 +56,7 @@ fn calibrate_stores_profile_and_copy_auto_uses_it() {
             pdir.to_str().unwrap(),
             "--json",
         ],
-        None,
     );
-    assert!(
-        ok,
-        "calibrate failed: {o} {e}\nserver log:\n{}",
-        srv.log_text()
-    );
-    let j = json_of(&o);
     let key = srv.addr.to_string();
     assert_eq!(j["host_port"].as_str(), Some(key.as_str()), "{j}");
     assert_eq!(j["points"].as_array().map(Vec::len), Some(4), "{j}");
@@ -136,10 +139,9 @@ fn calibrate_directory_url_uploads_and_cleans_up() {
     let root = open_tempdir();
     let srv = drsftp_server(root.path(), &[]);
     let url = srv.url("/");
-    let (ok, o, e) = drsftp(
+    let j = calibrate(
+        &srv,
         &[
-            "tune",
-            "calibrate",
             &url,
             "--size",
             "4M",
@@ -152,14 +154,7 @@ fn calibrate_directory_url_uploads_and_cleans_up() {
             "--no-save",
             "--json",
         ],
-        None,
     );
-    assert!(
-        ok,
-        "calibrate failed: {o} {e}\nserver log:\n{}",
-        srv.log_text()
-    );
-    let j = json_of(&o);
     assert!(j["profile_path"].is_null(), "--no-save: {j}");
     assert!(
         j["profile"]["rate_bps"].as_f64().is_some_and(|r| r > 0.0),

@@ -171,16 +171,20 @@ pub fn drsftp_server(root: &Path, extra: &[&str]) -> Proc {
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
         .expect("spawn drsftp serve");
+    let addr = printed_addr(&mut child);
+    Proc { child, addr, log }
+}
+
+/// The address a `drsftp serve --print-addr` child announces on its stdout (`listening <addr>`).
+pub fn printed_addr(child: &mut Child) -> SocketAddr {
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("read addr");
-    let addr: SocketAddr = line
-        .trim()
+    line.trim()
         .strip_prefix("listening ")
         .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("drsftp serve printed {line:?}"));
-    Proc { child, addr, log }
+        .unwrap_or_else(|| panic!("drsftp serve printed {line:?}"))
 }
 
 /// Start Debian's globus-gridftp-server, anonymous, on loopback, home `/` (paths in URLs are host paths).
