@@ -21,7 +21,7 @@ use crate::data::DataOpts;
 /// Everything a server needs besides its listener.
 #[derive(Debug, Clone)]
 pub struct ServerParams {
-    /// Session settings (login policy, banner, limits, markers).
+    /// Session settings (login policy, third-party policy for foreign data addresses, banner, limits, markers).
     pub session: ServerConfig,
     /// Data-channel settings (buffer policy, block size).
     pub data: DataOpts,

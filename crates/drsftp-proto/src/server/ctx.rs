@@ -95,6 +95,8 @@ pub(crate) struct Ctx {
     pub(crate) user: Option<String>,
     /// The logged-in user.
     pub(crate) logged_in: Option<String>,
+    /// The login in `logged_in` is an anonymous one (for [`ServerConfig::third_party`]).
+    pub(crate) anonymous: bool,
     pub(crate) login_failures: u32,
     /// Working directory (absolute virtual path).
     pub(crate) cwd: String,
@@ -120,7 +122,8 @@ pub(crate) struct Ctx {
     pub(crate) endpoint: Option<DataEndpoint>,
     /// `EPSV ALL` was sent: PORT/PASV/EPRT/SPOR/SPAS are refused (RFC 2428 §4).
     pub(crate) epsv_all: bool,
-    /// Allow PORT/EPRT/SPOR to addresses other than the control peer's (third-party transfers).
+    /// Allow PORT/EPRT/SPOR to addresses other than the control peer's (third-party transfers) whatever
+    /// [`ServerConfig::third_party`] says (`ServerSession::set_allow_foreign_data`).
     pub(crate) allow_foreign_data: bool,
     /// MLSx facts selected with `OPTS MLST`.
     pub(crate) facts: FactSet,
@@ -153,6 +156,7 @@ impl Ctx {
             peer,
             user: None,
             logged_in: None,
+            anonymous: false,
             login_failures: 0,
             cwd: "/".into(),
             rnfr: None,
@@ -180,6 +184,13 @@ impl Ctx {
             epoch: None,
             started: now,
         }
+    }
+
+    /// Whether data-channel addresses on a host other than the control peer's are allowed: the driver's
+    /// override, or the configured third-party policy for the current login.
+    pub(crate) fn foreign_data_allowed(&self) -> bool {
+        self.allow_foreign_data
+            || (self.logged_in.is_some() && self.cfg.third_party.allows(self.anonymous))
     }
 
     /// Queues a single-line reply.

@@ -89,9 +89,10 @@ impl ServerSession {
         self.ctx.set_epoch(now, epoch_secs);
     }
 
-    /// Allow PORT/EPRT/SPOR to addresses other than the control peer's (third-party transfers between
-    /// different hosts). Off by default: such commands get `504` (FTP bounce protection, RFC 2577). Ports below
-    /// 1024 are refused either way.
+    /// Allow PORT/EPRT/SPOR/`BPAS <addr>`/BPRT to addresses other than the control peer's (third-party
+    /// transfers between different hosts) for this session whatever its login. `false` (the initial state) leaves
+    /// the decision to [`ServerConfig::third_party`] (default: real users yes, anonymous no); refused commands get
+    /// `504` (FTP bounce protection, RFC 2577). Ports below 1024 are refused either way.
     pub fn set_allow_foreign_data(&mut self, allow: bool) {
         self.ctx.allow_foreign_data = allow;
     }

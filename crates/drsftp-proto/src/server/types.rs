@@ -40,6 +40,63 @@ pub struct ServerConfig {
     pub blast_max_rate: u64,
     /// Largest path MTU accepted in `OPTS BLAST` (smaller requests are kept, larger ones clamped).
     pub blast_max_mtu: u32,
+    /// Which logins may send data-channel addresses other than the control peer's host (PORT/EPRT/SPOR,
+    /// `BPAS <addr>`, `BPRT`): what a third-party (server-to-server) transfer between two hosts needs.
+    pub third_party: ThirdParty,
+}
+
+/// Which sessions may direct data connections at a host other than the control connection's peer (FTP bounce
+/// protection, RFC 2577, versus GridFTP third-party transfers). Ports below 1024 are refused in every case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThirdParty {
+    /// Never: foreign data addresses get `504`.
+    None,
+    /// Sessions logged in as a configured user (not anonymous).
+    #[default]
+    Auth,
+    /// Every logged-in session, anonymous ones included.
+    All,
+}
+
+impl ThirdParty {
+    /// Whether a session logged in this way (`anonymous` or with a configured user) may use foreign addresses.
+    pub fn allows(self, anonymous: bool) -> bool {
+        match self {
+            ThirdParty::None => false,
+            ThirdParty::Auth => !anonymous,
+            ThirdParty::All => true,
+        }
+    }
+
+    /// The policy's name: `none`, `auth` or `all`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThirdParty::None => "none",
+            ThirdParty::Auth => "auth",
+            ThirdParty::All => "all",
+        }
+    }
+}
+
+impl std::fmt::Display for ThirdParty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ThirdParty {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(ThirdParty::None),
+            "auth" => Ok(ThirdParty::Auth),
+            "all" => Ok(ThirdParty::All),
+            _ => Err(format!(
+                "unknown third-party policy {s:?} (none, auth or all)"
+            )),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -58,6 +115,7 @@ impl Default for ServerConfig {
             blast: true,
             blast_max_rate: 0,
             blast_max_mtu: 65_535,
+            third_party: ThirdParty::Auth,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use drsftp_io::data::DataOpts;
 use drsftp_io::server::{self, ServerParams};
-use drsftp_proto::server::ServerConfig;
+use drsftp_proto::server::{ServerConfig, ThirdParty};
 use drsftp_storage::FsStorage;
 use drsftp_tune::{parse_size, BufferPolicy};
 
@@ -59,6 +59,36 @@ pub struct Args {
     /// Print the bound control address as `listening <addr>` on stdout (for scripts using port 0).
     #[arg(long)]
     pub print_addr: bool,
+    /// Who may point data connections at a host other than their own (PORT/EPRT/SPOR, `BPAS <addr>`, BPRT).
+    /// Plain FTP servers refuse that (reply 504) to stop "FTP bounce" attacks, where a client makes the server
+    /// connect to, and send data to, a third machine (port scans, spoofed traffic from the server's address,
+    /// RFC 2577). GridFTP third-party copies (`drsftp copy ftp://A/x ftp://B/y`, globus-url-copy between two
+    /// servers) need exactly that: the client tells server A to connect to server B's data port, so the
+    /// address is foreign whenever A and B are different hosts. Globus gridftp-server allows third-party
+    /// transfers by default. Ports below 1024 are refused in every case.
+    #[arg(long, value_enum, default_value_t = ThirdPartyArg::Auth, value_name = "WHO")]
+    pub third_party: ThirdPartyArg,
+}
+
+/// `--third-party` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThirdPartyArg {
+    /// Never: only the client's own host may receive or send data (third-party only within one host).
+    None,
+    /// Sessions logged in with --user (not anonymous) may name any host.
+    Auth,
+    /// Every session, anonymous ones included (open servers on trusted networks, labs).
+    All,
+}
+
+impl From<ThirdPartyArg> for ThirdParty {
+    fn from(a: ThirdPartyArg) -> ThirdParty {
+        match a {
+            ThirdPartyArg::None => ThirdParty::None,
+            ThirdPartyArg::Auth => ThirdParty::Auth,
+            ThirdPartyArg::All => ThirdParty::All,
+        }
+    }
 }
 
 fn parse_users(list: &[String]) -> Result<Vec<(String, String)>> {
@@ -93,6 +123,7 @@ pub fn run(args: Args) -> Result<()> {
             default_parallelism: args.default_parallelism.max(1),
             blast: !args.no_blast,
             blast_max_rate: args.blast_max_rate.unwrap_or(0),
+            third_party: args.third_party.into(),
             ..ServerConfig::default()
         },
         data: DataOpts {
@@ -112,10 +143,11 @@ pub fn run(args: Args) -> Result<()> {
             println!("listening {bound}");
         }
         eprintln!(
-            "drsftp: serving {} on ftp://{bound}/ ({}buffers {})",
+            "drsftp: serving {} on ftp://{bound}/ ({}buffers {}, third-party {})",
             args.root.display(),
             if args.anonymous { "anonymous, " } else { "" },
-            args.buffer
+            args.buffer,
+            ThirdParty::from(args.third_party)
         );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {

@@ -26,6 +26,7 @@ pub(super) fn user(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     }
     let shown: String = name.chars().take(64).collect();
     ctx.logged_in = None;
+    ctx.anonymous = false;
     ctx.user = Some(name.to_string());
     if ctx.cfg.anonymous && is_anonymous(name) {
         ctx.reply(331, "Guest login ok, send your e-mail address as password.");
@@ -44,7 +45,8 @@ pub(super) fn pass(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             "Login with USER first.".into()
         }));
     };
-    let ok = (ctx.cfg.anonymous && is_anonymous(&name))
+    let anonymous = ctx.cfg.anonymous && is_anonymous(&name);
+    let ok = anonymous
         || ctx
             .cfg
             .users
@@ -55,6 +57,7 @@ pub(super) fn pass(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
         ctx.login_failures = 0;
         ctx.cwd = "/".into();
         ctx.logged_in = Some(name);
+        ctx.anonymous = anonymous;
         ctx.reply(230, &format!("User {shown} logged in."));
     } else {
         ctx.login_failures += 1;

@@ -1,7 +1,8 @@
 //! PORT, EPRT and SPOR: the server connects to the client (or to a third-party receiver). Arguments are parsed
 //! strictly. Bounce protection (RFC 2577): the target must be the control peer's address (any loopback address
-//! counts as the same when the peer is loopback) unless the driver allowed foreign data addresses, and never a
-//! port below 1024; otherwise `504`. Replies follow Globus: `200 PORT Command successful.`
+//! counts as the same when the peer is loopback) unless foreign data addresses are allowed (the configured
+//! [`ThirdParty`](crate::server::ThirdParty) policy for this login, or the driver's override), and never a port
+//! below 1024; otherwise `504`. Replies follow Globus: `200 PORT Command successful.`
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
@@ -77,7 +78,7 @@ pub(crate) fn check_target(ctx: &Ctx, a: SocketAddr) -> CmdResult {
     let ip = a.ip().to_canonical();
     let peer = ctx.peer.ip().to_canonical();
     let same = ip == peer || (ip.is_loopback() && peer.is_loopback());
-    if !same && !ctx.allow_foreign_data {
+    if !same && !ctx.foreign_data_allowed() {
         return Err(CommandError::Unsupported(
             "Refusing a data connection to a host other than the client.".into(),
         ));
@@ -213,5 +214,61 @@ mod tests {
             "200 PORT Command successful.\r\n",
             "v4-mapped peer"
         );
+    }
+
+    /// `ServerConfig::third_party`: `none` refuses foreign data addresses for everyone, `auth` (the default)
+    /// allows them for configured users only, `all` for anonymous sessions too. Same for EPRT, BPAS and BPRT.
+    #[test]
+    fn third_party_policy_decides_foreign_data_addresses_per_login() {
+        use crate::server::{ServerConfig, ThirdParty};
+        assert_eq!(ServerConfig::default().third_party, ThirdParty::Auth);
+        let session = |policy: ThirdParty, anonymous: bool| {
+            let mut h = H::with_cfg(ServerConfig {
+                users: vec![("alice".into(), "s3cret".into())],
+                third_party: policy,
+                ..ServerConfig::default()
+            });
+            if anonymous {
+                h.login();
+            } else {
+                assert!(h.cmd("USER alice").starts_with("331 "));
+                assert_eq!(h.cmd("PASS s3cret"), "230 User alice logged in.\r\n");
+            }
+            h
+        };
+        let foreign = "PORT 10,0,0,1,235,41";
+        for (policy, anonymous, want) in [
+            (ThirdParty::None, true, "504 "),
+            (ThirdParty::None, false, "504 "),
+            (ThirdParty::Auth, true, "504 "),
+            (ThirdParty::Auth, false, "200 "),
+            (ThirdParty::All, true, "200 "),
+            (ThirdParty::All, false, "200 "),
+        ] {
+            let mut h = session(policy, anonymous);
+            let r = h.cmd(foreign);
+            assert!(r.starts_with(want), "{policy} anonymous={anonymous}: {r}");
+            let r = h.cmd("EPRT |1|10.0.0.1|60000|");
+            assert!(r.starts_with(want), "{policy} anonymous={anonymous}: {r}");
+            // An allowed BPRT address is refused later, only because no BPAS channel exists (503).
+            let r = h.cmd("BPRT 10,0,0,1,156,64 Id=0000000000000001");
+            let bprt_want = if want == "504 " { "504 " } else { "503 " };
+            assert!(
+                r.starts_with(bprt_want),
+                "{policy} anonymous={anonymous}: {r}"
+            );
+            // Below 1024 stays refused, and the control peer's own host is always fine.
+            assert!(h.cmd("PORT 10,0,0,1,0,21").starts_with("504 "));
+            assert!(h.cmd("PORT 127,0,0,1,235,41").starts_with("200 "));
+        }
+        // A new USER ends the real user's privileges until the next login; an anonymous re-login under `auth`
+        // does not inherit them.
+        let mut h = session(ThirdParty::Auth, false);
+        h.login();
+        assert!(h.cmd(foreign).starts_with("504 "));
+        // The driver's override still allows it for anyone.
+        let mut h = session(ThirdParty::None, true);
+        h.s.set_allow_foreign_data(true);
+        assert!(h.cmd(foreign).starts_with("200 "));
     }
 }

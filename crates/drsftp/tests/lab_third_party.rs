@@ -1,0 +1,140 @@
+//! Third-party copies between `drsftp serve` instances on two different (emulated) hosts: a 2-host
+//! `drsftp_lab::Lab`, one server per host, and `drsftp copy ftp://h1/x ftp://h2/y` run inside host 1 over TCP
+//! (MODE E, 2 streams) and over the UDP blast channel. The sender is told to connect to the other host, which only
+//! works when bounce protection allows it (`--third-party all` for these anonymous servers); a host-1 server with
+//! `--third-party none` shows the 504 that used to end every cross-host copy. Needs root and /dev/net/tun;
+//! otherwise prints `SKIPPED <test>: <reason>` and returns.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use drsftp_lab::{skip_if_unavailable, Lab, LabConfig};
+
+const T: Duration = Duration::from_secs(120);
+
+/// `drsftp serve` inside lab host `k`, listening on the host's lab address, anonymous, with extra args.
+fn lab_server(lab: &Lab, k: usize, root: &Path, extra: &[&str]) -> Proc {
+    let log = root.with_extension("serve.log");
+    let listen = format!("{}:0", lab.addr(k));
+    let mut child = lab
+        .exec(k, bin().to_str().expect("utf-8 binary path"))
+        .args(["serve", "--listen", &listen, "--anonymous", "--print-addr"])
+        .arg("--root")
+        .arg(root)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("spawn drsftp serve in the lab");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read addr");
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("drsftp serve printed {line:?}"));
+    Proc { child, addr, log }
+}
+
+/// `drsftp copy --json <extra> src dst` inside lab host `k`: (success, stdout, stderr).
+fn lab_copy(lab: &Lab, k: usize, extra: &[&str], src: &str, dst: &str) -> (bool, String, String) {
+    let mut cmd = lab.exec(k, bin().to_str().expect("utf-8 binary path"));
+    cmd.args(["copy", "--json"]).args(extra).args([src, dst]);
+    run(&mut cmd, T)
+}
+
+fn json_of(stdout: &str) -> serde_json::Value {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON object on stdout: {stdout:?}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
+}
+
+#[test]
+fn third_party_copy_between_two_lab_hosts_tcp_and_udp() {
+    let test = "third_party_copy_between_two_lab_hosts_tcp_and_udp";
+    if skip_if_unavailable(test) {
+        return;
+    }
+    let name = format!("t{}3p", std::process::id() % 1_000_000);
+    let lab = Lab::up(LabConfig::new(
+        &name,
+        2,
+        Duration::from_millis(2),
+        500_000_000,
+    ))
+    .expect("lab up");
+    let dir = open_tempdir();
+    let (r1, r2, r3) = (
+        dir.path().join("h1"),
+        dir.path().join("h2"),
+        dir.path().join("h1-strict"),
+    );
+    for r in [&r1, &r2, &r3] {
+        std::fs::create_dir(r).unwrap();
+    }
+    let len = (8 << 20) + 4321;
+    let want = random_file(&r1.join("src.bin"), len, 71);
+    std::fs::copy(r1.join("src.bin"), r3.join("src.bin")).unwrap();
+    let a = lab_server(&lab, 1, &r1, &["--third-party", "all"]);
+    let b = lab_server(&lab, 2, &r2, &["--third-party", "all"]);
+    let strict = lab_server(&lab, 1, &r3, &["--third-party", "none"]);
+    let logs = || format!("h1 log:\n{}\nh2 log:\n{}", a.log_text(), b.log_text());
+
+    // TCP, MODE E with 2 streams: host-1 server connects to host 2's PASV address.
+    let (ok, o, e) = lab_copy(
+        &lab,
+        1,
+        &["-p", "2"],
+        &a.url("/src.bin"),
+        &b.url("/tcp.bin"),
+    );
+    assert!(ok, "TCP copy: {o} {e}\n{}", logs());
+    let j = json_of(&o);
+    assert_eq!(j["mode"], "third-party", "{j}");
+    assert_eq!(
+        (
+            j["wire_mode"].as_str(),
+            j["streams"].as_u64(),
+            j["transport"].as_str()
+        ),
+        (Some("E"), Some(2), Some("tcp")),
+        "{j}"
+    );
+    assert_eq!(sha256_file(&r2.join("tcp.bin")), want);
+
+    // UDP blast: BPAS on host 2, `BPAS <host-2 addr>` on host 1, BPRT on host 2.
+    let (ok, o, e) = lab_copy(
+        &lab,
+        1,
+        &["--transport", "udp"],
+        &a.url("/src.bin"),
+        &b.url("/udp.bin"),
+    );
+    assert!(ok, "UDP copy: {o} {e}\n{}", logs());
+    let j = json_of(&o);
+    assert_eq!(j["transport"], "udp", "{j}");
+    assert_eq!(j["bytes"].as_u64(), Some(len as u64), "{j}");
+    assert_eq!(sha256_file(&r2.join("udp.bin")), want);
+
+    // Bounce protection on: the host-1 server refuses to connect to host 2.
+    let (ok, o, e) = lab_copy(&lab, 1, &[], &strict.url("/src.bin"), &b.url("/no.bin"));
+    assert!(
+        !ok,
+        "copy from a --third-party none server succeeded: {o} {e}"
+    );
+    assert!(format!("{o} {e}").contains("504"), "{o} {e}");
+    assert!(!r2.join("no.bin").exists());
+
+    drop((a, b, strict));
+    lab.down().expect("lab down");
+}
