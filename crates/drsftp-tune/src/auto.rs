@@ -164,9 +164,13 @@ impl AutoStreams {
             State::Probe { added, base } => {
                 let before = self.streams.saturating_sub(added).max(1) as f64;
                 let marginal = (t - base) / added.max(1) as f64;
-                if t >= base * (1.0 + self.cfg.min_gain)
-                    && marginal >= self.cfg.min_marginal * base / before
-                {
+                // A negative `min_marginal` switches the fairness rule off entirely (as documented). Merely
+                // scaling it into the threshold would still revert a probe whose aggregate fell by more than
+                // `base / before` — i.e. an eager controller (min_gain = min_marginal = -1) retiring a stream
+                // after one low sample.
+                let fair = self.cfg.min_marginal < 0.0
+                    || marginal >= self.cfg.min_marginal * base / before;
+                if t >= base * (1.0 + self.cfg.min_gain) && fair {
                     self.start_probe(now, t);
                 } else {
                     self.change(now, -(added as i64));
@@ -216,5 +220,54 @@ impl AutoStreams {
         self.streams = next;
         self.settle_until = now + self.cfg.settle;
         self.acc.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The eager configuration of the integration tests (min_gain = min_marginal = -1, no back-off): every probe
+    /// is kept whatever the samples say, so the controller only ever adds streams up to `max_streams`.
+    #[test]
+    fn negative_min_marginal_never_reverts_a_probe() {
+        let cfg = AutoConfig {
+            min_streams: 1,
+            max_streams: 4,
+            min_gain: -1.0,
+            min_marginal: -1.0,
+            backoff_drop: 1.0,
+            settle: Duration::from_millis(20),
+            samples: 1,
+            reprobe: Duration::from_secs(600),
+        };
+        let t0 = Instant::now();
+        let mut a = AutoStreams::new(t0, 1, cfg);
+        // High, then collapsing throughput (a starved host, or the tail of a transfer): 100, 100, 10, 0, 0 MB/s.
+        let mut actions = vec![];
+        for (i, tp) in [100e6, 100e6, 10e6, 0.0, 0.0, 0.0].into_iter().enumerate() {
+            a.handle_sample(t0 + Duration::from_millis(25 * (i as u64 + 1)), tp);
+            actions.extend(std::iter::from_fn(|| a.poll_action()));
+        }
+        assert_eq!(actions, vec![StreamAction::Add(1); 3], "{a:?}");
+        assert_eq!(a.streams(), 4);
+        assert!(a.is_steady());
+    }
+
+    /// With the rule on, the same drop after a probe reverts it.
+    #[test]
+    fn positive_min_marginal_reverts_a_probe_that_lost_throughput() {
+        let cfg = AutoConfig {
+            min_gain: -1.0,
+            samples: 1,
+            settle: Duration::from_millis(20),
+            ..AutoConfig::default()
+        };
+        let t0 = Instant::now();
+        let mut a = AutoStreams::new(t0, 1, cfg);
+        a.handle_sample(t0 + Duration::from_millis(25), 100e6);
+        assert_eq!(a.poll_action(), Some(StreamAction::Add(1)));
+        a.handle_sample(t0 + Duration::from_millis(50), 10e6);
+        assert_eq!(a.poll_action(), Some(StreamAction::Retire(1)));
     }
 }

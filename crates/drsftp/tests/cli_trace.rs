@@ -1,6 +1,7 @@
 //! `drsftp copy --trace FILE` on loopback against `drsftp serve`: a MODE E download over 2 streams with
 //! `--buffer drs` writes a per-stream CSV trace with rows for both streams; an upload with `-p auto` does too and
-//! reports the online controller's decisions in `--json`. The server is killed by PID when the test ends.
+//! reports the online controller's decisions in `--json`; `drsftp plot trace` draws the download's trace as SVG.
+//! The server is killed by PID when the test ends.
 
 mod common;
 
@@ -53,6 +54,31 @@ fn copy_trace_writes_rows_for_every_stream() {
     assert_eq!(sha256_file(&out), want);
     let csv = std::fs::read_to_string(&trace).unwrap();
     assert_eq!(streams_in(&csv), [0, 1].into(), "{csv}");
+
+    // `drsftp plot trace` draws it (default output: the CSV's name with .svg).
+    let (ok, o, e) = run(
+        Command::new(bin()).args(["plot", "trace", trace.to_str().unwrap()]),
+        T,
+    );
+    assert!(ok, "plot failed: {o} {e}");
+    let svg = std::fs::read_to_string(work.path().join("down.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for label in [
+        "down.csv",
+        "time (s)",
+        "RTT (ms)",
+        "throughput (Mbit/s)",
+        "stream 0",
+        "stream 1",
+    ] {
+        assert!(svg.contains(label), "no {label:?} in the plot");
+    }
+    assert!(svg.matches("<polyline").count() > 2 * 3, "{svg}");
+    let (ok, _, e) = run(
+        Command::new(bin()).args(["plot", "trace", out.to_str().unwrap()]),
+        T,
+    );
+    assert!(!ok && e.contains("out.bin"), "plotting a non-CSV: {e}");
 
     // Upload with -p auto: traces of our sending streams, and the controller's actions in --json.
     let trace = work.path().join("up.csv");

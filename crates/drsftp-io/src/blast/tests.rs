@@ -113,7 +113,28 @@ async fn loopback_transfer_is_exact() {
     assert_eq!(r.rx.bytes, src.len() as u64 - 1000);
     assert_eq!(r.rx.ranges.ranges(), &[1000..src.len() as u64]);
     assert_eq!(r.tx.bytes, r.rx.bytes);
-    assert!(r.rx.duplicate_ratio() < 0.03, "{:?}", r.rx);
+    // Duplicates. Nothing on loopback duplicates a datagram, so every duplicate the receiver saw must be one of
+    // the sender's retransmissions or hedge copies, and the datagram counts on both ends must add up exactly.
+    // The ratio itself is scheduling-dependent here: one loss-timer expiry (a receiver or its ack descheduled
+    // for longer than srtt + 4 rttvar + 60 ms on a loaded host) resends up to a whole in-flight window, whose
+    // floor (4 x max_burst + initial_burst = 544 packets) is ~19 % of these 2817 packets, so a 3 % bound failed
+    // whenever one stall hit (5-6 % duplicates, no socket drops). Duplicate ratios over real paths (<= 3 %
+    // target) are measured in docs/bench/blast.md; here the bound is a sanity one against resend storms.
+    let (tx, rx) = (&r.tx, &r.rx);
+    assert_eq!(
+        tx.datagrams,
+        tx.packets + tx.resent + tx.hedge_copies,
+        "{tx:?}"
+    );
+    assert_eq!(rx.datagrams, rx.packets + rx.duplicates, "{rx:?}");
+    assert!(
+        rx.duplicates <= tx.resent + tx.hedge_copies,
+        "duplicates without retransmissions: rx {rx:?} tx {tx:?}"
+    );
+    assert!(
+        rx.duplicate_ratio() < 0.25,
+        "resend storm: rx {rx:?} tx {tx:?}"
+    );
     assert_eq!(r.rx.rejected, 0);
     assert_eq!(r.rx.bitmap.len() as u64, r.rx.packets.div_ceil(8));
     eprintln!(

@@ -93,11 +93,11 @@ fn load_runs(path: &Path) -> Result<Runs> {
     Ok(runs)
 }
 
+/// One group's window samples: the file size they belong to and, per policy index, (t_s, MiB) points.
+type GroupWindows = (u64, BTreeMap<usize, Vec<(f64, f64)>>);
+
 /// Window samples of one group at its largest size in the series: per policy, the first run's (t_s, MiB).
-fn load_windows(
-    path: &Path,
-    policies: &mut Vec<String>,
-) -> Result<BTreeMap<Group, (u64, BTreeMap<usize, Vec<(f64, f64)>>)>> {
+fn load_windows(path: &Path, policies: &mut Vec<String>) -> Result<BTreeMap<Group, GroupWindows>> {
     let t = Table::read(path)?;
     let (crun, ccc, cst, csz, cbu, ct, cw) = (
         t.col("run")?,

@@ -180,7 +180,7 @@ pub(crate) fn colour(i: usize) -> RGBColor {
         (23, 190, 207),
     ];
     let (r, g, b) = TAB10[i % 10];
-    if (i / 10) % 2 == 0 {
+    if (i / 10).is_multiple_of(2) {
         RGBColor(r, g, b)
     } else {
         RGBColor(r / 2, g / 2, b / 2)
