@@ -1,7 +1,15 @@
-//! `-p auto`: online stream-count controller. Starts from the model's P, probes upward by ~25 % while the measured
+//! `-p auto`: online stream-count controller. Starts from the model's P, probes upward while the measured
 //! aggregate throughput gain exceeds `min_gain`, reverts a probe that buys nothing, and in steady state backs off
 //! (retires streams) when per-stream throughput drops — the sign that competing flows appeared and extra streams
 //! would only take bandwidth from them. Periodically re-probes upward. Pure state machine.
+//!
+//! Probes start geometric (the "slow start" of the stream count): the first probe doubles P, and doubling goes
+//! on while each doubling's added streams carry at least `linear_marginal` (default ¾) of what the existing
+//! streams carried on average — the regime where every stream is limited by something private to it (random
+//! loss under a loss-based congestion control, a per-stream window), so throughput is linear in P and the
+//! optimum is far away (seed 001's model has no loss term; at 0.1 % loss and 100 ms a cubic stream carries
+//! ~8 Mbit/s whatever its buffer). The first doubling that falls short is not thrown away: it shrinks to a
+//! ~25 % probe on the same base (retiring the rest) and from then on probes are ~25 % steps, as before.
 //!
 //! Fairness (docs/drs.md §4.5): on a shared, full bottleneck extra streams still "gain" by taking the
 //! competitors' share, so a gain alone would let a late transfer grow without bound while the first one backs
@@ -31,6 +39,9 @@ pub struct AutoConfig {
     /// Keep a probe only if each added stream carried at least this fraction of the average per-stream rate
     /// before it (the fairness rule in the module docs; negative: any gain of `min_gain` is kept).
     pub min_marginal: f64,
+    /// Go on doubling while each added stream carried at least this fraction of the average before it
+    /// (module docs); above 1: never double (~25 % steps from the start).
+    pub linear_marginal: f64,
     /// Back off when per-stream throughput falls this fraction below the steady baseline.
     pub backoff_drop: f64,
     /// Wait this long after a change before measuring (a few RTTs for new streams to ramp).
@@ -48,6 +59,7 @@ impl Default for AutoConfig {
             max_streams: 64,
             min_gain: 0.05,
             min_marginal: 0.5,
+            linear_marginal: 0.75,
             backoff_drop: 0.25,
             settle: Duration::from_secs(1),
             samples: 3,
@@ -61,7 +73,11 @@ enum State {
     /// Measuring the current P as the base of an upward probe.
     Base,
     /// Measuring after adding `added` streams on top of a base throughput.
-    Probe { added: u32, base: f64 },
+    Probe {
+        added: u32,
+        base: f64,
+        doubling: bool,
+    },
     /// Measuring after a revert/back-off, to set the steady baseline.
     Rebase,
     /// Steady: baseline aggregate and per-stream throughput.
@@ -81,6 +97,8 @@ pub struct AutoStreams {
     settle_until: Instant,
     acc: Vec<f64>,
     low_run: usize,
+    /// Still in the geometric phase (module docs).
+    doubling: bool,
     actions: VecDeque<StreamAction>,
 }
 
@@ -89,6 +107,7 @@ impl AutoStreams {
     pub fn new(now: Instant, initial: u32, cfg: AutoConfig) -> Self {
         let streams = initial.clamp(cfg.min_streams.max(1), cfg.max_streams.max(1));
         AutoStreams {
+            doubling: cfg.linear_marginal <= 1.0,
             settle_until: now + cfg.settle,
             cfg,
             streams,
@@ -161,19 +180,41 @@ impl AutoStreams {
         self.acc.clear();
         match self.state {
             State::Base => self.start_probe(now, t),
-            State::Probe { added, base } => {
+            State::Probe {
+                added,
+                base,
+                doubling,
+            } => {
                 let before = self.streams.saturating_sub(added).max(1) as f64;
                 let marginal = (t - base) / added.max(1) as f64;
+                let per_before = base / before;
                 // A negative `min_marginal` switches the fairness rule off entirely (as documented). Merely
                 // scaling it into the threshold would still revert a probe whose aggregate fell by more than
                 // `base / before` — i.e. an eager controller (min_gain = min_marginal = -1) retiring a stream
                 // after one low sample.
-                let fair = self.cfg.min_marginal < 0.0
-                    || marginal >= self.cfg.min_marginal * base / before;
-                if t >= base * (1.0 + self.cfg.min_gain) && fair {
+                let fair =
+                    self.cfg.min_marginal < 0.0 || marginal >= self.cfg.min_marginal * per_before;
+                let gained = t >= base * (1.0 + self.cfg.min_gain);
+                if doubling && !(gained && marginal >= self.cfg.linear_marginal * per_before) {
+                    // Not linear any more: end the geometric phase. If the doubling gained at all, keep a
+                    // ~25 % probe of it (same base) and measure that; otherwise revert as below.
+                    self.doubling = false;
+                    let keep = Self::small_step(before as u32).min(added);
+                    if gained && keep < added {
+                        self.change(now, -((added - keep) as i64));
+                        self.state = State::Probe {
+                            added: keep,
+                            base,
+                            doubling: false,
+                        };
+                        return;
+                    }
+                }
+                if gained && fair {
                     self.start_probe(now, t);
                 } else {
                     self.change(now, -(added as i64));
+                    self.doubling = false;
                     self.state = State::Rebase;
                 }
             }
@@ -186,15 +227,27 @@ impl AutoStreams {
     pub fn handle_timeout(&mut self, _now: Instant) {}
 
     fn start_probe(&mut self, now: Instant, base: f64) {
-        let step = (self.streams / 4)
-            .max(1)
-            .min(self.cfg.max_streams.saturating_sub(self.streams));
+        let step = if self.doubling {
+            self.streams
+        } else {
+            Self::small_step(self.streams)
+        }
+        .min(self.cfg.max_streams.saturating_sub(self.streams));
         if step == 0 {
             self.hold(now, base);
             return;
         }
         self.change(now, step as i64);
-        self.state = State::Probe { added: step, base };
+        self.state = State::Probe {
+            added: step,
+            base,
+            doubling: self.doubling,
+        };
+    }
+
+    /// The ~25 % probe step from `streams`.
+    fn small_step(streams: u32) -> u32 {
+        (streams / 4).max(1)
     }
 
     fn hold(&mut self, now: Instant, total: f64) {
@@ -236,6 +289,7 @@ mod tests {
             max_streams: 4,
             min_gain: -1.0,
             min_marginal: -1.0,
+            linear_marginal: 2.0,
             backoff_drop: 1.0,
             settle: Duration::from_millis(20),
             samples: 1,

@@ -86,3 +86,70 @@ fn backs_off_when_competitors_appear_and_recovers_after() {
     let again = ctl.streams();
     assert!(ours(again, 0, cap) / RATE >= 0.95, "recovered to {again}");
 }
+
+/// Seconds until `ctl` first wants `target` streams on a path where every stream is capped at `cap` (no
+/// competitors), sampling every 250 ms for at most `limit` s.
+fn time_to_reach(ctl: &mut AutoStreams, target: u32, cap: f64, limit: u64) -> Option<f64> {
+    let t0 = Instant::now();
+    let mut now = t0;
+    for _ in 0..limit * 4 {
+        now += Duration::from_millis(250);
+        ctl.handle_sample(now, ours(ctl.streams(), 0, cap));
+        while ctl.poll_action().is_some() {}
+        if ctl.streams() >= target {
+            return Some((now - t0).as_secs_f64());
+        }
+    }
+    None
+}
+
+#[test]
+fn loss_limited_streams_grow_geometrically_to_the_cap() {
+    // 0.1 % loss and 100 ms under cubic: every stream carries ~8 Mbit/s whatever its window, so throughput is
+    // linear in P far beyond the model's loss-free start (4). 64 streams still reach only half the bottleneck.
+    let cap = RATE / 128.0;
+    let cfg = AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    };
+    let mut ctl = AutoStreams::new(Instant::now(), 4, cfg.clone());
+    let doubling = time_to_reach(&mut ctl, 64, cap, 60).expect("doubling reaches the cap");
+    // Four doublings (4 -> 64), each one settle (1 s) plus one measurement (3 x 250 ms) after the base.
+    assert!(doubling <= 9.0, "{doubling} s");
+    let mut linear = AutoStreams::new(
+        Instant::now(),
+        4,
+        AutoConfig {
+            linear_marginal: 2.0,
+            ..cfg
+        },
+    );
+    let steps = time_to_reach(&mut linear, 64, cap, 60).expect("25 % steps reach the cap");
+    eprintln!("4 -> 64 streams: {doubling:.2} s doubling, {steps:.2} s in ~25 % steps");
+    assert!(steps >= 2.0 * doubling, "{steps} vs {doubling}");
+}
+
+#[test]
+fn a_doubling_past_saturation_shrinks_to_a_small_probe() {
+    // Saturation at 10 streams; start at 8. Doubling to 16 gains 25 % but each added stream carries a quarter
+    // of the average: the doubling is cut back to a 2-stream probe (10, full rate), kept, and the next ~25 %
+    // probe (12) buys nothing and is reverted: steady at 10, not 16.
+    let cap = RATE / 10.0;
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 8, AutoConfig::default());
+    let mut seen = vec![];
+    for _ in 0..80 {
+        now += Duration::from_millis(250);
+        ctl.handle_sample(now, ours(ctl.streams(), 0, cap));
+        while let Some(a) = ctl.poll_action() {
+            seen.push(a);
+        }
+    }
+    assert!(ctl.is_steady(), "{seen:?}");
+    assert_eq!(ctl.streams(), 10, "{seen:?}");
+    assert_eq!(
+        &seen[..2],
+        &[StreamAction::Add(8), StreamAction::Retire(6)],
+        "{seen:?}"
+    );
+}

@@ -99,7 +99,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A `-p auto` controller that accepts every probe (gain threshold below zero) and never backs off: it adds one
+/// A `-p auto` controller that accepts every probe (gain threshold below zero), never doubles and never backs off: it adds one
 /// stream every 20 ms up to `max`, so connections join mid-transfer whatever the loopback throughput does.
 pub fn eager(max: u32) -> AutoSender {
     AutoSender {
@@ -108,6 +108,7 @@ pub fn eager(max: u32) -> AutoSender {
             max_streams: max,
             min_gain: -1.0,
             min_marginal: -1.0,
+            linear_marginal: 2.0,
             backoff_drop: 1.0,
             settle: Duration::from_millis(20),
             samples: 1,

@@ -113,7 +113,7 @@ pub struct Args {
 }
 
 /// Most streams `-p auto`'s online refinement may grow an upload to (as its start choice's cap).
-const AUTO_MAX_STREAMS: u32 = 32;
+const AUTO_MAX_STREAMS: u32 = 64;
 
 fn size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())

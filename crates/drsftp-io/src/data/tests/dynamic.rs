@@ -279,6 +279,7 @@ async fn auto_sender_probes_reverts_and_holds_on_a_flat_path() {
         max_streams: 3,
         min_gain: 0.15,
         min_marginal: -1.0,
+        linear_marginal: 2.0,
         backoff_drop: 0.5,
         settle: Duration::from_millis(200),
         samples: 3,
