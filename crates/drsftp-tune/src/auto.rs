@@ -11,6 +11,16 @@
 //! ~8 Mbit/s whatever its buffer). The first doubling that falls short is not thrown away: it shrinks to a
 //! ~25 % probe on the same base (retiring the rest) and from then on probes are ~25 % steps, as before.
 //!
+//! Path signal (TCP_INFO of the sending sockets, [`AutoStreams::handle_path`]). Aggregate throughput alone
+//! cannot tell a loss-limited path from a full one early on: after slow start a cubic stream under random loss
+//! decays from its overshoot over seconds, so a doubling can measure *less* than its base. The sender's TCP
+//! knows better: retransmissions with no standing queue (smoothed RTT within `queue_headroom` of the minimum)
+//! mean packets are lost on a bottleneck that is *not* full — random loss, not congestion — so every stream is
+//! loss-limited, more streams add throughput and take nothing from anyone (a full bottleneck has a queue). With
+//! that "headroom" signal a doubling is kept unless throughput collapsed (below half its base), and the
+//! steady-state back-off, whose purpose is yielding to competitors, does not fire (competitors that matter
+//! build a queue). Without the signal (no TCP_INFO) the rules above apply unchanged.
+//!
 //! Fairness (docs/drs.md §4.5): on a shared, full bottleneck extra streams still "gain" by taking the
 //! competitors' share, so a gain alone would let a late transfer grow without bound while the first one backs
 //! off. A probe is therefore kept only if the added streams each carry at least `min_marginal` (default ½) of
@@ -42,6 +52,10 @@ pub struct AutoConfig {
     /// Go on doubling while each added stream carried at least this fraction of the average before it
     /// (module docs); above 1: never double (~25 % steps from the start).
     pub linear_marginal: f64,
+    /// Path signal: the retransmitted fraction of bytes sent at or above which loss counts as present.
+    pub loss_floor: f64,
+    /// Path signal: smoothed RTT / minimum RTT at or below which the bottleneck has no standing queue.
+    pub queue_headroom: f64,
     /// Back off when per-stream throughput falls this fraction below the steady baseline.
     pub backoff_drop: f64,
     /// Wait this long after a change before measuring (a few RTTs for new streams to ramp).
@@ -60,11 +74,62 @@ impl Default for AutoConfig {
             min_gain: 0.05,
             min_marginal: 0.5,
             linear_marginal: 0.75,
+            loss_floor: 1e-4,
+            queue_headroom: 1.25,
             backoff_drop: 0.25,
             settle: Duration::from_secs(1),
             samples: 3,
             reprobe: Duration::from_secs(30),
         }
+    }
+}
+
+impl AutoConfig {
+    /// Stretches the settle time and the measurement window to the path's RTT: after a change, new streams spend
+    /// ~10-20 RTTs in slow start and recovering from its first loss (their rate then is far above or below their
+    /// steady one), and under random loss a loss-based stream's rate swings over its sawtooth, so a base measured
+    /// during the initial slow-start peak, or a 0.75 s window at 100 ms, compares transients, not stream counts.
+    /// Settle becomes at least `20 x rtt` and the window (`samples x interval`) at least `10 x rtt`, each capped
+    /// (5 s, 40 samples) so a very long or bogus RTT cannot freeze the controller. Never shortens.
+    pub fn scaled_to_rtt(mut self, rtt: Duration, interval: Duration) -> Self {
+        let settle = rtt.saturating_mul(20).min(Duration::from_secs(5));
+        self.settle = self.settle.max(settle);
+        if !interval.is_zero() {
+            let want = (rtt.as_secs_f64() * 10.0 / interval.as_secs_f64()).ceil() as usize;
+            self.samples = self.samples.max(want.min(40));
+        }
+        self
+    }
+}
+
+/// What the sending sockets' TCP_INFO reported over one sampling period, summed over streams.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PathSample {
+    /// Bytes sent (TCP_INFO `bytes_sent`, retransmissions included) and retransmitted (`bytes_retrans`).
+    pub sent: u64,
+    pub retrans: u64,
+    /// Sums of smoothed and minimum RTT over the RTT readings taken (one per stream per block), microseconds.
+    pub rtt_us: u64,
+    pub min_rtt_us: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct PathSums(PathSample);
+
+impl PathSums {
+    fn add(&mut self, s: PathSample) {
+        self.0.sent += s.sent;
+        self.0.retrans += s.retrans;
+        self.0.rtt_us += s.rtt_us;
+        self.0.min_rtt_us += s.min_rtt_us;
+    }
+    /// Loss present and no standing queue (module docs); false without readings.
+    fn headroom(&self, cfg: &AutoConfig) -> bool {
+        let p = self.0;
+        p.sent > 0
+            && p.min_rtt_us > 0
+            && p.retrans as f64 >= cfg.loss_floor * p.sent as f64
+            && p.rtt_us as f64 <= cfg.queue_headroom * p.min_rtt_us as f64
     }
 }
 
@@ -96,6 +161,8 @@ pub struct AutoStreams {
     state: State,
     settle_until: Instant,
     acc: Vec<f64>,
+    /// Path signal summed over the current measurement (reset with `acc`).
+    path: PathSums,
     low_run: usize,
     /// Still in the geometric phase (module docs).
     doubling: bool,
@@ -113,6 +180,7 @@ impl AutoStreams {
             streams,
             state: State::Base,
             acc: vec![],
+            path: PathSums::default(),
             low_run: 0,
             actions: VecDeque::new(),
         }
@@ -139,6 +207,14 @@ impl AutoStreams {
         }
     }
 
+    /// The sending sockets' path signal over the period ending at `now` (module docs). Call before the
+    /// period's [`Self::handle_sample`]; readings taken while settling are ignored like samples.
+    pub fn handle_path(&mut self, now: Instant, sample: PathSample) {
+        if now >= self.settle_until {
+            self.path.add(sample);
+        }
+    }
+
     /// Aggregate goodput over all streams (bytes/s) measured over the period ending at `now`.
     pub fn handle_sample(&mut self, now: Instant, throughput: f64) {
         if now < self.settle_until {
@@ -151,7 +227,10 @@ impl AutoStreams {
         } = self.state
         {
             let ps = throughput / self.streams as f64;
-            if ps < per_stream * (1.0 - self.cfg.backoff_drop)
+            let headroom = self.path.headroom(&self.cfg);
+            self.path = PathSums::default();
+            if !headroom
+                && ps < per_stream * (1.0 - self.cfg.backoff_drop)
                 && throughput <= total * (1.0 + self.cfg.min_gain)
             {
                 self.low_run += 1;
@@ -178,6 +257,8 @@ impl AutoStreams {
         }
         let t = self.acc.iter().sum::<f64>() / self.acc.len() as f64;
         self.acc.clear();
+        let headroom = self.path.headroom(&self.cfg);
+        self.path = PathSums::default();
         match self.state {
             State::Base => self.start_probe(now, t),
             State::Probe {
@@ -195,7 +276,14 @@ impl AutoStreams {
                 let fair =
                     self.cfg.min_marginal < 0.0 || marginal >= self.cfg.min_marginal * per_before;
                 let gained = t >= base * (1.0 + self.cfg.min_gain);
-                if doubling && !(gained && marginal >= self.cfg.linear_marginal * per_before) {
+                // Loss-limited with room on the path: keep doubling unless throughput collapsed.
+                let linear = (headroom && t >= 0.5 * base)
+                    || (gained && marginal >= self.cfg.linear_marginal * per_before);
+                if doubling && headroom && linear {
+                    self.start_probe(now, t);
+                    return;
+                }
+                if doubling && !linear {
                     // Not linear any more: end the geometric phase. If the doubling gained at all, keep a
                     // ~25 % probe of it (same base) and measure that; otherwise revert as below.
                     self.doubling = false;
@@ -273,6 +361,7 @@ impl AutoStreams {
         self.streams = next;
         self.settle_until = now + self.cfg.settle;
         self.acc.clear();
+        self.path = PathSums::default();
     }
 }
 
@@ -290,6 +379,8 @@ mod tests {
             min_gain: -1.0,
             min_marginal: -1.0,
             linear_marginal: 2.0,
+            loss_floor: 1e-4,
+            queue_headroom: 1.25,
             backoff_drop: 1.0,
             settle: Duration::from_millis(20),
             samples: 1,
@@ -323,5 +414,19 @@ mod tests {
         assert_eq!(a.poll_action(), Some(StreamAction::Add(1)));
         a.handle_sample(t0 + Duration::from_millis(50), 10e6);
         assert_eq!(a.poll_action(), Some(StreamAction::Retire(1)));
+    }
+
+    #[test]
+    fn settle_and_window_follow_the_rtt_within_caps() {
+        let i = Duration::from_millis(250);
+        let d = AutoConfig::default();
+        // Loopback: unchanged.
+        assert_eq!(d.clone().scaled_to_rtt(Duration::from_micros(50), i), d);
+        // 100 ms: settle 2 s, window 1 s (4 samples).
+        let c = d.clone().scaled_to_rtt(Duration::from_millis(100), i);
+        assert_eq!((c.settle, c.samples), (Duration::from_secs(2), 4));
+        // A bogus 10 s RTT: capped.
+        let c = d.scaled_to_rtt(Duration::from_secs(10), i);
+        assert_eq!((c.settle, c.samples), (Duration::from_secs(5), 40));
     }
 }

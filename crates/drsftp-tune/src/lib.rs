@@ -11,7 +11,7 @@ pub mod sample;
 pub mod start;
 pub mod units;
 
-pub use auto::{AutoConfig, AutoStreams, StreamAction};
+pub use auto::{AutoConfig, AutoStreams, PathSample, StreamAction};
 pub use drs::{
     window_bounds, DrsAction, DrsConfig, DrsReceiver, DrsSender, RttSource, WindowBounds,
 };

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use drsftp_tune::{AutoConfig, AutoStreams, Model, StreamAction};
+use drsftp_tune::{AutoConfig, AutoStreams, Model, PathSample, StreamAction};
 
 const RATE: f64 = 1e9 / 8.0;
 
@@ -152,4 +152,61 @@ fn a_doubling_past_saturation_shrinks_to_a_small_probe() {
         &[StreamAction::Add(8), StreamAction::Retire(6)],
         "{seen:?}"
     );
+}
+
+/// Feeds `secs` of samples: aggregate `rate(p)` and, if `path` is set, TCP_INFO readings with that loss
+/// fraction and RTT ratio.
+fn drive_with_path(
+    ctl: &mut AutoStreams,
+    now: &mut Instant,
+    secs: u64,
+    rate: impl Fn(u32) -> f64,
+    path: Option<(f64, f64)>,
+) {
+    for _ in 0..secs * 4 {
+        *now += Duration::from_millis(250);
+        if let Some((loss, queue)) = path {
+            ctl.handle_path(
+                *now,
+                PathSample {
+                    sent: 1_000_000,
+                    retrans: (loss * 1e6) as u64,
+                    rtt_us: (queue * 100_000.0) as u64,
+                    min_rtt_us: 100_000,
+                },
+            );
+        }
+        ctl.handle_sample(*now, rate(ctl.streams()));
+        while ctl.poll_action().is_some() {}
+    }
+}
+
+#[test]
+fn random_loss_without_a_queue_keeps_doubling_through_a_decaying_transient() {
+    // Each doubling measures 10 % *less* than its base (the first streams still decaying from their slow-start
+    // overshoot): throughput alone says "stop"; 0.1 % retransmissions with no standing queue say "loss-limited,
+    // room on the path", so doubling goes on to the cap, and the back-off does not fire afterwards.
+    let decaying = |p: u32| 1e6 * 4.0 * 0.9f64.powi(p.ilog2() as i32 - 2);
+    let cfg = AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    };
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg.clone());
+    drive_with_path(&mut ctl, &mut now, 20, decaying, Some((1e-3, 1.01)));
+    assert_eq!(ctl.streams(), 64);
+    // Per-stream throughput then halves (more loss, say): still no queue, so no back-off.
+    drive_with_path(&mut ctl, &mut now, 20, |_| 1e6, Some((3e-3, 1.01)));
+    assert_eq!(ctl.streams(), 64);
+    // The same samples with a standing queue (RTT 1.6x the minimum: a full bottleneck): the first doubling is
+    // reverted and the controller holds near its start.
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg.clone());
+    drive_with_path(&mut ctl, &mut now, 20, decaying, Some((1e-3, 1.6)));
+    assert!(ctl.streams() <= 5, "{}", ctl.streams());
+    // And without any TCP_INFO: likewise.
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    drive_with_path(&mut ctl, &mut now, 20, decaying, None);
+    assert!(ctl.streams() <= 5, "{}", ctl.streams());
 }

@@ -1,6 +1,6 @@
 //! `-p auto` online refinement on the sending side (docs/drs.md §4.5): [`AutoSender`] runs a dynamic MODE E send
-//! ([`super::send_mode_e_dynamic`]) and, every `interval`, feeds the aggregate goodput (from `Progress::bytes`)
-//! to `drsftp_tune::AutoStreams`; its `Add(k)` opens `k` connections with the caller's connect closure (they join
+//! ([`super::send_mode_e_dynamic`]) and, every `interval`, feeds the aggregate goodput (bytes acknowledged,
+//! `Progress::acked`, where TCP_INFO has them) to `drsftp_tune::AutoStreams`; its `Add(k)` opens `k` connections with the caller's connect closure (they join
 //! the block cursor as they come up), its `Retire(k)` asks `k` connections to finish their block and send EOD.
 //! A connection that comes up after the transfer is over is never dropped (the receiver would see an unused
 //! connection close): it is handed back in `reusable`.
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use drsftp_storage::FileHandle;
-use drsftp_tune::{AutoConfig, AutoStreams, StreamAction};
+use drsftp_tune::{AutoConfig, AutoStreams, PathSample, StreamAction};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -81,7 +81,19 @@ impl AutoSender {
         F: Future<Output = io::Result<TcpStream>> + Send + 'static,
     {
         let begin = Instant::now();
-        let mut auto = AutoStreams::new(begin, socks.len() as u32, self.config.clone());
+        // The path's RTT from the first connection's handshake (TCP_INFO), to size the controller's settle time
+        // and measurement window (`AutoConfig::scaled_to_rtt`); unknown (not Linux, or no sample): as configured.
+        let rtt = socks
+            .first()
+            .and_then(|s| drsftp_sys::tcp_info::tcp_info(s).ok())
+            .map(|i| i.rtt)
+            .filter(|r| !r.is_zero());
+        let config = match rtt {
+            Some(r) => self.config.clone().scaled_to_rtt(r, self.interval),
+            None => self.config.clone(),
+        };
+        tracing::debug!(?rtt, settle = ?config.settle, samples = config.samples, "-p auto controller");
+        let mut auto = AutoStreams::new(begin, socks.len() as u32, config);
         let control = SendControl::new();
         let (tx, rx) = mpsc::channel(64);
         let send = super::send_mode_e_dynamic(
@@ -104,16 +116,39 @@ impl AutoSender {
         let mut late: Vec<TcpStream> = vec![];
         let mut actions = vec![];
         let mut failures = 0u32;
-        let (mut last_t, mut last_b) = (Instant::now(), progress.bytes());
+        // Goodput: acknowledged bytes where TCP_INFO gives them, else bytes handed to the sockets.
+        let moved = |p: &Progress| match p.acked() {
+            0 => p.bytes(),
+            a => a,
+        };
+        let (mut last_t, mut last_b) = (Instant::now(), moved(&progress));
+        let mut last_path = progress.path();
         let result = loop {
             tokio::select! {
                 r = &mut send => break r,
                 _ = tick.tick() => {
                     let now = Instant::now();
-                    let b = progress.bytes();
+                    let b = moved(&progress);
                     let dt = now.saturating_duration_since(last_t).as_secs_f64();
+                    let path = progress.path();
+                    let d = PathSample {
+                        sent: path.sent.saturating_sub(last_path.sent),
+                        retrans: path.retrans.saturating_sub(last_path.retrans),
+                        rtt_us: path.rtt_us.saturating_sub(last_path.rtt_us),
+                        min_rtt_us: path.min_rtt_us.saturating_sub(last_path.min_rtt_us),
+                    };
+                    last_path = path;
+                    auto.handle_path(now, d);
                     if dt > 0.0 {
-                        auto.handle_sample(now, b.saturating_sub(last_b) as f64 / dt);
+                        let rate = b.saturating_sub(last_b) as f64 / dt;
+                        tracing::trace!(
+                            mbps = rate * 8e-6,
+                            streams = auto.streams(),
+                            loss = d.retrans as f64 / d.sent.max(1) as f64,
+                            queue = d.rtt_us as f64 / d.min_rtt_us.max(1) as f64,
+                            "-p auto sample"
+                        );
+                        auto.handle_sample(now, rate);
                     }
                     (last_t, last_b) = (now, b);
                     if auto.poll_timeout().is_some_and(|t| now >= t) {

@@ -103,6 +103,13 @@ pub struct Progress {
     streams: AtomicU64,
     /// Sum over streams of the receive (or send) buffer currently in force, bytes.
     buffer: AtomicU64,
+    /// Sending side, Linux: bytes the peer acknowledged (TCP_INFO `bytes_acked`), summed over MODE E streams.
+    acked: AtomicU64,
+    /// Sending side, Linux: cumulative TCP_INFO path readings over MODE E streams (see [`Self::path`]).
+    tx_sent: AtomicU64,
+    tx_retrans: AtomicU64,
+    rtt_us: AtomicU64,
+    min_rtt_us: AtomicU64,
     ranges: Mutex<RangeSet>,
     /// Stream mode's control-channel SBUF link (docs/drs.md §4.4).
     sbuf: SbufLink,
@@ -125,6 +132,24 @@ impl Progress {
     pub fn buffer(&self) -> u64 {
         self.buffer.load(Ordering::Relaxed)
     }
+    /// Sending side: bytes the receivers' TCPs acknowledged so far over MODE E connections (wire bytes, headers
+    /// included; read from TCP_INFO after each block, so 0 where that is unavailable). Unlike [`Self::bytes`],
+    /// which counts what entered the socket buffers, this is what crossed the path: a new connection's send
+    /// buffer filling up does not look like throughput. `-p auto` measures with it.
+    pub fn acked(&self) -> u64 {
+        self.acked.load(Ordering::Relaxed)
+    }
+    /// Sending side: cumulative bytes sent and retransmitted (TCP_INFO) and the sums of the smoothed and minimum
+    /// RTTs read after each block, over MODE E streams; all 0 where TCP_INFO is unavailable. `-p auto`
+    /// differences two readings to tell random loss from a full bottleneck (`drsftp_tune::AutoStreams`).
+    pub fn path(&self) -> drsftp_tune::PathSample {
+        drsftp_tune::PathSample {
+            sent: self.tx_sent.load(Ordering::Relaxed),
+            retrans: self.tx_retrans.load(Ordering::Relaxed),
+            rtt_us: self.rtt_us.load(Ordering::Relaxed),
+            min_rtt_us: self.min_rtt_us.load(Ordering::Relaxed),
+        }
+    }
     /// File ranges written so far (receiving side) or sent (sending side), in file offsets.
     pub fn ranges(&self) -> RangeSet {
         self.ranges.lock().map(|r| r.clone()).unwrap_or_default()
@@ -138,6 +163,24 @@ impl Progress {
             .fetch_add(range.end - range.start, Ordering::Relaxed);
         if let Ok(mut r) = self.ranges.lock() {
             r.insert(range);
+        }
+    }
+    /// One stream's TCP_INFO reading after a block: `last` holds that stream's previous (acked, sent, retrans)
+    /// totals, whose increments are added here.
+    pub(crate) fn add_tcp_info(&self, last: &mut [u64; 3], i: &drsftp_sys::tcp_info::TcpInfo) {
+        let now = [i.bytes_acked, i.bytes_sent, i.bytes_retrans];
+        for (k, c) in [&self.acked, &self.tx_sent, &self.tx_retrans]
+            .into_iter()
+            .enumerate()
+        {
+            c.fetch_add(now[k].saturating_sub(last[k]), Ordering::Relaxed);
+            last[k] = last[k].max(now[k]);
+        }
+        if !i.min_rtt.is_zero() && !i.rtt.is_zero() {
+            self.rtt_us
+                .fetch_add(i.rtt.as_micros() as u64, Ordering::Relaxed);
+            self.min_rtt_us
+                .fetch_add(i.min_rtt.as_micros() as u64, Ordering::Relaxed);
         }
     }
     pub(crate) fn set_streams(&self, n: u64) {

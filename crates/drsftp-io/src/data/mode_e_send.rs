@@ -447,6 +447,9 @@ async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent
     })
 }
 
+/// TCP_NOTSENT_LOWAT on connections of a dynamic (`-p auto`) send: 8 ms of unsent data at 1 Gbit/s.
+const NOTSENT_LOWAT: usize = 1 << 20;
+
 /// The data path of one connection: blocks until the cursor runs dry (or the connection is retired: after the
 /// block in hand), then EOD or EOF|EOD.
 async fn write_blocks(
@@ -475,6 +478,14 @@ async fn write_blocks(
     let mut sent = RangeSet::new();
     let mut crc = CrcPieces::default();
     let mut pending = next_read(&mut spare, &mut place);
+    let mut tcp_last = [0u64; 3];
+    if matches!(ctx.ends, Ends::Dynamic(_)) {
+        // Connections come and go (`-p auto`): keep what is committed to this connection but not yet sent small,
+        // so blocks go to the connections that move them and the tail does not wait for a slow stream to drain
+        // megabytes of autotuned send buffer (seen: 8 s of tail at 64 loss-limited streams). Best effort.
+        let _ =
+            drsftp_sys::sockopt::set_notsent_lowat(wr.as_ref(), NOTSENT_LOWAT.max(2 * ctx.chunk));
+    }
     while let Some((off, want, p)) = pending.take() {
         let (mut buf, got) = p.wait().await?;
         if got < want {
@@ -500,6 +511,9 @@ async fn write_blocks(
             ctx.progress.add(r.clone());
             sent.insert(r);
             let now = Instant::now();
+            if let Ok(i) = drsftp_sys::tcp_info::tcp_info(wr.as_ref()) {
+                ctx.progress.add_tcp_info(&mut tcp_last, &i);
+            }
             gauge.sample(wr.as_ref(), now, ctx.opts.buffer, Side::Send, None);
             let buffer = gauge.current();
             trace.sample(wr.as_ref(), now, got as u64, Side::Send, buffer, None);

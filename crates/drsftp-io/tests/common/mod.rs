@@ -109,6 +109,8 @@ pub fn eager(max: u32) -> AutoSender {
             min_gain: -1.0,
             min_marginal: -1.0,
             linear_marginal: 2.0,
+            loss_floor: 1e-4,
+            queue_headroom: 1.25,
             backoff_drop: 1.0,
             settle: Duration::from_millis(20),
             samples: 1,
