@@ -19,7 +19,11 @@
 //! loss-limited, more streams add throughput and take nothing from anyone (a full bottleneck has a queue). With
 //! that "headroom" signal a doubling is kept unless throughput collapsed (below half its base), and the
 //! steady-state back-off, whose purpose is yielding to competitors, does not fire (competitors that matter
-//! build a queue). Without the signal (no TCP_INFO) the rules above apply unchanged.
+//! build a queue). With headroom the geometric phase also grows faster, x`headroom_growth` (4) per step instead
+//! of x2: 4 -> 16 -> 64 streams in two steps, not four (~6.5 s instead of ~13 s at 100 ms). When such a step
+//! lands past the saturation point (a queue appears, the gain is no longer linear) it is cut back to the
+//! estimated saturation point, the stream count at which the base streams' per-stream rate adds up to the step's
+//! throughput, rather than to a ~25 % probe. Without the signal (no TCP_INFO) the rules above apply unchanged.
 //!
 //! Fairness (docs/drs.md §4.5): on a shared, full bottleneck extra streams still "gain" by taking the
 //! competitors' share, so a gain alone would let a late transfer grow without bound while the first one backs
@@ -52,6 +56,9 @@ pub struct AutoConfig {
     /// Go on doubling while each added stream carried at least this fraction of the average before it
     /// (module docs); above 1: never double (~25 % steps from the start).
     pub linear_marginal: f64,
+    /// Geometric phase with the path signal showing headroom (random loss, no queue): multiply P by this
+    /// instead of doubling (module docs). 2 = plain doubling.
+    pub headroom_growth: u32,
     /// Path signal: the retransmitted fraction of bytes sent at or above which loss counts as present.
     pub loss_floor: f64,
     /// Path signal: smoothed RTT / minimum RTT at or below which the bottleneck has no standing queue.
@@ -74,6 +81,7 @@ impl Default for AutoConfig {
             min_gain: 0.05,
             min_marginal: 0.5,
             linear_marginal: 0.75,
+            headroom_growth: 4,
             loss_floor: 1e-4,
             queue_headroom: 1.25,
             backoff_drop: 0.25,
@@ -260,7 +268,7 @@ impl AutoStreams {
         let headroom = self.path.headroom(&self.cfg);
         self.path = PathSums::default();
         match self.state {
-            State::Base => self.start_probe(now, t),
+            State::Base => self.start_probe(now, t, headroom),
             State::Probe {
                 added,
                 base,
@@ -280,14 +288,24 @@ impl AutoStreams {
                 let linear = (headroom && t >= 0.5 * base)
                     || (gained && marginal >= self.cfg.linear_marginal * per_before);
                 if doubling && headroom && linear {
-                    self.start_probe(now, t);
+                    self.start_probe(now, t, true);
                     return;
                 }
                 if doubling && !linear {
-                    // Not linear any more: end the geometric phase. If the doubling gained at all, keep a
-                    // ~25 % probe of it (same base) and measure that; otherwise revert as below.
+                    // Not linear any more: end the geometric phase. If the step gained at all, keep part of it
+                    // (same base) and measure that: a ~25 % probe, or after a headroom step (x4, taken only
+                    // while the path showed random loss and no queue) up to where the streams would saturate
+                    // if each carried what the base streams did (t / per_before). Not after a plain doubling:
+                    // against competitors the gain is partly their share, and the estimate would overshoot.
                     self.doubling = false;
-                    let keep = Self::small_step(before as u32).min(added);
+                    let saturation = if added as f64 > before && per_before > 0.0 {
+                        (t / per_before).ceil().min(u32::MAX as f64) as u32
+                    } else {
+                        0
+                    };
+                    let keep = Self::small_step(before as u32)
+                        .max(saturation.saturating_sub(before as u32))
+                        .min(added);
                     if gained && keep < added {
                         self.change(now, -((added - keep) as i64));
                         self.state = State::Probe {
@@ -299,7 +317,7 @@ impl AutoStreams {
                     }
                 }
                 if gained && fair {
-                    self.start_probe(now, t);
+                    self.start_probe(now, t, headroom);
                 } else {
                     self.change(now, -(added as i64));
                     self.doubling = false;
@@ -314,8 +332,13 @@ impl AutoStreams {
     /// Timer expiry: nothing to do beyond what `handle_sample` does; present for driver symmetry.
     pub fn handle_timeout(&mut self, _now: Instant) {}
 
-    fn start_probe(&mut self, now: Instant, base: f64) {
-        let step = if self.doubling {
+    /// Adds streams on top of `base`: x2 in the geometric phase (x`headroom_growth` with the path signal's
+    /// headroom), ~25 % after it.
+    fn start_probe(&mut self, now: Instant, base: f64, headroom: bool) {
+        let step = if self.doubling && headroom {
+            self.streams
+                .saturating_mul(self.cfg.headroom_growth.max(2) - 1)
+        } else if self.doubling {
             self.streams
         } else {
             Self::small_step(self.streams)
@@ -379,6 +402,7 @@ mod tests {
             min_gain: -1.0,
             min_marginal: -1.0,
             linear_marginal: 2.0,
+            headroom_growth: 4,
             loss_floor: 1e-4,
             queue_headroom: 1.25,
             backoff_drop: 1.0,

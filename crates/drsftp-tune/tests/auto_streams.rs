@@ -210,3 +210,97 @@ fn random_loss_without_a_queue_keeps_doubling_through_a_decaying_transient() {
     drive_with_path(&mut ctl, &mut now, 20, decaying, None);
     assert!(ctl.streams() <= 5, "{}", ctl.streams());
 }
+
+/// Like `drive_with_path`, but the path signal depends on the stream count: random loss with no queue below
+/// `sat` streams, a standing queue (full bottleneck) from `sat` on. Returns the actions taken.
+fn drive_saturating(
+    ctl: &mut AutoStreams,
+    now: &mut Instant,
+    secs: u64,
+    cap: f64,
+    sat: u32,
+) -> Vec<StreamAction> {
+    let mut seen = vec![];
+    for _ in 0..secs * 4 {
+        *now += Duration::from_millis(250);
+        let p = ctl.streams();
+        let queue = if p >= sat { 1.6 } else { 1.01 };
+        ctl.handle_path(
+            *now,
+            PathSample {
+                sent: 1_000_000,
+                retrans: 1_000,
+                rtt_us: (queue * 100_000.0) as u64,
+                min_rtt_us: 100_000,
+            },
+        );
+        ctl.handle_sample(*now, (cap * p as f64).min(cap * sat as f64));
+        seen.extend(std::iter::from_fn(|| ctl.poll_action()));
+    }
+    seen
+}
+
+#[test]
+fn headroom_quadruples_the_stream_count() {
+    // Loss-limited streams (0.1 % random loss, no queue) far below the cap: with the path signal the geometric
+    // phase grows x4 (4 -> 16 -> 64, two steps), half the steps of plain doubling (four).
+    let cap = RATE / 128.0;
+    let cfg = AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    };
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg.clone());
+    let seen = drive_saturating(&mut ctl, &mut now, 20, cap, 1000);
+    assert_eq!(ctl.streams(), 64);
+    assert_eq!(
+        &seen[..2],
+        &[StreamAction::Add(12), StreamAction::Add(48)],
+        "{seen:?}"
+    );
+    // Plain doubling (headroom_growth 2) takes four steps.
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(
+        now,
+        4,
+        AutoConfig {
+            headroom_growth: 2,
+            ..cfg
+        },
+    );
+    let seen = drive_saturating(&mut ctl, &mut now, 20, cap, 1000);
+    assert_eq!(ctl.streams(), 64);
+    assert_eq!(
+        seen.iter()
+            .filter(|a| matches!(a, StreamAction::Add(_)))
+            .count(),
+        4,
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_headroom_step_past_saturation_keeps_the_estimated_saturation_point() {
+    // Linear up to 40 streams, full (queue, flat) from there: 4 -> 16 is linear with headroom, 16 -> 64 gains
+    // but builds a queue, so the step is cut back to where 40 streams at the base's per-stream rate would be —
+    // 40, not a ~25 % probe (20) followed by many small steps — and settles there.
+    let cap = RATE / 128.0;
+    let cfg = AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    };
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    let seen = drive_saturating(&mut ctl, &mut now, 60, cap, 40);
+    assert_eq!(
+        &seen[..3],
+        &[
+            StreamAction::Add(12),
+            StreamAction::Add(48),
+            StreamAction::Retire(24)
+        ],
+        "{seen:?}"
+    );
+    assert!(ctl.is_steady(), "{seen:?}");
+    assert_eq!(ctl.streams(), 40, "{seen:?}");
+}

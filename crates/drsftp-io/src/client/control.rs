@@ -24,7 +24,16 @@ pub(crate) struct Control {
     buf: Box<[u8]>,
     local: SocketAddr,
     peer: SocketAddr,
+    /// When the oldest command still unanswered went out (for [`Control::rtt_samples`]).
+    sent_at: Option<Instant>,
+    /// Command-to-first-reply times, at most [`RTT_SAMPLES`]: the login exchange gives the control RTT for free.
+    rtt: Vec<Duration>,
+    /// The last `SIZE` answer, valid until the next operation starts (`mod.rs::size`).
+    pub(crate) last_size: Option<(String, u64)>,
 }
+
+/// How many command round trips [`Control`] keeps (the first ones: login, before any transfer loads the path).
+const RTT_SAMPLES: usize = 8;
 
 impl Control {
     /// Resolves `host_port`, connects (each resolved address in turn, each bounded by `timeout`) and waits for
@@ -68,6 +77,9 @@ impl Control {
                         buf: vec![0u8; 16 * 1024].into_boxed_slice(),
                         local,
                         peer,
+                        sent_at: None,
+                        rtt: Vec::new(),
+                        last_size: None,
                     });
                 }
                 Ok(Err(e)) => last = Some(e),
@@ -105,8 +117,16 @@ impl Control {
         &mut self.session
     }
 
+    /// Round trips of the first commands on this connection (command written to first reply byte read), in
+    /// order: USER, PASS and FEAT of the login, then whatever followed. Only exchanges with one command
+    /// outstanding and no data moving are representative; the caller takes the login ones.
+    pub(crate) fn rtt_samples(&self) -> &[Duration] {
+        &self.rtt
+    }
+
     /// Starts an operation (its first command goes out with the next [`Control::next_event`]).
     pub(crate) fn start(&mut self, op: Op) -> Result<(), ClientError> {
+        self.last_size = None;
         self.session.start(Instant::now(), op)?;
         Ok(())
     }
@@ -142,6 +162,9 @@ impl Control {
                 return Err(ClientError::Control(std::io::ErrorKind::WriteZero.into()));
             }
             self.out_pos += n;
+            if self.sent_at.is_none() && self.rtt.len() < RTT_SAMPLES {
+                self.sent_at = Some(Instant::now());
+            }
         }
         Ok(())
     }
@@ -167,6 +190,9 @@ impl Control {
                 None => self.session.handle_timeout(Instant::now()),
                 Some(Ok(0)) => self.session.handle_eof(),
                 Some(Ok(n)) => {
+                    if let Some(t) = self.sent_at.take() {
+                        self.rtt.push(t.elapsed());
+                    }
                     if tracing::enabled!(tracing::Level::DEBUG) {
                         for line in String::from_utf8_lossy(&self.buf[..n]).lines() {
                             tracing::debug!("<- {line}");

@@ -187,9 +187,19 @@ pub struct Client {
     timeout: Duration,
 }
 
+/// `SIZE path`. A second ask for the same path with no other operation in between (the progress bar's, then the
+/// download's) is answered from the first: one control round trip less.
 async fn size(control: &mut Control, path: &str) -> Result<u64, ClientError> {
+    if let Some((p, n)) = &control.last_size {
+        if p == path {
+            return Ok(*n);
+        }
+    }
     match control.run(Op::Size(path.to_string())).await? {
-        Outcome::Size(n) => Ok(n),
+        Outcome::Size(n) => {
+            control.last_size = Some((path.to_string(), n));
+            Ok(n)
+        }
         other => Err(ClientError::Invalid(format!(
             "unexpected SIZE outcome {other:?}"
         ))),
@@ -218,6 +228,19 @@ impl Client {
                 "unexpected login outcome {other:?}"
             ))),
         }
+    }
+
+    /// The control-channel round trip measured for free during login: the median of the USER, PASS and FEAT
+    /// exchanges (command written to first reply byte). `None` if fewer than two were timed (e.g. a server that
+    /// logs in without PASS).
+    pub fn login_rtt(&self) -> Option<Duration> {
+        let s = self.control.rtt_samples();
+        let mut v: Vec<Duration> = s.iter().take(3).copied().collect();
+        if v.len() < 2 {
+            return None;
+        }
+        v.sort();
+        Some(v[v.len() / 2])
     }
 
     /// The server's 220 greeting.

@@ -109,6 +109,7 @@ pub fn eager(max: u32) -> AutoSender {
             min_gain: -1.0,
             min_marginal: -1.0,
             linear_marginal: 2.0,
+            headroom_growth: 2,
             loss_floor: 1e-4,
             queue_headroom: 1.25,
             backoff_drop: 1.0,

@@ -55,9 +55,13 @@ impl Scripted {
             .map(|b| String::from_utf8(b).unwrap().trim_end().to_string())
     }
     fn expect(&mut self, cmd: &str, reply: &str) {
-        assert_eq!(self.sent().as_deref(), Some(cmd));
-        assert_eq!(self.sent(), None);
-        self.reply(reply);
+        self.batch(&[cmd], reply);
+    }
+    /// Commands pipelined to a drsftp server: all of `cmds` went out, nothing else, before any reply.
+    fn batch(&mut self, cmds: &[&str], replies: &str) {
+        let sent: Vec<String> = std::iter::from_fn(|| self.sent()).collect();
+        assert_eq!(sent, cmds);
+        self.reply(replies);
     }
     fn events(&mut self) -> Vec<Event> {
         std::iter::from_fn(|| self.s.poll_event()).collect()
@@ -136,20 +140,21 @@ fn drsftp_server_negotiates_once_and_off_again() {
         Op::Transfer(spec(Direction::Download, TransferMode::Extended, 2, true)),
     )
     .unwrap();
-    h.expect("TYPE I", "200 Type set to I.\n");
-    h.expect("MODE E", "200 Mode set to E.\n");
-    h.expect("OPTS DRS Inband=1;", "200 DRS Inband=1;\n");
-    h.expect(
-        "OPTS RETR Parallelism=2,2,2;",
-        "200 OPTS Command Successful.\n",
+    h.batch(
+        &[
+            "TYPE I",
+            "MODE E",
+            "OPTS DRS Inband=1;",
+            "OPTS RETR Parallelism=2,2,2;",
+        ],
+        "200 Type set to I.\n200 Mode set to E.\n200 DRS Inband=1;\n200 OPTS Command Successful.\n",
     );
     assert_eq!(h.events(), vec![Event::Listen]);
-    h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
-    h.expect("PORT 127,0,0,1,235,41", "200 PORT Command successful.\n");
     assert!(h.s.drs_negotiated(), "known before the transfer starts");
-    h.expect(
-        "RETR /data/f",
-        "125 Beginning transfer.\n226 Transfer complete.\n",
+    h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
+    h.batch(
+        &["PORT 127,0,0,1,235,41", "RETR /data/f"],
+        "200 PORT Command successful.\n125 Beginning transfer.\n226 Transfer complete.\n",
     );
     assert!(h.report().drs_negotiated);
     // Still on: not repeated.
@@ -186,8 +191,10 @@ fn refused_opts_drs_is_a_notice() {
         Op::Transfer(spec(Direction::Download, TransferMode::Stream, 1, true)),
     )
     .unwrap();
-    h.expect("TYPE I", "200 Type set to I.\n");
-    h.expect("OPTS DRS Inband=1;", "500 OPTS failed.\n");
+    h.batch(
+        &["TYPE I", "OPTS DRS Inband=1;"],
+        "200 Type set to I.\n500 OPTS failed.\n",
+    );
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
     h.events();
     h.s.handle_data_ready(h.now);
@@ -209,8 +216,10 @@ fn stream_download_running(h: &mut Scripted) {
         Op::Transfer(spec(Direction::Download, TransferMode::Stream, 1, true)),
     )
     .unwrap();
-    h.expect("TYPE I", "200 Type set to I.\n");
-    h.expect("OPTS DRS Inband=1;", "200 DRS Inband=1;\n");
+    h.batch(
+        &["TYPE I", "OPTS DRS Inband=1;"],
+        "200 Type set to I.\n200 DRS Inband=1;\n",
+    );
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
     h.events();
     h.s.handle_data_ready(h.now);
@@ -284,8 +293,10 @@ fn sbuf_notice_during_a_stream_upload() {
         Op::Transfer(spec(Direction::Upload, TransferMode::Stream, 1, true)),
     )
     .unwrap();
-    h.expect("TYPE I", "200 Type set to I.\n");
-    h.expect("OPTS DRS Inband=1;", "200 DRS Inband=1;\n");
+    h.batch(
+        &["TYPE I", "OPTS DRS Inband=1;"],
+        "200 Type set to I.\n200 DRS Inband=1;\n",
+    );
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
     h.events();
     h.s.handle_data_ready(h.now);
@@ -452,17 +463,18 @@ fn live_negotiation_with_our_server() {
     assert_eq!(
         l.wire,
         [
+            // Pipelined: two round trips before data flows.
             "C: TYPE I",
-            "S: 200 Type set to I.",
             "C: MODE E",
-            "S: 200 Mode set to E.",
             "C: OPTS DRS Inband=1;",
-            "S: 200 DRS Inband=1;",
             "C: OPTS RETR Parallelism=2,2,2;",
+            "S: 200 Type set to I.",
+            "S: 200 Mode set to E.",
+            "S: 200 DRS Inband=1;",
             "S: 200 OPTS Command Successful.",
             "C: PORT 127,0,0,1,235,41",
-            "S: 200 PORT Command successful.",
             "C: RETR /data/f",
+            "S: 200 PORT Command successful.",
             "S: 125 Beginning MODE E transfer of RETR /data/f.",
             "S: 226 Transfer complete.",
         ]

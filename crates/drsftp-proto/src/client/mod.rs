@@ -11,12 +11,16 @@
 //! ```
 
 mod addr;
+mod answer;
 mod blast;
 mod drs;
 #[cfg(test)]
 mod drs_tests;
 mod feat;
 mod markers;
+mod pipeline;
+#[cfg(test)]
+mod pipeline_tests;
 mod plan;
 mod reply;
 mod session;

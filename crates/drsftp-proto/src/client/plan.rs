@@ -2,10 +2,15 @@
 //! operation runs through ([`Step`]), and how a transfer becomes steps — TYPE/MODE only when needed, buffer size,
 //! the DRS opt-in, parallelism, then PORT (MODE E download) or PASV, ALLO and the transfer command; a blast
 //! transfer instead gets `OPTS BLAST` and a UDP socket announced with `BPAS` (docs/blast.md).
+//!
+//! The plan is the same for every server; how much of it goes out at once is the session's business: with a
+//! drsftp server the set-up commands up to the Listen/PASV step form one pipelined batch and PORT goes out with
+//! RETR/ERET (`pipeline.rs` says which [`Kind`]s may be batched), with any other server one command at a time.
 
 use std::collections::VecDeque;
 
 use super::blast;
+use super::drs::{OPTS_OFF, OPTS_ON};
 use super::session::ClientSession;
 use super::types::{BlastRequest, Direction, TransferMode, TransferSpec};
 use crate::ranges::RangeSet;
@@ -57,13 +62,13 @@ pub(super) enum Step {
 }
 
 impl ClientSession {
-    /// TYPE I and MODE, only when the server is not already there.
-    pub(super) fn prelude(&self, mode: TransferMode) -> VecDeque<Step> {
+    /// TYPE I and MODE (`None`: any mode will do), only when the server is not known to be there already.
+    pub(super) fn prelude(&self, mode: Option<TransferMode>) -> VecDeque<Step> {
         let mut s = VecDeque::new();
         if !self.type_image {
             s.push_back(Step::Cmd("TYPE I".into(), Kind::TypeI));
         }
-        if self.mode != mode {
+        if let Some(mode) = mode.filter(|m| self.mode != Some(*m)) {
             s.push_back(Step::Cmd(
                 format!("MODE {}", mode.letter()),
                 Kind::Mode(mode),
@@ -72,10 +77,24 @@ impl ClientSession {
         s
     }
 
+    /// The `OPTS DRS` line a transfer needs and the state it sets: as `Drs::opts_for` says,
+    /// or stated explicitly after the reply to an earlier one was swallowed (the server's state is unknown).
+    fn drs_opts(&self, want: bool) -> Option<(&'static str, bool)> {
+        let offered = self.features.drs();
+        if self.drs_unsure && offered {
+            return Some(if want {
+                (OPTS_ON, true)
+            } else {
+                (OPTS_OFF, false)
+            });
+        }
+        self.drs.opts_for(want, offered)
+    }
+
     pub(super) fn plan_transfer(&self, spec: &TransferSpec) -> VecDeque<Step> {
         let down = spec.direction == Direction::Download;
         let ext = spec.mode == TransferMode::Extended;
-        let mut s = self.prelude(spec.mode);
+        let mut s = self.prelude(Some(spec.mode));
         if let Some(b) = spec.tcp_buffer {
             let verb = if down {
                 "SITE RETRBUFSIZE"
@@ -89,7 +108,7 @@ impl ClientSession {
                 },
             ));
         }
-        if let Some((line, on)) = self.drs.opts_for(spec.drs, self.features.drs()) {
+        if let Some((line, on)) = self.drs_opts(spec.drs) {
             s.push_back(Step::Cmd(line.to_string(), Kind::OptsDrs(on)));
         }
         if down && ext {
@@ -120,7 +139,7 @@ impl ClientSession {
         req: &BlastRequest,
         resume: Option<&RangeSet>,
     ) -> VecDeque<Step> {
-        let mut s = self.prelude(self.mode);
+        let mut s = self.prelude(None);
         s.push_back(Step::Cmd(blast::opts_line(req), Kind::OptsBlast));
         s.push_back(Step::BlastBind);
         match resume {

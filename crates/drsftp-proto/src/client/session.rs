@@ -9,12 +9,21 @@
 //! channel is likewise only set up with a server that lists `BLAST` ([`Transport::Blast`]; `blast.rs`, `plan.rs`):
 //! [`Event::BlastBind`] asks the driver for a UDP socket, and [`ClientSession::blast_channel`] tells it where the
 //! server's is once the transfer starts. Without `BLAST` the transfer runs over TCP and the report says so.
+//!
+//! With a drsftp server (FEAT lists `DRS`) commands are pipelined (`pipeline.rs`): the transfer set-up (TYPE I,
+//! MODE, buffer size, `OPTS DRS`, `OPTS RETR`) goes out back to back, then PORT with RETR/ERET, so a MODE E
+//! download costs two round trips before data flows instead of six. Commands in flight form a FIFO queue; each
+//! reply answers the oldest (1xx, markers and `126 SBUF` belong to it too: during a transfer, the transfer
+//! command). When a reply ends the operation early, the replies still due are counted and dropped, never taken
+//! for the next operation's. Any other server (Globus) gets one command at a time. The final reply's meaning per
+//! command kind lives in `answer.rs`.
 
-use super::addr::{parse_epsv, parse_pasv, port_command};
+use super::addr::port_command;
 use super::blast::{self, BlastNeg};
 use super::drs::{parse_sbuf, Drs};
 use super::feat::Features;
 use super::markers::{parse_perf_marker, parse_range_marker, parse_stripe_counts};
+use super::pipeline::may_follow;
 use super::plan::{Kind, Step};
 use super::reply::{Reply, ReplyReader};
 use super::types::*;
@@ -23,24 +32,32 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 #[derive(Debug)]
-struct Running {
-    steps: VecDeque<Step>,
-    /// The command sent whose final reply we wait for.
-    waiting: Option<(String, Kind)>,
+pub(super) struct Running {
+    pub(super) steps: VecDeque<Step>,
+    /// Commands sent whose final replies are due, oldest first: the next reply answers the front one. More than
+    /// one only when pipelining with a drsftp server (`pipeline.rs`); a transfer command is always the last.
+    pub(super) inflight: VecDeque<(String, Kind)>,
     /// Waiting for a driver call (listen / data ready).
-    parked: Option<Step>,
+    pub(super) parked: Option<Step>,
     /// The (stream count) for Connect events in this op.
-    streams: u32,
-    report: TransferReport,
-    started: bool,
-    /// ABOR sent: number of final replies still to swallow.
-    abort_pending: Option<u8>,
+    pub(super) streams: u32,
+    pub(super) report: TransferReport,
+    pub(super) started: bool,
+    /// ABOR sent: number of final replies still to come (the in-flight commands' and ABOR's) before failing.
+    pub(super) abort_pending: Option<usize>,
     /// A blast transfer: what is known of its channel so far.
-    blast: Option<BlastNeg>,
+    pub(super) blast: Option<BlastNeg>,
+}
+
+impl Running {
+    /// The oldest command in flight is of this kind.
+    fn head_is(&self, f: impl Fn(Kind) -> bool) -> bool {
+        self.inflight.front().is_some_and(|(_, k)| f(*k))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     AwaitGreeting,
     Ready,
     Dead,
@@ -51,22 +68,28 @@ enum Phase {
 pub struct ClientSession {
     cfg: ClientConfig,
     reader: ReplyReader,
-    phase: Phase,
     banner: Option<Reply>,
     out: VecDeque<Vec<u8>>,
-    events: VecDeque<Event>,
-    current: Option<Running>,
-    deadline: Option<Instant>,
-    peer_ip: Option<IpAddr>,
+    pub(super) events: VecDeque<Event>,
+    pub(super) current: Option<Running>,
+    /// Reply deadline: armed while a command is in flight (not once a transfer has started, nor while parked).
+    pub(super) deadline: Option<Instant>,
+    pub(super) peer_ip: Option<IpAddr>,
+    pub(super) phase: Phase,
     pub(super) type_image: bool,
-    pub(super) mode: TransferMode,
+    /// The server's transfer mode; `None` when unknown (a MODE command's reply was swallowed).
+    pub(super) mode: Option<TransferMode>,
     pub(super) features: Features,
     pub(super) drs: Drs,
+    /// An `OPTS DRS` reply was swallowed: the next transfer states DRS on or off explicitly.
+    pub(super) drs_unsure: bool,
+    /// Final replies still due to commands of operations that already ended, to drop (`pipeline.rs`).
+    pub(super) swallow: usize,
     /// Held ranges for the next blast download (`set_blast_resume`, plan.rs).
     pub(super) blast_resume: Option<crate::ranges::RangeSet>,
 }
 
-fn mask(line: &str) -> String {
+pub(super) fn mask(line: &str) -> String {
     if line.len() >= 5 && line[..5].eq_ignore_ascii_case("PASS ") {
         "PASS ****".to_string()
     } else {
@@ -90,9 +113,11 @@ impl ClientSession {
             deadline,
             peer_ip: None,
             type_image: false,
-            mode: TransferMode::Stream,
+            mode: Some(TransferMode::Stream),
             features: Features::default(),
             drs: Drs::default(),
+            drs_unsure: false,
+            swallow: 0,
             blast_resume: None,
         }
     }
@@ -138,16 +163,12 @@ impl ClientSession {
         Ok(())
     }
 
-    /// A file transfer command (not a listing) waits for its final reply, and no ABOR was sent.
+    /// A file transfer command (not a listing) waits for its final reply (the oldest in flight), and no ABOR
+    /// was sent.
     fn in_file_transfer(&self) -> bool {
-        matches!(
-            &self.current,
-            Some(Running {
-                waiting: Some((_, Kind::Transfer { listing: false })),
-                abort_pending: None,
-                ..
-            })
-        )
+        self.current.as_ref().is_some_and(|r| {
+            r.abort_pending.is_none() && r.head_is(|k| k == Kind::Transfer { listing: false })
+        })
     }
 
     /// True while an operation runs.
@@ -202,7 +223,7 @@ impl ClientSession {
             }
             Op::Quit => [Step::Cmd("QUIT".into(), Kind::Quit)].into(),
             Op::List { path, kind } => {
-                let mut s = self.prelude(TransferMode::Stream);
+                let mut s = self.prelude(Some(TransferMode::Stream));
                 s.push_back(Step::Cmd("PASV".into(), Kind::Pasv));
                 let line = if path.is_empty() {
                     kind.verb().to_string()
@@ -236,7 +257,7 @@ impl ClientSession {
         };
         self.current = Some(Running {
             steps,
-            waiting: None,
+            inflight: VecDeque::new(),
             parked: None,
             streams,
             report,
@@ -297,22 +318,20 @@ impl ClientSession {
         if run.abort_pending.is_some() {
             return;
         }
-        match run.waiting {
-            Some((_, Kind::Transfer { .. })) => {
-                // 426 for the transfer, then 226 for ABOR (or one reply if the transfer had just ended).
-                run.abort_pending = Some(2);
-            }
-            _ => {
-                // Not in the transfer command yet: drop the remaining steps; fail once the outstanding reply
-                // (if any) is in.
-                run.steps.clear();
-                run.abort_pending = Some(0);
-                if run.waiting.is_none() {
-                    self.finish(Err(ClientError::Aborted));
-                }
-                return;
-            }
+        run.steps.clear();
+        if !run
+            .inflight
+            .iter()
+            .any(|(_, k)| matches!(k, Kind::Transfer { .. }))
+        {
+            // Not in the transfer command yet: fail now; replies to set-up commands still in flight are dropped
+            // when they come (and what they set is repeated by the next transfer).
+            self.finish(Err(ClientError::Aborted));
+            return;
         }
+        // 426 for the transfer (or its own final reply if it had just ended), the replies to the commands
+        // pipelined before it (PORT), then 226 for ABOR.
+        run.abort_pending = Some(run.inflight.len() + 1);
         self.out.push_back(b"ABOR\r\n".to_vec());
         self.deadline = Some(now + self.cfg.reply_timeout);
     }
@@ -359,15 +378,10 @@ impl ClientSession {
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Some(d) = self.deadline {
             if now >= d && self.phase != Phase::Dead {
-                let what = match (&self.current, self.phase) {
+                let head = self.current.as_ref().and_then(|r| r.inflight.front());
+                let what = match (head, self.phase) {
                     (_, Phase::AwaitGreeting) => "greeting".to_string(),
-                    (
-                        Some(Running {
-                            waiting: Some((c, _)),
-                            ..
-                        }),
-                        _,
-                    ) => mask(c),
+                    (Some((c, _)), _) => mask(c),
                     _ => "ABOR".to_string(),
                 };
                 self.die(ClientError::Timeout(what));
@@ -390,11 +404,15 @@ impl ClientSession {
         self.phase = Phase::Dead;
         self.deadline = None;
         self.current = None;
+        self.swallow = 0;
         self.events.push_back(Event::Failed(err));
     }
 
     fn finish(&mut self, result: Result<Outcome, ClientError>) {
-        self.current = None;
+        if let Some(run) = self.current.take() {
+            // Commands pipelined behind the one that ended the operation: their replies are still to come.
+            self.swallow_rest(run.inflight.into_iter().map(|(_, k)| k));
+        }
         self.deadline = None;
         self.events.push_back(match result {
             Ok(o) => Event::Done(o),
@@ -402,38 +420,54 @@ impl ClientSession {
         });
     }
 
-    /// Sends the next step if nothing is outstanding.
+    /// Sends the next step if nothing is outstanding, and with a drsftp server every following command that
+    /// may be pipelined behind the ones in flight ([`may_follow`]).
     fn advance(&mut self, now: Instant) {
         if self.phase != Phase::Ready {
             return;
         }
-        let Some(run) = self.current.as_mut() else {
-            return;
-        };
-        if run.waiting.is_some() || run.parked.is_some() {
-            return;
-        }
-        match run.steps.pop_front() {
-            Some(Step::Cmd(line, kind)) => {
-                self.out.push_back(format!("{line}\r\n").into_bytes());
-                run.waiting = Some((line, kind));
-                self.deadline = Some(now + self.cfg.reply_timeout);
+        let pipelining = self.features.drs();
+        loop {
+            let Some(run) = self.current.as_mut() else {
+                return;
+            };
+            if run.parked.is_some() {
+                return;
             }
-            Some(Step::Listen) => {
-                run.parked = Some(Step::Listen);
-                self.deadline = None;
-                self.events.push_back(Event::Listen);
+            if let Some((_, last)) = run.inflight.back() {
+                let more = match run.steps.front() {
+                    Some(Step::Cmd(_, next)) => pipelining && may_follow(*last, *next),
+                    _ => false,
+                };
+                if !more {
+                    return;
+                }
             }
-            Some(Step::BlastBind) => {
-                run.parked = Some(Step::BlastBind);
-                self.deadline = None;
-                self.events.push_back(Event::BlastBind);
-            }
-            Some(Step::DataReady) => unreachable!("DataReady is only parked, never queued"),
-            None => {
-                // Only reached by ops whose last step completes without an outcome of its own.
-                let report = std::mem::take(&mut run.report);
-                self.finish(Ok(Outcome::Transferred(report)));
+            match run.steps.pop_front() {
+                Some(Step::Cmd(line, kind)) => {
+                    self.out.push_back(format!("{line}\r\n").into_bytes());
+                    run.inflight.push_back((line, kind));
+                    self.deadline = Some(now + self.cfg.reply_timeout);
+                }
+                Some(Step::Listen) => {
+                    run.parked = Some(Step::Listen);
+                    self.deadline = None;
+                    self.events.push_back(Event::Listen);
+                    return;
+                }
+                Some(Step::BlastBind) => {
+                    run.parked = Some(Step::BlastBind);
+                    self.deadline = None;
+                    self.events.push_back(Event::BlastBind);
+                    return;
+                }
+                Some(Step::DataReady) => unreachable!("DataReady is only parked, never queued"),
+                None => {
+                    // Only reached by ops whose last step completes without an outcome of its own.
+                    let report = std::mem::take(&mut run.report);
+                    self.finish(Ok(Outcome::Transferred(report)));
+                    return;
+                }
             }
         }
     }
@@ -455,6 +489,9 @@ impl ClientSession {
             }
             return;
         }
+        if self.swallowed(&reply) {
+            return;
+        }
         if reply.code == 126 {
             if let Some((id, size)) = parse_sbuf(reply.text()) {
                 // drsFTP notice from a receiving server; ignored unless we opted in (seed 000 §4.4).
@@ -465,13 +502,10 @@ impl ClientSession {
             }
         }
         if self.drs.outstanding() && !reply.is_preliminary() {
-            let waiting = matches!(
-                &self.current,
-                Some(Running {
-                    waiting: Some((_, Kind::Transfer { .. })),
-                    ..
-                })
-            );
+            let waiting = self
+                .current
+                .as_ref()
+                .is_some_and(|r| r.head_is(|k| matches!(k, Kind::Transfer { .. })));
             if let Some(ev) = self.drs.take_answer(&reply, waiting) {
                 self.events.push_back(ev);
                 return;
@@ -510,22 +544,22 @@ impl ClientSession {
             _ => {}
         }
         if let Some(left) = run.abort_pending {
-            if matches!(run.waiting, Some((_, Kind::Transfer { .. }))) {
-                if reply.is_preliminary() {
-                    return;
-                }
-                // The transfer's own final reply, or the ABOR answer.
-                let left = left.saturating_sub(1);
-                if left == 0 {
-                    self.finish(Err(ClientError::Aborted));
-                } else {
-                    run.abort_pending = Some(left);
-                    self.deadline = Some(now + self.cfg.reply_timeout);
-                }
+            if reply.is_preliminary() {
                 return;
             }
+            // The final reply of a command in flight (the transfer's own, 426 or the end it had reached), or
+            // the ABOR answer.
+            run.inflight.pop_front();
+            let left = left.saturating_sub(1);
+            if left == 0 {
+                self.finish(Err(ClientError::Aborted));
+            } else {
+                run.abort_pending = Some(left);
+                self.deadline = Some(now + self.cfg.reply_timeout);
+            }
+            return;
         }
-        let Some((cmd, kind)) = run.waiting.clone() else {
+        let Some((cmd, kind)) = run.inflight.front().cloned() else {
             self.events.push_back(Event::Unsolicited(reply));
             return;
         };
@@ -544,204 +578,16 @@ impl ClientSession {
             }
             return;
         }
-        run.waiting = None;
-        if run.abort_pending.is_some() {
-            self.finish(Err(ClientError::Aborted));
-            return;
+        run.inflight.pop_front();
+        if let Some(result) = self.answer(cmd, kind, reply) {
+            return self.finish(result);
         }
-        let refused = |reply: Reply| ClientError::Refused {
-            command: mask(&cmd),
-            reply,
-        };
-        match kind {
-            Kind::User => match reply.code {
-                230 => {
-                    // Logged in without a password: drop the PASS step.
-                    run.steps.retain(|s| !matches!(s, Step::Cmd(_, Kind::Pass)));
-                }
-                331 => {}
-                _ => return self.finish(Err(refused(reply))),
-            },
-            Kind::Pass => {
-                if !matches!(reply.code, 230 | 202) {
-                    return self.finish(Err(refused(reply)));
-                }
-            }
-            Kind::Feat => {
-                let f = Features::parse(&reply);
-                self.features = f.clone();
-                return self.finish(Ok(Outcome::LoggedIn(f)));
-            }
-            Kind::TypeI => {
-                if !reply.is_ok() {
-                    return self.finish(Err(refused(reply)));
-                }
-                self.type_image = true;
-            }
-            Kind::Mode(m) => {
-                if !reply.is_ok() {
-                    return self.finish(Err(refused(reply)));
-                }
-                self.mode = m;
-            }
-            Kind::Buffer { sbuf_fallback } => {
-                if reply.is_ok() {
-                    run.report.buffer_command = Some(cmd.clone());
-                } else if let Some(n) = sbuf_fallback {
-                    run.steps.push_front(Step::Cmd(
-                        format!("SBUF {n}"),
-                        Kind::Buffer {
-                            sbuf_fallback: None,
-                        },
-                    ));
-                } else {
-                    let n = format!("server refused buffer size: {reply}");
-                    run.report.notices.push(n.clone());
-                    self.events.push_back(Event::Notice(n));
-                }
-            }
-            Kind::OptsRetr => {
-                if reply.is_ok() {
-                    run.report.parallelism_accepted = true;
-                } else {
-                    let n = format!("server refused `{cmd}`: {reply}");
-                    run.report.notices.push(n.clone());
-                    self.events.push_back(Event::Notice(n));
-                }
-            }
-            Kind::OptsDrs(on) => {
-                if reply.is_ok() {
-                    self.drs.on = on;
-                } else {
-                    let n = format!("server refused `{cmd}`: {reply}");
-                    run.report.notices.push(n.clone());
-                    self.events.push_back(Event::Notice(n));
-                }
-            }
-            Kind::OptsBlast => match blast::parse_opts_reply(&reply) {
-                Some(rate) if reply.is_ok() => {
-                    if let Some(b) = run.blast.as_mut() {
-                        b.rate = rate;
-                    }
-                }
-                _ => return self.finish(Err(refused(reply))),
-            },
-            Kind::Bpas => match blast::parse_bpas_reply(&reply, self.peer_ip) {
-                Some(server) => {
-                    if let Some(b) = run.blast.as_mut() {
-                        b.server = Some(server);
-                    }
-                }
-                None if reply.is_ok() => {
-                    return self.finish(Err(ClientError::BadReply {
-                        command: cmd,
-                        reply,
-                    }));
-                }
-                None => return self.finish(Err(refused(reply))),
-            },
-            Kind::Allo => {
-                if !reply.is_ok() {
-                    let n = format!("server refused `{cmd}`: {reply}");
-                    run.report.notices.push(n.clone());
-                    self.events.push_back(Event::Notice(n));
-                }
-            }
-            Kind::Rest => {
-                if reply.code != 350 {
-                    let n = format!("server refused `{cmd}` (not resuming there): {reply}");
-                    run.report.notices.push(n.clone());
-                    self.events.push_back(Event::Notice(n));
-                }
-            }
-            Kind::Port => {
-                if !reply.is_ok() {
-                    return self.finish(Err(refused(reply)));
-                }
-            }
-            Kind::Pasv | Kind::Epsv => {
-                let addr = if kind == Kind::Pasv {
-                    parse_pasv(&reply)
-                } else {
-                    self.peer_ip.and_then(|ip| parse_epsv(&reply, ip))
-                };
-                match addr {
-                    Some(addr) => {
-                        run.parked = Some(Step::DataReady);
-                        self.deadline = None;
-                        self.events.push_back(Event::Connect {
-                            addr,
-                            streams: run.streams,
-                        });
-                    }
-                    None if reply.is_ok() => {
-                        return self.finish(Err(ClientError::BadReply {
-                            command: cmd,
-                            reply,
-                        }));
-                    }
-                    None if kind == Kind::Pasv && self.peer_ip.is_some() => {
-                        run.steps.push_front(Step::Cmd("EPSV".into(), Kind::Epsv));
-                    }
-                    None => return self.finish(Err(refused(reply))),
-                }
-            }
-            Kind::Transfer { listing } => {
-                if !reply.is_ok() {
-                    return self.finish(Err(refused(reply)));
-                }
-                if listing {
-                    return self.finish(Ok(Outcome::Listed(reply)));
-                }
-                run.report.final_reply = Some(reply);
-                run.report.drs_negotiated = self.drs.on;
-                run.report.blast = run.blast.as_ref().and_then(BlastNeg::channel);
-                let report = std::mem::take(&mut run.report);
-                return self.finish(Ok(Outcome::Transferred(report)));
-            }
-            Kind::Size => {
-                if reply.code != 213 {
-                    return self.finish(Err(refused(reply)));
-                }
-                return match reply.text().trim().parse() {
-                    Ok(n) => self.finish(Ok(Outcome::Size(n))),
-                    Err(_) => self.finish(Err(ClientError::BadReply {
-                        command: cmd,
-                        reply,
-                    })),
-                };
-            }
-            Kind::Cksm => {
-                if reply.code != 213 {
-                    return self.finish(Err(refused(reply)));
-                }
-                let hex = reply
-                    .text()
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("")
-                    .to_ascii_lowercase();
-                if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return self.finish(Err(ClientError::BadReply {
-                        command: cmd,
-                        reply,
-                    }));
-                }
-                return self.finish(Ok(Outcome::Checksum(hex)));
-            }
-            Kind::Raw => {
-                if reply.is_error() {
-                    return self.finish(Err(refused(reply)));
-                }
-                return self.finish(Ok(Outcome::Reply(reply)));
-            }
-            Kind::Quit => {
-                self.finish(Ok(Outcome::Closed));
-                self.phase = Phase::Dead;
-                return;
-            }
-        }
-        self.deadline = None;
+        // The next command in flight has its own deadline from now; with none, `advance` arms one if it sends.
+        let more = self
+            .current
+            .as_ref()
+            .is_some_and(|r| !r.inflight.is_empty());
+        self.deadline = more.then(|| now + self.cfg.reply_timeout);
         self.advance(now);
     }
 }

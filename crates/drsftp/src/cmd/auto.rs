@@ -1,7 +1,7 @@
-//! `-p auto` for `drsftp copy`: measure the control-channel RTT right after login (median of NOOPs), look up the
-//! server's calibrated path profile, and pick the starting stream count with `drsftp_tune::auto_start` (seed 001's
-//! model; the buffer policy keeps sizing each stream unless it is a fixed size). Also the RTT helper that
-//! `drsftp tune calibrate` uses.
+//! `-p auto` for `drsftp copy`: take the control-channel RTT from the login exchanges (NOOPs if that failed), look up
+//! the server's calibrated path profile, and pick the starting stream count with `drsftp_tune::auto_start` (seed 001's
+//! model; the buffer policy keeps sizing each stream unless it is a fixed size). Also the RTT helper that `drsftp tune
+//! calibrate` uses.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -52,7 +52,11 @@ pub async fn choose(
     opts: &mut ClientOptions,
     profile_dir: Option<&Path>,
 ) -> Result<AutoChoice> {
-    let rtt = control_rtt(client, 3).await?;
+    // The login's own exchanges already timed the control path; NOOPs only if they could not.
+    let rtt = match client.login_rtt() {
+        Some(r) => r,
+        None => control_rtt(client, 3).await?,
+    };
     let key = url.authority();
     let profile = match ProfileStore::open(profile_dir).map(|s| s.get(&key)) {
         Some(Ok(p)) => p,

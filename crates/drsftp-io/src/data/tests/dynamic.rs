@@ -280,6 +280,7 @@ async fn auto_sender_probes_reverts_and_holds_on_a_flat_path() {
         min_gain: 0.15,
         min_marginal: -1.0,
         linear_marginal: 2.0,
+        headroom_growth: 2,
         loss_floor: 1e-4,
         queue_headroom: 1.25,
         backoff_drop: 0.5,

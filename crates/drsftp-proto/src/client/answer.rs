@@ -1,0 +1,217 @@
+//! What the final reply to each kind of command ([`Kind`]) does to the running operation: the state it sets
+//! (TYPE, MODE, DRS, blast channel, report fields), the steps it inserts (SBUF after a refused buffer size, EPSV
+//! after a refused PASV), the driver events it asks for, and whether it ends the operation. The session
+//! (`session.rs`) has already matched the reply to its command (the head of the in-flight queue, `pipeline.rs`).
+
+use super::addr::{parse_epsv, parse_pasv};
+use super::blast::{self, BlastNeg};
+use super::feat::Features;
+use super::plan::{Kind, Step};
+use super::reply::Reply;
+use super::session::{mask, ClientSession, Phase};
+use super::types::*;
+
+impl ClientSession {
+    /// Applies the final reply to `cmd`. `None`: the operation goes on; `Some(result)`: it ends with `result`.
+    pub(super) fn answer(
+        &mut self,
+        cmd: String,
+        kind: Kind,
+        reply: Reply,
+    ) -> Option<Result<Outcome, ClientError>> {
+        let run = self.current.as_mut()?;
+        let refused = |reply: Reply| ClientError::Refused {
+            command: mask(&cmd),
+            reply,
+        };
+        match kind {
+            Kind::User => match reply.code {
+                230 => {
+                    // Logged in without a password: drop the PASS step.
+                    run.steps.retain(|s| !matches!(s, Step::Cmd(_, Kind::Pass)));
+                }
+                331 => {}
+                _ => return Some(Err(refused(reply))),
+            },
+            Kind::Pass => {
+                if !matches!(reply.code, 230 | 202) {
+                    return Some(Err(refused(reply)));
+                }
+            }
+            Kind::Feat => {
+                let f = Features::parse(&reply);
+                self.features = f.clone();
+                return Some(Ok(Outcome::LoggedIn(f)));
+            }
+            Kind::TypeI => {
+                if !reply.is_ok() {
+                    return Some(Err(refused(reply)));
+                }
+                self.type_image = true;
+            }
+            Kind::Mode(m) => {
+                if !reply.is_ok() {
+                    return Some(Err(refused(reply)));
+                }
+                self.mode = Some(m);
+            }
+            Kind::Buffer { sbuf_fallback } => {
+                if reply.is_ok() {
+                    run.report.buffer_command = Some(cmd.clone());
+                } else if let Some(n) = sbuf_fallback {
+                    run.steps.push_front(Step::Cmd(
+                        format!("SBUF {n}"),
+                        Kind::Buffer {
+                            sbuf_fallback: None,
+                        },
+                    ));
+                } else {
+                    let n = format!("server refused buffer size: {reply}");
+                    run.report.notices.push(n.clone());
+                    self.events.push_back(Event::Notice(n));
+                }
+            }
+            Kind::OptsRetr => {
+                if reply.is_ok() {
+                    run.report.parallelism_accepted = true;
+                } else {
+                    let n = format!("server refused `{cmd}`: {reply}");
+                    run.report.notices.push(n.clone());
+                    self.events.push_back(Event::Notice(n));
+                }
+            }
+            Kind::OptsDrs(on) => {
+                if reply.is_ok() {
+                    self.drs.on = on;
+                    self.drs_unsure = false;
+                } else {
+                    let n = format!("server refused `{cmd}`: {reply}");
+                    run.report.notices.push(n.clone());
+                    self.events.push_back(Event::Notice(n));
+                }
+            }
+            Kind::OptsBlast => match blast::parse_opts_reply(&reply) {
+                Some(rate) if reply.is_ok() => {
+                    if let Some(b) = run.blast.as_mut() {
+                        b.rate = rate;
+                    }
+                }
+                _ => return Some(Err(refused(reply))),
+            },
+            Kind::Bpas => match blast::parse_bpas_reply(&reply, self.peer_ip) {
+                Some(server) => {
+                    if let Some(b) = run.blast.as_mut() {
+                        b.server = Some(server);
+                    }
+                }
+                None if reply.is_ok() => {
+                    return Some(Err(ClientError::BadReply {
+                        command: cmd,
+                        reply,
+                    }));
+                }
+                None => return Some(Err(refused(reply))),
+            },
+            Kind::Allo => {
+                if !reply.is_ok() {
+                    let n = format!("server refused `{cmd}`: {reply}");
+                    run.report.notices.push(n.clone());
+                    self.events.push_back(Event::Notice(n));
+                }
+            }
+            Kind::Rest => {
+                if reply.code != 350 {
+                    let n = format!("server refused `{cmd}` (not resuming there): {reply}");
+                    run.report.notices.push(n.clone());
+                    self.events.push_back(Event::Notice(n));
+                }
+            }
+            Kind::Port => {
+                if !reply.is_ok() {
+                    return Some(Err(refused(reply)));
+                }
+            }
+            Kind::Pasv | Kind::Epsv => {
+                let addr = if kind == Kind::Pasv {
+                    parse_pasv(&reply)
+                } else {
+                    self.peer_ip.and_then(|ip| parse_epsv(&reply, ip))
+                };
+                match addr {
+                    Some(addr) => {
+                        run.parked = Some(Step::DataReady);
+                        self.deadline = None;
+                        self.events.push_back(Event::Connect {
+                            addr,
+                            streams: run.streams,
+                        });
+                    }
+                    None if reply.is_ok() => {
+                        return Some(Err(ClientError::BadReply {
+                            command: cmd,
+                            reply,
+                        }));
+                    }
+                    None if kind == Kind::Pasv && self.peer_ip.is_some() => {
+                        run.steps.push_front(Step::Cmd("EPSV".into(), Kind::Epsv));
+                    }
+                    None => return Some(Err(refused(reply))),
+                }
+            }
+            Kind::Transfer { listing } => {
+                if !reply.is_ok() {
+                    return Some(Err(refused(reply)));
+                }
+                if listing {
+                    return Some(Ok(Outcome::Listed(reply)));
+                }
+                run.report.final_reply = Some(reply);
+                run.report.drs_negotiated = self.drs.on;
+                run.report.blast = run.blast.as_ref().and_then(BlastNeg::channel);
+                let report = std::mem::take(&mut run.report);
+                return Some(Ok(Outcome::Transferred(report)));
+            }
+            Kind::Size => {
+                if reply.code != 213 {
+                    return Some(Err(refused(reply)));
+                }
+                return Some(match reply.text().trim().parse() {
+                    Ok(n) => Ok(Outcome::Size(n)),
+                    Err(_) => Err(ClientError::BadReply {
+                        command: cmd,
+                        reply,
+                    }),
+                });
+            }
+            Kind::Cksm => {
+                if reply.code != 213 {
+                    return Some(Err(refused(reply)));
+                }
+                let hex = reply
+                    .text()
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
+                if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Some(Err(ClientError::BadReply {
+                        command: cmd,
+                        reply,
+                    }));
+                }
+                return Some(Ok(Outcome::Checksum(hex)));
+            }
+            Kind::Raw => {
+                if reply.is_error() {
+                    return Some(Err(refused(reply)));
+                }
+                return Some(Ok(Outcome::Reply(reply)));
+            }
+            Kind::Quit => {
+                self.phase = Phase::Dead;
+                return Some(Ok(Outcome::Closed));
+            }
+        }
+        None
+    }
+}

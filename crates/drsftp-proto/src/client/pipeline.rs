@@ -1,0 +1,124 @@
+//! Command pipelining (RFC 959 lets a client send several commands and read the replies in order), used only
+//! with drsftp servers (FEAT lists `DRS`): which command of a plan may go out while earlier ones still wait for
+//! their replies ([`may_follow`]), and the replies still due to commands of an operation that has already ended
+//! (the session's swallow count), which must never be taken for replies of the next operation.
+//!
+//! A batch is a run of consecutive [`Step::Cmd`](super::plan::Step) steps: the transfer set-up commands that
+//! cannot change the plan (TYPE I, MODE, a buffer size without SBUF fallback, `OPTS RETR`, `OPTS DRS`), a
+//! buffer size with a fallback as the last of them (its refusal inserts `SBUF n` right behind it), and PORT
+//! followed by the file transfer command, which always ends a batch. Everything else (PASV/EPSV, ALLO, REST,
+//! blast set-up, SIZE, CKSM, login, raw commands, listings, QUIT) and every non-command step (Listen,
+//! BlastBind, DataReady) waits until nothing is in flight. Against any other server (Globus) the session sends
+//! one command at a time, as before.
+
+use super::plan::Kind;
+use super::reply::Reply;
+use super::session::ClientSession;
+
+/// May a command of kind `next` be sent while `last` (the newest command in flight) still waits for its reply?
+/// Only consulted for drsftp servers.
+pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
+    let setup = |k: Kind| {
+        matches!(
+            k,
+            Kind::TypeI
+                | Kind::Mode(_)
+                | Kind::Buffer {
+                    sbuf_fallback: None
+                }
+                | Kind::OptsRetr
+                | Kind::OptsDrs(_)
+        )
+    };
+    match last {
+        // Nothing goes past a buffer size with an SBUF fallback: its refusal inserts the next step.
+        k if setup(k) => setup(next) || matches!(next, Kind::Buffer { .. }),
+        Kind::Port => next == Kind::Transfer { listing: false },
+        _ => false,
+    }
+}
+
+impl ClientSession {
+    /// The running operation ended while `rest` (oldest first) were still in flight: their final replies will
+    /// arrive later and are dropped ([`ClientSession::swallowed`]). What they may have changed on the server is
+    /// no longer known, so the next transfer repeats it: TYPE I, MODE, `OPTS DRS`.
+    ///
+    /// A swallowed transfer command (RETR/ERET behind a refused PORT) could in principle start a transfer on the
+    /// server. The client makes no data connection for it and does not serve one (the failed operation's
+    /// listener is the driver's to drop), so the server gets none and fails it (`425`); that is acceptable, and
+    /// both its preliminary and its final replies are swallowed. ABOR ([`ClientSession::abort`]) never leaves a
+    /// transfer command to swallow: it waits for all of its replies instead.
+    pub(super) fn swallow_rest(&mut self, rest: impl IntoIterator<Item = Kind>) {
+        for kind in rest {
+            self.swallow += 1;
+            match kind {
+                Kind::TypeI => self.type_image = false,
+                Kind::Mode(_) => self.mode = None,
+                Kind::OptsDrs(_) => self.drs_unsure = true,
+                _ => {}
+            }
+        }
+    }
+
+    /// True if `reply` answers a command of an operation that has already ended (it is then dropped; the crate
+    /// has no logging). Preliminary replies and markers of such a command are dropped too; a final reply
+    /// counts one off. A `421` (the server is closing) is never dropped.
+    pub(super) fn swallowed(&mut self, reply: &Reply) -> bool {
+        if self.swallow == 0 {
+            return false;
+        }
+        if reply.code == 421 {
+            self.swallow = 0;
+            return false;
+        }
+        if !reply.is_preliminary() {
+            self.swallow -= 1;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::types::TransferMode;
+
+    #[test]
+    fn batches_stop_where_the_plan_may_change() {
+        let e = Kind::Mode(TransferMode::Extended);
+        let buf = |f| Kind::Buffer { sbuf_fallback: f };
+        assert!(may_follow(Kind::TypeI, e));
+        assert!(
+            may_follow(e, buf(Some(1))),
+            "a fallback buffer may end a batch"
+        );
+        assert!(!may_follow(buf(Some(1)), Kind::OptsRetr), "nothing past it");
+        assert!(may_follow(buf(None), Kind::OptsDrs(true)));
+        assert!(may_follow(Kind::OptsDrs(true), Kind::OptsRetr));
+        assert!(may_follow(Kind::Port, Kind::Transfer { listing: false }));
+        for next in [
+            Kind::Pasv,
+            Kind::Epsv,
+            Kind::Allo,
+            Kind::Rest,
+            Kind::OptsBlast,
+            Kind::Port,
+            Kind::Size,
+            Kind::Transfer { listing: false },
+            Kind::Transfer { listing: true },
+        ] {
+            assert!(!may_follow(Kind::OptsRetr, next), "{next:?}");
+        }
+        for last in [
+            Kind::Transfer { listing: false },
+            Kind::Pasv,
+            Kind::Allo,
+            Kind::User,
+            Kind::Feat,
+            Kind::Raw,
+        ] {
+            assert!(!may_follow(last, Kind::TypeI), "{last:?}");
+        }
+        assert!(!may_follow(Kind::Port, Kind::Transfer { listing: true }));
+    }
+}

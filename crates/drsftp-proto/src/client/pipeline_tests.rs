@@ -1,0 +1,448 @@
+//! Command pipelining tests: scripted drsftp servers (FEAT lists `DRS`) get the transfer set-up back to back and
+//! PORT with RETR, replies are matched in order (also when they come in one read), replies to commands behind a
+//! refusal or an ABOR are swallowed rather than given to the next operation; a Globus server still gets one
+//! command at a time.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+
+const GLOBUS_FEAT: &str =
+    "211-Extensions supported\n CKSM MD5:10;ADLER32:10;SHA1:10;SHA256:11;SHA512:12;\n \
+                           PARALLEL\n SIZE\n ERET\n ESTO\n SBUF\n211 End.\n";
+const DRSFTP_FEAT: &str =
+    "211-Extensions supported:\n UTF8\n SIZE\n PARALLEL\n ERET\n ESTO\n SBUF\n DRS\n CKSM SHA256;\n211 End.\n";
+
+const SETUP: [&str; 4] = [
+    "TYPE I",
+    "MODE E",
+    "OPTS DRS Inband=1;",
+    "OPTS RETR Parallelism=4,4,4;",
+];
+
+struct H {
+    s: ClientSession,
+    now: Instant,
+}
+
+impl H {
+    fn login(feat: &str) -> Self {
+        let now = Instant::now();
+        let mut s = ClientSession::new(ClientConfig::default(), now);
+        s.set_peer_ip("127.0.0.1".parse().unwrap());
+        let mut h = H { s, now };
+        h.reply("220 ready.\n");
+        h.s.start(
+            h.now,
+            Op::Login {
+                user: "anonymous".into(),
+                pass: "x".into(),
+            },
+        )
+        .unwrap();
+        // Login is never pipelined, not even with a drsftp server (its FEAT is not known yet anyway).
+        h.batch(&["USER anonymous"], "331 Password required.\n");
+        h.batch(&["PASS x"], "230 Logged in.\n");
+        h.batch(&["FEAT"], feat);
+        assert!(matches!(
+            &h.events()[..],
+            [Event::Done(Outcome::LoggedIn(_))]
+        ));
+        h
+    }
+    fn reply(&mut self, text: &str) {
+        self.s
+            .handle_input(self.now, text.replace('\n', "\r\n").as_bytes());
+    }
+    /// Everything transmitted since the last call, one entry per command line.
+    fn sent(&mut self) -> Vec<String> {
+        std::iter::from_fn(|| self.s.poll_transmit())
+            .map(|b| {
+                let s = String::from_utf8(b).unwrap();
+                assert!(s.ends_with("\r\n"));
+                s.trim_end().to_string()
+            })
+            .collect()
+    }
+    /// Exactly `cmds` went out (in one poll_transmit round, before any reply); then `replies` come in one read.
+    fn batch(&mut self, cmds: &[&str], replies: &str) {
+        assert_eq!(self.sent(), cmds);
+        self.reply(replies);
+    }
+    fn events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.s.poll_event()).collect()
+    }
+    fn deadline_armed(&self) -> bool {
+        self.s.poll_timeout() == Some(self.now + ClientConfig::default().reply_timeout)
+    }
+    fn start_download(&mut self, drs: bool) {
+        let spec = TransferSpec {
+            direction: Direction::Download,
+            path: "/data/f".into(),
+            mode: TransferMode::Extended,
+            streams: 4,
+            streams_range: None,
+            tcp_buffer: None,
+            partial: None,
+            alloc: None,
+            drs,
+            transport: Transport::Tcp,
+        };
+        self.s.start(self.now, Op::Transfer(spec)).unwrap();
+    }
+    fn listen(&mut self) {
+        assert_eq!(self.events(), vec![Event::Listen]);
+        assert_eq!(self.s.poll_timeout(), None, "no deadline while parked");
+        self.s
+            .handle_listening(self.now, "127.0.0.1:60201".parse().unwrap());
+    }
+    /// `SIZE` right after a failed operation gets its own reply, whatever arrived before it.
+    fn size_after(&mut self, stale: &str) {
+        self.s.start(self.now, Op::Size("/data/f".into())).unwrap();
+        assert_eq!(
+            self.sent(),
+            ["SIZE /data/f"],
+            "no need to wait for the stale replies"
+        );
+        assert!(self.deadline_armed());
+        self.reply(stale);
+        assert_eq!(self.events(), vec![], "stale replies are swallowed");
+        assert!(self.s.is_busy());
+        self.reply("213 42\n");
+        assert_eq!(self.events(), vec![Event::Done(Outcome::Size(42))]);
+    }
+}
+
+#[test]
+fn drsftp_download_pipelines_setup_then_port_with_retr() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(true);
+    assert_eq!(h.sent(), SETUP, "the whole set-up in one round");
+    assert!(h.deadline_armed());
+    // Replies one by one: nothing more goes out (Listen is not pipelined), the deadline stays armed.
+    for r in [
+        "200 Type set to I.\n",
+        "200 Mode set to E.\n",
+        "200 DRS Inband=1;\n",
+    ] {
+        h.now += Duration::from_millis(100);
+        h.reply(r);
+        assert_eq!(h.sent(), Vec::<String>::new());
+        assert_eq!(h.events(), vec![]);
+        assert!(h.deadline_armed(), "re-armed for the next reply in flight");
+    }
+    h.reply("200 OPTS Command Successful.\n");
+    h.listen();
+    assert!(h.s.drs_negotiated());
+    assert_eq!(h.sent(), ["PORT 127,0,0,1,235,41", "RETR /data/f"]);
+    assert!(h.deadline_armed());
+    h.reply("200 PORT Command successful.\n");
+    assert!(h.events().is_empty());
+    assert!(h.deadline_armed(), "RETR still waits for its 150");
+    h.reply("125 Beginning MODE E transfer of RETR /data/f.\n");
+    assert!(matches!(&h.events()[..], [Event::TransferStarted(r)] if r.code == 125));
+    assert_eq!(
+        h.s.poll_timeout(),
+        None,
+        "a running transfer has no deadline"
+    );
+    // SBUF and its echo work as before: the transfer is the head of the queue.
+    h.s.send_sbuf(h.now, 1, 65536).unwrap();
+    assert_eq!(h.sent(), ["SBUF 1 65536"]);
+    h.reply("200 SBUF 1 65536\n111 Range Marker 0-1000\n226 Transfer complete.\n");
+    let ev = h.events();
+    assert_eq!(ev[0], Event::SbufEcho { id: 1, size: 65536 });
+    let first = 0..1000;
+    assert_eq!(ev[1], Event::RangeMarker(vec![first]));
+    let Some(Event::Done(Outcome::Transferred(rep))) = ev.get(2) else {
+        panic!("{ev:?}")
+    };
+    assert!(rep.parallelism_accepted && rep.drs_negotiated);
+    assert_eq!(rep.ranges, vec![0..1000]);
+    assert_eq!(rep.final_reply.as_ref().unwrap().code, 226);
+    assert!(rep.notices.is_empty(), "{rep:?}");
+    assert!(!h.s.is_busy());
+    // The next download only needs OPTS RETR before the listener.
+    h.start_download(true);
+    h.batch(
+        &["OPTS RETR Parallelism=4,4,4;"],
+        "200 OPTS Command Successful.\n",
+    );
+    h.listen();
+    h.batch(
+        &["PORT 127,0,0,1,235,41", "RETR /data/f"],
+        "200 PORT Command successful.\n125 Go.\n226 Transfer complete.\n",
+    );
+    assert!(matches!(
+        h.events().last(),
+        Some(Event::Done(Outcome::Transferred(_)))
+    ));
+}
+
+#[test]
+fn replies_in_one_read_are_matched_in_order() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(true);
+    h.batch(
+        &SETUP,
+        "200 Type set to I.\n200 Mode set to E.\n200 DRS Inband=1;\n500 OPTS RETR refused.\n",
+    );
+    let ev = h.events();
+    assert!(
+        matches!(&ev[..], [Event::Notice(n), Event::Listen] if n.contains("OPTS RETR")),
+        "{ev:?}"
+    );
+    h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
+    h.batch(
+        &["PORT 127,0,0,1,235,41", "RETR /data/f"],
+        "200 PORT Command successful.\n150 Opening.\n112-Perf Marker\n Timestamp:  1795359164.3\n \
+         Stripe Index: 0\n Stripe Bytes Transferred: 1000\n Total Stripe Count: 1\n112 End.\n\
+         226 Transfer complete.\n",
+    );
+    let ev = h.events();
+    let [Event::TransferStarted(_), Event::PerfMarker(p), Event::Done(Outcome::Transferred(rep))] =
+        &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(p.stripe_bytes, 1000);
+    assert!(!rep.parallelism_accepted && rep.drs_negotiated);
+    assert_eq!(rep.notices.len(), 1);
+}
+
+#[test]
+fn globus_server_gets_one_command_at_a_time() {
+    let mut h = H::login(GLOBUS_FEAT);
+    assert!(!h.s.features().drs());
+    h.start_download(true);
+    // No OPTS DRS for Globus, and each command waits for the previous reply.
+    h.batch(&["TYPE I"], "200 Type set to I.\n");
+    h.batch(&["MODE E"], "200 Mode set to E.\n");
+    assert!(h.deadline_armed());
+    h.batch(
+        &["OPTS RETR Parallelism=4,4,4;"],
+        "200 OPTS Command Successful.\n",
+    );
+    h.listen();
+    h.batch(&["PORT 127,0,0,1,235,41"], "200 PORT Command successful.\n");
+    h.batch(&["RETR /data/f"], "150 Beginning transfer.\n");
+    h.reply("226 Transfer Complete.\n");
+    assert!(matches!(
+        h.events().last(),
+        Some(Event::Done(Outcome::Transferred(r))) if !r.drs_negotiated
+    ));
+    // A buffer size with its SBUF fallback: still one at a time.
+    let mut sp = TransferSpec {
+        direction: Direction::Download,
+        path: "/data/f".into(),
+        mode: TransferMode::Stream,
+        streams: 1,
+        streams_range: None,
+        tcp_buffer: Some(1 << 20),
+        partial: None,
+        alloc: None,
+        drs: false,
+        transport: Transport::Tcp,
+    };
+    h.s.start(h.now, Op::Transfer(sp.clone())).unwrap();
+    h.batch(&["MODE S"], "200 ok\n");
+    h.batch(&["SITE RETRBUFSIZE 1048576"], "500 no\n");
+    h.batch(&["SBUF 1048576"], "200 ok\n");
+    h.batch(&["PASV"], "227 Entering Passive Mode (127,0,0,1,1,2)\n");
+    h.s.handle_data_ready(h.now);
+    h.batch(&["RETR /data/f"], "150 go\n226 ok\n");
+    assert!(matches!(h.events().last(), Some(Event::Done(_))));
+    // Not even after a failure: a refused MODE leaves nothing to swallow.
+    sp.mode = TransferMode::Extended;
+    sp.tcp_buffer = None;
+    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.batch(&["MODE E"], "504 no\n");
+    assert!(matches!(&h.events()[..], [Event::Failed(e)] if e.reply_code() == Some(504)));
+    h.s.start(h.now, Op::Size("/data/f".into())).unwrap();
+    h.batch(&["SIZE /data/f"], "213 42\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Size(42))]);
+}
+
+#[test]
+fn refused_mode_swallows_the_pipelined_replies() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(true);
+    h.batch(
+        &SETUP,
+        "200 Type set to I.\n504 Command not implemented for that parameter.\n",
+    );
+    let ev = h.events();
+    let [Event::Failed(ClientError::Refused { command, reply })] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!((command.as_str(), reply.code), ("MODE E", 504));
+    assert_eq!(h.s.poll_timeout(), None);
+    assert!(!h.s.is_busy() && !h.s.is_dead());
+    // OPTS DRS and OPTS RETR were answered too; those replies are not the SIZE's.
+    h.size_after("200 DRS Inband=1;\n200 OPTS Command Successful.\n");
+    // The next transfer repeats MODE E and OPTS DRS (their outcome on the server was not seen), not TYPE I.
+    h.start_download(true);
+    h.batch(
+        &SETUP[1..],
+        "200 Mode set to E.\n200 DRS Inband=1;\n200 OPTS Command Successful.\n",
+    );
+    h.listen();
+    assert!(h.s.drs_negotiated());
+}
+
+#[test]
+fn a_buffer_fallback_ends_a_batch() {
+    let mut h = H::login(DRSFTP_FEAT);
+    let spec = TransferSpec {
+        direction: Direction::Download,
+        path: "/data/f".into(),
+        mode: TransferMode::Extended,
+        streams: 2,
+        streams_range: Some((1, 8)),
+        tcp_buffer: Some(4194304),
+        partial: None,
+        alloc: None,
+        drs: true,
+        transport: Transport::Tcp,
+    };
+    h.s.start(h.now, Op::Transfer(spec)).unwrap();
+    h.batch(
+        &["TYPE I", "MODE E", "SITE RETRBUFSIZE 4194304"],
+        "200 ok\n200 ok\n500 unknown SITE command\n",
+    );
+    // The SBUF inserted by the refusal goes first, and the rest of the set-up rides along.
+    h.batch(
+        &[
+            "SBUF 4194304",
+            "OPTS DRS Inband=1;",
+            "OPTS RETR Parallelism=2,1,8;",
+        ],
+        "200 ok\n200 DRS Inband=1;\n200 ok\n",
+    );
+    h.listen();
+    h.batch(
+        &["PORT 127,0,0,1,235,41", "RETR /data/f"],
+        "200 ok\n150 go\n226 done\n",
+    );
+    let ev = h.events();
+    let Some(Event::Done(Outcome::Transferred(rep))) = ev.last() else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(rep.buffer_command.as_deref(), Some("SBUF 4194304"));
+}
+
+#[test]
+fn refused_port_swallows_the_retr_and_its_preliminaries() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(false);
+    h.batch(
+        &["TYPE I", "MODE E", "OPTS RETR Parallelism=4,4,4;"],
+        "200 ok\n200 ok\n200 ok\n",
+    );
+    h.listen();
+    h.batch(
+        &["PORT 127,0,0,1,235,41", "RETR /data/f"],
+        "501 Illegal PORT command.\n",
+    );
+    assert!(matches!(&h.events()[..], [Event::Failed(e)] if e.reply_code() == Some(501)));
+    // The server may still answer RETR with a 150, markers and a failure: none of it reaches the next op.
+    h.size_after(
+        "150 Opening.\n112-Perf Marker\n Timestamp:  1.0\n Stripe Index: 0\n \
+         Stripe Bytes Transferred: 0\n Total Stripe Count: 1\n112 End.\n425 Can't open data connection.\n",
+    );
+}
+
+#[test]
+fn upload_to_a_drsftp_server_over_pasv() {
+    let mut h = H::login(DRSFTP_FEAT);
+    let spec = TransferSpec {
+        direction: Direction::Upload,
+        path: "/in/f".into(),
+        mode: TransferMode::Extended,
+        streams: 4,
+        streams_range: None,
+        tcp_buffer: None,
+        partial: None,
+        alloc: Some(5000),
+        drs: true,
+        transport: Transport::Tcp,
+    };
+    h.s.start(h.now, Op::Transfer(spec)).unwrap();
+    h.batch(
+        &["TYPE I", "MODE E", "OPTS DRS Inband=1;"],
+        "200 Type set to I.\n200 Mode set to E.\n",
+    );
+    assert_eq!(h.sent(), Vec::<String>::new(), "PASV waits for every reply");
+    h.reply("200 DRS Inband=1;\n");
+    h.batch(&["PASV"], "227 Entering Passive Mode (127,0,0,1,156,64)\n");
+    assert_eq!(
+        h.events(),
+        vec![Event::Connect {
+            addr: "127.0.0.1:40000".parse().unwrap(),
+            streams: 4
+        }]
+    );
+    assert_eq!(h.s.poll_timeout(), None);
+    h.s.handle_data_ready(h.now);
+    h.batch(&["ALLO 5000"], "200 ALLO command successful.\n");
+    h.batch(
+        &["STOR /in/f"],
+        "150 Go.\n111 Range Marker 0-5000\n226 Transfer complete.\n",
+    );
+    let ev = h.events();
+    let Some(Event::Done(Outcome::Transferred(rep))) = ev.last() else {
+        panic!("{ev:?}")
+    };
+    assert!(rep.drs_negotiated);
+    assert_eq!(rep.ranges, vec![0..5000]);
+}
+
+#[test]
+fn abort_with_port_and_retr_in_flight() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(true);
+    h.batch(&SETUP, "200 ok\n200 ok\n200 DRS Inband=1;\n200 ok\n");
+    h.listen();
+    assert_eq!(h.sent().len(), 2);
+    h.s.abort(h.now);
+    assert_eq!(h.sent(), ["ABOR"]);
+    assert_eq!(h.s.send_sbuf(h.now, 1, 1), Err(ClientError::NoTransfer));
+    // PORT, RETR (started, then aborted), then ABOR's own reply.
+    h.reply("200 PORT Command successful.\n150 Opening.\n");
+    assert!(h.events().is_empty());
+    h.reply("426 Transfer aborted.\n");
+    assert!(h.events().is_empty());
+    assert!(h.deadline_armed());
+    h.reply("226 Abort successful.\n");
+    assert_eq!(h.events(), vec![Event::Failed(ClientError::Aborted)]);
+    h.size_after("");
+}
+
+#[test]
+fn abort_during_the_setup_batch_fails_at_once() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(true);
+    h.batch(&SETUP, "200 Type set to I.\n");
+    h.s.abort(h.now);
+    assert_eq!(h.events(), vec![Event::Failed(ClientError::Aborted)]);
+    assert_eq!(
+        h.sent(),
+        Vec::<String>::new(),
+        "no ABOR before the transfer command"
+    );
+    h.size_after("200 ok\n200 DRS Inband=1;\n200 ok\n");
+}
+
+#[test]
+fn a_timeout_names_the_oldest_command_in_flight() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(true);
+    h.batch(&SETUP, "200 Type set to I.\n");
+    let d = h.s.poll_timeout().unwrap();
+    h.s.handle_timeout(d);
+    assert_eq!(
+        h.events(),
+        vec![Event::Failed(ClientError::Timeout("MODE E".into()))]
+    );
+    assert!(h.s.is_dead());
+}
