@@ -14,7 +14,8 @@
 //! Path signal (TCP_INFO of the sending sockets, [`AutoStreams::handle_path`]). Aggregate throughput alone
 //! cannot tell a loss-limited path from a full one early on: after slow start a cubic stream under random loss
 //! decays from its overshoot over seconds, so a doubling can measure *less* than its base. The sender's TCP
-//! knows better: retransmissions with no standing queue (smoothed RTT within `queue_headroom` of the minimum)
+//! knows better: retransmissions with no standing queue (smoothed RTT within `queue_headroom` of the minimum in
+//! the median sampling period of the measurement, so new streams' brief slow-start queue does not count)
 //! mean packets are lost on a bottleneck that is *not* full — random loss, not congestion — so every stream is
 //! loss-limited, more streams add throughput and take nothing from anyone (a full bottleneck has a queue). With
 //! that "headroom" signal a doubling is kept unless throughput collapsed (below half its base), and the
@@ -121,23 +122,38 @@ pub struct PathSample {
     pub min_rtt_us: u64,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct PathSums(PathSample);
+/// The path signal over one measurement: sums for the loss fraction, and each period's queue ratio (smoothed /
+/// minimum RTT) for the median.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct PathSums {
+    sum: PathSample,
+    queue: Vec<f64>,
+}
 
 impl PathSums {
     fn add(&mut self, s: PathSample) {
-        self.0.sent += s.sent;
-        self.0.retrans += s.retrans;
-        self.0.rtt_us += s.rtt_us;
-        self.0.min_rtt_us += s.min_rtt_us;
+        self.sum.sent += s.sent;
+        self.sum.retrans += s.retrans;
+        self.sum.rtt_us += s.rtt_us;
+        self.sum.min_rtt_us += s.min_rtt_us;
+        if s.min_rtt_us > 0 && s.rtt_us > 0 {
+            self.queue.push(s.rtt_us as f64 / s.min_rtt_us as f64);
+        }
     }
-    /// Loss present and no standing queue (module docs); false without readings.
+    /// Loss present and no standing queue (module docs); false without readings. "Standing" is the (lower)
+    /// median period: new streams' slow start builds a queue for a few RTTs (the periods right after a step), a full
+    /// bottleneck keeps one in every period.
     fn headroom(&self, cfg: &AutoConfig) -> bool {
-        let p = self.0;
-        p.sent > 0
-            && p.min_rtt_us > 0
-            && p.retrans as f64 >= cfg.loss_floor * p.sent as f64
-            && p.rtt_us as f64 <= cfg.queue_headroom * p.min_rtt_us as f64
+        let p = self.sum;
+        if p.sent == 0
+            || self.queue.is_empty()
+            || (p.retrans as f64) < cfg.loss_floor * p.sent as f64
+        {
+            return false;
+        }
+        let mut q = self.queue.clone();
+        q.sort_by(f64::total_cmp);
+        q[(q.len() - 1) / 2] <= cfg.queue_headroom
     }
 }
 

@@ -304,3 +304,52 @@ fn a_headroom_step_past_saturation_keeps_the_estimated_saturation_point() {
     assert!(ctl.is_steady(), "{seen:?}");
     assert_eq!(ctl.streams(), 40, "{seen:?}");
 }
+
+/// 20 s of a loss-limited path (0.1 % retransmitted) whose throughput decays from each step's overshoot and
+/// whose RTT is 1.4x the minimum in the periods `transient` (counted from the last change of the stream count)
+/// and 1.01x otherwise. Returns the final stream count.
+fn drive_transient(cfg: &AutoConfig, transient: std::ops::RangeInclusive<u32>) -> u32 {
+    let decaying = |p: u32| 1e6 * 4.0 * 0.9f64.powi(p.ilog2() as i32 - 2);
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg.clone());
+    let (mut last, mut since) = (ctl.streams(), 0u32);
+    for _ in 0..80 {
+        now += Duration::from_millis(250);
+        if ctl.streams() != last {
+            (last, since) = (ctl.streams(), 0);
+        }
+        since += 1;
+        let queue = if transient.contains(&since) {
+            1.4
+        } else {
+            1.01
+        };
+        ctl.handle_path(
+            now,
+            PathSample {
+                sent: 1_000_000,
+                retrans: 1_000,
+                rtt_us: (queue * 100_000.0) as u64,
+                min_rtt_us: 100_000,
+            },
+        );
+        ctl.handle_sample(now, decaying(ctl.streams()));
+        while ctl.poll_action().is_some() {}
+    }
+    ctl.streams()
+}
+
+#[test]
+fn a_slow_start_queue_after_each_step_is_not_a_standing_queue() {
+    // 100 ms: settle 2 s (8 periods), window 4 periods (9-12 after a change). New streams' slow start queues
+    // packets in the first two of them, then the queue drains: the median period shows no queue and growth goes
+    // on to the cap. The same queue in three of the four periods counts as standing: the first step is reverted.
+    let cfg = AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    }
+    .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
+    assert_eq!(drive_transient(&cfg, 9..=10), 64);
+    let held = drive_transient(&cfg, 9..=11);
+    assert!(held <= 5, "{held}");
+}
