@@ -11,14 +11,16 @@
 # mem_bytes column is drsftp's peak receive-buffer sum over streams, JSON buffer_bytes, for auto and grid alike).
 # --cc is set on the server's data sockets (`drsftp serve --congestion`): for downloads the sender's choice is what
 # matters, and it is the same for both clients. DRSFTP_BIN=path uses that binary (default target/release/drsftp).
-# The lab (drs-t5aNNNNN-h1/h2) and the server are removed on exit, also on failure or Ctrl-C.
+# The lab (drs-t5aNNNNN-h1/h2) and the server are removed on exit, also on failure or Ctrl-C. With --out FILE the
+# report goes to FILE, the per-run CSV to FILE.csv, auto's JSON lines to FILE.jsonl and the server's log (the -p auto
+# controller's decisions, per run) to FILE.serve.log.
 set -euo pipefail
 RTT=100ms RATE=1gbit LOSS=0 CC=cubic SIZE_MIB=1024 SECS=30 REPS=3 STREAMS=1,2,4,8,16 BUFS=256K,1M,4M,16M OUT= GRID=guc
 while [ $# -gt 0 ]; do
   case "$1" in
     --rtt) RTT=$2 ;; --rate) RATE=$2 ;; --loss) LOSS=$2 ;; --cc) CC=$2 ;; --size-mib) SIZE_MIB=$2 ;;
     --secs) SECS=$2 ;; --reps) REPS=$2 ;; --streams) STREAMS=$2 ;; --bufs) BUFS=$2 ;; --out) OUT=$2 ;; --grid) GRID=$2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -33,6 +35,7 @@ cleanup() {
   [ -n "$srv" ] && kill "$srv" 2>/dev/null || true
   [ -n "$srv" ] && wait "$srv" 2>/dev/null || true
   "$BIN" lab down "$LAB" >/dev/null 2>&1 || true
+  [ -n "$OUT" ] && [ -f "$WORK/serve.log" ] && sed 's/\x1b\[[0-9;]*m//g' "$WORK/serve.log" >"$OUT.serve.log"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -42,7 +45,7 @@ head -c $((SIZE_MIB * 1048576)) /dev/urandom >"$WORK/root/big"
 lossarg=(); [ "$LOSS" != 0 ] && lossarg=(--loss "$LOSS")
 "$BIN" lab up "$LAB" --rtt "$RTT" --rate "$RATE" "${lossarg[@]}" --hosts 2 >"$WORK/lab.txt"
 "$BIN" lab exec "$LAB" h2 -- "$BIN" serve --listen 198.18.0.2:2811 --anonymous --root "$WORK/root" \
-  --congestion "$CC" >"$WORK/serve.log" 2>&1 &
+  --congestion "$CC" --log "drsftp_io::data::auto=debug,drsftp_io::server::transfer=info,warn" >>"$WORK/serve.log" 2>&1 &
 srv=$!
 for _ in $(seq 100); do
   "$BIN" lab exec "$LAB" h1 -- bash -c 'exec 3<>/dev/tcp/198.18.0.2/2811' 2>/dev/null && break
@@ -58,6 +61,7 @@ echo "rep,case,seconds,bytes,mbps,streams_start,streams_peak,streams_final,mem_b
 one() { # case -> appends a CSV line
   local c=$1 d="$WORK/out/run" t0 t1 bytes j="" s0="" sp="" sf="" mem=""
   rm -rf "$d"; mkdir -p "$d"
+  echo "=== rep $REP case $c $(date -u +%T.%N)" >>"$WORK/serve.log"
   t0=$(date +%s.%N)
   if [ "$c" = auto ]; then
     j=$("$BIN" lab exec "$LAB" h1 -- timeout "$SECS" "$BIN" copy --no-verify --json -q "$URL" "$d/big" 2>"$WORK/err") || true

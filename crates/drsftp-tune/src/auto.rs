@@ -166,6 +166,8 @@ enum State {
         added: u32,
         base: f64,
         doubling: bool,
+        /// Measured once more already (see the x4 step's recheck in `handle_sample`).
+        rechecked: bool,
     },
     /// Measuring after a revert/back-off, to set the steady baseline.
     Rebase,
@@ -289,6 +291,7 @@ impl AutoStreams {
                 added,
                 base,
                 doubling,
+                rechecked,
             } => {
                 let before = self.streams.saturating_sub(added).max(1) as f64;
                 let marginal = (t - base) / added.max(1) as f64;
@@ -305,6 +308,19 @@ impl AutoStreams {
                     || (gained && marginal >= self.cfg.linear_marginal * per_before);
                 if doubling && headroom && linear {
                     self.start_probe(now, t, true);
+                    return;
+                }
+                if doubling && !linear && !headroom && added as f64 > before && !rechecked {
+                    // A x4 step (taken because the base showed random loss and no queue) now shows a queue: the
+                    // many new streams' slow start can still be queueing after the settle time (one lab run in
+                    // three at 40 and 100 ms). A standing queue persists, a transient one does not: measure
+                    // once more before cutting back.
+                    self.state = State::Probe {
+                        added,
+                        base,
+                        doubling,
+                        rechecked: true,
+                    };
                     return;
                 }
                 if doubling && !linear {
@@ -328,6 +344,7 @@ impl AutoStreams {
                             added: keep,
                             base,
                             doubling: false,
+                            rechecked: true,
                         };
                         return;
                     }
@@ -369,6 +386,7 @@ impl AutoStreams {
             added: step,
             base,
             doubling: self.doubling,
+            rechecked: false,
         };
     }
 
