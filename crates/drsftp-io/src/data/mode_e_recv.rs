@@ -202,7 +202,11 @@ async fn recv_one(
     ctx: Arc<Ctx>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<ConnEnd, DataError> {
-    let drs = sockets::start_drs(&sock, &ctx.opts, ctx.opts.inband_sbuf)?;
+    // A connection joining a running transfer starts at the running streams' average buffer (if smaller).
+    let running = ctx.progress.streams().saturating_sub(1);
+    let joining =
+        (running > 0 && ctx.progress.buffer() > 0).then(|| ctx.progress.buffer() / running);
+    let drs = sockets::start_drs(&sock, &ctx.opts, ctx.opts.inband_sbuf, joining)?;
     let mut c = Conn {
         sock,
         gauge: ctx.gauges.stream(),

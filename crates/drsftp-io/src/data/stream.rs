@@ -112,7 +112,7 @@ pub(crate) async fn recv_stream(
     // Stream mode has no in-band channel: probes go over the control channel, through the driver (only when it
     // enabled the link: the peer opted in).
     let link = progress.sbuf();
-    let mut drs = sockets::start_drs(&sock, opts, link.is_enabled())?;
+    let mut drs = sockets::start_drs(&sock, opts, link.is_enabled(), None)?;
     let mut got = RangeSet::new();
     let mut at = offset;
     let mut spare: Option<Vec<u8>> = None;
