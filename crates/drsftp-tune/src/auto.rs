@@ -24,7 +24,9 @@
 //! of x2: 4 -> 16 -> 64 streams in two steps, not four (~6.5 s instead of ~13 s at 100 ms). When such a step
 //! lands past the saturation point (a queue appears, the gain is no longer linear) it is cut back to the
 //! estimated saturation point, the stream count at which the base streams' per-stream rate adds up to the step's
-//! throughput, rather than to a ~25 % probe. Without the signal (no TCP_INFO) the rules above apply unchanged.
+//! throughput, rather than to a ~25 % probe, and held there (the periodic re-probe refines it). Because the new
+//! streams' slow-start overshoot alone can fill the path for seconds, such a step gets up to `MAX_RECHECKS` (3)
+//! extra measurement windows for the queue to drain before it is judged. Without the signal (no TCP_INFO) the rules above apply unchanged.
 //!
 //! Fairness (docs/drs.md §4.5): on a shared, full bottleneck extra streams still "gain" by taking the
 //! competitors' share, so a gain alone would let a late transfer grow without bound while the first one backs
@@ -36,6 +38,9 @@
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+/// How many extra measurement windows a x4 step that shows a queue gets before it is cut back (`handle_sample`).
+const MAX_RECHECKS: u8 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamAction {
@@ -166,8 +171,8 @@ enum State {
         added: u32,
         base: f64,
         doubling: bool,
-        /// Measured once more already (see the x4 step's recheck in `handle_sample`).
-        rechecked: bool,
+        /// Times this step was measured once more (see the x4 step's recheck in `handle_sample`).
+        rechecks: u8,
     },
     /// Measuring after a revert/back-off, to set the steady baseline.
     Rebase,
@@ -291,7 +296,7 @@ impl AutoStreams {
                 added,
                 base,
                 doubling,
-                rechecked,
+                rechecks,
             } => {
                 let before = self.streams.saturating_sub(added).max(1) as f64;
                 let marginal = (t - base) / added.max(1) as f64;
@@ -310,16 +315,23 @@ impl AutoStreams {
                     self.start_probe(now, t, true);
                     return;
                 }
-                if doubling && !linear && !headroom && added as f64 > before && !rechecked {
+                if doubling
+                    && !linear
+                    && !headroom
+                    && added as f64 > before
+                    && rechecks < MAX_RECHECKS
+                    && t >= 0.5 * base
+                {
                     // A x4 step (taken because the base showed random loss and no queue) now shows a queue: the
-                    // many new streams' slow start can still be queueing after the settle time (one lab run in
-                    // three at 40 and 100 ms). A standing queue persists, a transient one does not: measure
-                    // once more before cutting back.
+                    // many new streams' slow-start overshoot can fill the path for a few seconds (48 streams at
+                    // 100 ms: ~900 Mbit/s for 2-4 s, then ~350), longer than the settle time. A standing queue
+                    // persists, a transient one does not: measure again (up to MAX_RECHECKS windows) before
+                    // cutting back.
                     self.state = State::Probe {
                         added,
                         base,
                         doubling,
-                        rechecked: true,
+                        rechecks: rechecks + 1,
                     };
                     return;
                 }
@@ -340,11 +352,18 @@ impl AutoStreams {
                         .min(added);
                     if gained && keep < added {
                         self.change(now, -((added - keep) as i64));
-                        self.state = State::Probe {
-                            added: keep,
-                            base,
-                            doubling: false,
-                            rechecked: true,
+                        self.state = if saturation > 0 {
+                            // After a x4 step the estimate is the decision: measuring it against a base taken
+                            // seconds earlier, in other streams' transients, reverted it to the base in lab runs
+                            // at 40 ms (31 -> 16 streams). Hold there; the periodic re-probe refines it.
+                            State::Rebase
+                        } else {
+                            State::Probe {
+                                added: keep,
+                                base,
+                                doubling: false,
+                                rechecks: MAX_RECHECKS,
+                            }
                         };
                         return;
                     }
@@ -386,7 +405,7 @@ impl AutoStreams {
             added: step,
             base,
             doubling: self.doubling,
-            rechecked: false,
+            rechecks: 0,
         };
     }
 
