@@ -10,70 +10,7 @@ use crate::server::{
     Action, FsRequest, FsResult, Mode, ServerConfig, ServerSession, TransferPlan, TransferResult,
 };
 
-const GLOBUS_FEAT: &str =
-    "211-Extensions supported\n CKSM MD5:10;ADLER32:10;SHA1:10;SHA256:11;SHA512:12;\n \
-                           PARALLEL\n SIZE\n ERET\n ESTO\n SBUF\n211 End.\n";
-const DRSFTP_FEAT: &str =
-    "211-Extensions supported:\n UTF8\n SIZE\n PARALLEL\n ERET\n ESTO\n SBUF\n DRS\n CKSM SHA256;\n211 End.\n";
-
-struct Scripted {
-    s: ClientSession,
-    now: Instant,
-}
-
-impl Scripted {
-    fn login(feat: &str) -> Self {
-        let now = Instant::now();
-        let mut s = ClientSession::new(ClientConfig::default(), now);
-        s.set_peer_ip("127.0.0.1".parse().unwrap());
-        let mut h = Scripted { s, now };
-        h.reply("220 ready.\n");
-        h.s.start(
-            h.now,
-            Op::Login {
-                user: "anonymous".into(),
-                pass: "x".into(),
-            },
-        )
-        .unwrap();
-        h.expect("USER anonymous", "331 Password required.\n");
-        h.expect("PASS x", "230 Logged in.\n");
-        h.expect("FEAT", feat);
-        assert!(matches!(
-            &h.events()[..],
-            [Event::Done(Outcome::LoggedIn(_))]
-        ));
-        h
-    }
-    fn reply(&mut self, text: &str) {
-        self.s
-            .handle_input(self.now, text.replace('\n', "\r\n").as_bytes());
-    }
-    fn sent(&mut self) -> Option<String> {
-        self.s
-            .poll_transmit()
-            .map(|b| String::from_utf8(b).unwrap().trim_end().to_string())
-    }
-    fn expect(&mut self, cmd: &str, reply: &str) {
-        self.batch(&[cmd], reply);
-    }
-    /// Commands pipelined to a drsftp server: all of `cmds` went out, nothing else, before any reply.
-    fn batch(&mut self, cmds: &[&str], replies: &str) {
-        let sent: Vec<String> = std::iter::from_fn(|| self.sent()).collect();
-        assert_eq!(sent, cmds);
-        self.reply(replies);
-    }
-    fn events(&mut self) -> Vec<Event> {
-        std::iter::from_fn(|| self.s.poll_event()).collect()
-    }
-    fn report(&mut self) -> TransferReport {
-        let ev = self.events();
-        match ev.last() {
-            Some(Event::Done(Outcome::Transferred(r))) => r.clone(),
-            _ => panic!("transfer did not complete: {ev:?}"),
-        }
-    }
-}
+use super::script_tests::{Scripted, DRSFTP_FEAT, GLOBUS_FEAT};
 
 fn spec(direction: Direction, mode: TransferMode, streams: u32, drs: bool) -> TransferSpec {
     TransferSpec {
@@ -111,7 +48,7 @@ fn globus_server_never_sees_opts_drs() {
         h.s.send_sbuf(h.now, 1, 65536),
         Err(ClientError::DrsNotNegotiated)
     );
-    assert_eq!(h.sent(), None, "no SBUF <id> <size> to a Globus server");
+    assert_eq!(h.sent_one(), None, "no SBUF <id> <size> to a Globus server");
     // A stray 126 SBUF is ignored without opt-in; a Globus stripe-count 126 is still read.
     h.reply("126 SBUF 1 65536\n126 1 4\n226 Transfer Complete.\n");
     let ev = h.events();
@@ -128,7 +65,7 @@ fn globus_server_never_sees_opts_drs() {
     )
     .unwrap();
     h.expect("MODE S", "200 Mode set to S.\n");
-    assert_eq!(h.sent().as_deref(), Some("PASV"));
+    assert_eq!(h.sent_one().as_deref(), Some("PASV"));
 }
 
 #[test]
@@ -237,8 +174,8 @@ fn sbuf_during_a_stream_download_is_echoed() {
     stream_download_running(&mut h);
     h.s.send_sbuf(h.now, 1, 262144).unwrap();
     h.s.send_sbuf(h.now, 2, 524288).unwrap();
-    assert_eq!(h.sent().as_deref(), Some("SBUF 1 262144"));
-    assert_eq!(h.sent().as_deref(), Some("SBUF 2 524288"));
+    assert_eq!(h.sent_one().as_deref(), Some("SBUF 1 262144"));
+    assert_eq!(h.sent_one().as_deref(), Some("SBUF 2 524288"));
     assert_eq!(
         h.s.poll_timeout(),
         None,
@@ -268,7 +205,7 @@ fn a_late_sbuf_refusal_does_not_confuse_the_next_command() {
     let mut h = Scripted::login(DRSFTP_FEAT);
     stream_download_running(&mut h);
     h.s.send_sbuf(h.now, 7, 65536).unwrap();
-    assert_eq!(h.sent().as_deref(), Some("SBUF 7 65536"));
+    assert_eq!(h.sent_one().as_deref(), Some("SBUF 7 65536"));
     // The server had already finished: 226 first, then the refusal of SBUF.
     h.reply("226 Transfer complete.\n");
     assert!(matches!(

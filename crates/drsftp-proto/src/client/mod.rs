@@ -23,6 +23,8 @@ mod pipeline;
 mod pipeline_tests;
 mod plan;
 mod reply;
+#[cfg(test)]
+mod script_tests;
 mod session;
 #[cfg(test)]
 mod tests;

@@ -3,15 +3,10 @@
 //! refusal or an ABOR are swallowed rather than given to the next operation; a Globus server still gets one
 //! command at a time.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::script_tests::{Scripted, DRSFTP_FEAT, GLOBUS_FEAT};
 use super::*;
-
-const GLOBUS_FEAT: &str =
-    "211-Extensions supported\n CKSM MD5:10;ADLER32:10;SHA1:10;SHA256:11;SHA512:12;\n \
-                           PARALLEL\n SIZE\n ERET\n ESTO\n SBUF\n211 End.\n";
-const DRSFTP_FEAT: &str =
-    "211-Extensions supported:\n UTF8\n SIZE\n PARALLEL\n ERET\n ESTO\n SBUF\n DRS\n CKSM SHA256;\n211 End.\n";
 
 const SETUP: [&str; 4] = [
     "TYPE I",
@@ -20,58 +15,9 @@ const SETUP: [&str; 4] = [
     "OPTS RETR Parallelism=4,4,4;",
 ];
 
-struct H {
-    s: ClientSession,
-    now: Instant,
-}
+type H = Scripted;
 
-impl H {
-    fn login(feat: &str) -> Self {
-        let now = Instant::now();
-        let mut s = ClientSession::new(ClientConfig::default(), now);
-        s.set_peer_ip("127.0.0.1".parse().unwrap());
-        let mut h = H { s, now };
-        h.reply("220 ready.\n");
-        h.s.start(
-            h.now,
-            Op::Login {
-                user: "anonymous".into(),
-                pass: "x".into(),
-            },
-        )
-        .unwrap();
-        // Login is never pipelined, not even with a drsftp server (its FEAT is not known yet anyway).
-        h.batch(&["USER anonymous"], "331 Password required.\n");
-        h.batch(&["PASS x"], "230 Logged in.\n");
-        h.batch(&["FEAT"], feat);
-        assert!(matches!(
-            &h.events()[..],
-            [Event::Done(Outcome::LoggedIn(_))]
-        ));
-        h
-    }
-    fn reply(&mut self, text: &str) {
-        self.s
-            .handle_input(self.now, text.replace('\n', "\r\n").as_bytes());
-    }
-    /// Everything transmitted since the last call, one entry per command line.
-    fn sent(&mut self) -> Vec<String> {
-        std::iter::from_fn(|| self.s.poll_transmit())
-            .map(|b| {
-                let s = String::from_utf8(b).unwrap();
-                assert!(s.ends_with("\r\n"));
-                s.trim_end().to_string()
-            })
-            .collect()
-    }
-    /// Exactly `cmds` went out (in one poll_transmit round, before any reply); then `replies` come in one read.
-    fn batch(&mut self, cmds: &[&str], replies: &str) {
-        assert_eq!(self.sent(), cmds);
-        self.reply(replies);
-    }
-    fn events(&mut self) -> Vec<Event> {
-        std::iter::from_fn(|| self.s.poll_event()).collect()
-    }
+impl Scripted {
     fn deadline_armed(&self) -> bool {
         self.s.poll_timeout() == Some(self.now + ClientConfig::default().reply_timeout)
     }
