@@ -170,9 +170,14 @@ impl SendControl {
         s.rates.insert(idx, 0.0);
         true
     }
-    /// Connection `idx` read its TCP_INFO: its current rate potential in bytes/s (cwnd / smoothed RTT).
+    /// Connection `idx` read its TCP_INFO: its current rate potential in bytes/s (cwnd / smoothed RTT). Only
+    /// active connections are ranked: a connection that has retired still writes its last block and reads
+    /// TCP_INFO after it, and must not come back into the ranking (it would count as weaker than every live
+    /// connection and block the next retirement for good).
     fn note_rate(&self, idx: usize, rate: f64) {
-        self.state().rates.insert(idx, rate);
+        if let Some(r) = self.state().rates.get_mut(&idx) {
+            *r = rate;
+        }
     }
     /// Called by connection `idx` before it takes another block: true if it should retire now. Only the
     /// weakest connections retire: `idx` must be among the `retire` lowest rate potentials of the active
@@ -682,10 +687,15 @@ mod tests {
         assert!(c.try_retire(3));
         assert_eq!((c.active(), c.retired()), (2, 2));
         assert!(!c.try_retire(0), "nothing left to retire");
+        // A retired connection's late reading (after its last block) does not bring it back into the ranking.
+        c.note_rate(3, 0.5);
+        c.retire(1);
+        assert!(c.try_retire(1), "1 is the weakest live connection");
+        assert_eq!((c.active(), c.retired()), (1, 3));
         // A connection that has no reading yet (just joined) counts as the weakest.
         assert!(c.join(4));
         c.retire(1);
-        assert!(!c.try_retire(1));
+        assert!(!c.try_retire(0));
         assert!(c.try_retire(4));
     }
 
