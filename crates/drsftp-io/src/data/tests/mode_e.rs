@@ -318,7 +318,13 @@ async fn mode_e_with_fixed_and_drs_buffers() {
         assert!(dst.bytes() == data, "{policy:?}");
         assert!(r.peak_buffer > 0, "{policy:?}");
         if let BufferPolicy::Fixed(b) = policy {
-            assert_eq!(r.peak_buffer, 2 * b, "two streams of {b}");
+            // Each stream counts its fixed buffer while it lives; the peak is 2 b when both lived at once, b when
+            // one had already ended before the other's first block (seen on a loaded CI host).
+            assert!(
+                r.peak_buffer == 2 * b || r.peak_buffer == b,
+                "two streams of {b}: peak {}",
+                r.peak_buffer
+            );
         }
     }
 }
