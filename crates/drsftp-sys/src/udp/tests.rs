@@ -235,7 +235,7 @@ fn arrival_attempt() -> Result<(), String> {
     if !gap.is_some_and(|g| g >= Duration::from_millis(25)) {
         return Err(format!("stamps {:?} then {:?}", got[0].0, got[1].0));
     }
-    if !(got[0].0 >= t0 && got[0].0 < t0 + Duration::from_secs(1)) {
+    if got[0].0 < t0 || got[0].0 >= t0 + Duration::from_secs(1) {
         return Err(format!(
             "first stamp {:?}, clock before sending {t0:?}",
             got[0].0
