@@ -232,7 +232,7 @@ fn arrival_attempt() -> Result<(), String> {
     assert_eq!(got.len(), 2);
     assert_eq!(got[0].1, b"first");
     let gap = got[1].0.checked_sub(got[0].0);
-    if !gap.is_some_and(|g| g >= Duration::from_millis(25)) {
+    if gap.is_none_or(|g| g < Duration::from_millis(25)) {
         return Err(format!("stamps {:?} then {:?}", got[0].0, got[1].0));
     }
     if got[0].0 < t0 || got[0].0 >= t0 + Duration::from_secs(1) {
