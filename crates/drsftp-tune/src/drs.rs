@@ -61,8 +61,15 @@ pub struct DrsConfig {
     /// standing queue the sender builds (loss-based cc) is not counted twice.
     pub bdp_min_rtt: bool,
     pub min_rtt_window: Duration,
-    /// Buffer = `gain` x BDP estimate (seeds: 2, for a sender doubling its window each RTT in slow start).
+    /// Buffer = `gain` x BDP estimate while the sender ramps up (seeds: 2, for a sender doubling its window each
+    /// RTT in slow start).
     pub gain: f64,
+    /// Buffer = `steady_gain` x BDP estimate once the ramp is over: the first interval whose BDP sample grew by less
+    /// than `ramp_growth` over the one before ends it, for good. Congestion avoidance grows the window by ~1 %
+    /// per RTT (cubic at 100 ms) and BBR probes at 1.25x, so 2x only parks memory under a standing queue; a sender
+    /// the window does limit still grows `steady_gain`x per interval (its flight is the whole window).
+    pub steady_gain: f64,
+    pub ramp_growth: f64,
 }
 
 impl Default for DrsConfig {
@@ -81,6 +88,8 @@ impl Default for DrsConfig {
             min_probe_gap: Duration::from_millis(500),
             hysteresis: 0.125,
             gain: 2.0,
+            steady_gain: 1.5,
+            ramp_growth: 1.25,
             bdp_min_rtt: false,
             min_rtt_window: Duration::from_secs(10),
         }
@@ -100,6 +109,7 @@ pub struct DrsReceiver {
     interval_bytes: u64,
     recent: VecDeque<u64>,
     bdp: u64,
+    ramping: bool,
     probe: Option<(u64, Instant)>,
     next_probe_id: u64,
     announce: bool,
@@ -119,6 +129,7 @@ impl DrsReceiver {
             interval_bytes: 0,
             recent: VecDeque::new(),
             bdp: 0,
+            ramping: true,
             probe: None,
             next_probe_id: 1,
             announce: cfg.probes,
@@ -146,6 +157,18 @@ impl DrsReceiver {
     /// Last BDP sample (bytes per RTT delivered), 0 before the first full interval.
     pub fn bdp_estimate(&self) -> u64 {
         self.bdp
+    }
+    /// Gain in force: `gain` while the sender ramps up, `steady_gain` after.
+    pub fn gain(&self) -> f64 {
+        if self.ramping {
+            self.cfg.gain
+        } else {
+            self.cfg.steady_gain
+        }
+    }
+    /// Whether the sender still ramps up (BDP samples growing by `ramp_growth` per interval).
+    pub fn ramping(&self) -> bool {
+        self.ramping
     }
     /// Current sampling interval: one RTT, clamped to [min_interval, max_interval].
     pub fn interval(&self) -> Duration {
@@ -253,6 +276,12 @@ impl DrsReceiver {
         let bdp = (self.interval_bytes as f64 * rtt.as_secs_f64() / elapsed.as_secs_f64()) as u64;
         self.interval_start = now;
         self.interval_bytes = 0;
+        if self.ramping
+            && self.recent.len() >= 2
+            && (bdp as f64) < self.bdp as f64 * self.cfg.ramp_growth
+        {
+            self.ramping = false;
+        }
         self.bdp = bdp;
         self.recent.push_back(bdp);
         while self.recent.len() > self.cfg.shrink_after.max(1) {
@@ -260,18 +289,14 @@ impl DrsReceiver {
         }
         let cur = self.buf;
         let mut next = cur;
-        let want = (bdp as f64 * self.cfg.gain) as u64;
+        let gain = self.gain();
+        let want = (bdp as f64 * gain) as u64;
         if want > cur {
             // Grow at once: in slow start the sender may double every RTT (seed 000 §4.3).
             next = want;
         } else if self.recent.len() >= self.cfg.shrink_after {
-            let peak = self
-                .recent
-                .iter()
-                .copied()
-                .max()
-                .unwrap_or(0)
-                .saturating_mul(2);
+            let peak = self.recent.iter().copied().max().unwrap_or(0) as f64 * gain;
+            let peak = peak as u64;
             if (peak as f64) < cur as f64 * (1.0 - self.cfg.hysteresis) {
                 next = peak.max((cur as f64 * self.cfg.shrink_factor) as u64);
             }
@@ -445,6 +470,83 @@ mod tests {
     }
 
     #[test]
+    fn ramp_uses_gain_two_then_the_steady_gain() {
+        let t0 = Instant::now();
+        let cfg = DrsConfig {
+            probes: false,
+            initial_rtt: ms(100),
+            initial_buf: 64 << 10,
+            gain: 2.0,
+            steady_gain: 1.5,
+            ..DrsConfig::default()
+        };
+        let mut r = DrsReceiver::new(t0, cfg);
+        let mut t = t0;
+        let path = 1u64 << 20; // the path carries 1 MiB per RTT
+        let mut flight = 64u64 << 10;
+        let mut log = vec![];
+        for round in 0..30 {
+            // Slow start: the sender doubles every RTT, up to what the window and the path allow.
+            let sent = flight.min(r.buffer()).min(path);
+            for k in 0..10 {
+                r.handle_bytes(t + ms(10 * k), sent / 10);
+            }
+            t += ms(100);
+            r.handle_timeout(t);
+            log.push((round, sent, r.buffer(), r.ramping()));
+            flight = sent * 2;
+        }
+        // While the flight doubles, the window is 2x the last sample: the sender is never held below its doubling.
+        let ramp: Vec<_> = log.iter().filter(|e| e.3).collect();
+        assert!(ramp.len() >= 4, "{log:?}");
+        for e in &ramp[1..] {
+            assert!(e.2 >= 2 * e.1 * 9 / 10, "{log:?}");
+        }
+        // Once the path is full the ramp is over and the window settles at 1.5x the BDP, not 2x.
+        let (_, sent, buf, ramping) = *log.last().unwrap();
+        assert!(!ramping && sent == path, "{log:?}");
+        assert!(
+            buf >= path * 3 / 2 * 9 / 10 && buf <= path * 3 / 2 * 11 / 10,
+            "{log:?}"
+        );
+    }
+
+    #[test]
+    fn a_window_limited_sender_still_grows_after_the_ramp() {
+        let t0 = Instant::now();
+        let cfg = DrsConfig {
+            probes: false,
+            initial_rtt: ms(100),
+            steady_gain: 1.5,
+            ..DrsConfig::default()
+        };
+        let mut r = DrsReceiver::new(t0, cfg);
+        let mut t = t0;
+        let mut feed = |r: &mut DrsReceiver, bytes: u64| {
+            for k in 0..10 {
+                r.handle_bytes(t + ms(10 * k), bytes / 10);
+            }
+            t += ms(100);
+            r.handle_timeout(t);
+        };
+        // A flat 200 KB per RTT ends the ramp.
+        for _ in 0..4 {
+            feed(&mut r, 200_000);
+        }
+        assert!(!r.ramping());
+        // Then the sender fills whatever window it gets (the path opened up): >= 1.5x per interval.
+        let mut sizes = vec![r.buffer()];
+        for _ in 0..4 {
+            let w = r.buffer();
+            feed(&mut r, w);
+            sizes.push(r.buffer());
+        }
+        for w in sizes.windows(2) {
+            assert!(w[1] as f64 >= w[0] as f64 * 1.5 * 0.9, "{sizes:?}");
+        }
+    }
+
+    #[test]
     fn shrinks_slowly_after_sustained_low_samples() {
         let t0 = Instant::now();
         let cfg = DrsConfig {
@@ -462,7 +564,8 @@ mod tests {
             r.handle_timeout(t);
             bufs.push(r.buffer());
         }
-        // No shrink before `shrink_after` samples, then at most 25 % per step, converging to 2 x 100 KB.
+        // No shrink before `shrink_after` samples, then at most 25 % per step, converging to the steady gain (the
+        // flat samples ended the ramp) x 100 KB.
         assert!(
             bufs[..cfg.shrink_after - 1].iter().all(|&b| b == 8 << 20),
             "{bufs:?}"
@@ -470,7 +573,7 @@ mod tests {
         for w in bufs.windows(2) {
             assert!(w[1] as f64 >= w[0] as f64 * 0.75 - 1.0, "{bufs:?}");
         }
-        assert_eq!(*bufs.last().unwrap(), 200_000);
+        assert_eq!(*bufs.last().unwrap(), (100_000.0 * cfg.steady_gain) as u64);
     }
 
     #[test]
@@ -497,6 +600,7 @@ mod tests {
                 probes: false,
                 bdp_min_rtt: min_rtt,
                 initial_buf: 1 << 20,
+                steady_gain: 2.0,
                 ..DrsConfig::default()
             };
             let mut r = DrsReceiver::new(t0, cfg);
