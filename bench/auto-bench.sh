@@ -8,7 +8,9 @@
 # Usage (root): bench/auto-bench.sh [--rtt 100ms] [--rate 1gbit] [--loss 0] [--cc cubic] [--size-mib 1024]
 #               [--secs 30] [--reps 3] [--streams 1,2,4,8,16] [--bufs 256K,1M,4M,16M] [--grid guc|drsftp] [--out FILE]
 # --grid drsftp: the grid is `drsftp copy -p P --tcp-bs B` instead of globus-url-copy (auto vs a full grid; the
-# mem_bytes column is drsftp's peak receive-buffer sum over streams, JSON buffer_bytes, for auto and grid alike).
+# mem_bytes column is drsftp's peak receive-buffer sum over streams, JSON buffer_bytes, for auto and grid alike:
+# DRS's window clamps, SO_RCVBUF/2 for a fixed --tcp-bs; win_bytes is the peak sum of the advertised receive windows,
+# TCP_INFO rcv_wnd every 20 ms, JSON window_peak_bytes: the same kernel meter for every policy).
 # --cc is set on the server's data sockets (`drsftp serve --congestion`): for downloads the sender's choice is what
 # matters, and it is the same for both clients. DRSFTP_BIN=path uses that binary (default target/release/drsftp).
 # The lab (drs-t5aNNNNN-h1/h2) and the server are removed on exit, also on failure or Ctrl-C. With --out FILE the
@@ -57,9 +59,9 @@ cases=(auto)
 for p in ${STREAMS//,/ }; do for b in ${BUFS//,/ }; do cases+=("$GRID-p$p-bs$b"); done; done
 declare -A T
 res="$WORK/results.csv"
-echo "rep,case,seconds,bytes,mbps,streams_start,streams_peak,streams_final,mem_bytes,load1" >"$res"
+echo "rep,case,seconds,bytes,mbps,streams_start,streams_peak,streams_final,mem_bytes,win_bytes,load1" >"$res"
 one() { # case -> appends a CSV line
-  local c=$1 d="$WORK/out/run" t0 t1 bytes j="" s0="" sp="" sf="" mem=""
+  local c=$1 d="$WORK/out/run" t0 t1 bytes j="" s0="" sp="" sf="" mem="" win=""
   rm -rf "$d"; mkdir -p "$d"
   echo "=== rep $REP case $c $(date -u +%T.%N)" >>"$WORK/serve.log"
   t0=$(date +%s.%N)
@@ -81,12 +83,13 @@ one() { # case -> appends a CSV line
     sp=$(echo "$j" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("auto_peak_streams") or "")' 2>/dev/null || true)
     sf=$(echo "$j" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("auto_final_streams") or "")' 2>/dev/null || true)
     mem=$(echo "$j" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("buffer_bytes") or "")' 2>/dev/null || true)
+    win=$(echo "$j" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("window_peak_bytes") or "")' 2>/dev/null || true)
     echo "$j" >>"$WORK/auto.jsonl"
   fi
   local secs mbps
   secs=$(echo "$t1 - $t0" | bc -l)
   mbps=$(echo "$bytes * 8 / $secs / 1000000" | bc -l)
-  printf "%s,%s,%.2f,%s,%.1f,%s,%s,%s,%s,%s\n" "$REP" "$c" "$secs" "$bytes" "$mbps" "$s0" "$sp" "$sf" "$mem" \
+  printf "%s,%s,%.2f,%s,%.1f,%s,%s,%s,%s,%s,%s\n" "$REP" "$c" "$secs" "$bytes" "$mbps" "$s0" "$sp" "$sf" "$mem" "$win" \
     "$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$res" >&2
 }
 for REP in $(seq 1 "$REPS"); do
@@ -104,16 +107,19 @@ cases = []
 for r in rows:
     if r["case"] not in cases: cases.append(r["case"])
 med = {c: st.median(float(r["mbps"]) for r in rows if r["case"] == c) for c in cases}
-def mem(c):
-    v = [float(r["mem_bytes"]) for r in rows if r["case"] == c and r["mem_bytes"]]
+def mem(c, col="mem_bytes"):
+    v = [float(r[col]) for r in rows if r["case"] == c and r.get(col)]
     return st.median(v) if v else None
-print("| case | median Mbit/s | runs (Mbit/s) | streams start/peak/final (auto) | peak recv buffer MiB (median) | load1 |")
-print("|---|---|---|---|---|---|")
+def win(c):
+    return mem(c, "win_bytes")
+print("| case | median Mbit/s | runs (Mbit/s) | streams start/peak/final (auto) | peak recv buffer MiB (median) | peak advertised window MiB (median) | load1 |")
+print("|---|---|---|---|---|---|---|")
 for c in cases:
     rs = [r for r in rows if r["case"] == c]
     extra = "; ".join(f'{r["streams_start"]}/{r["streams_peak"]}/{r["streams_final"]}' for r in rs) if c == "auto" else ""
     m = mem(c); ms = f"{m / 1048576:.1f}" if m else ""
-    print(f'| {c} | {med[c]:.0f} | {", ".join(r["mbps"] for r in rs)} | {extra} | {ms} | {", ".join(r["load1"] for r in rs)} |')
+    w = win(c); ws = f"{w / 1048576:.1f}" if w else ""
+    print(f'| {c} | {med[c]:.0f} | {", ".join(r["mbps"] for r in rs)} | {extra} | {ms} | {ws} | {", ".join(r["load1"] for r in rs)} |')
 g = {c: v for c, v in med.items() if c != "auto"}
 if g:
     best = max(g, key=g.get)
@@ -123,6 +129,11 @@ if g:
         cheap = min(ok, key=mem)
         print(f"cheapest grid case within 95 % of the best: {cheap} ({g[cheap]:.0f} Mbit/s, {mem(cheap) / 1048576:.1f} MiB); "
               f"auto memory / that = {mem('auto') / mem(cheap):.2f}x")
+    okw = [c for c in g if g[c] >= 0.95 * g[best] and win(c)]
+    if okw and win("auto"):
+        cheap = min(okw, key=win)
+        print(f"by advertised window: cheapest grid case within 95 % of the best: {cheap} ({win(cheap) / 1048576:.1f} MiB); "
+              f"auto window / that = {win('auto') / win(cheap):.2f}x")
 PY
 }
 if [ -n "$OUT" ]; then report | tee "$OUT"; cp "$res" "$OUT.csv"; cp "$WORK/auto.jsonl" "$OUT.jsonl" 2>/dev/null || true; else report; fi

@@ -275,6 +275,10 @@ fn demo_small_json_reports_verified() {
     assert_eq!(j["buffer_policy"].as_str(), Some("kernel"), "{j}");
     assert!(j["gbps"].as_f64().is_some_and(|g| g > 0.0), "{j}");
     assert!(j["peak_buffer_bytes"].is_u64(), "{j}");
+    assert!(
+        j["peak_window_bytes"].as_u64().is_some_and(|w| w > 0),
+        "{j}"
+    );
     let scratch = j["scratch_dir"].as_str().expect("scratch_dir");
     assert!(
         !Path::new(scratch).exists(),

@@ -265,6 +265,7 @@ pub(crate) async fn run(
             ranges,
             reusable: vec![],
             peak_buffer: 0,
+            peak_window: 0,
             traces: vec![],
             crc32c: None,
         },

@@ -126,6 +126,8 @@ pub struct TransferSummary {
     pub mode: TransferMode,
     /// Largest total socket buffer in force across our streams, bytes.
     pub peak_buffer: u64,
+    /// Largest sum of our receiving sockets' advertised windows, bytes (0 when we sent).
+    pub peak_window: u64,
     /// The buffer-size command the server accepted, if any.
     pub buffer_command: Option<String>,
     /// Algorithm name and hex digest both sides agreed on.
@@ -157,6 +159,7 @@ impl TransferSummary {
             streams: moved.data.streams,
             mode,
             peak_buffer: moved.data.peak_buffer,
+            peak_window: moved.data.peak_window,
             buffer_command: moved.report.buffer_command.clone(),
             checksum: None,
             verified: false,

@@ -180,6 +180,7 @@ pub async fn copy(
         streams: streams as usize,
         mode,
         peak_buffer: 0,
+        peak_window: 0,
         buffer_command,
         checksum: None,
         verified: false,

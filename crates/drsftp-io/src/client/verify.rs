@@ -166,6 +166,7 @@ mod tests {
             ranges: ranges.iter().map(|&(a, b)| a..b).collect(),
             reusable: Vec::new(),
             peak_buffer: 0,
+            peak_window: 0,
             traces: Vec::new(),
             crc32c: None,
         };

@@ -217,6 +217,9 @@ pub struct DataReport {
     pub reusable: Vec<tokio::net::TcpStream>,
     /// Largest total buffer in force across streams during the transfer, bytes.
     pub peak_buffer: u64,
+    /// Largest sum of the receiving sockets' advertised windows (TCP_INFO `rcv_wnd`, sampled every 20 ms), bytes;
+    /// 0 when sending. The same meter for every buffer policy.
+    pub peak_window: u64,
     /// With `DataOpts::trace`: one trace per data connection that carried this transfer (senders in the order
     /// the connections were given/joined, receivers in arrival order); rows at least 50 ms apart, bounded in
     /// number (`drs::TraceLog`). Empty without tracing.

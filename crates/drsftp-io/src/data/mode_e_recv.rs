@@ -171,6 +171,7 @@ pub(crate) async fn recv_mode_e(
         ranges,
         reusable,
         peak_buffer: ctx.gauges.peak(),
+        peak_window: ctx.gauges.window_peak(),
         traces: traces.into_iter().map(|(_, t)| t).collect(),
         crc32c: if ctx.opts.crc32c { crc.whole() } else { None },
     })

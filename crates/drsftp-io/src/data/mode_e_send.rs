@@ -434,6 +434,7 @@ impl Done {
             ranges: self.sent,
             reusable: self.socks.into_iter().flatten().chain(unused).collect(),
             peak_buffer: ctx.gauges.peak(),
+            peak_window: 0,
             traces: if ctx.opts.trace { self.traces } else { vec![] },
             crc32c: if ctx.opts.crc32c {
                 self.crc.whole()

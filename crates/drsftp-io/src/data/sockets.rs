@@ -24,6 +24,8 @@ const BACKLOG: i32 = 128;
 
 /// How often a stream re-reads its buffer size (TCP_INFO / getsockopt) for the gauge.
 const GAUGE_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a receiving stream re-reads its advertised window (TCP_INFO `rcv_wnd`) for the window meter.
+const WINDOW_INTERVAL: Duration = Duration::from_millis(20);
 
 /// The namespace's buffer limits, as an `io::Error` on failure. Read on every call: values are per network
 /// namespace, and a socket set-up is rare enough that four small /proc reads do not matter.
@@ -109,11 +111,15 @@ pub(crate) fn start_drs(
     ))
 }
 
-/// Shared by every stream of one transfer: the live sum lives in `Progress::buffer`, the peak here.
+/// Shared by every stream of one transfer: the live buffer sum lives in `Progress::buffer`, the peak here; and the
+/// window meter: the sum of the receiving sockets' advertised windows (TCP_INFO `rcv_wnd`, what the kernel has
+/// promised the senders, the same meter for every buffer policy) and its peak.
 #[derive(Debug, Clone)]
 pub(crate) struct GaugeSet {
     progress: Arc<Progress>,
     peak: Arc<AtomicU64>,
+    window: Arc<AtomicU64>,
+    window_peak: Arc<AtomicU64>,
 }
 
 impl GaugeSet {
@@ -121,26 +127,37 @@ impl GaugeSet {
         GaugeSet {
             progress,
             peak: Arc::new(AtomicU64::new(0)),
+            window: Arc::new(AtomicU64::new(0)),
+            window_peak: Arc::new(AtomicU64::new(0)),
         }
     }
     pub(crate) fn peak(&self) -> u64 {
         self.peak.load(Ordering::Relaxed)
     }
+    /// Largest sum of advertised receive windows seen (0 for a sending side).
+    pub(crate) fn window_peak(&self) -> u64 {
+        self.window_peak.load(Ordering::Relaxed)
+    }
     pub(crate) fn stream(&self) -> Gauge {
+        let now = Instant::now();
         Gauge {
             set: self.clone(),
             cur: 0,
-            next: Instant::now(),
+            next: now,
+            win: 0,
+            win_next: now,
         }
     }
 }
 
-/// One stream's contribution to the buffer gauge; removed again when dropped (the stream ended).
+/// One stream's contribution to the buffer gauge and window meter; removed again when dropped (the stream ended).
 #[derive(Debug)]
 pub(crate) struct Gauge {
     set: GaugeSet,
     cur: u64,
     next: Instant,
+    win: u64,
+    win_next: Instant,
 }
 
 /// Which buffer a stream reports.
@@ -177,6 +194,12 @@ impl Gauge {
         side: Side,
         drs: Option<&DrsStream>,
     ) {
+        if side == Side::Recv && now >= self.win_next {
+            self.win_next = now + WINDOW_INTERVAL;
+            if let Ok(i) = drsftp_sys::tcp_info::tcp_info(fd.as_fd()) {
+                self.set_window(i.rcv_wnd as u64);
+            }
+        }
         if let Some(d) = drs {
             self.set(d.buffer());
             return;
@@ -198,8 +221,22 @@ impl Gauge {
     }
 }
 
+impl Gauge {
+    fn set_window(&mut self, v: u64) {
+        let w = &self.set.window;
+        let sum = if v >= self.win {
+            w.fetch_add(v - self.win, Ordering::Relaxed) + (v - self.win)
+        } else {
+            w.fetch_sub(self.win - v, Ordering::Relaxed) - (self.win - v)
+        };
+        self.win = v;
+        self.set.window_peak.fetch_max(sum, Ordering::Relaxed);
+    }
+}
+
 impl Drop for Gauge {
     fn drop(&mut self) {
         self.set.progress.add_buffer(-(self.cur as i64));
+        self.set.window.fetch_sub(self.win, Ordering::Relaxed);
     }
 }

@@ -92,6 +92,7 @@ pub(crate) async fn send_stream(
         ranges: sent,
         reusable: vec![],
         peak_buffer: gauges.peak(),
+        peak_window: gauges.window_peak(),
         traces: vec![trace.finish()],
         crc32c: if opts.crc32c { crc.whole() } else { None },
     })
@@ -181,6 +182,7 @@ pub(crate) async fn recv_stream(
         ranges: got,
         reusable: vec![],
         peak_buffer: gauges.peak(),
+        peak_window: gauges.window_peak(),
         traces: vec![trace.finish()],
         crc32c: if opts.crc32c { crc.whole() } else { None },
     })

@@ -98,6 +98,7 @@ pub(crate) async fn recv(
         reusable: vec![],
         traces: vec![],
         peak_buffer: 0,
+        peak_window: 0,
         crc32c: None,
     })
 }

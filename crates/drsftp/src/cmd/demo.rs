@@ -409,6 +409,7 @@ fn report(args: &Args, buffer: BufferPolicy, o: &Outcome, dir: &Path, place: &st
             "mode": s.mode.letter().to_string(),
             "buffer_policy": buffer.to_string(),
             "peak_buffer_bytes": s.peak_buffer,
+            "peak_window_bytes": s.peak_window,
             "verified": s.verified,
             "checksum": s.checksum.as_ref().map(|(a, h)| format!("{}:{h}", a.to_ascii_lowercase())),
             "server": format!("ftp://{}/", o.server),

@@ -42,6 +42,8 @@ async fn four_streams_32mib_out_of_order() {
         "blocks arrived in order: {w:?}"
     );
     assert!(r.peak_buffer > 0 && s.peak_buffer > 0);
+    // The window meter reads the receiving sockets' advertised windows; a sender has none.
+    assert!(r.peak_window > 0 && s.peak_window == 0, "{}", r.peak_window);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -317,6 +319,7 @@ async fn mode_e_with_fixed_and_drs_buffers() {
         .await;
         assert!(dst.bytes() == data, "{policy:?}");
         assert!(r.peak_buffer > 0, "{policy:?}");
+        assert!(r.peak_window > 0, "{policy:?}: advertised windows read");
         if let BufferPolicy::Fixed(b) = policy {
             // Each stream counts its fixed buffer while it lives; the peak is 2 b when both lived at once, b when
             // one had already ended before the other's first block (seen on a loaded CI host).
