@@ -376,3 +376,39 @@ fn a_x4_step_that_still_queues_after_settling_is_measured_once_more() {
         "{seen:?}"
     );
 }
+
+#[test]
+fn headroom_steps_settle_for_half_the_time() {
+    // 100 ms path, 0.1 % random loss and no queue: settle 2 s after the start, 1 s after a headroom step, and a
+    // measurement window of four 250 ms samples (the first taken as the settle ends). 4 -> 16 comes at 2.75 s,
+    // 16 -> 64 1.75 s later (1 s settle + window), not 2.75 s.
+    let cfg = AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    }
+    .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    let mut adds = vec![];
+    for _ in 0..40 {
+        now += Duration::from_millis(250);
+        ctl.handle_path(
+            now,
+            PathSample {
+                sent: 1_000_000,
+                retrans: 1_000,
+                rtt_us: 101_000,
+                min_rtt_us: 100_000,
+            },
+        );
+        ctl.handle_sample(now, 1e6 * ctl.streams() as f64);
+        while let Some(a) = ctl.poll_action() {
+            adds.push((a, (now - t0).as_millis()));
+        }
+    }
+    assert_eq!(
+        adds,
+        vec![(StreamAction::Add(12), 2750), (StreamAction::Add(48), 4500)]
+    );
+}
