@@ -285,6 +285,7 @@ async fn auto_sender_probes_reverts_and_holds_on_a_flat_path() {
         queue_headroom: 1.25,
         backoff_drop: 0.5,
         settle: Duration::from_millis(200),
+        headroom_settle: Duration::from_millis(200),
         samples: 3,
         reprobe: Duration::from_secs(600),
     };
