@@ -114,6 +114,7 @@ pub fn eager(max: u32) -> AutoSender {
             queue_headroom: 1.25,
             backoff_drop: 1.0,
             settle: Duration::from_millis(20),
+            headroom_settle: Duration::from_millis(20),
             samples: 1,
             reprobe: Duration::from_secs(600),
         },
