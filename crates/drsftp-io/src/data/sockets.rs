@@ -68,11 +68,18 @@ pub(crate) async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<Tcp
     }
 }
 
+/// DRS's starting window for a connection that does not join a running transfer. With 256 KiB the sender was
+/// receive-window bound for 18-37 % of a 64 MB download's busy time (100 Mbit/s, 100 ms lab: one sampling interval
+/// of lag per doubling while slow start outran the window); 1 MiB moved it from 0.95-0.96 to 0.98-1.00 of a 16 MB
+/// buffer's rate with the same mean window (docs/bench/drs-gridftp/init-ab.md).
+const FIRST_INITIAL: u64 = 1 << 20;
+
 /// Receiving side, per connection: under `Drs`, raise the receive buffer to its ceiling now that the connection
 /// exists and impose DRS's starting window (both in [`drs::after_connect`]), and return the stream driver; for
 /// the other policies `None` (the gauge observes the kernel instead). `probes`: in-band SBUF probes may be sent.
 /// `joining`: the average DRS buffer of the transfer's streams already running, for a MODE E connection that
-/// joins a running transfer (`-p auto` adding streams); it starts at that if smaller than the usual 256 KiB.
+/// joins a running transfer (`-p auto` adding streams); it starts at that if smaller than 256 KiB (else at 256 KiB;
+/// a first connection starts at [`FIRST_INITIAL`]).
 /// Loss-limited streams settle far below 256 KiB (2 x BDP of a few Mbit/s), and 48 joiners starting at 256 KiB
 /// each made auto's peak receive memory 1.37x that of 64 fixed 256 KiB buffers on a 40 ms lab link.
 pub(crate) fn start_drs(
@@ -92,12 +99,16 @@ pub(crate) fn start_drs(
         BufferPolicy::Drs,
         &limits,
         opts.drs_max,
-        base.initial_buf,
+        if joining.is_some() {
+            base.initial_buf
+        } else {
+            FIRST_INITIAL
+        },
         DrsKnob::WindowClamp,
     )?;
     let max_buf = ceiling.max(base.min_buf);
     let initial = joining
-        .map_or(base.initial_buf, |j| j.min(base.initial_buf))
+        .map_or(FIRST_INITIAL, |j| j.min(base.initial_buf))
         .clamp(base.min_buf, max_buf);
     let cfg = DrsConfig {
         probes,
