@@ -1,5 +1,5 @@
-//! Test-only harness shared by the client session's scripted-server tests (`drs_tests.rs`, `pipeline_tests.rs`):
-//! a session logged in against a given FEAT, with helpers to read what it transmitted and feed it replies.
+//! Test-only harness shared by the client session's scripted-server tests (`tests.rs`, `drs_tests.rs`,
+//! `pipeline_tests.rs`): a fresh or logged-in session, with helpers to read what it transmitted and feed it replies.
 
 use std::time::Instant;
 
@@ -18,13 +18,17 @@ pub(super) struct Scripted {
 }
 
 impl Scripted {
-    /// Greeting, USER, PASS and FEAT (`feat`, the whole multi-line reply), one command at a time: login is never
-    /// pipelined, not even with a drsftp server (its FEAT is not known yet anyway).
-    pub(super) fn login(feat: &str) -> Self {
+    /// A session that has seen nothing yet (not even the greeting).
+    pub(super) fn new() -> Self {
         let now = Instant::now();
         let mut s = ClientSession::new(ClientConfig::default(), now);
         s.set_peer_ip("127.0.0.1".parse().unwrap());
-        let mut h = Scripted { s, now };
+        Scripted { s, now }
+    }
+    /// Greeting, USER, PASS and FEAT (`feat`, the whole multi-line reply), one command at a time: login is never
+    /// pipelined, not even with a drsftp server (its FEAT is not known yet anyway).
+    pub(super) fn login(feat: &str) -> Self {
+        let mut h = Scripted::new();
         h.reply("220 ready.\n");
         h.s.start(
             h.now,

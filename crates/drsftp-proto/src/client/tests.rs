@@ -2,63 +2,40 @@
 //! notes/globus-peer.md §3, on a virtual clock.
 
 use super::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-struct Harness {
-    s: ClientSession,
-    now: Instant,
+use super::script_tests::Scripted;
+
+/// The next command line sent (without CRLF); panics if none.
+fn sent(h: &mut Scripted) -> String {
+    h.sent_one().expect("a command was sent")
 }
 
-impl Harness {
-    fn new() -> Self {
-        let now = Instant::now();
-        let mut s = ClientSession::new(ClientConfig::default(), now);
-        s.set_peer_ip("127.0.0.1".parse().unwrap());
-        Harness { s, now }
-    }
-    fn reply(&mut self, text: &str) {
-        let bytes = text.replace('\n', "\r\n");
-        self.s.handle_input(self.now, bytes.as_bytes());
-    }
-    /// The next command line sent (without CRLF); panics if none.
-    fn sent(&mut self) -> String {
-        let b = self.s.poll_transmit().expect("a command was sent");
-        let s = String::from_utf8(b).unwrap();
-        assert!(s.ends_with("\r\n"));
-        s.trim_end().to_string()
-    }
-    fn nothing_sent(&mut self) {
-        assert_eq!(self.s.poll_transmit(), None);
-    }
-    fn events(&mut self) -> Vec<Event> {
-        std::iter::from_fn(|| self.s.poll_event()).collect()
-    }
-    fn expect(&mut self, cmd: &str, reply: &str) {
-        assert_eq!(self.sent(), cmd);
-        self.nothing_sent();
-        self.reply(reply);
-    }
-    fn login_globus(&mut self) {
-        self.reply("220 vm GridFTP Server 13.24 (gcc64, 1653033972-1) [Grid Community Toolkit 6.2] ready.\n");
-        self.s
-            .start(
-                self.now,
-                Op::Login {
-                    user: "anonymous".into(),
-                    pass: "drsftp@".into(),
-                },
-            )
-            .unwrap();
-        self.expect("USER anonymous", "331 Password required for anonymous.\n");
-        self.expect("PASS drsftp@", "230 User anonymous logged in.\n");
-        self.expect(
-            "FEAT",
-            "211-Extensions supported\n CKSM MD5:10;ADLER32:10;SHA1:10;SHA256:11;SHA512:12;\n PARALLEL\n SIZE\n ERET\n ESTO\n211 End.\n",
-        );
-        let ev = self.events();
-        assert!(matches!(&ev[..], [Event::Done(Outcome::LoggedIn(f))] if f.parallel()));
-        assert_eq!(self.s.features().verify_algorithm(), Some("SHA256"));
-    }
+fn nothing_sent(h: &mut Scripted) {
+    assert_eq!(h.sent_one(), None);
+}
+
+fn login_globus(h: &mut Scripted) {
+    h.reply(
+        "220 vm GridFTP Server 13.24 (gcc64, 1653033972-1) [Grid Community Toolkit 6.2] ready.\n",
+    );
+    h.s.start(
+        h.now,
+        Op::Login {
+            user: "anonymous".into(),
+            pass: "drsftp@".into(),
+        },
+    )
+    .unwrap();
+    h.expect("USER anonymous", "331 Password required for anonymous.\n");
+    h.expect("PASS drsftp@", "230 User anonymous logged in.\n");
+    h.expect(
+        "FEAT",
+        "211-Extensions supported\n CKSM MD5:10;ADLER32:10;SHA1:10;SHA256:11;SHA512:12;\n PARALLEL\n SIZE\n ERET\n ESTO\n211 End.\n",
+    );
+    let ev = h.events();
+    assert!(matches!(&ev[..], [Event::Done(Outcome::LoggedIn(f))] if f.parallel()));
+    assert_eq!(h.s.features().verify_algorithm(), Some("SHA256"));
 }
 
 fn spec(direction: Direction, mode: TransferMode, streams: u32) -> TransferSpec {
@@ -78,7 +55,7 @@ fn spec(direction: Direction, mode: TransferMode, streams: u32) -> TransferSpec 
 
 #[test]
 fn commands_wait_for_greeting() {
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     h.s.start(
         h.now,
         Op::Login {
@@ -87,17 +64,17 @@ fn commands_wait_for_greeting() {
         },
     )
     .unwrap();
-    h.nothing_sent();
+    nothing_sent(&mut h);
     h.reply("220 ready\n");
-    assert_eq!(h.sent(), "USER u");
+    assert_eq!(sent(&mut h), "USER u");
     assert_eq!(h.s.start(h.now, Op::Quit), Err(ClientError::Busy));
 }
 
 #[test]
 fn mode_e_download_like_globus_url_copy() {
     // notes §3.2: TYPE I, MODE E, SITE RETRBUFSIZE, OPTS RETR, PORT, RETR, 150, 226.
-    let mut h = Harness::new();
-    h.login_globus();
+    let mut h = Scripted::new();
+    login_globus(&mut h);
     h.s.start(
         h.now,
         Op::Transfer(spec(Direction::Download, TransferMode::Extended, 4)),
@@ -110,7 +87,7 @@ fn mode_e_download_like_globus_url_copy() {
         "OPTS RETR Parallelism=4,4,4;",
         "200 OPTS Command Successful.\n",
     );
-    h.nothing_sent();
+    nothing_sent(&mut h);
     assert_eq!(h.events(), vec![Event::Listen]);
     assert_eq!(
         h.s.poll_timeout(),
@@ -166,8 +143,8 @@ fn mode_e_download_like_globus_url_copy() {
 #[test]
 fn mode_e_upload_with_markers() {
     // notes §3.3: PASV, ALLO, STOR, 112 perf markers, 111 range marker, 226.
-    let mut h = Harness::new();
-    h.login_globus();
+    let mut h = Scripted::new();
+    login_globus(&mut h);
     let mut sp = spec(Direction::Upload, TransferMode::Extended, 4);
     sp.path = "/tmp/gftp/dst/ul_p4".into();
     sp.alloc = Some(209715200);
@@ -183,7 +160,7 @@ fn mode_e_upload_with_markers() {
             streams: 4
         }]
     );
-    h.nothing_sent();
+    nothing_sent(&mut h);
     h.s.handle_data_ready(h.now);
     h.expect("ALLO 209715200", "200 ALLO command successful.\n");
     h.expect(
@@ -206,8 +183,8 @@ fn mode_e_upload_with_markers() {
 
 #[test]
 fn stream_mode_partial_upload_and_mode_switch_back() {
-    let mut h = Harness::new();
-    h.login_globus();
+    let mut h = Scripted::new();
+    login_globus(&mut h);
     let mut sp = spec(Direction::Upload, TransferMode::Extended, 2);
     sp.tcp_buffer = None;
     sp.path = "/d/p".into();
@@ -246,7 +223,7 @@ fn stream_mode_partial_upload_and_mode_switch_back() {
 
 #[test]
 fn buffer_falls_back_to_sbuf_then_continues() {
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     h.reply("220 hi\n");
     h.s.start(
         h.now,
@@ -292,8 +269,8 @@ fn buffer_falls_back_to_sbuf_then_continues() {
 
 #[test]
 fn size_checksum_list_raw_quit() {
-    let mut h = Harness::new();
-    h.login_globus();
+    let mut h = Scripted::new();
+    login_globus(&mut h);
     h.s.start(h.now, Op::Size("/f".into())).unwrap();
     h.expect("SIZE /f", "213 209715200\n");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Size(209715200))]);
@@ -358,11 +335,11 @@ fn size_checksum_list_raw_quit() {
 
 #[test]
 fn reply_timeout_is_fatal_and_virtual() {
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_secs(60)));
     h.reply("220 hi\n");
     h.s.start(h.now, Op::Size("/x".into())).unwrap();
-    assert_eq!(h.sent(), "SIZE /x");
+    assert_eq!(sent(&mut h), "SIZE /x");
     let d = h.s.poll_timeout().unwrap();
     h.s.handle_timeout(d - Duration::from_millis(1));
     assert!(h.events().is_empty());
@@ -377,8 +354,8 @@ fn reply_timeout_is_fatal_and_virtual() {
 
 #[test]
 fn abort_running_transfer() {
-    let mut h = Harness::new();
-    h.login_globus();
+    let mut h = Scripted::new();
+    login_globus(&mut h);
     let mut sp = spec(Direction::Download, TransferMode::Stream, 1);
     sp.tcp_buffer = None;
     h.s.start(h.now, Op::Transfer(sp)).unwrap();
@@ -388,7 +365,7 @@ fn abort_running_transfer() {
     h.expect("RETR /tmp/gftp/src/f200M", "150 go\n");
     h.events();
     h.s.abort(h.now);
-    assert_eq!(h.sent(), "ABOR");
+    assert_eq!(sent(&mut h), "ABOR");
     h.reply("426 Data connection closed; transfer aborted.\n");
     assert!(h.events().is_empty());
     h.reply("226 Abort successful\n");
@@ -403,25 +380,25 @@ fn abort_running_transfer() {
     assert_eq!(h.events(), vec![Event::Listen]);
     h.s.abort(h.now);
     assert_eq!(h.events(), vec![Event::Failed(ClientError::Aborted)]);
-    h.nothing_sent();
+    nothing_sent(&mut h);
 }
 
 #[test]
 fn framing_errors_and_eof_are_fatal() {
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     h.reply("220 hi\n");
     h.s.start(h.now, Op::Size("/x".into())).unwrap();
-    h.sent();
+    sent(&mut h);
     h.reply("HTTP/1.1 400 Bad Request\n");
     assert!(matches!(
         &h.events()[..],
         [Event::Failed(ClientError::Framing(_))]
     ));
     assert!(h.s.is_dead());
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     h.s.handle_eof();
     assert_eq!(h.events(), vec![Event::Failed(ClientError::Closed)]);
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     h.reply("421 too many users\n");
     assert!(matches!(
         &h.events()[..],
@@ -431,7 +408,7 @@ fn framing_errors_and_eof_are_fatal() {
 
 #[test]
 fn password_is_masked_in_errors() {
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     h.reply("220 hi\n");
     h.s.start(
         h.now,
@@ -469,7 +446,7 @@ fn blast_spec(direction: Direction, path: &str) -> TransferSpec {
     }
 }
 
-fn login_drsftp(h: &mut Harness) {
+fn login_drsftp(h: &mut Scripted) {
     h.reply("220 drsftp GridFTP server ready.\n");
     h.s.start(
         h.now,
@@ -492,7 +469,7 @@ fn login_drsftp(h: &mut Harness) {
 /// the setting is used by one transfer only.
 #[test]
 fn blast_resume_sends_rest_ranges_once() {
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     login_drsftp(&mut h);
     let held: crate::ranges::RangeSet = [0..1436, 2872..5000].into_iter().collect();
     for (answer, notice) in [
@@ -556,7 +533,7 @@ fn blast_resume_sends_rest_ranges_once() {
 
 #[test]
 fn blast_download_and_upload_dialogues() {
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     login_drsftp(&mut h);
     h.s.start(
         h.now,
@@ -568,7 +545,7 @@ fn blast_download_and_upload_dialogues() {
         "OPTS BLAST MTU=1500;Rate=500000000;",
         "200 OPTS BLAST MTU=1500;Rate=400000000;\n",
     );
-    h.nothing_sent();
+    nothing_sent(&mut h);
     assert_eq!(h.events(), vec![Event::BlastBind]);
     assert_eq!(
         h.s.poll_timeout(),
@@ -637,8 +614,8 @@ fn blast_download_and_upload_dialogues() {
 #[test]
 fn blast_falls_back_to_tcp_without_feat_and_fails_on_refusal() {
     // Globus lists no BLAST: the same spec runs over TCP, with a notice.
-    let mut h = Harness::new();
-    h.login_globus();
+    let mut h = Scripted::new();
+    login_globus(&mut h);
     h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
         .unwrap();
     h.expect("TYPE I", "200 Type set to I.\n");
@@ -660,7 +637,7 @@ fn blast_falls_back_to_tcp_without_feat_and_fails_on_refusal() {
         .any(|n| n.contains("does not offer BLAST")));
 
     // A server that lists BLAST but refuses the options or the channel: the operation fails.
-    let mut h = Harness::new();
+    let mut h = Scripted::new();
     login_drsftp(&mut h);
     h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
         .unwrap();
