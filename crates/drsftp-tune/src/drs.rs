@@ -71,14 +71,15 @@ pub struct DrsConfig {
     pub steady_gain: f64,
     pub ramp_growth: f64,
     /// Take each TCP_INFO RTT reading as the estimate instead of smoothing it again. The kernel's `rcv_rtt` is
-    /// already a moving average of per-segment timestamp samples, so it follows a queue filling up within a few
+    /// already a moving average of per-segment timestamp samples, so it follows a filling queue within tens of
     /// milliseconds; a second 1/8 average on top (one reading per interval) lagged it by ~8 intervals. When a
     /// slow-start sender fills the bottleneck queue, delivered bytes stop growing and only the RTT does: with the
     /// lagging estimate the BDP samples grew by less than `ramp_growth`, the ramp ended while the sender was
     /// still in slow start, and the 1.5x window held it there. Linux keeps growing cwnd in slow start up to twice
     /// the packets in flight, so the next window step released a line-rate burst and a double back-off. On the
-    /// time-varying lab path that cost cubic 0.74-0.79 of the best static buffer; taking the reading as it is
-    /// gave 1.0 (docs/bench/drs-gridftp.md). SBUF-echo samples (one every few seconds) are still smoothed.
+    /// time-varying lab path that cost cubic 0.75-0.85 of the best static buffer in 7 of 9 runs; taking the reading
+    /// as it is gave 0.96-1.00 in 4 of 5 (docs/bench/drs-gridftp.md). SBUF-echo samples (one every few seconds)
+    /// are still smoothed.
     pub raw_tcp_rtt: bool,
 }
 
