@@ -1,0 +1,47 @@
+#!/bin/bash
+# One traced download on the time-varying lab path (docs/bench/drs-gridftp-swing.profile), for looking at what
+# the SENDER's congestion control does beside the receiver's DRS trace: `ss -tin` in the sending host every
+# ~100 ms (cwnd, ssthresh, rtt of each established socket but the control one) into OUT/ss-TAG.txt, and
+# `drsftp copy --trace` into OUT/trace-TAG.csv. This is how the time-varying row's failure was found
+# (docs/bench/drs-gridftp.md, "Why, and the fix").
+#
+#   bench/swing-trace.sh DRSFTP_BIN BUFFER TAG [OUT]     e.g. bench/swing-trace.sh target/release/drsftp drs r1
+#   XENV="VAR=VALUE" passes an environment variable to the receiving `drsftp copy`.
+#
+# Needs root (network namespaces). Traffic stays inside the lab (198.18.0.0/15); the lab is taken down on exit.
+set -euo pipefail
+BIN=$(realpath "$1"); BUF=$2; TAG=$3; OUT=${4:-/tmp/drsftp-swing-trace}
+PROFILE=$(dirname "$(realpath "$0")")/../docs/bench/drs-gridftp-swing.profile
+SRC=$OUT/src; L=swtrace
+mkdir -p "$OUT" "$SRC"
+[ -f "$SRC/f256" ] || head -c 268435456 /dev/urandom > "$SRC/f256"
+"$BIN" lab up $L --hosts 2 --rtt 100ms --rate 100mbit --profile "$PROFILE" > "$OUT/lab.log" 2>&1
+T0=$(date +%s.%N)
+SERVE=""; SAMPLER=""
+cleanup() {
+    [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null || true
+    [ -n "$SERVE" ] && kill "$SERVE" 2>/dev/null || true
+    "$BIN" lab down $L > /dev/null 2>&1 || true
+    rm -f "$OUT/dest-$TAG"
+}
+trap cleanup EXIT
+"$BIN" lab exec $L h2 -- "$BIN" serve --listen 198.18.0.2:2121 --root "$SRC" --anonymous --buffer "$BUF" \
+    --congestion cubic > "$OUT/serve-$TAG.log" 2>&1 &
+SERVE=$!
+sleep 1
+# Start at the profile's next period boundary (32 s), as the benchmark does.
+sleep "$(python3 -c "import math,time;t=time.time()-$T0;print(math.ceil(t/32)*32-t)")"
+(
+    while true; do
+        echo "T $(date +%s.%N)"
+        "$BIN" lab exec $L h2 -- ss -tin state established '( sport != :2121 )' 2>/dev/null \
+            | grep -o 'cwnd:[0-9]*\|rtt:[0-9.]*\|ssthresh:[0-9]*' | tr '\n' ' ' || true
+        echo
+        sleep 0.1
+    done
+) > "$OUT/ss-$TAG.txt" &
+SAMPLER=$!
+echo "start $(date +%s.%N)" > "$OUT/start-$TAG.txt"
+"$BIN" lab exec $L h1 -- env ${XENV:-DRSFTP_TRACE_RUN=1} "$BIN" copy ftp://198.18.0.2:2121/f256 "$OUT/dest-$TAG" \
+    --buffer "$BUF" --congestion cubic -p 1 --json --trace "$OUT/trace-$TAG.csv" > "$OUT/copy-$TAG.json"
+cat "$OUT/copy-$TAG.json"
