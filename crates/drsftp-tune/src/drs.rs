@@ -560,11 +560,12 @@ mod tests {
 
     #[test]
     fn the_ramp_lasts_while_slow_start_fills_the_queue() {
-        let pipe = 1u64 << 20;
+        // A round in which the flight doubled past the pipe but not yet to the queue's limit: the queue filling.
+        let filling_queue = |e: &&(u64, u64, bool)| e.0 > 1 << 20 && e.0 < 4 << 20;
         let raw = slow_start_into_a_queue(true);
-        // Every round in which the flight doubled past the pipe (the queue filling) keeps gain 2 and a window of
-        // at least twice that flight, so the sender is never held below its doubling.
-        let filling: Vec<_> = raw.iter().filter(|e| e.0 > pipe && e.0 < 4 << 20).collect();
+        // Every such round keeps gain 2 and a window of at least twice that flight, so the sender is never held
+        // below its doubling.
+        let filling: Vec<_> = raw.iter().filter(filling_queue).collect();
         assert!(!filling.is_empty(), "{raw:?}");
         for e in &filling {
             assert!(e.2 && e.1 >= 2 * e.0 * 9 / 10, "{raw:?}");
@@ -572,7 +573,7 @@ mod tests {
         // Smoothing the kernel's reading again lags the queue: the ramp ended while the flight was still doubling.
         let smoothed = slow_start_into_a_queue(false);
         assert!(
-            smoothed.iter().any(|e| e.0 > pipe && e.0 < 4 << 20 && !e.2),
+            smoothed.iter().filter(filling_queue).any(|e| !e.2),
             "{smoothed:?}"
         );
     }

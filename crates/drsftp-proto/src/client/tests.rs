@@ -446,31 +446,14 @@ fn blast_spec(direction: Direction, path: &str) -> TransferSpec {
     }
 }
 
-fn login_drsftp(h: &mut Scripted) {
-    h.reply("220 drsftp GridFTP server ready.\n");
-    h.s.start(
-        h.now,
-        Op::Login {
-            user: "anonymous".into(),
-            pass: "x".into(),
-        },
-    )
-    .unwrap();
-    h.expect("USER anonymous", "331 Password required.\n");
-    h.expect("PASS x", "230 Logged in.\n");
-    h.expect(
-        "FEAT",
-        "211-Extensions supported:\n PARALLEL\n CKSM SHA256;\n BLAST\n211 End.\n",
-    );
-    h.events();
-}
+/// FEAT of a drsftp server offering the UDP blast transport.
+const BLAST_FEAT: &str = "211-Extensions supported:\n PARALLEL\n CKSM SHA256;\n BLAST\n211 End.\n";
 
 /// A resumed blast download says what it holds with `REST <ranges>` right before RETR; a refusal is a notice;
 /// the setting is used by one transfer only.
 #[test]
 fn blast_resume_sends_rest_ranges_once() {
-    let mut h = Scripted::new();
-    login_drsftp(&mut h);
+    let mut h = Scripted::login(BLAST_FEAT);
     let held: crate::ranges::RangeSet = [0..1436, 2872..5000].into_iter().collect();
     for (answer, notice) in [
         (
@@ -533,8 +516,7 @@ fn blast_resume_sends_rest_ranges_once() {
 
 #[test]
 fn blast_download_and_upload_dialogues() {
-    let mut h = Scripted::new();
-    login_drsftp(&mut h);
+    let mut h = Scripted::login(BLAST_FEAT);
     h.s.start(
         h.now,
         Op::Transfer(blast_spec(Direction::Download, "/data/f")),
@@ -637,8 +619,7 @@ fn blast_falls_back_to_tcp_without_feat_and_fails_on_refusal() {
         .any(|n| n.contains("does not offer BLAST")));
 
     // A server that lists BLAST but refuses the options or the channel: the operation fails.
-    let mut h = Scripted::new();
-    login_drsftp(&mut h);
+    let mut h = Scripted::login(BLAST_FEAT);
     h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
         .unwrap();
     h.expect("TYPE I", "200 Type set to I.\n");
