@@ -292,16 +292,14 @@ mod tests {
         }
         reader.join().unwrap();
         let tx = tcp_info(&c).unwrap();
+        // Only the presence of window-limited time is asserted, not its share of the busy time: on a loaded
+        // machine (CI) the share varied from over half to 8 ms of 140 ms, because how long the window stays
+        // shut depends on when the scheduler runs the reader, not on the kernel's accounting.
         assert!(
             tx.rwnd_limited > Duration::ZERO,
             "expected receive-window limiting: {tx:?}"
         );
-        assert!(
-            tx.rwnd_limited * 2 > tx.busy_time / 4,
-            "rwnd {:?} busy {:?}",
-            tx.rwnd_limited,
-            tx.busy_time
-        );
+        assert!(tx.rwnd_limited <= tx.busy_time, "{tx:?}");
     }
 
     #[test]
