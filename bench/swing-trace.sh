@@ -45,3 +45,9 @@ echo "start $(date +%s.%N)" > "$OUT/start-$TAG.txt"
 "$BIN" lab exec $L h1 -- env ${XENV:-DRSFTP_TRACE_RUN=1} "$BIN" copy ftp://198.18.0.2:2121/f256 "$OUT/dest-$TAG" \
     --buffer "$BUF" --congestion cubic -p 1 --json --trace "$OUT/trace-$TAG.csv" > "$OUT/copy-$TAG.json"
 cat "$OUT/copy-$TAG.json"
+# The hosts' TCP counters (each lab host is a fresh namespace, so these are this transfer's): the receiver pruning
+# its queues (PruneCalled, OfoPruned, RcvPruned: memory over SO_RCVBUF), and the sender seeing SACK reneging.
+for h in h1 h2; do
+    echo "$h $("$BIN" lab exec $L $h -- nstat -az 2>/dev/null \
+        | awk '/Prune|OFODrop|RcvQDrop|SACKReneging|TCPOFOQueue|TCPLossProbes |TCPSackRecovery |TCPTimeouts /{printf "%s=%s ", $1, $2}')"
+done | tee "$OUT/nstat-$TAG.txt"
