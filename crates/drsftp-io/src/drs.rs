@@ -74,9 +74,9 @@ pub enum DrsKnob {
     /// buffer shrunk after set-up pins `rcv_ssthresh` (the advertised window stops growing when SO_RCVBUF is
     /// raised again); see docs/drs.md. Kept for comparison.
     RecvBuf,
-    /// Raise SO_RCVBUF after set-up to the ceiling (see [`after_connect`]) and move TCP_WINDOW_CLAMP (the
-    /// advertised-window bound) instead; raising the clamp also raises `rcv_ssthresh`. Receive memory is bounded
-    /// by the window.
+    /// Move TCP_WINDOW_CLAMP (the advertised-window bound); raising the clamp also raises `rcv_ssthresh`.
+    /// SO_RCVBUF follows the largest clamp so far (see [`after_connect`]) and is never lowered. Receive memory
+    /// is bounded by the window.
     WindowClamp,
 }
 
@@ -96,10 +96,11 @@ pub fn expected_ceiling(limits: &BufLimits, drs_max: u64) -> u64 {
 /// After `connect`/`accept` under `Drs` (receiving side): size the buffer now that the connection exists, then
 /// impose DRS's starting window (`initial`, capped at the ceiling) via `knob`. Returns the ceiling DRS may grow
 /// to, min(`drs_max`, 65535 << rcv_wscale); 0 for the other policies.
-/// - `WindowClamp`: SO_RCVBUF is raised to that ceiling (FORCE above rmem_max when permitted, else capped at
-///   rmem_max, and then the ceiling is what the kernel granted) and the clamp set to `initial`. The window scale
-///   needs no help: it was arranged before connect/listen by the kernel from max(tcp_rmem[2], rmem_max), which is
-///   why [`prepare_socket`] leaves SO_RCVBUF alone; so the window opens from autotuning's small initial value.
+/// - `WindowClamp`: SO_RCVBUF and the clamp are set to `initial`; the ceiling is capped at rmem_max unless
+///   SO_RCVBUFFORCE is permitted. [`DrsStream`] raises SO_RCVBUF with the clamp, up to the ceiling. The window
+///   scale needs no help: it was arranged before connect/listen by the kernel from max(tcp_rmem[2], rmem_max),
+///   which is why [`prepare_socket`] leaves SO_RCVBUF alone; so the window opens from autotuning's small initial
+///   value.
 /// - `RecvBuf`: SO_RCVBUF = `initial` (DRS raises it later, up to the ceiling).
 pub fn after_connect(
     fd: impl AsFd,
@@ -114,12 +115,21 @@ pub fn after_connect(
     }
     let fd = fd.as_fd();
     let mut ceiling = drs_max.min(scale_limit(fd)?);
+    let start = initial.min(ceiling);
     if knob == DrsKnob::WindowClamp {
-        sockopt::set_buf_best(fd, Dir::Recv, ceiling as usize, limits.rmem_max)
-            .map_err(io::Error::other)?;
-        ceiling = ceiling.min((sockopt::recv_buf(fd).map_err(io::Error::other)? / 2) as u64);
+        // SO_RCVBUF starts at DRS's window, not at the ceiling: Linux re-derives the window clamp from SO_RCVBUF
+        // (first full-sized segment) and advertises up to it before the first sampling interval can put DRS's
+        // clamp back, and an advertised edge is never retracted. With a ceiling-sized buffer, 48 `-p auto`
+        // joiners advertised ~2.3x their clamps (docs/bench/auto.md, fourth run). [`DrsStream`] raises it with
+        // the clamp (never lowers it). Whether FORCE is permitted is learned here, at the starting size.
+        let forced = ceiling > limits.rmem_max as u64
+            && sockopt::set_recv_buf_force(fd, start as usize).is_ok();
+        if !forced {
+            sockopt::set_recv_buf(fd, start as usize).map_err(io::Error::other)?;
+            ceiling = ceiling.min(limits.rmem_max as u64);
+        }
     }
-    apply_knob(fd, knob, limits, initial.min(ceiling))?;
+    apply_knob(fd, knob, limits, start)?;
     Ok(ceiling)
 }
 
@@ -362,6 +372,8 @@ pub struct DrsStream {
     trace: TraceLog,
     applied: Vec<u64>,
     reclamped: u64,
+    /// SO_RCVBUF as last set (the kernel's halved view), 0 until first needed.
+    rcvbuf: u64,
 }
 
 impl DrsStream {
@@ -387,6 +399,7 @@ impl DrsStream {
             trace: TraceLog::new(Duration::ZERO, DRS_TRACE_ROWS),
             applied: vec![],
             reclamped: 0,
+            rcvbuf: 0,
         }
     }
 
@@ -435,6 +448,9 @@ impl DrsStream {
         while let Some(a) = self.rx.poll_action() {
             match a {
                 DrsAction::SetRecvBuf(b) if self.apply => {
+                    if self.knob == DrsKnob::WindowClamp {
+                        self.raise_recv_buf(fd, b)?;
+                    }
                     apply_knob(fd, self.knob, &self.limits, b)?;
                     self.applied.push(b);
                 }
@@ -454,6 +470,20 @@ impl DrsStream {
             }
         }
         Ok(out)
+    }
+
+    /// Under the clamp knob, keep SO_RCVBUF at least `want` (the clamp about to be set), so the receive memory
+    /// never binds below the window; never lowered (a locked buffer shrunk after set-up pins `rcv_ssthresh`).
+    fn raise_recv_buf(&mut self, fd: std::os::fd::BorrowedFd<'_>, want: u64) -> io::Result<()> {
+        if self.rcvbuf == 0 {
+            self.rcvbuf = (sockopt::recv_buf(fd).map_err(io::Error::other)? / 2) as u64;
+        }
+        if want > self.rcvbuf {
+            sockopt::set_buf_best(fd, Dir::Recv, want as usize, self.limits.rmem_max)
+                .map_err(io::Error::other)?;
+            self.rcvbuf = want;
+        }
+        Ok(())
     }
 
     /// Choose how the window is imposed (default [`DrsKnob::WindowClamp`]); must match [`after_connect`].
@@ -630,7 +660,7 @@ mod tests {
     }
 
     #[test]
-    fn window_clamp_knob_moves_the_clamp_not_the_buffer() {
+    fn window_clamp_knob_moves_the_clamp_and_raises_the_buffer_behind_it() {
         let limits = sockopt::buf_limits().unwrap();
         let max = drs_max_buf(&limits, 8 << 20, false);
         let l = listen_with(
@@ -659,11 +689,11 @@ mod tests {
             DrsKnob::WindowClamp,
         )
         .unwrap();
-        let big = sockopt::recv_buf(&s).unwrap();
+        assert!(ceiling > 64 * 1024);
         assert_eq!(
-            big as u64,
-            2 * ceiling,
-            "raised to the ceiling after set-up"
+            sockopt::recv_buf(&s).unwrap(),
+            2 * 64 * 1024,
+            "SO_RCVBUF starts at DRS's window, not at the ceiling"
         );
         assert_eq!(sockopt::window_clamp(&s).unwrap(), 64 * 1024);
         let cfg = DrsConfig {
@@ -689,8 +719,10 @@ mod tests {
             d.applied(),
             d.reclamped()
         );
-        // The post-set-up buffer stays as the ceiling; the clamp carries the DRS value.
-        assert_eq!(sockopt::recv_buf(&s).unwrap(), big);
+        // The clamp carries the DRS value; SO_RCVBUF followed the largest clamp and was never lowered.
+        let top = d.applied().iter().copied().fold(64 * 1024, u64::max);
+        assert!(top > 64 * 1024, "DRS grew: {:?}", d.applied());
+        assert_eq!(sockopt::recv_buf(&s).unwrap() as u64, 2 * top);
         assert_eq!(sockopt::window_clamp(&s).unwrap() as u64, d.buffer());
         if let Some(&last) = d.applied().last() {
             assert_eq!(d.buffer(), last);
@@ -755,11 +787,11 @@ mod tests {
             let buf = sockopt::recv_buf(sock).unwrap() as u64 / 2;
             eprintln!("{side}: after_connect ceiling {ceiling}, SO_RCVBUF/2 {buf}");
             assert!(
-                buf == scale_cap || (buf == limits.rmem_max as u64 && buf < scale_cap),
-                "{side}: {buf} vs {scale_cap} / rmem_max {}",
+                ceiling == scale_cap || (ceiling == limits.rmem_max as u64 && ceiling < scale_cap),
+                "{side}: {ceiling} vs {scale_cap} / rmem_max {}",
                 limits.rmem_max
             );
-            assert_eq!(ceiling, buf, "{side}");
+            assert_eq!(buf, 64 * 1024, "{side}: SO_RCVBUF starts at DRS's window");
             assert_eq!(sockopt::window_clamp(sock).unwrap(), 64 * 1024, "{side}");
         }
         // Other policies are untouched.

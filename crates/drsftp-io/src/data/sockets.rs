@@ -74,8 +74,8 @@ pub(crate) async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<Tcp
 /// buffer's rate with the same mean window (docs/bench/drs-gridftp/init-ab.md).
 const FIRST_INITIAL: u64 = 1 << 20;
 
-/// Receiving side, per connection: under `Drs`, raise the receive buffer to its ceiling now that the connection
-/// exists and impose DRS's starting window (both in [`drs::after_connect`]), and return the stream driver; for
+/// Receiving side, per connection: under `Drs`, impose DRS's starting window and learn the ceiling it may grow to
+/// (both in [`drs::after_connect`]), and return the stream driver; for
 /// the other policies `None` (the gauge observes the kernel instead). `probes`: in-band SBUF probes may be sent.
 /// `joining`: the average DRS buffer of the transfer's streams already running, for a MODE E connection that
 /// joins a running transfer (`-p auto` adding streams); it starts at that if smaller than 256 KiB (else at 256 KiB;
