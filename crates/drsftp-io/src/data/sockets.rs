@@ -74,14 +74,17 @@ pub(crate) async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<Tcp
 /// buffer's rate with the same mean window (docs/bench/drs-gridftp/init-ab.md).
 const FIRST_INITIAL: u64 = 1 << 20;
 
+/// The most a joining connection starts at (less if the running streams' average is less). Loss-limited streams
+/// settle far below it (~85 KB each at 40 ms and 0.1 % loss), and with 256 KiB, 63 joiners alone held as much as
+/// the 64 x 256 KiB grid case that matched `-p auto`'s throughput (docs/bench/auto.md, fifth run).
+const JOIN_MAX_INITIAL: u64 = 128 << 10;
+
 /// Receiving side, per connection: under `Drs`, impose DRS's starting window and learn the ceiling it may grow to
 /// (both in [`drs::after_connect`]), and return the stream driver; for
 /// the other policies `None` (the gauge observes the kernel instead). `probes`: in-band SBUF probes may be sent.
 /// `joining`: the average DRS buffer of the transfer's streams already running, for a MODE E connection that
-/// joins a running transfer (`-p auto` adding streams); it starts at that if smaller than 256 KiB (else at 256 KiB;
-/// a first connection starts at [`FIRST_INITIAL`]).
-/// Loss-limited streams settle far below 256 KiB (2 x BDP of a few Mbit/s), and 48 joiners starting at 256 KiB
-/// each made auto's peak receive memory 1.37x that of 64 fixed 256 KiB buffers on a 40 ms lab link.
+/// joins a running transfer (`-p auto` adding streams); it starts at the smaller of that and [`JOIN_MAX_INITIAL`]
+/// (a first connection at [`FIRST_INITIAL`]), and the socket's clamp starts there too.
 pub(crate) fn start_drs(
     sock: &TcpStream,
     opts: &DataOpts,
@@ -93,23 +96,21 @@ pub(crate) fn start_drs(
     }
     let limits = limits()?;
     let base = DrsConfig::default();
+    // The socket's first clamp is DRS's first window, so a joiner does not advertise more than DRS counts.
+    let initial = joining
+        .map_or(FIRST_INITIAL, |j| j.min(JOIN_MAX_INITIAL))
+        .max(base.min_buf);
     // The ceiling actually in force: min(drs_max, 65535 << rcv_wscale), less if FORCE was refused.
     let ceiling = drs::after_connect(
         sock,
         BufferPolicy::Drs,
         &limits,
         opts.drs_max,
-        if joining.is_some() {
-            base.initial_buf
-        } else {
-            FIRST_INITIAL
-        },
+        initial,
         DrsKnob::WindowClamp,
     )?;
     let max_buf = ceiling.max(base.min_buf);
-    let initial = joining
-        .map_or(FIRST_INITIAL, |j| j.min(base.initial_buf))
-        .clamp(base.min_buf, max_buf);
+    let initial = initial.min(max_buf);
     let cfg = DrsConfig {
         probes,
         max_buf,
