@@ -118,11 +118,11 @@ pub fn after_connect(
     let start = initial.min(ceiling);
     if knob == DrsKnob::WindowClamp {
         // SO_RCVBUF starts at twice DRS's window (`rcvbuf_for`), not at the ceiling: Linux re-derives the window
-        // clamp from SO_RCVBUF
-        // (first full-sized segment) and advertises up to it before the first sampling interval can put DRS's
-        // clamp back, and an advertised edge is never retracted. With a ceiling-sized buffer, 48 `-p auto`
-        // joiners advertised ~2.3x their clamps (docs/bench/auto.md, fourth run). [`DrsStream`] raises it with
-        // the clamp (never lowers it). Whether FORCE is permitted is learned here, at the starting size.
+        // clamp from SO_RCVBUF (first full-sized segment) and advertises up to it before the first sampling
+        // interval can put DRS's clamp back, and an advertised edge is never retracted. With a ceiling-sized
+        // buffer, 48 `-p auto` joiners advertised ~2.3x their clamps (docs/bench/auto.md, fourth run).
+        // [`DrsStream`] raises it with the clamp (never lowers it). Whether FORCE is permitted is learned here,
+        // at the starting size.
         let forced = ceiling > limits.rmem_max as u64
             && sockopt::set_recv_buf_force(fd, rcvbuf_for(start)).is_ok();
         if !forced {
@@ -485,7 +485,8 @@ impl DrsStream {
     }
 
     /// Under the clamp knob, keep SO_RCVBUF at least [`rcvbuf_for`] `want` (the clamp about to be set), so the
-    /// receive memory never binds below the window; never lowered (a locked buffer shrunk after set-up pins `rcv_ssthresh`).
+    /// receive memory never binds below the window; never lowered (a locked buffer shrunk after set-up pins
+    /// `rcv_ssthresh`).
     fn raise_recv_buf(&mut self, fd: std::os::fd::BorrowedFd<'_>, want: u64) -> io::Result<()> {
         if self.rcvbuf == 0 {
             self.rcvbuf = (sockopt::recv_buf(fd).map_err(io::Error::other)? / 2) as u64;

@@ -9,17 +9,7 @@ fn drs_stream_applies_buffers_and_traces_a_loopback_transfer() {
     let limits = sockopt::buf_limits().unwrap();
     let policy = BufferPolicy::Drs;
     let max = drs_max_buf(&limits, 16 << 20, false);
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    prepare_socket(&sock, policy, &limits, max).unwrap();
-    sock.bind(
-        &"127.0.0.1:0"
-            .parse::<std::net::SocketAddr>()
-            .unwrap()
-            .into(),
-    )
-    .unwrap();
-    sock.listen(1).unwrap();
-    let l: TcpListener = sock.into();
+    let l = listen_with("127.0.0.1:0".parse().unwrap(), policy, &limits, max).unwrap();
     let addr = l.local_addr().unwrap();
     const N: u64 = 64 << 20;
     let writer = std::thread::spawn(move || {
