@@ -148,6 +148,72 @@ fn window_clamp_knob_moves_the_clamp_and_raises_the_buffer_behind_it() {
 }
 
 #[test]
+fn a_lifted_clamp_is_put_back_after_every_read_early_in_a_connection() {
+    let limits = sockopt::buf_limits().unwrap();
+    let max = drs_max_buf(&limits, 8 << 20, false);
+    let l = listen_with(
+        "127.0.0.1:0".parse().unwrap(),
+        BufferPolicy::Drs,
+        &limits,
+        max,
+    )
+    .unwrap();
+    let addr = l.local_addr().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut c = connect_with(addr, BufferPolicy::Kernel, &limits, 0, None).unwrap();
+        c.write_all(&vec![1u8; 2 << 20]).unwrap();
+    });
+    let (mut s, _) = l.accept().unwrap();
+    after_connect(
+        &s,
+        BufferPolicy::Drs,
+        &limits,
+        max,
+        128 << 10,
+        DrsKnob::WindowClamp,
+    )
+    .unwrap();
+    let cfg = DrsConfig {
+        initial_buf: 128 << 10,
+        max_buf: max,
+        // No sampling interval ends during the test: only the early checks can act.
+        min_interval: Duration::from_secs(3600),
+        max_interval: Duration::from_secs(3600),
+        initial_rtt: Duration::from_secs(3600),
+        ..DrsConfig::default()
+    };
+    let t0 = Instant::now();
+    let mut d = DrsStream::new(t0, BufferPolicy::Drs, cfg, limits);
+    let mut buf = vec![0u8; 64 << 10];
+    let first = s.read(&mut buf).unwrap() as u64;
+    d.on_read(&s, t0, first).unwrap(); // the first poll samples (and re-clamps) once
+    let mut got = first;
+    let mut lifts = 0;
+    while d.early() {
+        // What Linux does when it revises its payload/truesize ratio (a full-sized segment after a short one).
+        sockopt::set_window_clamp(&s, 1 << 20).unwrap();
+        lifts += 1;
+        let n = s.read(&mut buf).unwrap() as u64;
+        assert!(n > 0);
+        got += n;
+        d.reclamp(&s).unwrap();
+        assert_eq!(sockopt::window_clamp(&s).unwrap() as u64, d.buffer());
+        d.on_read(&s, t0, n).unwrap();
+    }
+    assert!(got > 1 << 20, "early for the first MiB");
+    assert!(d.reclamped() >= lifts, "{} of {lifts}", d.reclamped());
+    // Past the early bytes a lifted clamp waits for the next sampling interval.
+    sockopt::set_window_clamp(&s, 1 << 20).unwrap();
+    let n = s.read(&mut buf).unwrap() as u64;
+    d.on_read(&s, t0, n).unwrap();
+    assert_eq!(sockopt::window_clamp(&s).unwrap(), 1 << 20);
+    d.poll(&s, t0 + Duration::from_secs(7200)).unwrap();
+    assert_eq!(sockopt::window_clamp(&s).unwrap() as u64, d.buffer());
+    while s.read(&mut buf).unwrap() > 0 {}
+    writer.join().unwrap();
+}
+
+#[test]
 fn drs_leaves_the_buffer_small_at_set_up_and_raises_it_after() {
     let limits = sockopt::buf_limits().unwrap();
     let drs_max: u64 = 64 << 20;
