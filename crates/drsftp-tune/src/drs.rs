@@ -95,6 +95,13 @@ pub struct DrsConfig {
     pub parallel_from: u64,
     pub parallel_shrink_after: usize,
     pub parallel_shrink_factor: f64,
+    /// With `parallel_from` streams or more, the BDP is also taken at the minimum RTT (as `bdp_min_rtt`) and the
+    /// gain is `parallel_gain` even while the sender ramps. Many streams' slow starts fill the bottleneck queue
+    /// together (40 -> 70 ms at 40 ms, 1 Gbit/s) and every stream's window followed 2x its flight at the inflated
+    /// RTT: 64 streams peaked at ~285 KB each where 64 x 128 KiB fixed buffers carried as much. The single-stream
+    /// reasons against it do not hold here: a queue the streams built together drains as soon as they are
+    /// window-bound, and a stream held to 1.5x per RTT in slow start costs the aggregate 1/N of its growth.
+    pub parallel_gain: f64,
 }
 
 impl Default for DrsConfig {
@@ -121,6 +128,7 @@ impl Default for DrsConfig {
             parallel_from: 8,
             parallel_shrink_after: 4,
             parallel_shrink_factor: 0.75,
+            parallel_gain: 1.5,
         }
     }
 }
@@ -138,6 +146,8 @@ pub struct DrsReceiver {
     interval_bytes: u64,
     recent: VecDeque<u64>,
     bdp: u64,
+    /// The last raw BDP sample (see `close_interval`).
+    last_raw: Option<u64>,
     ramping: bool,
     /// Parallel streams in the transfer, as last told (1 until then).
     streams: u64,
@@ -160,6 +170,7 @@ impl DrsReceiver {
             interval_bytes: 0,
             recent: VecDeque::new(),
             bdp: 0,
+            last_raw: None,
             ramping: true,
             streams: 1,
             probe: None,
@@ -192,7 +203,9 @@ impl DrsReceiver {
     }
     /// Gain in force: `gain` while the sender ramps up, `steady_gain` after.
     pub fn gain(&self) -> f64 {
-        if self.ramping {
+        if self.parallel() {
+            self.cfg.parallel_gain
+        } else if self.ramping {
             self.cfg.gain
         } else {
             self.cfg.steady_gain
@@ -213,9 +226,14 @@ impl DrsReceiver {
         self.streams = n.max(1);
     }
 
+    /// Whether the transfer runs enough streams for the parallel rules (see [`DrsConfig::parallel_from`]).
+    pub fn parallel(&self) -> bool {
+        self.streams >= self.cfg.parallel_from
+    }
+
     /// Low samples to wait for, and the factor per interval, of a shrink.
     fn shrink(&self) -> (usize, f64) {
-        if self.streams >= self.cfg.parallel_from {
+        if self.parallel() {
             (
                 self.cfg.parallel_shrink_after,
                 self.cfg.parallel_shrink_factor,
@@ -319,11 +337,19 @@ impl DrsReceiver {
         }
         // Bytes delivered per RTT over the interval: the flight size the sender sustained (a lower bound on its
         // window when the interval is about one RTT, seed 002).
-        let rtt = match (self.cfg.bdp_min_rtt, self.min_rtt) {
+        let rtt = match (self.cfg.bdp_min_rtt || self.parallel(), self.min_rtt) {
             (true, Some((m, _))) => m,
             _ => self.rtt(),
         };
-        let bdp = (self.interval_bytes as f64 * rtt.as_secs_f64() / elapsed.as_secs_f64()) as u64;
+        let raw = (self.interval_bytes as f64 * rtt.as_secs_f64() / elapsed.as_secs_f64()) as u64;
+        // With many streams, size from the mean of the last two samples: after a loss hole the backlog arrives at
+        // once (one sample ~0, the next ~2x the flight), and each such pair lifted a loss-limited stream's window
+        // to 1.5x twice its flight for a few intervals, once per loss (~1 s per stream at 0.1 %).
+        let bdp = match self.last_raw {
+            Some(prev) if self.parallel() => (raw + prev) / 2,
+            _ => raw,
+        };
+        self.last_raw = Some(raw);
         self.interval_start = now;
         self.interval_bytes = 0;
         if self.ramping
@@ -731,6 +757,48 @@ mod tests {
         assert!(*many.last().unwrap() as f64 >= 100_000.0 * c.steady_gain);
         // Below `parallel_from` streams nothing changes.
         assert_eq!(run(c.parallel_from - 1), one);
+    }
+
+    #[test]
+    fn many_streams_size_from_the_min_rtt_and_paired_samples() {
+        // A loss-limited stream behind a queue its siblings built (40 ms base, 70 ms now) that delivers 200 KB and
+        // nothing in alternate 70 ms intervals (loss holes): 100 KB per 70 ms on average, 57 KB at the base RTT.
+        let run = |streams: u64| {
+            let t0 = Instant::now();
+            let cfg = DrsConfig {
+                probes: false,
+                initial_buf: 64 << 10,
+                ..DrsConfig::default()
+            };
+            let mut r = DrsReceiver::new(t0, cfg);
+            r.set_streams(streams);
+            let at = |rtt| TcpSample {
+                rcv_rtt: ms(rtt),
+                ..TcpSample::default()
+            };
+            r.handle_tcp_info(t0, &at(40));
+            let mut t = t0;
+            let mut bufs = vec![];
+            for i in 0..40 {
+                t += ms(70);
+                r.handle_bytes(t - ms(1), if i % 2 == 0 { 200_000 } else { 0 });
+                r.handle_tcp_info(t, &at(70));
+                bufs.push(r.buffer());
+            }
+            bufs
+        };
+        let flight = 100_000.0 * 40.0 / 70.0;
+        let c = DrsConfig::default();
+        let many = run(c.parallel_from);
+        let top = *many[4..].iter().max().unwrap() as f64;
+        assert!(top <= flight * c.parallel_gain * 1.05, "{many:?}");
+        assert!(*many.last().unwrap() as f64 >= flight, "{many:?}");
+        // One stream keeps the single-stream rules: the smoothed RTT and the largest recent raw sample.
+        let one = run(1);
+        assert!(
+            *one.last().unwrap() as f64 >= 200_000.0 * c.steady_gain,
+            "{one:?}"
+        );
     }
 
     #[test]
