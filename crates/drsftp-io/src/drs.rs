@@ -429,9 +429,10 @@ impl DrsStream {
         self.poll(fd, now)
     }
 
-    /// The transfer now runs `n` parallel streams (see `DrsConfig::parallel_from`).
-    pub fn set_streams(&mut self, n: u64) {
-        self.rx.set_streams(n);
+    /// The transfer now runs `n` parallel streams and moved at most `rate` bytes/s so far (see
+    /// `DrsReceiver::set_transfer`).
+    pub fn set_transfer(&mut self, n: u64, rate: u64) {
+        self.rx.set_transfer(n, rate);
     }
 
     /// The peer echoed SBUF probe `id`.

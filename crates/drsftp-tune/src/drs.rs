@@ -87,7 +87,7 @@ pub struct DrsConfig {
     /// as it is gave 0.96-1.00 in 4 of 5 (docs/bench/drs-gridftp.md). SBUF-echo samples (one every few seconds)
     /// are still smoothed.
     pub raw_tcp_rtt: bool,
-    /// With at least this many parallel streams in the transfer ([`DrsReceiver::set_streams`]), shrink after
+    /// With at least this many parallel streams in the transfer ([`DrsReceiver::set_transfer`]), shrink after
     /// `parallel_shrink_after` low samples by `parallel_shrink_factor` per interval instead. One stream's shortfall
     /// costs the aggregate 1/N of it while every stream's excess adds up N times: the slow-start overshoot of 12
     /// streams joining a `-p auto` transfer held ~0.7-2 MB windows each for ~2 s on a 40 ms, 0.1 % loss path,
@@ -95,13 +95,12 @@ pub struct DrsConfig {
     pub parallel_from: u64,
     pub parallel_shrink_after: usize,
     pub parallel_shrink_factor: f64,
-    /// With `parallel_from` streams or more, the BDP is also taken at the minimum RTT (as `bdp_min_rtt`) and the
-    /// gain is `parallel_gain` even while the sender ramps. Many streams' slow starts fill the bottleneck queue
-    /// together (40 -> 70 ms at 40 ms, 1 Gbit/s) and every stream's window followed 2x its flight at the inflated
-    /// RTT: 64 streams peaked at ~285 KB each where 64 x 128 KiB fixed buffers carried as much. The single-stream
-    /// reasons against it do not hold here: a queue the streams built together drains as soon as they are
-    /// window-bound, and a stream held to 1.5x per RTT in slow start costs the aggregate 1/N of its growth.
-    pub parallel_gain: f64,
+    /// With `parallel_from` streams or more and the transfer's rate known ([`DrsReceiver::set_transfer`]), no
+    /// stream's window exceeds `share_gain` x (the transfer's highest rate x this stream's minimum RTT) / streams:
+    /// DRS's 2x BDP applied to the whole transfer, split evenly. Each stream alone sizes from its own flight, and
+    /// many streams' slow starts overshoot together: on a 40 ms, 1 Gbit/s, 0.1 % loss path 64 streams' windows
+    /// summed to ~20 MB, four times the path's BDP, where 64 x 128 KiB fixed buffers carried as much.
+    pub share_gain: f64,
 }
 
 impl Default for DrsConfig {
@@ -128,7 +127,7 @@ impl Default for DrsConfig {
             parallel_from: 8,
             parallel_shrink_after: 4,
             parallel_shrink_factor: 0.75,
-            parallel_gain: 1.5,
+            share_gain: 2.0,
         }
     }
 }
@@ -146,11 +145,10 @@ pub struct DrsReceiver {
     interval_bytes: u64,
     recent: VecDeque<u64>,
     bdp: u64,
-    /// The last raw BDP sample (see `close_interval`).
-    last_raw: Option<u64>,
     ramping: bool,
-    /// Parallel streams in the transfer, as last told (1 until then).
+    /// Parallel streams in the transfer and its highest rate (bytes/s), as last told (1 and 0 until then).
     streams: u64,
+    transfer_rate: u64,
     probe: Option<(u64, Instant)>,
     next_probe_id: u64,
     announce: bool,
@@ -170,9 +168,9 @@ impl DrsReceiver {
             interval_bytes: 0,
             recent: VecDeque::new(),
             bdp: 0,
-            last_raw: None,
             ramping: true,
             streams: 1,
+            transfer_rate: 0,
             probe: None,
             next_probe_id: 1,
             announce: cfg.probes,
@@ -203,9 +201,7 @@ impl DrsReceiver {
     }
     /// Gain in force: `gain` while the sender ramps up, `steady_gain` after.
     pub fn gain(&self) -> f64 {
-        if self.parallel() {
-            self.cfg.parallel_gain
-        } else if self.ramping {
+        if self.ramping {
             self.cfg.gain
         } else {
             self.cfg.steady_gain
@@ -221,19 +217,26 @@ impl DrsReceiver {
             .clamp(self.cfg.min_interval, self.cfg.max_interval)
     }
 
-    /// The transfer now runs `n` parallel streams (this one included); see [`DrsConfig::parallel_from`].
-    pub fn set_streams(&mut self, n: u64) {
+    /// The transfer now runs `n` parallel streams (this one included) and has moved at most `rate` bytes/s over
+    /// any of its measuring periods so far (0: not known); see [`DrsConfig::parallel_from`] and
+    /// [`DrsConfig::share_gain`].
+    pub fn set_transfer(&mut self, n: u64, rate: u64) {
         self.streams = n.max(1);
+        self.transfer_rate = rate;
     }
 
-    /// Whether the transfer runs enough streams for the parallel rules (see [`DrsConfig::parallel_from`]).
-    pub fn parallel(&self) -> bool {
-        self.streams >= self.cfg.parallel_from
+    /// This stream's share of the transfer's window, if the rules for many streams apply and it is known.
+    pub fn share_cap(&self) -> Option<u64> {
+        let (min_rtt, _) = self.min_rtt?;
+        (self.streams >= self.cfg.parallel_from && self.transfer_rate > 0).then(|| {
+            (self.cfg.share_gain * self.transfer_rate as f64 * min_rtt.as_secs_f64()
+                / self.streams as f64) as u64
+        })
     }
 
     /// Low samples to wait for, and the factor per interval, of a shrink.
     fn shrink(&self) -> (usize, f64) {
-        if self.parallel() {
+        if self.streams >= self.cfg.parallel_from {
             (
                 self.cfg.parallel_shrink_after,
                 self.cfg.parallel_shrink_factor,
@@ -337,19 +340,11 @@ impl DrsReceiver {
         }
         // Bytes delivered per RTT over the interval: the flight size the sender sustained (a lower bound on its
         // window when the interval is about one RTT, seed 002).
-        let rtt = match (self.cfg.bdp_min_rtt || self.parallel(), self.min_rtt) {
+        let rtt = match (self.cfg.bdp_min_rtt, self.min_rtt) {
             (true, Some((m, _))) => m,
             _ => self.rtt(),
         };
-        let raw = (self.interval_bytes as f64 * rtt.as_secs_f64() / elapsed.as_secs_f64()) as u64;
-        // With many streams, size from the mean of the last two samples: after a loss hole the backlog arrives at
-        // once (one sample ~0, the next ~2x the flight), and each such pair lifted a loss-limited stream's window
-        // to 1.5x twice its flight for a few intervals, once per loss (~1 s per stream at 0.1 %).
-        let bdp = match self.last_raw {
-            Some(prev) if self.parallel() => (raw + prev) / 2,
-            _ => raw,
-        };
-        self.last_raw = Some(raw);
+        let bdp = (self.interval_bytes as f64 * rtt.as_secs_f64() / elapsed.as_secs_f64()) as u64;
         self.interval_start = now;
         self.interval_bytes = 0;
         if self.ramping
@@ -378,7 +373,10 @@ impl DrsReceiver {
                 next = peak.max((cur as f64 * shrink_factor) as u64);
             }
         }
-        let next = next.clamp(self.cfg.min_buf, self.cfg.max_buf);
+        let next = self
+            .share_cap()
+            .map_or(next, |c| next.min(c))
+            .clamp(self.cfg.min_buf, self.cfg.max_buf);
         let change = next.abs_diff(cur) as f64;
         if next != cur && (change >= cur as f64 * self.cfg.hysteresis || next == self.cfg.max_buf) {
             self.buf = next;
@@ -728,7 +726,7 @@ mod tests {
                 ..DrsConfig::default()
             };
             let mut r = DrsReceiver::new(t0, cfg);
-            r.set_streams(streams);
+            r.set_transfer(streams, 0);
             let mut t = t0;
             (0..80)
                 .map(|_| {
@@ -760,10 +758,10 @@ mod tests {
     }
 
     #[test]
-    fn many_streams_size_from_the_min_rtt_and_paired_samples() {
-        // A loss-limited stream behind a queue its siblings built (40 ms base, 70 ms now) that delivers 200 KB and
-        // nothing in alternate 70 ms intervals (loss holes): 100 KB per 70 ms on average, 57 KB at the base RTT.
-        let run = |streams: u64| {
+    fn many_streams_share_twice_the_transfers_bdp() {
+        // A stream in slow start (its flight doubles every 40 ms interval) among `n` streams of a transfer that
+        // peaked at 125 MB/s (1 Gbit/s) over a 40 ms path: at most 2 x 5 MB / n each.
+        let run = |n: u64, rate: u64| {
             let t0 = Instant::now();
             let cfg = DrsConfig {
                 probes: false,
@@ -771,34 +769,36 @@ mod tests {
                 ..DrsConfig::default()
             };
             let mut r = DrsReceiver::new(t0, cfg);
-            r.set_streams(streams);
-            let at = |rtt| TcpSample {
-                rcv_rtt: ms(rtt),
+            r.set_transfer(n, rate);
+            let info = TcpSample {
+                rcv_rtt: ms(40),
                 ..TcpSample::default()
             };
-            r.handle_tcp_info(t0, &at(40));
-            let mut t = t0;
-            let mut bufs = vec![];
-            for i in 0..40 {
-                t += ms(70);
-                r.handle_bytes(t - ms(1), if i % 2 == 0 { 200_000 } else { 0 });
-                r.handle_tcp_info(t, &at(70));
-                bufs.push(r.buffer());
+            let (mut t, mut flight) = (t0, 32_000u64);
+            let mut top = 0;
+            for _ in 0..12 {
+                r.handle_tcp_info(t, &info);
+                r.handle_bytes(t + ms(1), flight.min(r.buffer()));
+                t += ms(40);
+                flight *= 2;
+                top = top.max(r.buffer());
             }
-            bufs
+            r.handle_tcp_info(t, &info);
+            (top, r.share_cap())
         };
-        let flight = 100_000.0 * 40.0 / 70.0;
         let c = DrsConfig::default();
-        let many = run(c.parallel_from);
-        let top = *many[4..].iter().max().unwrap() as f64;
-        assert!(top <= flight * c.parallel_gain * 1.05, "{many:?}");
-        assert!(*many.last().unwrap() as f64 >= flight, "{many:?}");
-        // One stream keeps the single-stream rules: the smoothed RTT and the largest recent raw sample.
-        let one = run(1);
+        let (top, cap) = run(16, 125_000_000);
+        let want = (c.share_gain * 125e6 * 0.040 / 16.0) as u64;
+        assert_eq!(cap, Some(want));
         assert!(
-            *one.last().unwrap() as f64 >= 200_000.0 * c.steady_gain,
-            "{one:?}"
+            top <= want && top as f64 > want as f64 * 0.9,
+            "{top} vs {want}"
         );
+        // Without the transfer's rate, or with fewer streams than `parallel_from`, a stream sizes alone.
+        let (alone, cap) = run(16, 0);
+        assert_eq!(cap, None);
+        assert!(alone > 4 * want, "{alone}");
+        assert_eq!(run(c.parallel_from - 1, 125_000_000), (alone, None));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! Connections that ended with EOD and no CLOSE (and any that never carried a header) are returned for reuse.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,7 +41,14 @@ struct Ctx {
     gauges: GaugeSet,
     /// When the transfer started (trace time zero).
     start: Instant,
+    /// Payload bytes read by all connections, and the highest rate (bytes/s) over any [`RATE_PERIOD`] so far:
+    /// what DRS splits among the streams (`DrsReceiver::set_transfer`).
+    read: AtomicU64,
+    top_rate: AtomicU64,
 }
+
+/// Period of the transfer's rate meter (see `Ctx::top_rate`).
+const RATE_PERIOD: Duration = Duration::from_millis(200);
 
 /// How one connection's part ended.
 #[derive(Debug)]
@@ -82,7 +90,12 @@ pub(crate) async fn recv_mode_e(
         gauges: GaugeSet::new(Arc::clone(&progress)),
         progress: Arc::clone(&progress),
         start: Instant::now(),
+        read: AtomicU64::new(0),
+        top_rate: AtomicU64::new(0),
     });
+    let mut meter = tokio::time::interval(RATE_PERIOD);
+    meter.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = (Instant::now(), 0u64);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut set: JoinSet<Result<ConnEnd, DataError>> = JoinSet::new();
     let mut open = true;
@@ -95,6 +108,16 @@ pub(crate) async fn recv_mode_e(
     let mut crc = CrcPieces::default();
     while eof != Some(eods) {
         tokio::select! {
+            // Not on its own: with the channel closed and no reader left, `else` below must fire.
+            _ = meter.tick(), if open || !set.is_empty() => {
+                let (now, read) = (Instant::now(), ctx.read.load(Ordering::Relaxed));
+                let dt = now.saturating_duration_since(last.0).as_secs_f64();
+                if dt > 0.0 {
+                    let rate = (read.saturating_sub(last.1) as f64 / dt) as u64;
+                    ctx.top_rate.fetch_max(rate, Ordering::Relaxed);
+                }
+                last = (now, read);
+            },
             c = conns.recv(), if open => match c {
                 Some(s) => {
                     set.spawn(recv_one(s, streams, Arc::clone(&ctx), stop_rx.clone()));
@@ -344,8 +367,9 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
             c.crc.add(at, &buf[..n]);
         }
         let now = Instant::now();
+        ctx.read.fetch_add(n as u64, Ordering::Relaxed);
         if let Some(d) = c.drs.as_mut() {
-            d.set_streams(ctx.progress.streams());
+            d.set_transfer(ctx.progress.streams(), ctx.top_rate.load(Ordering::Relaxed));
             for a in d.on_read(&c.sock, now, n as u64)? {
                 if let drsftp_tune::DrsAction::SendSbufProbe { id, size } = a {
                     if ctx.opts.inband_sbuf {

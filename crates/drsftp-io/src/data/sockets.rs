@@ -74,12 +74,10 @@ pub(crate) async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<Tcp
 /// buffer's rate with the same mean window (docs/bench/drs-gridftp/init-ab.md).
 const FIRST_INITIAL: u64 = 1 << 20;
 
-/// The most a joining connection starts at (less if the running streams' average is less), DRS's `min_buf`. A
-/// joiner is one of 4 or more streams (the controller grows x2-x4 per step), and a window-bound one grows 1.5x
-/// per interval from here. Loss-limited streams settle near 100 KiB each at 40 ms and 0.1 % loss, where 64 x
-/// 128 KiB fixed buffers matched `-p auto`'s throughput; starting 48 joiners at 128 KiB (256 KiB before that) put
-/// the transfer's peak window sum at 1.3-1.4x that grid case's, at 64 KiB 1.1x (docs/bench/auto.md, seventh run).
-const JOIN_MAX_INITIAL: u64 = 64 << 10;
+/// The most a joining connection starts at (less if the running streams' average is less). Loss-limited streams
+/// settle far below it (~85 KB each at 40 ms and 0.1 % loss), and with 256 KiB, 63 joiners alone held as much as
+/// the 64 x 256 KiB grid case that matched `-p auto`'s throughput (docs/bench/auto.md, fifth run).
+const JOIN_MAX_INITIAL: u64 = 128 << 10;
 
 /// Receiving side, per connection: under `Drs`, impose DRS's starting window and learn the ceiling it may grow to
 /// (both in [`drs::after_connect`]), and return the stream driver; for

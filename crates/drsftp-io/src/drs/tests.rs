@@ -74,15 +74,7 @@ fn drs_stream_applies_buffers_and_traces_a_loopback_transfer() {
 
 #[test]
 fn window_clamp_knob_moves_the_clamp_and_raises_the_buffer_behind_it() {
-    let limits = sockopt::buf_limits().unwrap();
-    let max = drs_max_buf(&limits, 8 << 20, false);
-    let l = listen_with(
-        "127.0.0.1:0".parse().unwrap(),
-        BufferPolicy::Drs,
-        &limits,
-        max,
-    )
-    .unwrap();
+    let (l, limits, max) = drs_listener();
     let addr = l.local_addr().unwrap();
     const N: u64 = 32 << 20;
     let writer = std::thread::spawn(move || {
@@ -149,15 +141,7 @@ fn window_clamp_knob_moves_the_clamp_and_raises_the_buffer_behind_it() {
 
 #[test]
 fn a_lifted_clamp_is_put_back_after_every_read_early_in_a_connection() {
-    let limits = sockopt::buf_limits().unwrap();
-    let max = drs_max_buf(&limits, 8 << 20, false);
-    let l = listen_with(
-        "127.0.0.1:0".parse().unwrap(),
-        BufferPolicy::Drs,
-        &limits,
-        max,
-    )
-    .unwrap();
+    let (l, limits, max) = drs_listener();
     let addr = l.local_addr().unwrap();
     let writer = std::thread::spawn(move || {
         let mut c = connect_with(addr, BufferPolicy::Kernel, &limits, 0, None).unwrap();
@@ -313,4 +297,18 @@ fn sender_applies_sbuf_request_to_sndbuf() {
     tx.observe(&c, Instant::now() + Duration::from_millis(1))
         .unwrap();
     assert!(tx.limits_report().is_some());
+}
+
+/// A loopback listener under `Drs` with the namespace's limits and an 8 MiB DRS ceiling.
+fn drs_listener() -> (TcpListener, sockopt::BufLimits, u64) {
+    let limits = sockopt::buf_limits().unwrap();
+    let max = drs_max_buf(&limits, 8 << 20, false);
+    let l = listen_with(
+        "127.0.0.1:0".parse().unwrap(),
+        BufferPolicy::Drs,
+        &limits,
+        max,
+    )
+    .unwrap();
+    (l, limits, max)
 }
