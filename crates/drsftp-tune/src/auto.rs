@@ -45,6 +45,9 @@ use std::time::{Duration, Instant};
 /// How many extra measurement windows a x4 step that shows a queue gets before it is cut back (`handle_sample`).
 const MAX_RECHECKS: u8 = 3;
 
+/// A cut-back after a x4 step that loses more than this fraction of the step's throughput is undone.
+const CUT_BACK_LOSS: f64 = 0.15;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamAction {
     /// Open this many more data streams (MODE E).
@@ -185,6 +188,9 @@ enum State {
         /// Times this step was measured once more (see the x4 step's recheck in `handle_sample`).
         rechecks: u8,
     },
+    /// Measuring after a x4 step was cut back to its estimated saturation point: `removed` streams retired from
+    /// a step that moved `step`.
+    CutBack { removed: u32, step: f64 },
     /// Measuring after a revert/back-off, to set the steady baseline.
     Rebase,
     /// Steady: baseline aggregate and per-stream throughput.
@@ -366,8 +372,12 @@ impl AutoStreams {
                         self.state = if saturation > 0 {
                             // After a x4 step the estimate is the decision: measuring it against a base taken
                             // seconds earlier, in other streams' transients, reverted it to the base in lab runs
-                            // at 40 ms (31 -> 16 streams). Hold there; the periodic re-probe refines it.
-                            State::Rebase
+                            // at 40 ms (31 -> 16 streams). Hold there unless the cut itself cost the step's
+                            // throughput (see `State::CutBack`); the periodic re-probe refines it.
+                            State::CutBack {
+                                removed: added - keep,
+                                step: t,
+                            }
                         } else {
                             State::Probe {
                                 added: keep,
@@ -385,6 +395,17 @@ impl AutoStreams {
                     self.change(now, -(added as i64));
                     self.doubling = false;
                     self.state = State::Rebase;
+                }
+            }
+            State::CutBack { removed, step } => {
+                if t < step * (1.0 - CUT_BACK_LOSS) {
+                    // The estimate came from a base whose per-stream rate was inflated by the previous step's
+                    // slow starts (16 streams at 39 Mbit/s each at 20 ms, 0.1 % loss, where 25 streams then
+                    // carried 600 of the step's 970 Mbit/s): the retired streams did carry traffic. Restore them.
+                    self.change(now, removed as i64);
+                    self.state = State::Rebase;
+                } else {
+                    self.hold(now, t);
                 }
             }
             State::Rebase => self.hold(now, t),

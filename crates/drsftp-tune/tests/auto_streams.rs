@@ -305,6 +305,55 @@ fn a_headroom_step_past_saturation_keeps_the_estimated_saturation_point() {
     assert_eq!(ctl.streams(), 40, "{seen:?}");
 }
 
+#[test]
+fn a_cut_back_that_loses_the_steps_throughput_is_undone() {
+    // Loss-limited streams whose rate was twice the steady one while up to 16 of them ran (their slow starts had
+    // not decayed yet), on a path that fills at 60 steady streams. 16 -> 64 (x4, headroom) builds a queue and is
+    // cut back to 60 / 2 = 30 streams by the base's per-stream rate; 30 streams then carry half the step's
+    // throughput, so the cut is undone and the transfer holds 64.
+    let cap = RATE / 128.0;
+    let cfg = AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    };
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    let mut seen = vec![];
+    for _ in 0..60 * 4 {
+        now += Duration::from_millis(250);
+        let p = ctl.streams();
+        let queue = if p >= 60 { 1.6 } else { 1.01 };
+        ctl.handle_path(
+            now,
+            PathSample {
+                sent: 1_000_000,
+                retrans: 1_000,
+                rtt_us: (queue * 100_000.0) as u64,
+                min_rtt_us: 100_000,
+            },
+        );
+        let rate = if p <= 16 {
+            2.0 * cap * p as f64
+        } else {
+            (cap * p as f64).min(cap * 60.0)
+        };
+        ctl.handle_sample(now, rate);
+        seen.extend(std::iter::from_fn(|| ctl.poll_action()));
+    }
+    assert_eq!(
+        &seen[..4],
+        &[
+            StreamAction::Add(12),
+            StreamAction::Add(48),
+            StreamAction::Retire(34),
+            StreamAction::Add(34)
+        ],
+        "{seen:?}"
+    );
+    assert!(ctl.is_steady(), "{seen:?}");
+    assert_eq!(ctl.streams(), 64, "{seen:?}");
+}
+
 /// 20 s of a loss-limited path (0.1 % retransmitted) whose throughput decays from each step's overshoot and
 /// whose RTT is 1.4x the minimum in the periods where `transient(streams, since)` holds (`since` counted from
 /// the last change of the stream count) and 1.01x otherwise. Returns the final stream count and the actions.
