@@ -134,6 +134,15 @@ pub fn after_connect(
     Ok(ceiling)
 }
 
+/// DRS's smallest window on this connection: `base`, or [`MIN_SEGMENTS`] segments if that is more. On loopback
+/// (MSS 65483) a 64 KiB clamp is one segment, and a window that small stalled transfers for seconds (most likely
+/// in zero-window probing); on Ethernet paths (MSS 1448) `base` is ~45 segments and this changes nothing.
+pub fn min_buf_for(fd: impl AsFd, base: u64) -> u64 {
+    let mss = tcp_info(fd).map_or(0, |i| i.snd_mss.max(i.rcv_mss) as u64);
+    base.max(MIN_SEGMENTS * mss)
+}
+const MIN_SEGMENTS: u64 = 4;
+
 /// SO_RCVBUF for a window clamp of `clamp` bytes, with headroom: the kernel also bounds the window by the
 /// memory SO_RCVBUF allows (`tcp_win_from_space`: the doubled value times the payload/truesize ratio it measured).
 /// With SO_RCVBUF equal to the clamp, cubic on the time-varying lab path ran at 52 Mbit/s in 3 of 3 runs with a

@@ -95,7 +95,10 @@ pub(crate) fn start_drs(
         return Ok(None);
     }
     let limits = limits()?;
-    let base = DrsConfig::default();
+    let base = DrsConfig {
+        min_buf: drs::min_buf_for(sock, DrsConfig::default().min_buf),
+        ..DrsConfig::default()
+    };
     // The socket's first clamp is DRS's first window, so a joiner does not advertise more than DRS counts.
     let initial = joining
         .map_or(FIRST_INITIAL, |j| j.min(JOIN_MAX_INITIAL))

@@ -198,6 +198,19 @@ fn a_lifted_clamp_is_put_back_after_every_read_early_in_a_connection() {
 }
 
 #[test]
+fn the_smallest_window_is_a_few_segments_on_loopback() {
+    let (l, limits, _) = drs_listener();
+    let addr = l.local_addr().unwrap();
+    let c = connect_with(addr, BufferPolicy::Kernel, &limits, 0, None).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let mss = tcp_info(&s).unwrap().snd_mss as u64;
+    assert!(mss > 16 << 10, "loopback MSS {mss}");
+    assert_eq!(min_buf_for(&s, 64 << 10), MIN_SEGMENTS * mss);
+    assert_eq!(min_buf_for(&s, 64 * mss), 64 * mss);
+    drop(c);
+}
+
+#[test]
 fn drs_leaves_the_buffer_small_at_set_up_and_raises_it_after() {
     let limits = sockopt::buf_limits().unwrap();
     let drs_max: u64 = 64 << 20;
