@@ -220,6 +220,19 @@ fn drive_saturating(
     cap: f64,
     sat: u32,
 ) -> Vec<StreamAction> {
+    drive_saturating_with(ctl, now, secs, sat, |p| {
+        (cap * p as f64).min(cap * sat as f64)
+    })
+}
+
+/// `drive_saturating` with the aggregate throughput at `p` streams given by `rate(p)`.
+fn drive_saturating_with(
+    ctl: &mut AutoStreams,
+    now: &mut Instant,
+    secs: u64,
+    sat: u32,
+    rate: impl Fn(u32) -> f64,
+) -> Vec<StreamAction> {
     let mut seen = vec![];
     for _ in 0..secs * 4 {
         *now += Duration::from_millis(250);
@@ -234,7 +247,7 @@ fn drive_saturating(
                 min_rtt_us: 100_000,
             },
         );
-        ctl.handle_sample(*now, (cap * p as f64).min(cap * sat as f64));
+        ctl.handle_sample(*now, rate(p));
         seen.extend(std::iter::from_fn(|| ctl.poll_action()));
     }
     seen
@@ -318,28 +331,13 @@ fn a_cut_back_that_loses_the_steps_throughput_is_undone() {
     };
     let mut now = Instant::now();
     let mut ctl = AutoStreams::new(now, 4, cfg);
-    let mut seen = vec![];
-    for _ in 0..60 * 4 {
-        now += Duration::from_millis(250);
-        let p = ctl.streams();
-        let queue = if p >= 60 { 1.6 } else { 1.01 };
-        ctl.handle_path(
-            now,
-            PathSample {
-                sent: 1_000_000,
-                retrans: 1_000,
-                rtt_us: (queue * 100_000.0) as u64,
-                min_rtt_us: 100_000,
-            },
-        );
-        let rate = if p <= 16 {
+    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, |p| {
+        if p <= 16 {
             2.0 * cap * p as f64
         } else {
             (cap * p as f64).min(cap * 60.0)
-        };
-        ctl.handle_sample(now, rate);
-        seen.extend(std::iter::from_fn(|| ctl.poll_action()));
-    }
+        }
+    });
     assert_eq!(
         &seen[..4],
         &[

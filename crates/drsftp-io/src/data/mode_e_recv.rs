@@ -347,20 +347,19 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
         if buf.len() < n {
             buf.resize(n, 0);
         }
-        match c.drs.as_mut().filter(|d| d.early()) {
-            // Early in a connection, put DRS's window clamp back after every partial read (`DrsStream::reclamp`).
-            Some(d) => {
-                let mut got = 0;
-                while got < n {
-                    let k = c.sock.read(&mut buf[got..n]).await?;
-                    if k == 0 {
-                        return Err(closed_in_block());
-                    }
-                    got += k;
-                    d.reclamp(&c.sock)?;
-                }
+        let mut got = 0;
+        while got < n {
+            let k = c.sock.read(&mut buf[got..n]).await?;
+            if k == 0 {
+                return Err(DataError::Incomplete(
+                    "a data connection closed inside a block".into(),
+                ));
             }
-            None => read_chunk(&mut c.sock, &mut buf[..n]).await?,
+            got += k;
+            // Early in a connection, put DRS's window clamp back after every partial read (`DrsStream::reclamp`).
+            if let Some(d) = c.drs.as_mut().filter(|d| d.early()) {
+                d.reclamp(&c.sock)?;
+            }
         }
         if ctx.opts.crc32c {
             // Still in cache from the socket read; hardware CRC32C costs a few percent of the copy.
@@ -406,18 +405,6 @@ async fn send_probe(sock: &mut TcpStream, h: Header) -> Result<(), DataError> {
         Err(e) => return Err(e.into()),
     }
     Ok(())
-}
-
-async fn read_chunk(sock: &mut TcpStream, buf: &mut [u8]) -> Result<(), DataError> {
-    match sock.read_exact(buf).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(closed_in_block()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn closed_in_block() -> DataError {
-    DataError::Incomplete("a data connection closed inside a block".into())
 }
 
 /// Wait for the file write in flight (if any) and account its range.
