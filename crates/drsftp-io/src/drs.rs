@@ -438,10 +438,15 @@ impl DrsStream {
         self.poll(fd, now)
     }
 
-    /// The transfer now runs `n` parallel streams and moved at most `rate` bytes/s so far (see
-    /// `DrsReceiver::set_transfer`).
-    pub fn set_transfer(&mut self, n: u64, rate: u64) {
-        self.rx.set_transfer(n, rate);
+    /// The transfer now runs `n` parallel streams, moved at most `rate` bytes/s so far, and its streams saw at
+    /// least `path_rtt` (see `DrsReceiver::set_transfer`).
+    pub fn set_transfer(&mut self, n: u64, rate: u64, path_rtt: Option<Duration>) {
+        self.rx.set_transfer(n, rate, path_rtt);
+    }
+
+    /// This stream's minimum RTT (see `DrsReceiver::min_rtt`).
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.rx.min_rtt()
     }
 
     /// The peer echoed SBUF probe `id`.

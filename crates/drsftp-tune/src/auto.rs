@@ -83,10 +83,14 @@ pub struct AutoConfig {
     /// kept unless throughput collapses, so its measurement only has to see the path signal again, not compare
     /// transients (module docs).
     pub headroom_settle: Duration,
+    /// The settle time before the first measurement ([`Self::scaled_to_rtt`]).
+    pub first_settle: Duration,
     /// Average this many samples for one measurement.
     pub samples: usize,
     /// Re-probe upward after this long in steady state.
     pub reprobe: Duration,
+    /// The path's RTT, for the loss-limited rate of a stream ([`Self::scaled_to_rtt`] sets it; `None`: unknown).
+    pub path_rtt: Option<Duration>,
 }
 
 impl Default for AutoConfig {
@@ -103,8 +107,10 @@ impl Default for AutoConfig {
             backoff_drop: 0.25,
             settle: Duration::from_secs(1),
             headroom_settle: Duration::from_millis(250),
+            first_settle: Duration::from_secs(1),
             samples: 3,
             reprobe: Duration::from_secs(30),
+            path_rtt: None,
         }
     }
 }
@@ -116,12 +122,18 @@ impl AutoConfig {
     /// during the initial slow-start peak, or a 0.75 s window at 100 ms, compares transients, not stream counts.
     /// Settle becomes at least `20 x rtt` and the window (`samples x interval`) at least `10 x rtt`, each capped
     /// (5 s, 40 samples) so a very long or bogus RTT cannot freeze the controller; the headroom settle at least
-    /// `10 x rtt` (capped at 2.5 s). Never shortens.
+    /// `10 x rtt` (capped at 2.5 s). Never shortens. Records `rtt` as the path's.
+    ///
+    /// The first measurement waits `20 x rtt` without `settle`'s floor (but at least the headroom settle): the
+    /// transfer's first streams have only their own slow start to wait out, and on short paths the floor
+    /// delayed every later step (20 ms: the first of three x4 steps came at 1.6 s instead of ~1.2 s).
     pub fn scaled_to_rtt(mut self, rtt: Duration, interval: Duration) -> Self {
+        self.path_rtt = (!rtt.is_zero()).then_some(rtt);
         let settle = rtt.saturating_mul(20).min(Duration::from_secs(5));
         self.settle = self.settle.max(settle);
         let quick = rtt.saturating_mul(10).min(Duration::from_millis(2500));
         self.headroom_settle = self.headroom_settle.max(quick);
+        self.first_settle = settle.max(self.headroom_settle).min(self.settle);
         if !interval.is_zero() {
             let want = (rtt.as_secs_f64() * 10.0 / interval.as_secs_f64()).ceil() as usize;
             self.samples = self.samples.max(want.min(40));
@@ -139,6 +151,8 @@ pub struct PathSample {
     /// Sums of smoothed and minimum RTT over the RTT readings taken (one per stream per block), microseconds.
     pub rtt_us: u64,
     pub min_rtt_us: u64,
+    /// The largest send MSS among the readings (not a sum; 0: unknown).
+    pub mss: u64,
 }
 
 /// The path signal over one measurement: sums for the loss fraction, and each period's queue ratio (smoothed /
@@ -155,6 +169,7 @@ impl PathSums {
         self.sum.retrans += s.retrans;
         self.sum.rtt_us += s.rtt_us;
         self.sum.min_rtt_us += s.min_rtt_us;
+        self.sum.mss = self.sum.mss.max(s.mss);
         if s.min_rtt_us > 0 && s.rtt_us > 0 {
             self.queue.push(s.rtt_us as f64 / s.min_rtt_us as f64);
         }
@@ -174,6 +189,16 @@ impl PathSums {
         q.sort_by(f64::total_cmp);
         q[(q.len() - 1) / 2] <= cfg.queue_headroom
     }
+    /// What one loss-limited stream carries (bytes/s) at the retransmitted fraction measured here, over a path
+    /// of RTT `rtt`: Mathis et al.'s MSS / RTT x sqrt(3/2 / p). `None` without an MSS or any loss.
+    fn loss_limited_rate(&self, rtt: Option<Duration>) -> Option<f64> {
+        let p = self.sum;
+        let rtt = rtt.filter(|r| !r.is_zero())?.as_secs_f64();
+        (p.mss > 0 && p.retrans > 0 && p.sent > 0).then(|| {
+            let loss = p.retrans as f64 / p.sent as f64;
+            p.mss as f64 / rtt * (1.5 / loss).sqrt()
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -187,9 +212,11 @@ enum State {
         doubling: bool,
         /// Times this step was measured once more (see the x4 step's recheck in `handle_sample`).
         rechecks: u8,
+        /// What one stream would carry at the base's random loss (`PathSums::loss_limited_rate`), if known.
+        loss_rate: Option<f64>,
     },
     /// Measuring after a x4 step was cut back to its estimated saturation point: `removed` streams retired from
-    /// a step that moved `step`.
+    /// a step that moved `step` (and not yet reopened).
     CutBack { removed: u32, step: f64 },
     /// Measuring after a revert/back-off, to set the steady baseline.
     Rebase,
@@ -223,7 +250,7 @@ impl AutoStreams {
         let streams = initial.clamp(cfg.min_streams.max(1), cfg.max_streams.max(1));
         AutoStreams {
             doubling: cfg.linear_marginal <= 1.0,
-            settle_until: now + cfg.settle,
+            settle_until: now + cfg.first_settle.min(cfg.settle),
             cfg,
             streams,
             state: State::Base,
@@ -306,14 +333,16 @@ impl AutoStreams {
         let t = self.acc.iter().sum::<f64>() / self.acc.len() as f64;
         self.acc.clear();
         let headroom = self.path.headroom(&self.cfg);
+        let loss_rate = self.path.loss_limited_rate(self.cfg.path_rtt);
         self.path = PathSums::default();
         match self.state {
-            State::Base => self.start_probe(now, t, headroom),
+            State::Base => self.start_probe(now, t, headroom, loss_rate),
             State::Probe {
                 added,
                 base,
                 doubling,
                 rechecks,
+                loss_rate: base_loss_rate,
             } => {
                 let before = self.streams.saturating_sub(added).max(1) as f64;
                 let marginal = (t - base) / added.max(1) as f64;
@@ -329,7 +358,7 @@ impl AutoStreams {
                 let linear = (headroom && t >= 0.5 * base)
                     || (gained && marginal >= self.cfg.linear_marginal * per_before);
                 if doubling && headroom && linear {
-                    self.start_probe(now, t, true);
+                    self.start_probe(now, t, true, loss_rate);
                     return;
                 }
                 if doubling
@@ -349,6 +378,7 @@ impl AutoStreams {
                         base,
                         doubling,
                         rechecks: rechecks + 1,
+                        loss_rate: base_loss_rate,
                     };
                     return;
                 }
@@ -356,11 +386,16 @@ impl AutoStreams {
                     // Not linear any more: end the geometric phase. If the step gained at all, keep part of it
                     // (same base) and measure that: a ~25 % probe, or after a headroom step (x4, taken only
                     // while the path showed random loss and no queue) up to where the streams would saturate
-                    // if each carried what the base streams did (t / per_before). Not after a plain doubling:
-                    // against competitors the gain is partly their share, and the estimate would overshoot.
+                    // if each carried what the base streams did (t / per_before), or what one stream carries at
+                    // the base's random loss if that is less: a base measured just after the previous step
+                    // counts its new streams' slow starts (16 streams at 39 Mbit/s each at 20 ms and 0.1 % loss,
+                    // where a settled stream carries ~20 and 25 streams moved 600 of the step's 970 Mbit/s).
+                    // Not after a plain doubling: against competitors the gain is partly their share, and the
+                    // estimate would overshoot.
                     self.doubling = false;
-                    let saturation = if added as f64 > before && per_before > 0.0 {
-                        (t / per_before).ceil().min(u32::MAX as f64) as u32
+                    let per_stream = base_loss_rate.map_or(per_before, |r| r.min(per_before));
+                    let saturation = if added as f64 > before && per_stream > 0.0 {
+                        (t / per_stream).ceil().min(u32::MAX as f64) as u32
                     } else {
                         0
                     };
@@ -384,13 +419,14 @@ impl AutoStreams {
                                 base,
                                 doubling: false,
                                 rechecks: MAX_RECHECKS,
+                                loss_rate: base_loss_rate,
                             }
                         };
                         return;
                     }
                 }
                 if gained && fair {
-                    self.start_probe(now, t, headroom);
+                    self.start_probe(now, t, headroom, loss_rate);
                 } else {
                     self.change(now, -(added as i64));
                     self.doubling = false;
@@ -399,11 +435,27 @@ impl AutoStreams {
             }
             State::CutBack { removed, step } => {
                 if t < step * (1.0 - CUT_BACK_LOSS) {
-                    // The estimate came from a base whose per-stream rate was inflated by the previous step's
-                    // slow starts (16 streams at 39 Mbit/s each at 20 ms, 0.1 % loss, where 25 streams then
-                    // carried 600 of the step's 970 Mbit/s): the retired streams did carry traffic. Restore them.
+                    // The estimate was too low (a base inflated by slow starts, without the loss reading that
+                    // bounds it): the retired streams did carry traffic. Restore them.
                     self.change(now, removed as i64);
                     self.state = State::Rebase;
+                } else if headroom && t < step * (1.0 - self.cfg.min_gain) {
+                    // Short of the step by a little, with random loss and no queue: the path has room, and the
+                    // streams left are loss-limited, so this is their settled per-stream rate, free of the
+                    // slow starts the estimate came from (20 ms, 0.1 %: 39 streams carried 840 of the step's
+                    // 960 Mbit/s). Reopen what the step's throughput needs at that rate, and measure again.
+                    let s = self.streams as f64;
+                    let need = ((s * step / t).ceil() - s).max(1.0) as u32;
+                    let add = need.min(removed);
+                    self.change(now, add as i64);
+                    self.state = if add < removed {
+                        State::CutBack {
+                            removed: removed - add,
+                            step,
+                        }
+                    } else {
+                        State::Rebase
+                    };
                 } else {
                     self.hold(now, t);
                 }
@@ -418,7 +470,7 @@ impl AutoStreams {
 
     /// Adds streams on top of `base`: x2 in the geometric phase (x`headroom_growth` with the path signal's
     /// headroom), ~25 % after it.
-    fn start_probe(&mut self, now: Instant, base: f64, headroom: bool) {
+    fn start_probe(&mut self, now: Instant, base: f64, headroom: bool, loss_rate: Option<f64>) {
         let step = if self.doubling && headroom {
             self.streams
                 .saturating_mul(self.cfg.headroom_growth.max(2) - 1)
@@ -442,6 +494,7 @@ impl AutoStreams {
             base,
             doubling: self.doubling,
             rechecks: 0,
+            loss_rate,
         };
     }
 
@@ -497,8 +550,10 @@ mod tests {
             backoff_drop: 1.0,
             settle: Duration::from_millis(20),
             headroom_settle: Duration::from_millis(20),
+            first_settle: Duration::from_millis(20),
             samples: 1,
             reprobe: Duration::from_secs(600),
+            path_rtt: None,
         };
         let t0 = Instant::now();
         let mut a = AutoStreams::new(t0, 1, cfg);
@@ -534,13 +589,33 @@ mod tests {
     fn settle_and_window_follow_the_rtt_within_caps() {
         let i = Duration::from_millis(250);
         let d = AutoConfig::default();
-        // Loopback: unchanged.
-        assert_eq!(d.clone().scaled_to_rtt(Duration::from_micros(50), i), d);
-        // 100 ms: settle 2 s (1 s after a headroom step), window 1 s (4 samples).
+        // Loopback: unchanged but for the recorded RTT and the first settle (the headroom settle's 250 ms).
+        let rtt = Duration::from_micros(50);
+        assert_eq!(
+            d.clone().scaled_to_rtt(rtt, i),
+            AutoConfig {
+                path_rtt: Some(rtt),
+                first_settle: d.headroom_settle,
+                ..d.clone()
+            }
+        );
+        // 100 ms: settle 2 s (1 s after a headroom step, 2 s before the first measurement), window 1 s (4
+        // samples).
         let c = d.clone().scaled_to_rtt(Duration::from_millis(100), i);
         assert_eq!(
-            (c.settle, c.headroom_settle, c.samples),
-            (Duration::from_secs(2), Duration::from_secs(1), 4)
+            (c.settle, c.headroom_settle, c.first_settle, c.samples),
+            (
+                Duration::from_secs(2),
+                Duration::from_secs(1),
+                Duration::from_secs(2),
+                4
+            )
+        );
+        // 20 ms: 20 RTTs before the first measurement, without the 1 s floor of the others.
+        let c = d.clone().scaled_to_rtt(Duration::from_millis(20), i);
+        assert_eq!(
+            (c.settle, c.first_settle),
+            (Duration::from_secs(1), Duration::from_millis(400))
         );
         // A bogus 10 s RTT: capped.
         let c = d.scaled_to_rtt(Duration::from_secs(10), i);

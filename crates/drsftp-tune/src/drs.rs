@@ -96,8 +96,11 @@ pub struct DrsConfig {
     pub parallel_shrink_after: usize,
     pub parallel_shrink_factor: f64,
     /// With `parallel_from` streams or more and the transfer's rate known ([`DrsReceiver::set_transfer`]), no
-    /// stream's window exceeds `share_gain` x (the transfer's highest rate x this stream's minimum RTT) / streams:
-    /// DRS's 2x BDP applied to the whole transfer, split evenly. Each stream alone sizes from its own flight, and
+    /// stream's window exceeds `share_gain` x (the transfer's highest rate x the path's minimum RTT) / streams:
+    /// DRS's 2x BDP applied to the whole transfer, split evenly. The path's minimum RTT is the lowest any of the
+    /// transfer's streams saw (all share one path), else this stream's: streams that join a full path never see
+    /// it without the queue (20 ms path, 0.1 % loss, 64 streams: 32-33 ms), and their windows then held the
+    /// queue in place. Each stream alone sizes from its own flight, and
     /// many streams' slow starts overshoot together: on a 40 ms, 1 Gbit/s, 0.1 % loss path 64 streams' windows
     /// summed to ~20 MB, four times the path's BDP, where 64 x 128 KiB fixed buffers carried as much.
     pub share_gain: f64,
@@ -146,9 +149,11 @@ pub struct DrsReceiver {
     recent: VecDeque<u64>,
     bdp: u64,
     ramping: bool,
-    /// Parallel streams in the transfer and its highest rate (bytes/s), as last told (1 and 0 until then).
+    /// Parallel streams in the transfer, its highest rate (bytes/s) and the path's minimum RTT over all its streams,
+    /// as last told (1, 0 and `None` until then).
     streams: u64,
     transfer_rate: u64,
+    path_rtt: Option<Duration>,
     probe: Option<(u64, Instant)>,
     next_probe_id: u64,
     announce: bool,
@@ -171,6 +176,7 @@ impl DrsReceiver {
             ramping: true,
             streams: 1,
             transfer_rate: 0,
+            path_rtt: None,
             probe: None,
             next_probe_id: 1,
             announce: cfg.probes,
@@ -217,17 +223,24 @@ impl DrsReceiver {
             .clamp(self.cfg.min_interval, self.cfg.max_interval)
     }
 
-    /// The transfer now runs `n` parallel streams (this one included) and has moved at most `rate` bytes/s over
-    /// any of its measuring periods so far (0: not known); see [`DrsConfig::parallel_from`] and
-    /// [`DrsConfig::share_gain`].
-    pub fn set_transfer(&mut self, n: u64, rate: u64) {
+    /// The transfer now runs `n` parallel streams (this one included), has moved at most `rate` bytes/s over any
+    /// of its measuring periods so far (0: not known), and the lowest RTT any of its streams saw is `path_rtt`;
+    /// see [`DrsConfig::parallel_from`] and [`DrsConfig::share_gain`].
+    pub fn set_transfer(&mut self, n: u64, rate: u64, path_rtt: Option<Duration>) {
         self.streams = n.max(1);
         self.transfer_rate = rate;
+        self.path_rtt = path_rtt;
+    }
+
+    /// The lowest RTT this stream saw over the last `min_rtt_window` (what [`Self::set_transfer`] gathers).
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt.map(|(m, _)| m)
     }
 
     /// This stream's share of the transfer's window, if the rules for many streams apply and it is known.
     pub fn share_cap(&self) -> Option<u64> {
-        let (min_rtt, _) = self.min_rtt?;
+        let own = self.min_rtt()?;
+        let min_rtt = self.path_rtt.map_or(own, |p| p.min(own));
         (self.many_streams() && self.transfer_rate > 0).then(|| {
             (self.cfg.share_gain * self.transfer_rate as f64 * min_rtt.as_secs_f64()
                 / self.streams as f64) as u64

@@ -173,6 +173,7 @@ fn drive_with_path(
                     retrans: (loss * 1e6) as u64,
                     rtt_us: (queue * 100_000.0) as u64,
                     min_rtt_us: 100_000,
+                    mss: 0,
                 },
             );
         }
@@ -220,17 +221,19 @@ fn drive_saturating(
     cap: f64,
     sat: u32,
 ) -> Vec<StreamAction> {
-    drive_saturating_with(ctl, now, secs, sat, |p| {
+    drive_saturating_with(ctl, now, secs, sat, 0, |p| {
         (cap * p as f64).min(cap * sat as f64)
     })
 }
 
-/// `drive_saturating` with the aggregate throughput at `p` streams given by `rate(p)`.
+/// `drive_saturating` with the aggregate throughput at `p` streams given by `rate(p)`, and TCP_INFO's MSS (0:
+/// none).
 fn drive_saturating_with(
     ctl: &mut AutoStreams,
     now: &mut Instant,
     secs: u64,
     sat: u32,
+    mss: u64,
     rate: impl Fn(u32) -> f64,
 ) -> Vec<StreamAction> {
     let mut seen = vec![];
@@ -245,6 +248,7 @@ fn drive_saturating_with(
                 retrans: 1_000,
                 rtt_us: (queue * 100_000.0) as u64,
                 min_rtt_us: 100_000,
+                mss,
             },
         );
         ctl.handle_sample(*now, rate(p));
@@ -331,13 +335,7 @@ fn a_cut_back_that_loses_the_steps_throughput_is_undone() {
     };
     let mut now = Instant::now();
     let mut ctl = AutoStreams::new(now, 4, cfg);
-    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, |p| {
-        if p <= 16 {
-            2.0 * cap * p as f64
-        } else {
-            (cap * p as f64).min(cap * 60.0)
-        }
-    });
+    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, 0, inflated_below_16(cap));
     assert_eq!(
         &seen[..4],
         &[
@@ -350,6 +348,68 @@ fn a_cut_back_that_loses_the_steps_throughput_is_undone() {
     );
     assert!(ctl.is_steady(), "{seen:?}");
     assert_eq!(ctl.streams(), 64, "{seen:?}");
+}
+
+/// Aggregate throughput at `p` streams of the cut-back tests: streams carry `cap` each up to 60 of them, and twice
+/// that while at most 16 run (their slow starts have not decayed).
+fn inflated_below_16(cap: f64) -> impl Fn(u32) -> f64 {
+    move |p| {
+        if p <= 16 {
+            2.0 * cap * p as f64
+        } else {
+            (cap * p as f64).min(cap * 60.0)
+        }
+    }
+}
+
+/// The path of `a_cut_back_that_loses_the_steps_throughput_is_undone`, with TCP_INFO's MSS set so that one stream
+/// carries `over` x the steady `cap` by Mathis et al.'s MSS / RTT x sqrt(1.5 / loss) at 0.1 % and 100 ms.
+/// Returns the actions and the controller.
+fn cut_back_with_loss_rate(over: f64) -> (Vec<StreamAction>, AutoStreams) {
+    let cap = RATE / 128.0;
+    let mss = (over * cap * 0.1 / (1.5f64 / 1e-3).sqrt()) as u64;
+    let cfg = AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    }
+    .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, mss, inflated_below_16(cap));
+    (seen, ctl)
+}
+
+#[test]
+fn the_cut_back_counts_streams_at_the_rate_the_loss_allows() {
+    // That rate, not the base's inflated 2x, counts the streams the step's throughput needs: at 1.05x,
+    // 60 / 1.05 -> 58, so 6 of the 48 are retired and the 58 keep the step's throughput.
+    let (seen, ctl) = cut_back_with_loss_rate(1.05);
+    assert_eq!(
+        &seen[..3],
+        &[
+            StreamAction::Add(12),
+            StreamAction::Add(48),
+            StreamAction::Retire(6),
+        ],
+        "{seen:?}"
+    );
+    assert!(ctl.is_steady(), "{seen:?}");
+    assert_eq!(ctl.streams(), 58, "{seen:?}");
+    // An estimate 10 % high cuts to 55 streams, which carry 55 / 60 of the step with room on the path (no
+    // queue): at their measured rate the step needs 5 more, which are reopened; 60 then fill the path.
+    let (seen, ctl) = cut_back_with_loss_rate(1.1);
+    assert_eq!(
+        &seen[..4],
+        &[
+            StreamAction::Add(12),
+            StreamAction::Add(48),
+            StreamAction::Retire(9),
+            StreamAction::Add(5),
+        ],
+        "{seen:?}"
+    );
+    assert!(ctl.is_steady(), "{seen:?}");
+    assert_eq!(ctl.streams(), 60, "{seen:?}");
 }
 
 /// 20 s of a loss-limited path (0.1 % retransmitted) whose throughput decays from each step's overshoot and
@@ -382,6 +442,7 @@ fn drive_transient(
                 retrans: 1_000,
                 rtt_us: (queue * 100_000.0) as u64,
                 min_rtt_us: 100_000,
+                mss: 0,
             },
         );
         ctl.handle_sample(now, decaying(ctl.streams()));
@@ -447,6 +508,7 @@ fn headroom_steps_settle_for_half_the_time() {
                 retrans: 1_000,
                 rtt_us: 101_000,
                 min_rtt_us: 100_000,
+                mss: 0,
             },
         );
         ctl.handle_sample(now, 1e6 * ctl.streams() as f64);

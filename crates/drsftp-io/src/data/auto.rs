@@ -160,6 +160,7 @@ impl AutoSender {
                         retrans: path.retrans.saturating_sub(last_path.retrans),
                         rtt_us: path.rtt_us.saturating_sub(last_path.rtt_us),
                         min_rtt_us: path.min_rtt_us.saturating_sub(last_path.min_rtt_us),
+                        mss: path.mss,
                     };
                     last_path = path;
                     auto.handle_path(now, d);

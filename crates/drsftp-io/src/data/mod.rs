@@ -110,6 +110,8 @@ pub struct Progress {
     tx_retrans: AtomicU64,
     rtt_us: AtomicU64,
     min_rtt_us: AtomicU64,
+    /// The largest send MSS read (not a sum).
+    mss: AtomicU64,
     ranges: Mutex<RangeSet>,
     /// Stream mode's control-channel SBUF link (docs/drs.md §4.4).
     sbuf: SbufLink,
@@ -148,6 +150,7 @@ impl Progress {
             retrans: self.tx_retrans.load(Ordering::Relaxed),
             rtt_us: self.rtt_us.load(Ordering::Relaxed),
             min_rtt_us: self.min_rtt_us.load(Ordering::Relaxed),
+            mss: self.mss.load(Ordering::Relaxed),
         }
     }
     /// File ranges written so far (receiving side) or sent (sending side), in file offsets.
@@ -176,6 +179,7 @@ impl Progress {
             c.fetch_add(now[k].saturating_sub(last[k]), Ordering::Relaxed);
             last[k] = last[k].max(now[k]);
         }
+        self.mss.fetch_max(u64::from(i.snd_mss), Ordering::Relaxed);
         if !i.min_rtt.is_zero() && !i.rtt.is_zero() {
             self.rtt_us
                 .fetch_add(i.rtt.as_micros() as u64, Ordering::Relaxed);

@@ -45,10 +45,22 @@ struct Ctx {
     /// what DRS splits among the streams (`DrsReceiver::set_transfer`).
     read: AtomicU64,
     top_rate: AtomicU64,
+    /// The lowest RTT (microseconds) any connection's DRS saw: the path's, before streams that joined later
+    /// filled it with a queue (`DrsReceiver::set_transfer`). `u64::MAX`: none yet.
+    path_rtt_us: AtomicU64,
 }
 
 /// Period of the transfer's rate meter (see `Ctx::top_rate`).
-const RATE_PERIOD: Duration = Duration::from_millis(200);
+const RATE_PERIOD: Duration = Duration::from_millis(500);
+
+impl Ctx {
+    fn path_rtt(&self) -> Option<Duration> {
+        match self.path_rtt_us.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+}
 
 /// How one connection's part ended.
 #[derive(Debug)]
@@ -92,6 +104,7 @@ pub(crate) async fn recv_mode_e(
         start: Instant::now(),
         read: AtomicU64::new(0),
         top_rate: AtomicU64::new(0),
+        path_rtt_us: AtomicU64::new(u64::MAX),
     });
     let mut meter = tokio::time::interval(RATE_PERIOD);
     meter.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -368,7 +381,15 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
         let now = Instant::now();
         ctx.read.fetch_add(n as u64, Ordering::Relaxed);
         if let Some(d) = c.drs.as_mut() {
-            d.set_transfer(ctx.progress.streams(), ctx.top_rate.load(Ordering::Relaxed));
+            if let Some(m) = d.min_rtt() {
+                ctx.path_rtt_us
+                    .fetch_min(m.as_micros() as u64, Ordering::Relaxed);
+            }
+            d.set_transfer(
+                ctx.progress.streams(),
+                ctx.top_rate.load(Ordering::Relaxed),
+                ctx.path_rtt(),
+            );
             for a in d.on_read(&c.sock, now, n as u64)? {
                 if let drsftp_tune::DrsAction::SendSbufProbe { id, size } = a {
                     if ctx.opts.inband_sbuf {

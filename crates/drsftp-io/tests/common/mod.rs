@@ -115,8 +115,10 @@ pub fn eager(max: u32) -> AutoSender {
             backoff_drop: 1.0,
             settle: Duration::from_millis(20),
             headroom_settle: Duration::from_millis(20),
+            first_settle: Duration::from_millis(20),
             samples: 1,
             reprobe: Duration::from_secs(600),
+            path_rtt: None,
         },
         interval: Duration::from_millis(20),
     }

@@ -236,7 +236,7 @@ fn many_parallel_streams_shrink_sooner_and_faster() {
             ..DrsConfig::default()
         };
         let mut r = DrsReceiver::new(t0, cfg);
-        r.set_transfer(streams, 0);
+        r.set_transfer(streams, 0, None);
         let mut t = t0;
         (0..80)
             .map(|_| {
@@ -279,7 +279,7 @@ fn many_streams_share_twice_the_transfers_bdp() {
             ..DrsConfig::default()
         };
         let mut r = DrsReceiver::new(t0, cfg);
-        r.set_transfer(n, rate);
+        r.set_transfer(n, rate, None);
         let info = TcpSample {
             rcv_rtt: ms(40),
             ..TcpSample::default()
@@ -309,6 +309,34 @@ fn many_streams_share_twice_the_transfers_bdp() {
     assert_eq!(cap, None);
     assert!(alone > 4 * want, "{alone}");
     assert_eq!(run(c.parallel_from - 1, 125_000_000), (alone, None));
+}
+
+#[test]
+fn the_share_uses_the_paths_minimum_rtt() {
+    // A stream that joined a full path sees 33 ms (20 ms of path, 13 of queue); the transfer's first streams saw
+    // 20 ms. Its share is sized on 20 ms; a higher "path" RTT than its own changes nothing.
+    let c = DrsConfig::default();
+    let t0 = Instant::now();
+    let mut r = DrsReceiver::new(
+        t0,
+        DrsConfig {
+            probes: false,
+            ..DrsConfig::default()
+        },
+    );
+    let info = TcpSample {
+        rcv_rtt: ms(33),
+        ..TcpSample::default()
+    };
+    r.handle_tcp_info(t0, &info);
+    assert_eq!(r.min_rtt(), Some(ms(33)));
+    let share = |rtt: f64| (c.share_gain * 108e6 * rtt / 64.0) as u64;
+    r.set_transfer(64, 108_000_000, Some(ms(20)));
+    assert_eq!(r.share_cap(), Some(share(0.020)));
+    r.set_transfer(64, 108_000_000, Some(ms(50)));
+    assert_eq!(r.share_cap(), Some(share(0.033)));
+    r.set_transfer(64, 108_000_000, None);
+    assert_eq!(r.share_cap(), Some(share(0.033)));
 }
 
 #[test]

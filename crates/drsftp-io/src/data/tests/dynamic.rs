@@ -286,8 +286,10 @@ async fn auto_sender_probes_reverts_and_holds_on_a_flat_path() {
         backoff_drop: 0.5,
         settle: Duration::from_millis(200),
         headroom_settle: Duration::from_millis(200),
+        first_settle: Duration::from_millis(200),
         samples: 3,
         reprobe: Duration::from_secs(600),
+        path_rtt: None,
     };
     let auto = AutoSender {
         config: cfg.clone(),
