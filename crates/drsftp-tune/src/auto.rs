@@ -81,7 +81,9 @@ pub struct AutoConfig {
     pub settle: Duration,
     /// The settle time after a step taken with the path signal's headroom (random loss, no queue): the step is
     /// kept unless throughput collapses, so its measurement only has to see the path signal again, not compare
-    /// transients (module docs).
+    /// transients (module docs). [`Self::scaled_to_rtt`] makes it 10 RTT; the 100 ms floor is below one sampling
+    /// period, so that at 20 ms (200 ms) the first sample after the step counts: with a 250 ms floor a sample
+    /// that came a little early was dropped, and a step took 1 s instead of 0.75 s.
     pub headroom_settle: Duration,
     /// The settle time before the first measurement ([`Self::scaled_to_rtt`]).
     pub first_settle: Duration,
@@ -106,7 +108,7 @@ impl Default for AutoConfig {
             queue_headroom: 1.25,
             backoff_drop: 0.25,
             settle: Duration::from_secs(1),
-            headroom_settle: Duration::from_millis(250),
+            headroom_settle: Duration::from_millis(100),
             first_settle: Duration::from_secs(1),
             samples: 3,
             reprobe: Duration::from_secs(30),
@@ -589,7 +591,7 @@ mod tests {
     fn settle_and_window_follow_the_rtt_within_caps() {
         let i = Duration::from_millis(250);
         let d = AutoConfig::default();
-        // Loopback: unchanged but for the recorded RTT and the first settle (the headroom settle's 250 ms).
+        // Loopback: unchanged but for the recorded RTT and the first settle (the headroom settle's 100 ms).
         let rtt = Duration::from_micros(50);
         assert_eq!(
             d.clone().scaled_to_rtt(rtt, i),
