@@ -363,11 +363,12 @@ fn inflated_below_16(cap: f64) -> impl Fn(u32) -> f64 {
 }
 
 /// The path of `a_cut_back_that_loses_the_steps_throughput_is_undone`, with TCP_INFO's MSS set so that one stream
-/// carries `over` x the steady `cap` by Mathis et al.'s MSS / RTT x sqrt(1.5 / loss) at 0.1 % and 100 ms.
+/// carries `over` x the steady `cap` by Mathis et al.'s MSS / RTT x sqrt(3 / (2 b loss)), b = 2, at 0.1 % and
+/// 100 ms.
 /// Returns the actions and the controller.
 fn cut_back_with_loss_rate(over: f64) -> (Vec<StreamAction>, AutoStreams) {
     let cap = RATE / 128.0;
-    let mss = (over * cap * 0.1 / (1.5f64 / 1e-3).sqrt()) as u64;
+    let mss = (over * cap * 0.1 / (0.75f64 / 1e-3).sqrt()) as u64;
     let cfg = AutoConfig {
         max_streams: 64,
         ..AutoConfig::default()
