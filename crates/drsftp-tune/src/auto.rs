@@ -126,16 +126,23 @@ impl AutoConfig {
     /// (5 s, 40 samples) so a very long or bogus RTT cannot freeze the controller; the headroom settle at least
     /// `10 x rtt` (capped at 2.5 s). Never shortens. Records `rtt` as the path's.
     ///
-    /// The first measurement waits `20 x rtt` without `settle`'s floor (but at least the headroom settle): the
-    /// transfer's first streams have only their own slow start to wait out, and on short paths the floor
-    /// delayed every later step (20 ms: the first of three x4 steps came at 1.6 s instead of ~1.2 s).
+    /// On a wide-area path (20 RTTs at least the headroom settle) the first measurement waits `20 x rtt` without
+    /// `settle`'s floor: the transfer's first streams have only their own slow start to wait out, and on short
+    /// paths the floor delayed every later step (20 ms: the first of three x4 steps came at 1.6 s instead of
+    /// ~1.1 s).
     pub fn scaled_to_rtt(mut self, rtt: Duration, interval: Duration) -> Self {
         self.path_rtt = (!rtt.is_zero()).then_some(rtt);
         let settle = rtt.saturating_mul(20).min(Duration::from_secs(5));
         self.settle = self.settle.max(settle);
         let quick = rtt.saturating_mul(10).min(Duration::from_millis(2500));
         self.headroom_settle = self.headroom_settle.max(quick);
-        self.first_settle = settle.max(self.headroom_settle).min(self.settle);
+        // On a LAN or loopback, 20 RTTs are a blink: keep the floor there (two auto transfers started together
+        // on a paced loopback bottleneck then measure each other's ramps, not their own share).
+        self.first_settle = if settle >= self.headroom_settle {
+            settle.min(self.settle)
+        } else {
+            self.settle
+        };
         if !interval.is_zero() {
             let want = (rtt.as_secs_f64() * 10.0 / interval.as_secs_f64()).ceil() as usize;
             self.samples = self.samples.max(want.min(40));
@@ -595,13 +602,12 @@ mod tests {
     fn settle_and_window_follow_the_rtt_within_caps() {
         let i = Duration::from_millis(250);
         let d = AutoConfig::default();
-        // Loopback: unchanged but for the recorded RTT and the first settle (the headroom settle's 100 ms).
+        // Loopback: unchanged but for the recorded RTT (the first settle keeps the 1 s floor).
         let rtt = Duration::from_micros(50);
         assert_eq!(
             d.clone().scaled_to_rtt(rtt, i),
             AutoConfig {
                 path_rtt: Some(rtt),
-                first_settle: d.headroom_settle,
                 ..d.clone()
             }
         );
