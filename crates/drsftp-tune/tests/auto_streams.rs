@@ -413,6 +413,40 @@ fn the_cut_back_counts_streams_at_the_rate_the_loss_allows() {
     assert_eq!(ctl.streams(), 60, "{seen:?}");
 }
 
+#[test]
+fn a_x4_step_over_an_inflated_base_is_judged_by_the_estimate() {
+    // 16 streams fresh from their slow starts fill the path (98 % of what 60 carry), so the x4 step to 64 gains
+    // 2 %, under `min_gain`. It shows a queue, and reverting it to 16 would leave 16 loss-limited streams; the
+    // estimate (Mathis at 1.05x `cap`: 58 streams) decides instead, as after a step that gained.
+    let cap = RATE / 128.0;
+    let mss = (1.05 * cap * 0.1 / (0.75f64 / 1e-3).sqrt()) as u64;
+    let cfg = AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    }
+    .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, mss, |p| {
+        if p == 16 {
+            0.98 * cap * 60.0
+        } else {
+            (2.0 * cap * p as f64).min(cap * 60.0)
+        }
+    });
+    assert_eq!(
+        &seen[..3],
+        &[
+            StreamAction::Add(12),
+            StreamAction::Add(48),
+            StreamAction::Retire(6),
+        ],
+        "{seen:?}"
+    );
+    assert!(ctl.is_steady(), "{seen:?}");
+    assert_eq!(ctl.streams(), 58, "{seen:?}");
+}
+
 /// 20 s of a loss-limited path (0.1 % retransmitted) whose throughput decays from each step's overshoot and
 /// whose RTT is 1.4x the minimum in the periods where `transient(streams, since)` holds (`since` counted from
 /// the last change of the stream count) and 1.01x otherwise. Returns the final stream count and the actions.
