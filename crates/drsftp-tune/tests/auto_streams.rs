@@ -426,7 +426,7 @@ fn a_x4_step_over_an_inflated_base_is_judged_by_the_estimate() {
     }
     .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
     let mut now = Instant::now();
-    let mut ctl = AutoStreams::new(now, 4, cfg);
+    let mut ctl = AutoStreams::new(now, 4, cfg.clone());
     let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, mss, |p| {
         if p == 16 {
             0.98 * cap * 60.0
@@ -445,6 +445,25 @@ fn a_x4_step_over_an_inflated_base_is_judged_by_the_estimate() {
     );
     assert!(ctl.is_steady(), "{seen:?}");
     assert_eq!(ctl.streams(), 58, "{seen:?}");
+    // A step that gained 25 % over a base at 80 % of the path: each added stream carried a twelfth of the base's
+    // (inflated) average, which the fairness rule would revert to 16. The estimate (Mathis at 0.9x `cap`: 67
+    // streams) keeps all 64.
+    let mss = (0.9 * cap * 0.1 / (0.75f64 / 1e-3).sqrt()) as u64;
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, mss, |p| {
+        if p == 16 {
+            0.8 * cap * 60.0
+        } else {
+            (2.0 * cap * p as f64).min(cap * 60.0)
+        }
+    });
+    assert_eq!(
+        &seen[..],
+        &[StreamAction::Add(12), StreamAction::Add(48)],
+        "{seen:?}"
+    );
+    assert!(ctl.is_steady(), "{seen:?}");
 }
 
 /// 20 s of a loss-limited path (0.1 % retransmitted) whose throughput decays from each step's overshoot and
