@@ -139,7 +139,7 @@ impl AutoConfig {
         // On a LAN or loopback, 20 RTTs are a blink: keep the floor there (two auto transfers started together
         // on a paced loopback bottleneck then measure each other's ramps, not their own share).
         self.first_settle = if settle >= self.headroom_settle {
-            settle.min(self.settle)
+            settle
         } else {
             self.settle
         };

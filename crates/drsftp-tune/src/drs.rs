@@ -223,8 +223,8 @@ impl DrsReceiver {
             .clamp(self.cfg.min_interval, self.cfg.max_interval)
     }
 
-    /// The transfer now runs `n` parallel streams (this one included), has moved at most `rate` bytes/s over any
-    /// of its measuring periods so far (0: not known), and the lowest RTT any of its streams saw is `path_rtt`;
+    /// The transfer now runs `n` parallel streams (this one included), its rate meter's highest reading so far is
+    /// `rate` bytes/s (0: not known), and the lowest RTT any of its streams saw is `path_rtt`;
     /// see [`DrsConfig::parallel_from`] and [`DrsConfig::share_gain`].
     pub fn set_transfer(&mut self, n: u64, rate: u64, path_rtt: Option<Duration>) {
         self.streams = n.max(1);

@@ -362,11 +362,25 @@ fn inflated_below_16(cap: f64) -> impl Fn(u32) -> f64 {
     }
 }
 
-/// The path of `a_cut_back_that_loses_the_steps_throughput_is_undone`, with TCP_INFO's MSS set so that one stream
-/// carries `over` x the steady `cap` by Mathis et al.'s MSS / RTT x sqrt(3 / (2 b loss)), b = 2, at 0.1 % and
-/// 100 ms.
+/// Aggregate throughput at `p` streams: 16 streams fresh from their slow starts carry `share` of the path's
+/// 60 x `cap`; any other count carries 2 x `cap` per stream, up to the path's 60 x `cap`.
+fn filling_at_16(cap: f64, share: f64) -> impl Fn(u32) -> f64 {
+    move |p| {
+        if p == 16 {
+            share * cap * 60.0
+        } else {
+            (2.0 * cap * p as f64).min(cap * 60.0)
+        }
+    }
+}
+
+/// A path that fills at 60 steady streams of `cap` each, aggregate `rate(p)`, with TCP_INFO's MSS set so that one
+/// stream carries `over` x `cap` by Mathis et al.'s MSS / RTT x sqrt(3 / (2 b loss)), b = 2, at 0.1 % and 100 ms.
 /// Returns the actions and the controller.
-fn cut_back_with_loss_rate(over: f64) -> (Vec<StreamAction>, AutoStreams) {
+fn cut_back_with_loss_rate(
+    over: f64,
+    rate: impl Fn(u32) -> f64,
+) -> (Vec<StreamAction>, AutoStreams) {
     let cap = RATE / 128.0;
     let mss = (over * cap * 0.1 / (0.75f64 / 1e-3).sqrt()) as u64;
     let cfg = AutoConfig {
@@ -376,7 +390,7 @@ fn cut_back_with_loss_rate(over: f64) -> (Vec<StreamAction>, AutoStreams) {
     .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
     let mut now = Instant::now();
     let mut ctl = AutoStreams::new(now, 4, cfg);
-    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, mss, inflated_below_16(cap));
+    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, mss, rate);
     (seen, ctl)
 }
 
@@ -384,7 +398,8 @@ fn cut_back_with_loss_rate(over: f64) -> (Vec<StreamAction>, AutoStreams) {
 fn the_cut_back_counts_streams_at_the_rate_the_loss_allows() {
     // That rate, not the base's inflated 2x, counts the streams the step's throughput needs: at 1.05x,
     // 60 / 1.05 -> 58, so 6 of the 48 are retired and the 58 keep the step's throughput.
-    let (seen, ctl) = cut_back_with_loss_rate(1.05);
+    let cap = RATE / 128.0;
+    let (seen, ctl) = cut_back_with_loss_rate(1.05, inflated_below_16(cap));
     assert_eq!(
         &seen[..3],
         &[
@@ -398,7 +413,7 @@ fn the_cut_back_counts_streams_at_the_rate_the_loss_allows() {
     assert_eq!(ctl.streams(), 58, "{seen:?}");
     // An estimate 10 % high cuts to 55 streams, which carry 55 / 60 of the step with room on the path (no
     // queue): at their measured rate the step needs 5 more, which are reopened; 60 then fill the path.
-    let (seen, ctl) = cut_back_with_loss_rate(1.1);
+    let (seen, ctl) = cut_back_with_loss_rate(1.1, inflated_below_16(cap));
     assert_eq!(
         &seen[..4],
         &[
@@ -419,21 +434,7 @@ fn a_x4_step_over_an_inflated_base_is_judged_by_the_estimate() {
     // 2 %, under `min_gain`. It shows a queue, and reverting it to 16 would leave 16 loss-limited streams; the
     // estimate (Mathis at 1.05x `cap`: 58 streams) decides instead, as after a step that gained.
     let cap = RATE / 128.0;
-    let mss = (1.05 * cap * 0.1 / (0.75f64 / 1e-3).sqrt()) as u64;
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    }
-    .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
-    let mut now = Instant::now();
-    let mut ctl = AutoStreams::new(now, 4, cfg.clone());
-    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, mss, |p| {
-        if p == 16 {
-            0.98 * cap * 60.0
-        } else {
-            (2.0 * cap * p as f64).min(cap * 60.0)
-        }
-    });
+    let (seen, ctl) = cut_back_with_loss_rate(1.05, filling_at_16(cap, 0.98));
     assert_eq!(
         &seen[..3],
         &[
@@ -448,16 +449,7 @@ fn a_x4_step_over_an_inflated_base_is_judged_by_the_estimate() {
     // A step that gained 25 % over a base at 80 % of the path: each added stream carried a twelfth of the base's
     // (inflated) average, which the fairness rule would revert to 16. The estimate (Mathis at 0.9x `cap`: 67
     // streams) keeps all 64.
-    let mss = (0.9 * cap * 0.1 / (0.75f64 / 1e-3).sqrt()) as u64;
-    let mut now = Instant::now();
-    let mut ctl = AutoStreams::new(now, 4, cfg);
-    let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, mss, |p| {
-        if p == 16 {
-            0.8 * cap * 60.0
-        } else {
-            (2.0 * cap * p as f64).min(cap * 60.0)
-        }
-    });
+    let (seen, ctl) = cut_back_with_loss_rate(0.9, filling_at_16(cap, 0.8));
     assert_eq!(
         &seen[..],
         &[StreamAction::Add(12), StreamAction::Add(48)],
