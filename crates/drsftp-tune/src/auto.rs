@@ -24,7 +24,10 @@
 //! of x2: 4 -> 16 -> 64 streams in two steps, not four (~6.5 s instead of ~13 s at 100 ms), and a step taken with
 //! headroom settles for `headroom_settle` (10 RTT) instead of `settle` (20 RTT) before it is measured: it is kept
 //! unless throughput collapses, so the measurement only has to see the path signal again (~5.3 s to 64 streams at
-//! 100 ms). When such a step
+//! 100 ms). Where the base's random loss gives the rate one settled stream carries (Mathis, from TCP_INFO's MSS),
+//! a headroom step goes at least to the streams that rate needs to carry the transfer's peak so far (at most
+//! x16): at 100 ms and 0.1 % loss, 4 -> 64 in one step at ~2 s (the first measurement may start after 10 RTT
+//! there, and counts if it shows random loss). When such a step
 //! lands past the saturation point (a queue appears, the gain is no longer linear) it is cut back to the
 //! estimated saturation point, the stream count at which the base streams' per-stream rate adds up to the step's
 //! throughput, rather than to a ~25 % probe, and held there (the periodic re-probe refines it). Because the new
@@ -87,6 +90,14 @@ pub struct AutoConfig {
     pub headroom_settle: Duration,
     /// The settle time before the first measurement ([`Self::scaled_to_rtt`]).
     pub first_settle: Duration,
+    /// If shorter than `first_settle`: the first measurement starts after this instead, and counts only if it
+    /// shows random loss with no queue (the path signal's headroom); otherwise it is dropped and taken again.
+    /// The first streams' slow start meets its first random loss in ~10 RTTs at 0.1 % (the reading the first
+    /// step is sized by, `AutoStreams::start_probe`), so at 100 ms the first step comes at ~2.2 s, not ~3.2 s;
+    /// on a loss-free path the slow start is still filling the pipe then, and a base measured in it made the
+    /// first doubling look like a gain (4 -> 8 -> 5 -> 6 streams, 1.00x where waiting gave 1.03x).
+    /// [`Self::scaled_to_rtt`] makes it 10 RTT, at least 1 s.
+    pub loss_settle: Duration,
     /// Average this many samples for one measurement.
     pub samples: usize,
     /// Re-probe upward after this long in steady state.
@@ -110,6 +121,7 @@ impl Default for AutoConfig {
             settle: Duration::from_secs(1),
             headroom_settle: Duration::from_millis(100),
             first_settle: Duration::from_secs(1),
+            loss_settle: Duration::from_secs(1),
             samples: 3,
             reprobe: Duration::from_secs(30),
             path_rtt: None,
@@ -129,7 +141,8 @@ impl AutoConfig {
     /// On a wide-area path (20 RTTs at least the headroom settle) the first measurement waits `20 x rtt` without
     /// `settle`'s floor: the transfer's first streams have only their own slow start to wait out, and on short
     /// paths the floor delayed every later step (20 ms: the first of three x4 steps came at 1.6 s instead of
-    /// ~1.1 s).
+    /// ~1.1 s). There the first measurement may also start early, after `loss_settle` (10 RTT, at least 1 s),
+    /// and counts if it shows random loss.
     pub fn scaled_to_rtt(mut self, rtt: Duration, interval: Duration) -> Self {
         self.path_rtt = (!rtt.is_zero()).then_some(rtt);
         let settle = rtt.saturating_mul(20).min(Duration::from_secs(5));
@@ -138,10 +151,10 @@ impl AutoConfig {
         self.headroom_settle = self.headroom_settle.max(quick);
         // On a LAN or loopback, 20 RTTs are a blink: keep the floor there (two auto transfers started together
         // on a paced loopback bottleneck then measure each other's ramps, not their own share).
-        self.first_settle = if settle >= self.headroom_settle {
-            settle
+        (self.first_settle, self.loss_settle) = if settle >= self.headroom_settle {
+            (settle, settle.min(quick.max(Duration::from_secs(1))))
         } else {
-            self.settle
+            (self.settle, self.settle)
         };
         if !interval.is_zero() {
             let want = (rtt.as_secs_f64() * 10.0 / interval.as_secs_f64()).ceil() as usize;
@@ -254,6 +267,12 @@ pub struct AutoStreams {
     low_run: usize,
     /// Still in the geometric phase (module docs).
     doubling: bool,
+    /// The first measurement started early and counts only with headroom (`AutoConfig::loss_settle`).
+    provisional: bool,
+    /// The highest throughput the transfer has shown, over two consecutive samples (settling ones included),
+    /// and the last sample: a lower bound on what the path carries (`start_probe`'s loss-limited step).
+    peak: f64,
+    last: f64,
     actions: VecDeque<StreamAction>,
 }
 
@@ -263,13 +282,16 @@ impl AutoStreams {
         let streams = initial.clamp(cfg.min_streams.max(1), cfg.max_streams.max(1));
         AutoStreams {
             doubling: cfg.linear_marginal <= 1.0,
-            settle_until: now + cfg.first_settle.min(cfg.settle),
+            provisional: cfg.loss_settle < cfg.first_settle.min(cfg.settle),
+            settle_until: now + cfg.first_settle.min(cfg.settle).min(cfg.loss_settle),
             cfg,
             streams,
             state: State::Base,
             acc: vec![],
             path: PathSums::default(),
             low_run: 0,
+            peak: 0.0,
+            last: 0.0,
             actions: VecDeque::new(),
         }
     }
@@ -305,6 +327,8 @@ impl AutoStreams {
 
     /// Aggregate goodput over all streams (bytes/s) measured over the period ending at `now`.
     pub fn handle_sample(&mut self, now: Instant, throughput: f64) {
+        self.peak = self.peak.max((self.last + throughput) / 2.0);
+        self.last = throughput;
         if now < self.settle_until {
             return;
         }
@@ -348,6 +372,9 @@ impl AutoStreams {
         let headroom = self.path.headroom(&self.cfg);
         let loss_rate = self.path.loss_limited_rate(self.cfg.path_rtt);
         self.path = PathSums::default();
+        if std::mem::take(&mut self.provisional) && !headroom {
+            return;
+        }
         match self.state {
             State::Base => self.start_probe(now, t, headroom, loss_rate),
             State::Probe {
@@ -495,10 +522,22 @@ impl AutoStreams {
 
     /// Adds streams on top of `base`: x2 in the geometric phase (x`headroom_growth` with the path signal's
     /// headroom), ~25 % after it.
+    ///
+    /// With headroom and the base's loss-limited per-stream rate known, the step goes at least to the streams that
+    /// rate needs to carry the transfer's peak (`peak / rate`, at most x`headroom_growth`^2): the path carried
+    /// the peak, and random loss (no queue) holds each settled stream to that rate. At 100 ms and 0.1 % loss 4
+    /// streams' slow starts peaked at ~265 Mbit/s and one settled stream carries ~3 by Mathis, so the first step
+    /// goes 4 -> 64 (the cap) at ~3.5 s instead of 4 -> 16 and 16 -> 64 at ~5.5 s.
     fn start_probe(&mut self, now: Instant, base: f64, headroom: bool, loss_rate: Option<f64>) {
         let step = if self.doubling && headroom {
-            self.streams
-                .saturating_mul(self.cfg.headroom_growth.max(2) - 1)
+            let growth = self.cfg.headroom_growth.max(2);
+            let quad = self.streams.saturating_mul(growth - 1);
+            let need = loss_rate
+                .filter(|r| *r > 0.0)
+                .map_or(0.0, |r| (self.peak / r).ceil())
+                .min(self.streams.saturating_mul(growth * growth) as f64)
+                as u32;
+            quad.max(need.saturating_sub(self.streams))
         } else if self.doubling {
             self.streams
         } else {
@@ -576,6 +615,7 @@ mod tests {
             settle: Duration::from_millis(20),
             headroom_settle: Duration::from_millis(20),
             first_settle: Duration::from_millis(20),
+            loss_settle: Duration::from_millis(20),
             samples: 1,
             reprobe: Duration::from_secs(600),
             path_rtt: None,
@@ -623,23 +663,34 @@ mod tests {
                 ..d.clone()
             }
         );
-        // 100 ms: settle 2 s (1 s after a headroom step, 2 s before the first measurement), window 1 s (4
-        // samples).
+        // 100 ms: settle 2 s (1 s after a headroom step, 2 s before the first measurement, 1 s if it shows
+        // random loss), window 1 s (4 samples).
         let c = d.clone().scaled_to_rtt(Duration::from_millis(100), i);
         assert_eq!(
-            (c.settle, c.headroom_settle, c.first_settle, c.samples),
+            (
+                c.settle,
+                c.headroom_settle,
+                c.first_settle,
+                c.loss_settle,
+                c.samples
+            ),
             (
                 Duration::from_secs(2),
                 Duration::from_secs(1),
                 Duration::from_secs(2),
+                Duration::from_secs(1),
                 4
             )
         );
-        // 20 ms: 20 RTTs before the first measurement, without the 1 s floor of the others.
+        // 20 ms: 20 RTTs before the first measurement, without the 1 s floor of the others (and no earlier one).
         let c = d.clone().scaled_to_rtt(Duration::from_millis(20), i);
         assert_eq!(
-            (c.settle, c.first_settle),
-            (Duration::from_secs(1), Duration::from_millis(400))
+            (c.settle, c.first_settle, c.loss_settle),
+            (
+                Duration::from_secs(1),
+                Duration::from_millis(400),
+                Duration::from_millis(400)
+            )
         );
         // A bogus 10 s RTT: capped.
         let c = d.scaled_to_rtt(Duration::from_secs(10), i);

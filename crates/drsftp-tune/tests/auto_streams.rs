@@ -499,17 +499,24 @@ fn drive_transient(
 
 #[test]
 fn a_slow_start_queue_after_each_step_is_not_a_standing_queue() {
-    // 100 ms: settle 2 s (8 periods), window 4 periods (9-12 after a change). New streams' slow start queues
-    // packets in the first two of them, then the queue drains: the median period shows no queue and growth goes
-    // on to the cap. The same queue in three of the four periods counts as standing: the first step is reverted.
+    // 100 ms: the first measurement and those after a headroom step settle 1 s (4 periods) and take 4 (5-8 after
+    // a change). New streams' slow start queues packets in the first two of them, then the queue drains: the
+    // median period shows no queue and growth goes on to the cap. The same queue in three of every four periods
+    // counts as standing: the early first measurement is dropped, the next one (no headroom) doubles, and the
+    // doubling (measured in periods 9-12 after a 2 s settle) is reverted.
     let cfg = AutoConfig {
         max_streams: 64,
         ..AutoConfig::default()
     }
     .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
-    assert_eq!(drive_transient(&cfg, |_, t| (9..=10).contains(&t)).0, 64);
-    let (held, seen) = drive_transient(&cfg, |_, t| (9..=11).contains(&t));
+    assert_eq!(drive_transient(&cfg, |_, t| (5..=6).contains(&t)).0, 64);
+    let (held, seen) = drive_transient(&cfg, |_, t| t >= 5 && (t - 5) % 4 < 3);
     assert!(held <= 5, "{held} {seen:?}");
+    assert_eq!(
+        &seen[..2],
+        &[StreamAction::Add(4), StreamAction::Retire(4)],
+        "{seen:?}"
+    );
 }
 
 #[test]
@@ -533,9 +540,10 @@ fn a_x4_step_that_still_queues_after_settling_is_measured_once_more() {
 
 #[test]
 fn headroom_steps_settle_for_half_the_time() {
-    // 100 ms path, 0.1 % random loss and no queue: settle 2 s after the start, 1 s after a headroom step, and a
-    // measurement window of four 250 ms samples (the first taken as the settle ends). 4 -> 16 comes at 2.75 s,
-    // 16 -> 64 1.75 s later (1 s settle + window), not 2.75 s.
+    // 100 ms path, 0.1 % random loss and no queue: settle 1 s after the start (the early first measurement
+    // shows random loss), 1 s after a headroom step, and a measurement window of four 250 ms samples (the first
+    // taken as the settle ends). 4 -> 16 comes at 1.75 s, 16 -> 64 1.75 s later (1 s settle + window), not
+    // 2.75 s.
     let cfg = AutoConfig {
         max_streams: 64,
         ..AutoConfig::default()
@@ -564,6 +572,99 @@ fn headroom_steps_settle_for_half_the_time() {
     }
     assert_eq!(
         adds,
-        vec![(StreamAction::Add(12), 2750), (StreamAction::Add(48), 4500)]
+        vec![(StreamAction::Add(12), 1750), (StreamAction::Add(48), 3500)]
+    );
+}
+
+/// 100 ms path: feeds 250 ms samples for `secs`, throughput `rate(t_ms, streams)`, and TCP_INFO with retransmitted
+/// fraction `loss`, no queue and MSS `mss`. Returns the actions with their times (ms).
+fn drive_timed(
+    cfg: AutoConfig,
+    secs: u64,
+    loss: f64,
+    mss: u64,
+    rate: impl Fn(u128, u32) -> f64,
+) -> Vec<(StreamAction, u128)> {
+    let cfg = cfg.scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    let mut seen = vec![];
+    for _ in 0..secs * 4 {
+        now += Duration::from_millis(250);
+        ctl.handle_path(
+            now,
+            PathSample {
+                sent: 1_000_000,
+                retrans: (loss * 1e6) as u64,
+                rtt_us: 101_000,
+                min_rtt_us: 100_000,
+                mss,
+            },
+        );
+        ctl.handle_sample(now, rate((now - t0).as_millis(), ctl.streams()));
+        while let Some(a) = ctl.poll_action() {
+            seen.push((a, (now - t0).as_millis()));
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_headroom_step_opens_the_streams_the_peak_needs_at_the_loss_limited_rate() {
+    // 4 streams' slow starts peak at 150 Mbit/s in the first second, then settle at 3.5 Mbit/s each; one stream
+    // carries 3.17 Mbit/s at 0.1 % loss by Mathis (MSS 1448, 100 ms). The first step opens what the peak needs
+    // at that rate, 48 streams, instead of x4 (16).
+    let mbit = 1e6 / 8.0;
+    let slow_start = |t: u128, p: u32| {
+        if (500..=1000).contains(&t) {
+            150.0 * mbit
+        } else {
+            3.5 * mbit * p as f64
+        }
+    };
+    let wide = AutoConfig {
+        max_streams: 256,
+        ..AutoConfig::default()
+    };
+    let seen = drive_timed(wide.clone(), 4, 1e-3, 1448, slow_start);
+    assert_eq!(
+        seen.first(),
+        Some(&(StreamAction::Add(44), 1750)),
+        "{seen:?}"
+    );
+    // At most x16 per step: a 1 Gbit/s peak would need 316 streams, 4 -> 64 here.
+    let seen = drive_timed(wide, 4, 1e-3, 1448, |t, p| {
+        if (500..=1000).contains(&t) {
+            1000.0 * mbit
+        } else {
+            slow_start(t, p)
+        }
+    });
+    assert_eq!(
+        seen.first(),
+        Some(&(StreamAction::Add(60), 1750)),
+        "{seen:?}"
+    );
+    // Without the MSS (no per-stream rate): x4.
+    let seen = drive_timed(AutoConfig::default(), 4, 1e-3, 0, slow_start);
+    assert_eq!(
+        seen.first(),
+        Some(&(StreamAction::Add(12), 1750)),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn the_early_first_measurement_counts_only_with_random_loss() {
+    // Loss-free 100 ms path, 4 streams still filling it: the measurement after 1 s shows no loss and is dropped;
+    // the controller measures again after the full 2 s settle, and its first step (a plain doubling) comes at
+    // 2.75 s, not 1.75 s.
+    let filling = |t: u128, p: u32| 1e6 * p as f64 * (t.min(3000) as f64 / 1000.0);
+    let seen = drive_timed(AutoConfig::default(), 4, 0.0, 1448, filling);
+    assert_eq!(
+        seen.first(),
+        Some(&(StreamAction::Add(4), 2750)),
+        "{seen:?}"
     );
 }

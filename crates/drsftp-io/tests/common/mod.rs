@@ -116,6 +116,7 @@ pub fn eager(max: u32) -> AutoSender {
             settle: Duration::from_millis(20),
             headroom_settle: Duration::from_millis(20),
             first_settle: Duration::from_millis(20),
+            loss_settle: Duration::from_millis(20),
             samples: 1,
             reprobe: Duration::from_secs(600),
             path_rtt: None,

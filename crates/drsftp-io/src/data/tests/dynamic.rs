@@ -287,6 +287,7 @@ async fn auto_sender_probes_reverts_and_holds_on_a_flat_path() {
         settle: Duration::from_millis(200),
         headroom_settle: Duration::from_millis(200),
         first_settle: Duration::from_millis(200),
+        loss_settle: Duration::from_millis(200),
         samples: 3,
         reprobe: Duration::from_secs(600),
         path_rtt: None,
