@@ -95,8 +95,10 @@ pub struct AutoConfig {
     /// The first streams' slow start meets its first random loss in ~10 RTTs at 0.1 % (the reading the first
     /// step is sized by, `AutoStreams::start_probe`), so at 100 ms the first step comes at ~2.2 s, not ~3.2 s;
     /// on a loss-free path the slow start is still filling the pipe then, and a base measured in it made the
-    /// first doubling look like a gain (4 -> 8 -> 5 -> 6 streams, 1.00x where waiting gave 1.03x).
-    /// [`Self::scaled_to_rtt`] makes it 10 RTT, at least 1 s.
+    /// first doubling look like a gain (4 -> 8 -> 5 -> 6 streams, 1.00x where waiting gave 1.03x). At 20 and
+    /// 40 ms a first measurement that had seen no retransmission yet took a plain doubling (1 -> 2 streams) in
+    /// about one run in six, and that run was 10-15 % slower; retaken, it sees the loss.
+    /// [`Self::scaled_to_rtt`] makes it 10 RTT on a wide-area path.
     pub loss_settle: Duration,
     /// Average this many samples for one measurement.
     pub samples: usize,
@@ -141,7 +143,7 @@ impl AutoConfig {
     /// On a wide-area path (20 RTTs at least the headroom settle) the first measurement waits `20 x rtt` without
     /// `settle`'s floor: the transfer's first streams have only their own slow start to wait out, and on short
     /// paths the floor delayed every later step (20 ms: the first of three x4 steps came at 1.6 s instead of
-    /// ~1.1 s). There the first measurement may also start early, after `loss_settle` (10 RTT, at least 1 s),
+    /// ~1.1 s). There the first measurement may also start early, after `loss_settle` (10 RTT),
     /// and counts if it shows random loss.
     pub fn scaled_to_rtt(mut self, rtt: Duration, interval: Duration) -> Self {
         self.path_rtt = (!rtt.is_zero()).then_some(rtt);
@@ -152,7 +154,7 @@ impl AutoConfig {
         // On a LAN or loopback, 20 RTTs are a blink: keep the floor there (two auto transfers started together
         // on a paced loopback bottleneck then measure each other's ramps, not their own share).
         (self.first_settle, self.loss_settle) = if settle >= self.headroom_settle {
-            (settle, settle.min(quick.max(Duration::from_secs(1))))
+            (settle, quick.min(settle))
         } else {
             (self.settle, self.settle)
         };
@@ -682,14 +684,15 @@ mod tests {
                 4
             )
         );
-        // 20 ms: 20 RTTs before the first measurement, without the 1 s floor of the others (and no earlier one).
+        // 20 ms: 20 RTTs before the first measurement, without the 1 s floor of the others (10 if it shows
+        // random loss).
         let c = d.clone().scaled_to_rtt(Duration::from_millis(20), i);
         assert_eq!(
             (c.settle, c.first_settle, c.loss_settle),
             (
                 Duration::from_secs(1),
                 Duration::from_millis(400),
-                Duration::from_millis(400)
+                Duration::from_millis(200)
             )
         );
         // A bogus 10 s RTT: capped.
