@@ -24,6 +24,7 @@
 mod auto;
 mod crc;
 mod ctrl_sbuf;
+mod cursor;
 mod engine;
 mod fileio;
 mod mode_e_recv;

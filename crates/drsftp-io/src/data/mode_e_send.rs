@@ -25,65 +25,13 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 
 use super::crc::CrcPieces;
+use super::cursor::Cursor;
 use super::fileio::{Pending, Placement};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::stream::send_chunk;
 use super::trace::StreamTrace;
 use super::{DataError, DataOpts, DataReport, Progress};
 use crate::drs::TraceRow;
-
-/// The blocks still to send: `ranges` (sorted, merged, clipped to the file) cut into `block`-sized pieces.
-#[derive(Debug)]
-pub(crate) struct Cursor {
-    state: Mutex<CursorState>,
-}
-
-#[derive(Debug)]
-struct CursorState {
-    ranges: Vec<Range<u64>>,
-    idx: usize,
-    pos: u64,
-    block: u64,
-    /// The file turned out to end here (it shrank while being sent): nothing at or past it is handed out.
-    eof_at: u64,
-}
-
-impl Cursor {
-    pub(crate) fn new(ranges: &RangeSet, block: usize) -> Self {
-        Cursor {
-            state: Mutex::new(CursorState {
-                ranges: ranges.ranges().to_vec(),
-                idx: 0,
-                pos: 0,
-                block: block.max(1) as u64,
-                eof_at: u64::MAX,
-            }),
-        }
-    }
-
-    /// The next block as (file offset, length), or `None` when everything was handed out.
-    pub(crate) fn next(&self) -> Option<(u64, usize)> {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            let r = s.ranges.get(s.idx)?.clone();
-            let start = s.pos.max(r.start);
-            let end = r.end.min(s.eof_at);
-            if start >= end {
-                s.idx += 1;
-                continue;
-            }
-            let n = (end - start).min(s.block);
-            s.pos = start + n;
-            return Some((start, n as usize));
-        }
-    }
-
-    /// A read came back short: the file ends at `at`.
-    pub(crate) fn hit_eof(&self, at: u64) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.eof_at = s.eof_at.min(at);
-    }
-}
 
 /// What every sending task shares.
 #[derive(Debug)]
@@ -476,8 +424,18 @@ async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent
     })
 }
 
-/// TCP_NOTSENT_LOWAT on connections of a dynamic (`-p auto`) send: 8 ms of unsent data at 1 Gbit/s.
+/// TCP_NOTSENT_LOWAT on connections of a dynamic (`-p auto`) send: at most 8 ms of unsent data at 1 Gbit/s, the
+/// setting at connect; then what the connection itself moves in `LOWAT_TIME` (cwnd / smoothed RTT), at least
+/// `LOWAT_MIN`. A fixed 1 MiB let each of 64 loss-limited streams at 100 ms (~5 Mbit/s) hold ~1.2 MiB of unsent
+/// data plus a block when the file ran out, which they drained for ~1 s at a fraction of the path's rate.
 const NOTSENT_LOWAT: usize = 1 << 20;
+const LOWAT_MIN: usize = 128 << 10;
+const LOWAT_TIME: f64 = 0.05;
+
+/// The NOTSENT_LOWAT for a connection moving `rate` bytes/s, capped at `max` (see [`NOTSENT_LOWAT`]).
+fn lowat_for(rate: f64, max: usize) -> usize {
+    ((rate * LOWAT_TIME) as usize).clamp(LOWAT_MIN, max.max(LOWAT_MIN))
+}
 
 /// The data path of one connection: blocks until the cursor runs dry (or the connection is retired: after the
 /// block in hand), then EOD or EOF|EOD.
@@ -496,7 +454,11 @@ async fn write_blocks(
     let next_read = |spare: &mut Option<Vec<u8>>,
                      place: &mut Placement|
      -> Option<(u64, usize, Pending<usize>)> {
-        let (off, n) = ctx.cursor.next()?;
+        let streams = match &ctx.ends {
+            Ends::Fixed(n) => *n as usize,
+            Ends::Dynamic(c) => c.active(),
+        };
+        let (off, n) = ctx.cursor.next(streams)?;
         let buf = spare.take().unwrap_or_else(|| vec![0u8; buf_len]);
         Some((
             off,
@@ -508,12 +470,15 @@ async fn write_blocks(
     let mut crc = CrcPieces::default();
     let mut pending = next_read(&mut spare, &mut place);
     let mut tcp_last = [0u64; 3];
+    let lowat_max = NOTSENT_LOWAT.max(2 * ctx.chunk);
+    let mut lowat = 0;
     if matches!(ctx.ends, Ends::Dynamic(_)) {
         // Connections come and go (`-p auto`): keep what is committed to this connection but not yet sent small,
         // so blocks go to the connections that move them and the tail does not wait for a slow stream to drain
         // megabytes of autotuned send buffer (seen: 8 s of tail at 64 loss-limited streams). Best effort.
-        let _ =
-            drsftp_sys::sockopt::set_notsent_lowat(wr.as_ref(), NOTSENT_LOWAT.max(2 * ctx.chunk));
+        if drsftp_sys::sockopt::set_notsent_lowat(wr.as_ref(), lowat_max).is_ok() {
+            lowat = lowat_max;
+        }
     }
     while let Some((off, want, p)) = pending.take() {
         let (mut buf, got) = p.wait().await?;
@@ -543,7 +508,16 @@ async fn write_blocks(
             if let Ok(i) = drsftp_sys::tcp_info::tcp_info(wr.as_ref()) {
                 ctx.progress.add_tcp_info(&mut tcp_last, &i);
                 if let (Ends::Dynamic(c), false) = (&ctx.ends, i.rtt.is_zero()) {
-                    c.note_rate(idx, i.cwnd_bytes() as f64 / i.rtt.as_secs_f64());
+                    let rate = i.cwnd_bytes() as f64 / i.rtt.as_secs_f64();
+                    c.note_rate(idx, rate);
+                    // Follow the connection's rate within a factor of 2 (one setsockopt per change).
+                    let want = lowat_for(rate, lowat_max);
+                    if lowat > 0
+                        && (want >= 2 * lowat || 2 * want <= lowat)
+                        && drsftp_sys::sockopt::set_notsent_lowat(wr.as_ref(), want).is_ok()
+                    {
+                        lowat = want;
+                    }
                 }
             }
             gauge.sample(wr.as_ref(), now, ctx.opts.buffer, Side::Send, None);
@@ -668,10 +642,20 @@ async fn read_requests(mut rd: ReadHalf<'_>, ctx: &Ctx, rev: &Reverse) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::SendControl;
+    use super::{lowat_for, SendControl};
 
     /// Four connections; two retirements asked for. Connections reach block boundaries fastest-first (0, 1, 2,
     /// 3 by rate): only the two weakest (2 and 3) may retire, whoever asks first.
+    #[test]
+    fn lowat_follows_the_connections_rate_within_bounds() {
+        // A loss-limited stream at 100 ms (5 Mbit/s): the floor. 100 Mbit/s: 50 ms of it. 1 Gbit/s: the cap.
+        assert_eq!(lowat_for(5e6 / 8.0, 1 << 20), 128 << 10);
+        assert_eq!(lowat_for(100e6 / 8.0, 1 << 20), 625_000);
+        assert_eq!(lowat_for(1e9 / 8.0, 1 << 20), 1 << 20);
+        // A block larger than the cap raises the cap (2 blocks), never the floor.
+        assert_eq!(lowat_for(1e9 / 8.0, 8 << 20), 6_250_000);
+    }
+
     #[test]
     fn retirement_takes_the_weakest_connections() {
         let c = SendControl::new();
