@@ -577,11 +577,11 @@ fn headroom_steps_settle_for_half_the_time() {
 }
 
 /// 100 ms path: feeds 250 ms samples for `secs`, throughput `rate(t_ms, streams)`, and TCP_INFO with retransmitted
-/// fraction `loss`, no queue and MSS `mss`. Returns the actions with their times (ms).
+/// fraction `loss(t_ms)`, no queue and MSS `mss`. Returns the actions with their times (ms).
 fn drive_timed(
     cfg: AutoConfig,
     secs: u64,
-    loss: f64,
+    loss: impl Fn(u128) -> f64,
     mss: u64,
     rate: impl Fn(u128, u32) -> f64,
 ) -> Vec<(StreamAction, u128)> {
@@ -596,7 +596,7 @@ fn drive_timed(
             now,
             PathSample {
                 sent: 1_000_000,
-                retrans: (loss * 1e6) as u64,
+                retrans: (loss((now - t0).as_millis()) * 1e6) as u64,
                 rtt_us: 101_000,
                 min_rtt_us: 100_000,
                 mss,
@@ -627,27 +627,33 @@ fn a_headroom_step_opens_the_streams_the_peak_needs_at_the_loss_limited_rate() {
         max_streams: 256,
         ..AutoConfig::default()
     };
-    let seen = drive_timed(wide.clone(), 4, 1e-3, 1448, slow_start);
+    let seen = drive_timed(wide.clone(), 4, |_| 1e-3, 1448, slow_start);
     assert_eq!(
         seen.first(),
         Some(&(StreamAction::Add(44), 1750)),
         "{seen:?}"
     );
     // At most x16 per step: a 1 Gbit/s peak would need 316 streams, 4 -> 64 here.
-    let seen = drive_timed(wide, 4, 1e-3, 1448, |t, p| {
-        if (500..=1000).contains(&t) {
-            1000.0 * mbit
-        } else {
-            slow_start(t, p)
-        }
-    });
+    let seen = drive_timed(
+        wide,
+        4,
+        |_| 1e-3,
+        1448,
+        |t, p| {
+            if (500..=1000).contains(&t) {
+                1000.0 * mbit
+            } else {
+                slow_start(t, p)
+            }
+        },
+    );
     assert_eq!(
         seen.first(),
         Some(&(StreamAction::Add(60), 1750)),
         "{seen:?}"
     );
     // Without the MSS (no per-stream rate): x4.
-    let seen = drive_timed(AutoConfig::default(), 4, 1e-3, 0, slow_start);
+    let seen = drive_timed(AutoConfig::default(), 4, |_| 1e-3, 0, slow_start);
     assert_eq!(
         seen.first(),
         Some(&(StreamAction::Add(12), 1750)),
@@ -661,7 +667,17 @@ fn the_early_first_measurement_counts_only_with_random_loss() {
     // the controller measures again after the full 2 s settle, and its first step (a plain doubling) comes at
     // 2.75 s, not 1.75 s.
     let filling = |t: u128, p: u32| 1e6 * p as f64 * (t.min(3000) as f64 / 1000.0);
-    let seen = drive_timed(AutoConfig::default(), 4, 0.0, 1448, filling);
+    let seen = drive_timed(AutoConfig::default(), 4, |_| 0.0, 1448, filling);
+    assert_eq!(
+        seen.first(),
+        Some(&(StreamAction::Add(4), 2750)),
+        "{seen:?}"
+    );
+    // The first streams' slow start overflows the queue once, and the retransmissions land in one period of
+    // the early measurement (the queue drained in the others): that is not random loss, and the measurement is
+    // dropped as well. On 9d4a4e7 this opened 64 streams on a loss-free lab path in 1 run of 9.
+    let overflow = |t: u128| if t == 1250 { 3e-3 } else { 0.0 };
+    let seen = drive_timed(AutoConfig::default(), 4, overflow, 1448, filling);
     assert_eq!(
         seen.first(),
         Some(&(StreamAction::Add(4), 2750)),
