@@ -210,9 +210,7 @@ impl PathSums {
     /// streams' overflow with the queue drained again in most periods, read random loss, and opened 64 streams
     /// (1 run of 9; 740 Mbit/s against ~775).
     fn spread_loss(&self, cfg: &AutoConfig) -> bool {
-        let mut l = self.loss.clone();
-        l.sort_by(f64::total_cmp);
-        !l.is_empty() && l[(l.len() - 1) / 2] >= cfg.loss_floor
+        lower_median(&self.loss).is_some_and(|l| l >= cfg.loss_floor)
     }
     /// Loss present and no standing queue (module docs); false without readings. "Standing" is the (lower)
     /// median period: new streams' slow start builds a queue for a few RTTs (the periods right after a step), a full
@@ -225,9 +223,7 @@ impl PathSums {
         {
             return false;
         }
-        let mut q = self.queue.clone();
-        q.sort_by(f64::total_cmp);
-        q[(q.len() - 1) / 2] <= cfg.queue_headroom
+        lower_median(&self.queue).is_some_and(|q| q <= cfg.queue_headroom)
     }
     /// What one loss-limited stream carries (bytes/s) at the retransmitted fraction measured here, over a path
     /// of RTT `rtt`: Mathis et al.'s MSS / RTT x sqrt(3 / (2 b p)) with delayed ACKs (b = 2), the form that errs
@@ -243,6 +239,13 @@ impl PathSums {
             p.mss as f64 / rtt * (0.75 / loss).sqrt()
         })
     }
+}
+
+/// The lower median of `v` (`None` if empty).
+fn lower_median(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len().checked_sub(1)? / 2).copied()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -298,10 +301,11 @@ impl AutoStreams {
     /// `initial` is the model's starting P (clamped to the configured range).
     pub fn new(now: Instant, initial: u32, cfg: AutoConfig) -> Self {
         let streams = initial.clamp(cfg.min_streams.max(1), cfg.max_streams.max(1));
+        let first = cfg.first_settle.min(cfg.settle);
         AutoStreams {
             doubling: cfg.linear_marginal <= 1.0,
-            provisional: cfg.loss_settle < cfg.first_settle.min(cfg.settle),
-            settle_until: now + cfg.first_settle.min(cfg.settle).min(cfg.loss_settle),
+            provisional: cfg.loss_settle < first,
+            settle_until: now + first.min(cfg.loss_settle),
             cfg,
             streams,
             state: State::Base,
@@ -389,9 +393,11 @@ impl AutoStreams {
         self.acc.clear();
         let headroom = self.path.headroom(&self.cfg);
         let loss_rate = self.path.loss_limited_rate(self.cfg.path_rtt);
-        let spread = self.path.spread_loss(&self.cfg);
+        // An early first measurement counts only with random loss (`AutoConfig::loss_settle`).
+        let counts = !std::mem::take(&mut self.provisional)
+            || (headroom && self.path.spread_loss(&self.cfg));
         self.path = PathSums::default();
-        if std::mem::take(&mut self.provisional) && !(headroom && spread) {
+        if !counts {
             return;
         }
         match self.state {
@@ -546,7 +552,8 @@ impl AutoStreams {
     /// rate needs to carry the transfer's peak (`peak / rate`, at most x`headroom_growth`^2): the path carried
     /// the peak, and random loss (no queue) holds each settled stream to that rate. At 100 ms and 0.1 % loss 4
     /// streams' slow starts peaked at ~265 Mbit/s and one settled stream carries ~3 by Mathis, so the first step
-    /// goes 4 -> 64 (the cap) at ~3.5 s instead of 4 -> 16 and 16 -> 64 at ~5.5 s.
+    /// goes 4 -> 64 (the cap) at once instead of 4 -> 16 and 16 -> 64 (with the early first measurement,
+    /// `AutoConfig::loss_settle`: at ~2 s instead of ~5.5 s).
     fn start_probe(&mut self, now: Instant, base: f64, headroom: bool, loss_rate: Option<f64>) {
         let step = if self.doubling && headroom {
             let growth = self.cfg.headroom_growth.max(2);

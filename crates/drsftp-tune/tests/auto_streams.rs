@@ -394,38 +394,48 @@ fn cut_back_with_loss_rate(
     (seen, ctl)
 }
 
+/// The controller took `first` as its first actions and then held `streams` streams.
+fn assert_held_after(
+    seen: &[StreamAction],
+    ctl: &AutoStreams,
+    first: &[StreamAction],
+    streams: u32,
+) {
+    assert_eq!(&seen[..first.len()], first, "{seen:?}");
+    assert!(ctl.is_steady(), "{seen:?}");
+    assert_eq!(ctl.streams(), streams, "{seen:?}");
+}
+
 #[test]
 fn the_cut_back_counts_streams_at_the_rate_the_loss_allows() {
     // That rate, not the base's inflated 2x, counts the streams the step's throughput needs: at 1.05x,
     // 60 / 1.05 -> 58, so 6 of the 48 are retired and the 58 keep the step's throughput.
     let cap = RATE / 128.0;
     let (seen, ctl) = cut_back_with_loss_rate(1.05, inflated_below_16(cap));
-    assert_eq!(
-        &seen[..3],
+    assert_held_after(
+        &seen,
+        &ctl,
         &[
             StreamAction::Add(12),
             StreamAction::Add(48),
             StreamAction::Retire(6),
         ],
-        "{seen:?}"
+        58,
     );
-    assert!(ctl.is_steady(), "{seen:?}");
-    assert_eq!(ctl.streams(), 58, "{seen:?}");
     // An estimate 10 % high cuts to 55 streams, which carry 55 / 60 of the step with room on the path (no
     // queue): at their measured rate the step needs 5 more, which are reopened; 60 then fill the path.
     let (seen, ctl) = cut_back_with_loss_rate(1.1, inflated_below_16(cap));
-    assert_eq!(
-        &seen[..4],
+    assert_held_after(
+        &seen,
+        &ctl,
         &[
             StreamAction::Add(12),
             StreamAction::Add(48),
             StreamAction::Retire(9),
             StreamAction::Add(5),
         ],
-        "{seen:?}"
+        60,
     );
-    assert!(ctl.is_steady(), "{seen:?}");
-    assert_eq!(ctl.streams(), 60, "{seen:?}");
 }
 
 #[test]
@@ -435,17 +445,16 @@ fn a_x4_step_over_an_inflated_base_is_judged_by_the_estimate() {
     // estimate (Mathis at 1.05x `cap`: 58 streams) decides instead, as after a step that gained.
     let cap = RATE / 128.0;
     let (seen, ctl) = cut_back_with_loss_rate(1.05, filling_at_16(cap, 0.98));
-    assert_eq!(
-        &seen[..3],
+    assert_held_after(
+        &seen,
+        &ctl,
         &[
             StreamAction::Add(12),
             StreamAction::Add(48),
             StreamAction::Retire(6),
         ],
-        "{seen:?}"
+        58,
     );
-    assert!(ctl.is_steady(), "{seen:?}");
-    assert_eq!(ctl.streams(), 58, "{seen:?}");
     // A step that gained 25 % over a base at 80 % of the path: each added stream carried a twelfth of the base's
     // (inflated) average, which the fairness rule would revert to 16. The estimate (Mathis at 0.9x `cap`: 67
     // streams) keeps all 64.
@@ -547,29 +556,8 @@ fn headroom_steps_settle_for_half_the_time() {
     let cfg = AutoConfig {
         max_streams: 64,
         ..AutoConfig::default()
-    }
-    .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
-    let t0 = Instant::now();
-    let mut now = t0;
-    let mut ctl = AutoStreams::new(now, 4, cfg);
-    let mut adds = vec![];
-    for _ in 0..40 {
-        now += Duration::from_millis(250);
-        ctl.handle_path(
-            now,
-            PathSample {
-                sent: 1_000_000,
-                retrans: 1_000,
-                rtt_us: 101_000,
-                min_rtt_us: 100_000,
-                mss: 0,
-            },
-        );
-        ctl.handle_sample(now, 1e6 * ctl.streams() as f64);
-        while let Some(a) = ctl.poll_action() {
-            adds.push((a, (now - t0).as_millis()));
-        }
-    }
+    };
+    let adds = drive_timed(cfg, 10, |_| 1e-3, 0, |_, p| 1e6 * p as f64);
     assert_eq!(
         adds,
         vec![(StreamAction::Add(12), 1750), (StreamAction::Add(48), 3500)]

@@ -644,8 +644,6 @@ async fn read_requests(mut rd: ReadHalf<'_>, ctx: &Ctx, rev: &Reverse) -> Result
 mod tests {
     use super::{lowat_for, SendControl};
 
-    /// Four connections; two retirements asked for. Connections reach block boundaries fastest-first (0, 1, 2,
-    /// 3 by rate): only the two weakest (2 and 3) may retire, whoever asks first.
     #[test]
     fn lowat_follows_the_connections_rate_within_bounds() {
         // A loss-limited stream at 100 ms (5 Mbit/s): the floor. 100 Mbit/s: 50 ms of it. 1 Gbit/s: the cap.
@@ -656,6 +654,8 @@ mod tests {
         assert_eq!(lowat_for(1e9 / 8.0, 8 << 20), 6_250_000);
     }
 
+    /// Four connections; two retirements asked for. Connections reach block boundaries fastest-first (0, 1, 2,
+    /// 3 by rate): only the two weakest (2 and 3) may retire, whoever asks first.
     #[test]
     fn retirement_takes_the_weakest_connections() {
         let c = SendControl::new();
