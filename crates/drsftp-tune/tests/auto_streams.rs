@@ -394,6 +394,13 @@ fn cut_back_with_loss_rate(
     (seen, ctl)
 }
 
+/// 4 -> 16 -> 64 streams, then a cut-back to 58 (the Mathis estimate at 1.05x `cap`).
+const CUT_TO_58: [StreamAction; 3] = [
+    StreamAction::Add(12),
+    StreamAction::Add(48),
+    StreamAction::Retire(6),
+];
+
 /// The controller took `first` as its first actions and then held `streams` streams.
 fn assert_held_after(
     seen: &[StreamAction],
@@ -412,16 +419,7 @@ fn the_cut_back_counts_streams_at_the_rate_the_loss_allows() {
     // 60 / 1.05 -> 58, so 6 of the 48 are retired and the 58 keep the step's throughput.
     let cap = RATE / 128.0;
     let (seen, ctl) = cut_back_with_loss_rate(1.05, inflated_below_16(cap));
-    assert_held_after(
-        &seen,
-        &ctl,
-        &[
-            StreamAction::Add(12),
-            StreamAction::Add(48),
-            StreamAction::Retire(6),
-        ],
-        58,
-    );
+    assert_held_after(&seen, &ctl, &CUT_TO_58, 58);
     // An estimate 10 % high cuts to 55 streams, which carry 55 / 60 of the step with room on the path (no
     // queue): at their measured rate the step needs 5 more, which are reopened; 60 then fill the path.
     let (seen, ctl) = cut_back_with_loss_rate(1.1, inflated_below_16(cap));
@@ -445,16 +443,7 @@ fn a_x4_step_over_an_inflated_base_is_judged_by_the_estimate() {
     // estimate (Mathis at 1.05x `cap`: 58 streams) decides instead, as after a step that gained.
     let cap = RATE / 128.0;
     let (seen, ctl) = cut_back_with_loss_rate(1.05, filling_at_16(cap, 0.98));
-    assert_held_after(
-        &seen,
-        &ctl,
-        &[
-            StreamAction::Add(12),
-            StreamAction::Add(48),
-            StreamAction::Retire(6),
-        ],
-        58,
-    );
+    assert_held_after(&seen, &ctl, &CUT_TO_58, 58);
     // A step that gained 25 % over a base at 80 % of the path: each added stream carried a twelfth of the base's
     // (inflated) average, which the fairness rule would revert to 16. The estimate (Mathis at 0.9x `cap`: 67
     // streams) keeps all 64.
