@@ -64,6 +64,8 @@
 //! assert_eq!(tx.poll_event(), Some(SenderEvent::Complete));
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod bitmap;
 pub mod error;
 pub mod policy;

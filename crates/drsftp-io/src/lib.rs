@@ -2,6 +2,8 @@
 //! drsftp-proto, drsftp-tune and drsftp-blast: `server` runs `drsftp serve`, `client` runs `drsftp copy`/`ls`,
 //! `data` moves bytes on TCP data channels (stream mode and MODE E) for both, `blast` on the UDP blast channel.
 
+#![forbid(unsafe_code)]
+
 pub mod blast;
 pub mod client;
 pub mod data;

@@ -19,6 +19,8 @@
 //! # drop(out);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod bench;
 pub mod daemon;
 pub mod forward;

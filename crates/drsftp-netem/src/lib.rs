@@ -24,6 +24,8 @@
 //! `len` is the *wire* size used for serialisation and queue accounting (add header overhead yourself if the
 //! payload is not the full packet). See [`Link`] for the exact model and [`Profile`] for the profile text format.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod link;
 pub mod path;

@@ -2,6 +2,8 @@
 //! session state machines, the MODE E block codec ([`mode_e`]) and byte range sets for restart markers
 //! ([`ranges`]). No sockets, no threads, no clock reads: bytes and `now` come in, replies and actions go out.
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod mode_e;
 pub mod ranges;

@@ -6,6 +6,8 @@
 //! root itself). They are normalised lexically (`.`/`..` can never climb above `/`), and a backend must refuse to
 //! follow a symlink whose target lies outside the root.
 
+#![forbid(unsafe_code)]
+
 mod checksum;
 mod error;
 mod fs;

@@ -2,6 +2,8 @@
 //! the parallel-stream/buffer model of seed 001 with its online `-p auto` controller. No I/O, no clocks: every
 //! entry point takes `now: Instant` and returns actions (`handle_*` / `poll_*`).
 
+#![forbid(unsafe_code)]
+
 pub mod auto;
 pub mod drs;
 pub mod fluid;

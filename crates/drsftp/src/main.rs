@@ -2,6 +2,8 @@
 //!
 //! Exit codes: 0 success, 1 transfer or protocol failure, 2 usage error (clap).
 
+#![forbid(unsafe_code)]
+
 mod cmd;
 mod profile;
 mod url;
