@@ -1,5 +1,5 @@
 #!/bin/bash
-# One traced download on the time-varying lab path (docs/bench/drs-gridftp-swing.profile), for looking at what
+# One traced download on the time-varying lab path (bench/profiles/drs-gridftp-swing.profile), for looking at what
 # the SENDER's congestion control does beside the receiver's DRS trace: `ss -tin` in the sending host every
 # ~100 ms (cwnd, ssthresh, rtt of each established socket but the control one) into OUT/ss-TAG.txt, and
 # `drsftp copy --trace` into OUT/trace-TAG.csv. This is how the time-varying row's failure was found
@@ -11,7 +11,7 @@
 # Needs root (network namespaces). Traffic stays inside the lab (198.18.0.0/15); the lab is taken down on exit.
 set -euo pipefail
 BIN=$(realpath "$1"); BUF=$2; TAG=$3; OUT=${4:-/tmp/drsftp-swing-trace}
-PROFILE=$(dirname "$(realpath "$0")")/../docs/bench/drs-gridftp-swing.profile
+PROFILE=$(dirname "$(realpath "$0")")/profiles/drs-gridftp-swing.profile
 SRC=$OUT/src; L=swtrace
 mkdir -p "$OUT" "$SRC"
 [ -f "$SRC/f256" ] || head -c 268435456 /dev/urandom > "$SRC/f256"
