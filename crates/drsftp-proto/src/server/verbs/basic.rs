@@ -44,8 +44,18 @@ mod tests {
         let mut h = H::new();
         assert_eq!(h.cmd("SYST"), "215 UNIX Type: L8\r\n");
         let help = h.cmd("HELP");
-        assert!(help.starts_with("214-The following commands are recognized:\r\n USER PASS QUIT"));
-        assert!(help.contains(" CKSM") && help.ends_with("214 End.\r\n"));
+        // Pinned: the registry's command rows in table order (feature-only rows are not commands).
+        assert_eq!(
+            help,
+            "214-The following commands are recognized:\r\n \
+             USER PASS QUIT NOOP SYST HELP FEAT OPTS\r\n \
+             STAT TYPE MODE STRU ALLO PWD XPWD CWD\r\n \
+             XCWD CDUP XCUP MKD XMKD RMD XRMD DELE\r\n \
+             RNFR RNTO SIZE MDTM MLST MLSD LIST NLST\r\n \
+             PASV EPSV SPAS PORT EPRT SPOR BPAS BPRT\r\n \
+             RETR ERET STOR APPE ESTO REST ABOR SBUF\r\n \
+             SITE CKSM\r\n214 End.\r\n"
+        );
         assert_eq!(h.cmd("QUIT"), "221 Goodbye.\r\n");
         assert_eq!(h.actions(), vec![Action::Close]);
         assert!(h.s.is_closed());

@@ -83,6 +83,7 @@ pub(super) fn opts(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 mod tests {
     use crate::client::{Features, ReplyReader};
     use crate::server::testutil::H;
+    use crate::server::ServerConfig;
 
     #[test]
     fn feat_lists_what_is_implemented() {
@@ -100,6 +101,85 @@ mod tests {
         let f = Features::parse(&rd.next_reply().unwrap().unwrap());
         assert!(f.parallel() && f.has("ERET") && f.has("SPAS") && f.drs());
         assert_eq!(f.verify_algorithm(), Some("CRC32C"));
+    }
+
+    /// The whole FEAT reply and the OPTS replies, byte for byte, as they were before FEAT and OPTS were
+    /// assembled from the verb registry: globus-url-copy, curl and lftp read these bytes.
+    #[test]
+    fn feat_and_opts_bytes_are_pinned() {
+        const WITHOUT_BLAST: &str = "211-Extensions supported:\r\n UTF8\r\n \
+             MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n MDTM\r\n REST STREAM\r\n PARALLEL\r\n \
+             ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
+             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n211 End.\r\n";
+        let with_blast = WITHOUT_BLAST.replace("211 End.", " BLAST BPRT\r\n211 End.");
+        assert_eq!(H::new().cmd("FEAT"), with_blast);
+        let mut h = H::with_cfg(ServerConfig {
+            blast: false,
+            ..ServerConfig::default()
+        });
+        assert_eq!(h.cmd("FEAT"), WITHOUT_BLAST);
+        // OPTS before login: UTF8 and MLST work, the rest want a login.
+        for (cmd, reply) in [
+            ("OPTS UTF8", "200 UTF8 set to on.\r\n"),
+            (
+                "opts utf8 off",
+                "200 UTF8 set to off (names are sent as stored).\r\n",
+            ),
+            ("OPTS UTF8 MAYBE", "501 OPTS UTF8 takes ON or OFF.\r\n"),
+            ("OPTS MLST size;", "200 MLST OPTS Size;\r\n"),
+            (
+                "OPTS RETR Parallelism=2;",
+                "530 Please login with USER and PASS.\r\n",
+            ),
+            (
+                "OPTS DRS Inband=1;",
+                "530 Please login with USER and PASS.\r\n",
+            ),
+            (
+                "OPTS BLAST MTU=1500;",
+                "530 Please login with USER and PASS.\r\n",
+            ),
+            (
+                "OPTS FOO bar",
+                "501 OPTS not understood for this command.\r\n",
+            ),
+            ("OPTS", "501 OPTS not understood for this command.\r\n"),
+            (
+                "OPTS SIZE x",
+                "501 OPTS not understood for this command.\r\n",
+            ),
+        ] {
+            assert_eq!(h.cmd(cmd), reply, "{cmd}");
+        }
+        assert!(h
+            .cmd("FEAT")
+            .contains("\r\n MLST Type;Size*;Modify;Perm;UNIX.mode;\r\n"));
+        h.login();
+        for (cmd, reply) in [
+            (
+                "OPTS RETR Parallelism=2;",
+                "200 OPTS Command Successful.\r\n",
+            ),
+            (
+                "OPTS RETR",
+                "501 OPTS RETR options must each end in `;`.\r\n",
+            ),
+            ("OPTS DRS Inband=1;", "200 DRS Inband=1;\r\n"),
+            ("OPTS DRS", "500 OPTS failed.\r\n"),
+            (
+                "OPTS BLAST MTU=1500;",
+                "502 BLAST is disabled on this server.\r\n",
+            ),
+        ] {
+            assert_eq!(h.cmd(cmd), reply, "{cmd}");
+        }
+        let mut h = H::new();
+        h.login();
+        assert_eq!(
+            h.cmd("OPTS BLAST MTU=1500;Rate=1000;"),
+            "200 OPTS BLAST MTU=1500;Rate=1000;\r\n"
+        );
+        assert_eq!(h.cmd("OPTS BLAST x"), "500 OPTS failed.\r\n");
     }
 
     #[test]
