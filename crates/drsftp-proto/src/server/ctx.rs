@@ -193,6 +193,17 @@ impl Ctx {
             || (self.logged_in.is_some() && self.cfg.third_party.allows(self.anonymous))
     }
 
+    /// `530` unless a user is logged in: for OPTS hooks, which the session's per-row login check does not cover.
+    pub(crate) fn require_login(&self) -> Result<(), CommandError> {
+        if self.logged_in.is_none() {
+            return Err(CommandError::Reply(
+                530,
+                "Please login with USER and PASS.".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Queues a single-line reply.
     pub(crate) fn reply(&mut self, code: u16, text: &str) {
         self.out.extend_from_slice(&reply::single(code, text));

@@ -58,7 +58,7 @@ fn busy_of(line: &Line) -> Busy {
     match line {
         Line::Text(t) => {
             let (verb, arg) = split_command(t);
-            match verbs::lookup(verb).map(|v| v.busy) {
+            match verbs::lookup(verb).map(|(v, _)| v.busy) {
                 Some(Busy::JumpIf(f)) if f(arg) => Busy::Jump,
                 Some(Busy::JumpIf(_)) | None => Busy::Defer,
                 Some(b) => b,
@@ -288,7 +288,7 @@ impl ServerSession {
         }
         let (verb, arg) = split_command(&text);
         let rnfr = self.ctx.rnfr.take();
-        let Some(v) = verbs::lookup(verb) else {
+        let Some((v, run)) = verbs::lookup(verb) else {
             self.ctx.reply(500, "Unknown command.");
             return;
         };
@@ -299,7 +299,7 @@ impl ServerSession {
             self.ctx.reply(530, "Please login with USER and PASS.");
             return;
         }
-        if let Err(e) = (v.run)(&mut self.ctx, now, arg) {
+        if let Err(e) = run(&mut self.ctx, now, arg) {
             self.ctx.refuse(&e);
         }
     }

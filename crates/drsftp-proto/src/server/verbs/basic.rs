@@ -2,24 +2,34 @@
 
 use std::time::Instant;
 
+use super::{Busy, Verb};
 use crate::server::ctx::Ctx;
 use crate::server::error::CmdResult;
 
+pub(super) const QUIT: Verb = Verb::cmd("QUIT", quit).before_login();
+pub(super) const NOOP: Verb = Verb::cmd("NOOP", noop).before_login().busy(Busy::Inline);
+pub(super) const SYST: Verb = Verb::cmd("SYST", syst).before_login();
+pub(super) const HELP: Verb = Verb::cmd("HELP", help).before_login();
+
 /// `NOOP`.
-pub(super) fn noop(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+fn noop(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     ctx.reply(200, "NOOP command successful.");
     Ok(())
 }
 
 /// `SYST`.
-pub(super) fn syst(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+fn syst(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     ctx.reply(215, "UNIX Type: L8");
     Ok(())
 }
 
-/// `HELP`: the registry's verbs, eight per line.
-pub(super) fn help(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
-    let names: Vec<&str> = super::VERBS.iter().map(|v| v.name).collect();
+/// `HELP`: the registry's commands (not its feature-only rows), eight per line.
+fn help(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    let names: Vec<&str> = super::VERBS
+        .iter()
+        .filter(|v| v.run.is_some())
+        .map(|v| v.name)
+        .collect();
     let body: Vec<String> = names
         .chunks(8)
         .map(|c| format!(" {}", c.join(" ")))
@@ -29,7 +39,7 @@ pub(super) fn help(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
 }
 
 /// `QUIT`: `221`, then close (after a running transfer: QUIT is deferred until it ends).
-pub(super) fn quit(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+fn quit(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     ctx.close(221, "Goodbye.");
     Ok(())
 }

@@ -14,9 +14,22 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{BlastEndpoint, DataEndpoint};
+
+/// The blast channel as a feature: ` BLAST BPRT` in FEAT unless disabled (BPRT: the two-step third-party
+/// set-up in `bprt.rs`), and `OPTS BLAST`.
+pub(super) const BLAST: Verb = Verb::feature("BLAST")
+    .feat_from(160, |ctx| {
+        if ctx.cfg.blast {
+            vec!["BLAST BPRT".into()]
+        } else {
+            Vec::new()
+        }
+    })
+    .opts(opts_blast);
 
 /// Smallest MTU accepted (the IPv4 minimum reassembly size).
 pub(crate) const MIN_MTU: u32 = 576;
@@ -70,12 +83,7 @@ pub(super) fn min_rate(a: u64, b: u64) -> u64 {
 }
 
 pub(super) fn check_enabled(ctx: &Ctx) -> CmdResult {
-    if ctx.logged_in.is_none() {
-        return Err(CommandError::Reply(
-            530,
-            "Please login with USER and PASS.".into(),
-        ));
-    }
+    ctx.require_login()?;
     if !ctx.cfg.blast {
         return Err(CommandError::Reply(
             502,
@@ -85,8 +93,8 @@ pub(super) fn check_enabled(ctx: &Ctx) -> CmdResult {
     Ok(())
 }
 
-/// `OPTS BLAST <options>` (called from `opts` in `feat.rs`).
-pub(super) fn opts_blast(ctx: &mut Ctx, rest: &str) -> CmdResult {
+/// `OPTS BLAST <options>` (the `OPTS` hook of the registry row).
+fn opts_blast(ctx: &mut Ctx, rest: &str) -> CmdResult {
     check_enabled(ctx)?;
     let o =
         parse_opts_blast(rest).ok_or_else(|| CommandError::Reply(500, "OPTS failed.".into()))?;

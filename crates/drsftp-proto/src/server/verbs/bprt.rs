@@ -12,12 +12,17 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
 use super::blast::{check_enabled, format_addr, min_rate, payload_for_mtu};
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{BlastEndpoint, DataEndpoint};
 
+pub(super) const BPAS: Verb = Verb::cmd("BPAS", bpas);
+/// FEAT announces BPRT in the BLAST row's line (`blast.rs`).
+pub(super) const BPRT: Verb = Verb::cmd("BPRT", bprt);
+
 /// `BPAS` dispatch: no argument is the first step of a third-party set-up, an address the two-party form.
-pub(super) fn bpas(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
+fn bpas(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     if arg.trim().is_empty() {
         bpas_open(ctx)
     } else {
@@ -86,7 +91,7 @@ fn parse_bprt(arg: &str) -> Result<(SocketAddr, u64), CommandError> {
 }
 
 /// `BPRT <peer UDP address> Id=<hex>`: the second step of a third-party set-up (see the module docs).
-pub(super) fn bprt(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn bprt(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     check_enabled(ctx)?;
     let (peer, id) = parse_bprt(super::required(arg, "BPRT")?)?;
     super::port::check_target(ctx, peer)?;

@@ -1,82 +1,52 @@
-//! FEAT (RFC 2389, Globus layout) and OPTS: `OPTS UTF8`, `OPTS MLST` fact selection, `OPTS RETR` with
-//! `Parallelism=<start>,<min>,<max>;` (GFD.20, in `opts_retr.rs`), `OPTS DRS Inband=1;` (the DRS opt-in, in `sbuf.rs`) and
-//! `OPTS BLAST MTU=<n>;Rate=<bps>;` (the UDP blast channel, in `blast.rs`; FEAT lists ` BLAST` unless disabled).
+//! FEAT (RFC 2389, Globus layout) and OPTS, both driven by the verb registry: FEAT prints the rows' feature
+//! lines, OPTS dispatches to the row its first word names (`OPTS RETR` in `opts_retr.rs`, `OPTS DRS` in `sbuf.rs`,
+//! `OPTS BLAST` in `blast.rs`, `OPTS MLST` in `info.rs`). This file also owns the `UTF8` feature and `OPTS UTF8`.
 
 use std::time::Instant;
 
-use drsftp_storage::ChecksumAlg;
-
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
-use crate::server::listing::FactSet;
 
-/// `FEAT`: exactly what this server implements.
-pub(super) fn feat(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
-    let cksm: String = ChecksumAlg::ALL
+pub(super) const FEAT: Verb = Verb::cmd("FEAT", feat).before_login();
+pub(super) const OPTS: Verb = Verb::cmd("OPTS", opts).before_login();
+/// ` UTF8` (RFC 2640): names go out as stored (UTF-8 on any sane system); `OPTS UTF8 ON|OFF` is acknowledged.
+pub(super) const UTF8: Verb = Verb::feature("UTF8").feat(10, &["UTF8"]).opts(opts_utf8);
+
+/// `FEAT`: exactly what this server implements: each registry row's feature lines, in FEAT position order.
+fn feat(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    let body: Vec<String> = super::feature_lines(ctx)
         .iter()
-        .map(|a| format!("{};", a.name()))
+        .map(|f| format!(" {f}"))
         .collect();
-    // BPRT: the two-step set-up for third-party transfers (bprt.rs).
-    let blast = ctx.cfg.blast.then(|| "BLAST BPRT".to_string());
-    let body: Vec<String> = [
-        "UTF8".to_string(),
-        format!("MLST {}", ctx.facts.feat()),
-        "SIZE".into(),
-        "MDTM".into(),
-        "REST STREAM".into(),
-        "PARALLEL".into(),
-        "ERET".into(),
-        "ESTO".into(),
-        "SPAS".into(),
-        "SPOR".into(),
-        "SBUF".into(),
-        "DRS".into(),
-        format!("CKSM {cksm}"),
-        "EPSV".into(),
-        "EPRT".into(),
-    ]
-    .into_iter()
-    .chain(blast)
-    .map(|f| format!(" {f}"))
-    .collect();
     ctx.reply_multi(211, "Extensions supported:", &body, "End.");
     Ok(())
 }
 
-/// `OPTS <command> <options>`.
-pub(super) fn opts(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+/// `OPTS <name> <options>`: the `OPTS` hook of the registry row named `<name>`.
+fn opts(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let (cmd, rest) = arg.trim_start().split_once(' ').unwrap_or((arg.trim(), ""));
-    if cmd.eq_ignore_ascii_case("RETR") {
-        return super::opts_retr::opts_retr(ctx, rest);
+    match super::opts_hook(cmd) {
+        Some(hook) => hook(ctx, rest),
+        None => Err(CommandError::syntax(
+            "OPTS not understood for this command.",
+        )),
     }
-    if cmd.eq_ignore_ascii_case("DRS") {
-        return super::sbuf::opts_drs(ctx, rest);
+}
+
+/// `OPTS UTF8 [ON|OFF]`: nothing to switch (names are sent as stored either way), so only acknowledged.
+fn opts_utf8(ctx: &mut Ctx, rest: &str) -> CmdResult {
+    match rest.trim().to_ascii_uppercase().as_str() {
+        "ON" | "" => {
+            ctx.reply(200, "UTF8 set to on.");
+            Ok(())
+        }
+        "OFF" => {
+            ctx.reply(200, "UTF8 set to off (names are sent as stored).");
+            Ok(())
+        }
+        _ => Err(CommandError::syntax("OPTS UTF8 takes ON or OFF.")),
     }
-    if cmd.eq_ignore_ascii_case("BLAST") {
-        return super::blast::opts_blast(ctx, rest);
-    }
-    if cmd.eq_ignore_ascii_case("UTF8") {
-        return match rest.trim().to_ascii_uppercase().as_str() {
-            "ON" | "" => {
-                ctx.reply(200, "UTF8 set to on.");
-                Ok(())
-            }
-            "OFF" => {
-                ctx.reply(200, "UTF8 set to off (names are sent as stored).");
-                Ok(())
-            }
-            _ => Err(CommandError::syntax("OPTS UTF8 takes ON or OFF.")),
-        };
-    }
-    if cmd.eq_ignore_ascii_case("MLST") {
-        ctx.facts = FactSet::parse(rest.trim());
-        let sel = ctx.facts.selected();
-        ctx.reply(200, &format!("MLST OPTS {sel}"));
-        return Ok(());
-    }
-    Err(CommandError::syntax(
-        "OPTS not understood for this command.",
-    ))
 }
 
 #[cfg(test)]

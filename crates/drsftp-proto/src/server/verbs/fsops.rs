@@ -3,9 +3,18 @@
 
 use std::time::Instant;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{FsRequest, FsResult};
+
+pub(super) const MKD: Verb = Verb::cmd("MKD", mkd);
+pub(super) const XMKD: Verb = Verb::cmd("XMKD", mkd);
+pub(super) const RMD: Verb = Verb::cmd("RMD", rmd);
+pub(super) const XRMD: Verb = Verb::cmd("XRMD", rmd);
+pub(super) const DELE: Verb = Verb::cmd("DELE", dele);
+pub(super) const RNFR: Verb = Verb::cmd("RNFR", rnfr);
+pub(super) const RNTO: Verb = Verb::cmd("RNTO", rnto);
 
 /// Runs `req`; on `Done` replies `code text`.
 fn simple(ctx: &mut Ctx, req: FsRequest, code: u16, text: String) {
@@ -17,7 +26,7 @@ fn simple(ctx: &mut Ctx, req: FsRequest, code: u16, text: String) {
 }
 
 /// `MKD path` → `257 "path" directory created.`
-pub(super) fn mkd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn mkd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let path = ctx.resolve(super::required(arg, "MKD")?);
     let text = format!("{} directory created.", super::nav::quoted(&path));
     simple(ctx, FsRequest::Mkdir(path), 257, text);
@@ -25,7 +34,7 @@ pub(super) fn mkd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `RMD path`.
-pub(super) fn rmd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn rmd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let path = ctx.resolve(super::required(arg, "RMD")?);
     simple(
         ctx,
@@ -37,7 +46,7 @@ pub(super) fn rmd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `DELE path`.
-pub(super) fn dele(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn dele(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let path = ctx.resolve(super::required(arg, "DELE")?);
     simple(
         ctx,
@@ -49,7 +58,7 @@ pub(super) fn dele(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `RNFR path`: remembers an existing source.
-pub(super) fn rnfr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn rnfr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let path = ctx.resolve(super::required(arg, "RNFR")?);
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, _now, r| match r {
         FsResult::Stat(_) => {
@@ -63,7 +72,7 @@ pub(super) fn rnfr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `RNTO path`: right after a successful RNFR.
-pub(super) fn rnto(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn rnto(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let Some(from) = ctx.rnfr.take() else {
         return Err(CommandError::Sequence("RNFR required first.".into()));
     };

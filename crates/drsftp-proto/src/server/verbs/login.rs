@@ -3,8 +3,12 @@
 
 use std::time::Instant;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
+
+pub(super) const USER: Verb = Verb::cmd("USER", user).before_login();
+pub(super) const PASS: Verb = Verb::cmd("PASS", pass).before_login();
 
 /// Failed PASS attempts before `421` and close.
 const MAX_LOGIN_FAILURES: u32 = 3;
@@ -19,7 +23,7 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `USER name`: starts a (new) login.
-pub(super) fn user(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn user(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let name = arg.trim();
     if name.is_empty() {
         return Err(CommandError::syntax("USER needs a user name."));
@@ -37,7 +41,7 @@ pub(super) fn user(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `PASS secret`: completes the login started by USER.
-pub(super) fn pass(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn pass(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let Some(name) = ctx.user.take() else {
         return Err(CommandError::Sequence(if ctx.logged_in.is_some() {
             "Already logged in.".into()

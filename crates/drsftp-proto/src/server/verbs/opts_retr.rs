@@ -67,14 +67,9 @@ fn parse_parallelism(value: &str) -> Result<Parallelism, String> {
     Ok(p)
 }
 
-/// `OPTS RETR <options>` (called from `opts` in `feat.rs`).
+/// `OPTS RETR <options>` (the `OPTS` hook of the registry row).
 pub(super) fn opts_retr(ctx: &mut Ctx, rest: &str) -> CmdResult {
-    if ctx.logged_in.is_none() {
-        return Err(CommandError::Reply(
-            530,
-            "Please login with USER and PASS.".into(),
-        ));
-    }
+    ctx.require_login()?;
     let p = parse(rest).map_err(CommandError::syntax)?;
     if let Some(p) = p {
         let cap = ctx.cfg.max_parallelism.max(1);

@@ -7,9 +7,14 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::DataEndpoint;
+
+pub(super) const PASV: Verb = Verb::cmd("PASV", pasv);
+pub(super) const EPSV: Verb = Verb::cmd("EPSV", epsv).feat(140, &["EPSV"]);
+pub(super) const SPAS: Verb = Verb::cmd("SPAS", spas).feat(90, &["SPAS"]);
 
 /// `h1,h2,h3,h4,p1,p2` (RFC 959 host-port).
 pub(crate) fn host_port(ip: Ipv4Addr, port: u16) -> String {
@@ -59,7 +64,7 @@ fn ipv4(ctx: &Ctx, verb: &str) -> Result<(IpAddr, Ipv4Addr), CommandError> {
 }
 
 /// `PASV`.
-pub(super) fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     check_not_epsv_all(ctx)?;
     let (bind, ip) = ipv4(ctx, "PASV")?;
     ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {
@@ -76,7 +81,7 @@ pub(super) fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
 }
 
 /// `EPSV [1|2|ALL]`.
-pub(super) fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let ip = ctx.data_ip();
     let shown = ctx.advertised_ip();
     let arg = arg.trim();
@@ -113,7 +118,7 @@ pub(super) fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `SPAS`: striped passive, one stripe here.
-pub(super) fn spas(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+fn spas(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     check_not_epsv_all(ctx)?;
     let (bind, ip) = ipv4(ctx, "SPAS")?;
     ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {

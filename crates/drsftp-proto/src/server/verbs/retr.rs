@@ -18,10 +18,17 @@ use std::time::Instant;
 
 use drsftp_storage::EntryKind;
 
+use super::Verb;
 use crate::ranges::RangeSet;
 use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{DataEndpoint, FsRequest, FsResult, Mode, Payload};
+
+/// ` PARALLEL` in FEAT announces `OPTS RETR Parallelism=` (its hook is in `opts_retr.rs`).
+pub(super) const RETR: Verb = Verb::cmd("RETR", retr)
+    .feat(60, &["PARALLEL"])
+    .opts(super::opts_retr::opts_retr);
+pub(super) const ERET: Verb = Verb::cmd("ERET", eret).feat(70, &["ERET"]);
 
 /// File ranges to send, whether the last runs to EOF, and the MODE E offset base.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,13 +127,13 @@ fn send_file(
 }
 
 /// `RETR path`.
-pub(super) fn retr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn retr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "RETR")?;
     send_file(ctx, arg, None, "RETR")
 }
 
 /// `ERET P <offset> <length> <path>`.
-pub(super) fn eret(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn eret(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let bad = || CommandError::syntax("Syntax: ERET P <offset> <length> <path>.");
     let mut it = arg.splitn(4, ' ');
     let mode = it.next().unwrap_or("");

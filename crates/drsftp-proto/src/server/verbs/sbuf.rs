@@ -10,9 +10,17 @@
 
 use std::time::Instant;
 
+use super::{Busy, Verb};
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::Action;
+
+/// Two-argument SBUF (`SBUF <id> <size>`) acts at once, even during a transfer.
+pub(super) const SBUF: Verb = Verb::cmd("SBUF", sbuf)
+    .busy(Busy::JumpIf(is_in_transfer_form))
+    .feat(110, &["SBUF"]);
+/// The DRS opt-in as a feature: ` DRS` in FEAT and `OPTS DRS Inband=1;`.
+pub(super) const DRS: Verb = Verb::feature("DRS").feat(120, &["DRS"]).opts(opts_drs);
 
 /// True for the two-argument form, which runs at once during a transfer.
 pub(super) fn is_in_transfer_form(arg: &str) -> bool {
@@ -28,7 +36,7 @@ pub(super) fn set_buffer(ctx: &mut Ctx, arg: &str) -> Result<(), CommandError> {
 }
 
 /// `SBUF <bytes>` or, during a transfer after `OPTS DRS Inband=1;`, `SBUF <id> <size>`.
-pub(super) fn sbuf(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn sbuf(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let words: Vec<&str> = arg.split_whitespace().collect();
     match words.as_slice() {
         [n] => {
@@ -81,14 +89,9 @@ pub(super) fn parse_opts_drs(opts: &str) -> Option<bool> {
     inband
 }
 
-/// `OPTS DRS <options>` (called from `opts` in `feat.rs`).
-pub(super) fn opts_drs(ctx: &mut Ctx, rest: &str) -> CmdResult {
-    if ctx.logged_in.is_none() {
-        return Err(CommandError::Reply(
-            530,
-            "Please login with USER and PASS.".into(),
-        ));
-    }
+/// `OPTS DRS <options>` (the `OPTS` hook of the registry row).
+fn opts_drs(ctx: &mut Ctx, rest: &str) -> CmdResult {
+    ctx.require_login()?;
     match parse_opts_drs(rest) {
         Some(on) => {
             ctx.drs_inband = on;

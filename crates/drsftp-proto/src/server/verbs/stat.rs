@@ -5,10 +5,13 @@ use std::time::Instant;
 
 use drsftp_storage::EntryKind;
 
+use super::{Busy, Verb};
 use crate::server::ctx::Ctx;
 use crate::server::error::CmdResult;
 use crate::server::listing;
 use crate::server::types::{DataEndpoint, FsRequest, FsResult, Mode};
+
+pub(super) const STAT: Verb = Verb::cmd("STAT", stat).busy(Busy::Inline);
 
 fn status(ctx: &mut Ctx, now: Instant) {
     let mut body = vec![
@@ -44,7 +47,7 @@ fn status(ctx: &mut Ctx, now: Instant) {
 }
 
 /// `STAT [path]`.
-pub(super) fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
+fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     if arg.trim().is_empty() || ctx.transfer.is_some() {
         status(ctx, now);
         return Ok(());

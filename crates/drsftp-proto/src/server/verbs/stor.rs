@@ -13,9 +13,14 @@ use std::time::Instant;
 
 use drsftp_storage::{EntryKind, StorageError, WriteMode};
 
+use super::Verb;
 use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{FsRequest, FsResult, Mode, Payload};
+
+pub(super) const STOR: Verb = Verb::cmd("STOR", stor);
+pub(super) const APPE: Verb = Verb::cmd("APPE", appe);
+pub(super) const ESTO: Verb = Verb::cmd("ESTO", esto).feat(80, &["ESTO"]);
 
 /// Write mode and first-byte offset implied by REST for a STOR in `mode`.
 pub(crate) fn plan_recv(rest: Option<&Rest>, mode: Mode) -> Result<(WriteMode, u64), CommandError> {
@@ -52,7 +57,7 @@ fn receive(
 }
 
 /// `STOR path`.
-pub(super) fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
+fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "STOR")?;
     let rest = ctx.take_rest();
     let expected = ctx.allo.take();
@@ -63,7 +68,7 @@ pub(super) fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `APPE path`.
-pub(super) fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "APPE")?;
     ctx.take_rest();
     let expected = ctx.allo.take();
@@ -85,7 +90,7 @@ pub(super) fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `ESTO A <offset> <path>`.
-pub(super) fn esto(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
+fn esto(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let bad = || CommandError::syntax("Syntax: ESTO A <offset> <path>.");
     let mut it = arg.splitn(3, ' ');
     let mode = it.next().unwrap_or("");
