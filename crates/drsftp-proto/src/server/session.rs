@@ -94,7 +94,7 @@ impl ServerSession {
     /// the decision to [`ServerConfig::third_party`] (default: real users yes, anonymous no); refused commands get
     /// `504` (FTP bounce protection, RFC 2577). Ports below 1024 are refused either way.
     pub fn set_allow_foreign_data(&mut self, allow: bool) {
-        self.ctx.allow_foreign_data = allow;
+        self.ctx.data.allow_foreign = allow;
     }
 
     /// Bytes read from the control connection, in any chunking.
@@ -190,8 +190,8 @@ impl ServerSession {
             return;
         }
         self.ctx.on_marker_timer(now);
-        let idle = self.ctx.transfer.is_none() && self.ctx.pending.is_none();
-        if idle && self.ctx.idle_deadline.is_some_and(|d| now >= d) {
+        let idle = self.ctx.xfer.running.is_none() && self.ctx.pending.is_none();
+        if idle && self.ctx.limits.idle_deadline.is_some_and(|d| now >= d) {
             let secs = self.ctx.cfg.idle_timeout.as_secs();
             self.ctx.close(
                 421,
@@ -205,9 +205,9 @@ impl ServerSession {
         if self.ctx.closed {
             return None;
         }
-        let marker = self.ctx.transfer.as_ref().and_then(|r| r.next_marker);
-        let idle = if self.ctx.transfer.is_none() && self.ctx.pending.is_none() {
-            self.ctx.idle_deadline
+        let marker = self.ctx.xfer.running.as_ref().and_then(|r| r.next_marker);
+        let idle = if self.ctx.xfer.running.is_none() && self.ctx.pending.is_none() {
+            self.ctx.limits.idle_deadline
         } else {
             None
         };
@@ -224,14 +224,14 @@ impl ServerSession {
 
     /// True while a transfer runs (between [`Action::Transfer`] and `handle_transfer_done`).
     pub fn is_transferring(&self) -> bool {
-        self.ctx.transfer.is_some()
+        self.ctx.xfer.running.is_some()
     }
 
     /// True once the client opted in to Dynamic Right-Sizing (`OPTS DRS Inband=1;`, FEAT token ` DRS`) and has
     /// not turned it off. Only then may the driver use control-channel SBUF (`send_sbuf_notice`) or, in MODE E,
     /// in-band SBUF headers (also given per transfer as [`super::TransferPlan::inband_drs`]).
     pub fn drs_inband(&self) -> bool {
-        self.ctx.drs_inband
+        self.ctx.data.drs_inband
     }
 
     /// While the server *receives* in stream mode with DRS opted in, queue the informational
@@ -252,7 +252,7 @@ impl ServerSession {
             if self.ctx.pending.is_some() {
                 return;
             }
-            if self.ctx.transfer.is_some() {
+            if self.ctx.xfer.running.is_some() {
                 if let Some(i) = self
                     .queue
                     .iter()
@@ -295,7 +295,7 @@ impl ServerSession {
         if v.name == "RNTO" {
             self.ctx.rnfr = rnfr;
         }
-        if v.login && self.ctx.logged_in.is_none() {
+        if v.login && self.ctx.login.logged_in.is_none() {
             self.ctx.reply(530, "Please login with USER and PASS.");
             return;
         }

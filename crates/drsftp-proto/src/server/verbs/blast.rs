@@ -99,15 +99,15 @@ fn opts_blast(ctx: &mut Ctx, rest: &str) -> CmdResult {
     let o =
         parse_opts_blast(rest).ok_or_else(|| CommandError::Reply(500, "OPTS failed.".into()))?;
     if let Some(m) = o.mtu {
-        ctx.blast.mtu = m.min(ctx.cfg.blast_max_mtu.max(MIN_MTU));
+        ctx.data.blast.mtu = m.min(ctx.cfg.blast_max_mtu.max(MIN_MTU));
     }
     if let Some(r) = o.rate {
-        ctx.blast.rate = r;
+        ctx.data.blast.rate = r;
     }
     if o.ack_every.is_some() {
-        ctx.blast.ack_every = o.ack_every;
+        ctx.data.blast.ack_every = o.ack_every;
     }
-    let b = ctx.blast;
+    let b = ctx.data.blast;
     let ack = b
         .ack_every
         .map_or(String::new(), |a| format!("AckEvery={a};"));
@@ -137,11 +137,11 @@ pub(super) fn bpas(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     super::port::check_target(ctx, peer)?;
     let bind = ctx.data_ip();
     let shown: IpAddr = ctx.advertised_ip();
-    let b = ctx.blast;
+    let b = ctx.data.blast;
     let max_rate = min_rate(b.rate, ctx.cfg.blast_max_rate);
     ctx.blast_bind(bind, move |ctx, _now, r| match r {
         Ok((local, id)) if local.port() != 0 => {
-            ctx.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
+            ctx.data.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
                 local,
                 peer,
                 transfer_id: id,

@@ -43,11 +43,11 @@ fn bpas_open(ctx: &mut Ctx) -> CmdResult {
     check_enabled(ctx)?;
     let bind = ctx.data_ip();
     let shown: IpAddr = ctx.advertised_ip();
-    let b = ctx.blast;
+    let b = ctx.data.blast;
     let max_rate = min_rate(b.rate, ctx.cfg.blast_max_rate);
     ctx.blast_bind(bind, move |ctx, _now, r| match r {
         Ok((local, id)) if local.port() != 0 => {
-            ctx.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
+            ctx.data.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
                 local,
                 peer: unknown_peer(local),
                 transfer_id: id,
@@ -95,7 +95,7 @@ fn bprt(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     check_enabled(ctx)?;
     let (peer, id) = parse_bprt(super::required(arg, "BPRT")?)?;
     super::port::check_target(ctx, peer)?;
-    let Some(DataEndpoint::Blast(ep)) = ctx.endpoint.as_mut() else {
+    let Some(DataEndpoint::Blast(ep)) = ctx.data.endpoint.as_mut() else {
         return Err(CommandError::Sequence("Use BPAS first.".into()));
     };
     if peer.is_ipv4() != ep.local.is_ipv4() {

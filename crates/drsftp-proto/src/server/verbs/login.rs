@@ -29,9 +29,9 @@ fn user(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
         return Err(CommandError::syntax("USER needs a user name."));
     }
     let shown: String = name.chars().take(64).collect();
-    ctx.logged_in = None;
-    ctx.anonymous = false;
-    ctx.user = Some(name.to_string());
+    ctx.login.logged_in = None;
+    ctx.login.anonymous = false;
+    ctx.login.user = Some(name.to_string());
     if ctx.cfg.anonymous && is_anonymous(name) {
         ctx.reply(331, "Guest login ok, send your e-mail address as password.");
     } else {
@@ -42,8 +42,8 @@ fn user(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 
 /// `PASS secret`: completes the login started by USER.
 fn pass(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
-    let Some(name) = ctx.user.take() else {
-        return Err(CommandError::Sequence(if ctx.logged_in.is_some() {
+    let Some(name) = ctx.login.user.take() else {
+        return Err(CommandError::Sequence(if ctx.login.logged_in.is_some() {
             "Already logged in.".into()
         } else {
             "Login with USER first.".into()
@@ -58,15 +58,15 @@ fn pass(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             .any(|(u, p)| *u == name && same_secret(p.as_bytes(), arg.as_bytes()));
     if ok {
         let shown: String = name.chars().take(64).collect();
-        ctx.login_failures = 0;
+        ctx.login.failures = 0;
         ctx.cwd = "/".into();
-        ctx.logged_in = Some(name);
-        ctx.anonymous = anonymous;
+        ctx.login.logged_in = Some(name);
+        ctx.login.anonymous = anonymous;
         ctx.reply(230, &format!("User {shown} logged in."));
     } else {
-        ctx.login_failures += 1;
+        ctx.login.failures += 1;
         ctx.reply(530, "Login incorrect.");
-        if ctx.login_failures >= MAX_LOGIN_FAILURES {
+        if ctx.login.failures >= MAX_LOGIN_FAILURES {
             ctx.close(421, "Too many failed logins; closing control connection.");
         }
     }

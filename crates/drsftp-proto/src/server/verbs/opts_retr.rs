@@ -74,8 +74,8 @@ pub(super) fn opts_retr(ctx: &mut Ctx, rest: &str) -> CmdResult {
     if let Some(p) = p {
         let cap = ctx.cfg.max_parallelism.max(1);
         let (start, min, max) = (p.start.min(cap), p.min.min(cap), p.max.min(cap));
-        ctx.parallelism = Some(start);
-        ctx.parallelism_range = (min < max).then_some((min, max));
+        ctx.data.parallelism = Some(start);
+        ctx.data.parallelism_range = (min < max).then_some((min, max));
     }
     ctx.reply(200, "OPTS Command Successful.");
     Ok(())

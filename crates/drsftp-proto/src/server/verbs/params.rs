@@ -23,11 +23,11 @@ fn type_(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     match words.as_slice() {
         ["A"] | ["A", "N"] => {
-            ctx.ascii = true;
+            ctx.data.ascii = true;
             ctx.reply(200, "Type set to A.");
         }
         ["I"] | ["L", "8"] => {
-            ctx.ascii = false;
+            ctx.data.ascii = false;
             ctx.reply(200, "Type set to I.");
         }
         ["A", "T" | "C"] | ["E"] | ["E", _] | ["L", _] => {
@@ -48,7 +48,7 @@ fn mode(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
         "B" | "C" => return Err(CommandError::Unsupported("Mode not implemented.".into())),
         _ => return Err(CommandError::syntax("Syntax error in MODE parameter.")),
     };
-    ctx.mode = m;
+    ctx.data.mode = m;
     let letter = if m == Mode::Stream { 'S' } else { 'E' };
     ctx.reply(200, &format!("Mode set to {letter}."));
     Ok(())
@@ -79,7 +79,7 @@ fn allo(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     };
     match size {
         Some(n) if tail_ok => {
-            ctx.allo = Some(n);
+            ctx.data.allo = Some(n);
             ctx.reply(200, "ALLO command successful.");
             Ok(())
         }

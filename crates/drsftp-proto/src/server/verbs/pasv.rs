@@ -44,7 +44,7 @@ fn refused(ctx: &mut Ctx, why: &str) {
 }
 
 fn check_not_epsv_all(ctx: &Ctx) -> CmdResult {
-    if ctx.epsv_all {
+    if ctx.data.epsv_all {
         Err(CommandError::Sequence(
             "EPSV ALL in effect: only EPSV may set up data connections.".into(),
         ))
@@ -69,7 +69,7 @@ fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     let (bind, ip) = ipv4(ctx, "PASV")?;
     ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {
         Ok(p) => {
-            ctx.endpoint = Some(DataEndpoint::Passive);
+            ctx.data.endpoint = Some(DataEndpoint::Passive);
             ctx.reply(
                 227,
                 &format!("Entering Passive Mode ({})", host_port(ip, p[0])),
@@ -86,7 +86,7 @@ fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let shown = ctx.advertised_ip();
     let arg = arg.trim();
     if arg.eq_ignore_ascii_case("ALL") {
-        ctx.epsv_all = true;
+        ctx.data.epsv_all = true;
         ctx.reply(200, "EPSV ALL command successful.");
         return Ok(());
     }
@@ -106,7 +106,7 @@ fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     }
     ctx.listen(ip, 1, move |ctx, _now, r| match ports(r) {
         Ok(p) => {
-            ctx.endpoint = Some(DataEndpoint::Passive);
+            ctx.data.endpoint = Some(DataEndpoint::Passive);
             ctx.reply(
                 229,
                 &format!("Entering Extended Passive Mode (|||{}|)", p[0]),
@@ -123,7 +123,7 @@ fn spas(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     let (bind, ip) = ipv4(ctx, "SPAS")?;
     ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {
         Ok(p) => {
-            ctx.endpoint = Some(DataEndpoint::Passive);
+            ctx.data.endpoint = Some(DataEndpoint::Passive);
             let body: Vec<String> = p
                 .iter()
                 .map(|&port| format!(" {}", host_port(ip, port)))

@@ -92,7 +92,7 @@ pub(crate) fn check_target(ctx: &Ctx, a: SocketAddr) -> CmdResult {
 }
 
 fn set_active(ctx: &mut Ctx, addrs: Vec<SocketAddr>, text: &str) -> CmdResult {
-    if ctx.epsv_all {
+    if ctx.data.epsv_all {
         return Err(CommandError::Sequence(
             "EPSV ALL in effect: only EPSV may set up data connections.".into(),
         ));
@@ -100,7 +100,7 @@ fn set_active(ctx: &mut Ctx, addrs: Vec<SocketAddr>, text: &str) -> CmdResult {
     for a in &addrs {
         check_target(ctx, *a)?;
     }
-    ctx.endpoint = Some(DataEndpoint::Active(addrs));
+    ctx.data.endpoint = Some(DataEndpoint::Active(addrs));
     ctx.reply(200, text);
     Ok(())
 }

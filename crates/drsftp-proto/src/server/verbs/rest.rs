@@ -21,7 +21,7 @@ fn rest(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     } else {
         return Err(CommandError::syntax("Syntax error in REST argument."));
     };
-    ctx.rest = Some(r);
+    ctx.data.rest = Some(r);
     ctx.reply(
         350,
         "Restart Marker OK. Send STORE or RETR to initiate transfer.",

@@ -94,7 +94,7 @@ fn send_file(
         _ => RangeSet::new(),
     };
     let path = ctx.resolve(arg);
-    let mode = ctx.mode;
+    let mode = ctx.data.mode;
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, now, r| match r {
         FsResult::Stat(m) if m.kind == EntryKind::File => {
             match plan_send(m.size, section, rest.as_ref(), mode) {

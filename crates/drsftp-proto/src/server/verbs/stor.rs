@@ -46,7 +46,7 @@ fn receive(
     expected: Option<u64>,
 ) -> CmdResult {
     let what = format!("{verb} {path}");
-    let mode = ctx.mode;
+    let mode = ctx.data.mode;
     let payload = Payload::RecvFile {
         path,
         write_mode,
@@ -60,9 +60,9 @@ fn receive(
 fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "STOR")?;
     let rest = ctx.take_rest();
-    let expected = ctx.allo.take();
+    let expected = ctx.data.allo.take();
     ctx.endpoint()?;
-    let (write_mode, offset) = plan_recv(rest.as_ref(), ctx.mode)?;
+    let (write_mode, offset) = plan_recv(rest.as_ref(), ctx.data.mode)?;
     let path = ctx.resolve(arg);
     receive(ctx, now, "STOR", path, write_mode, offset, expected)
 }
@@ -71,7 +71,7 @@ fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
 fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "APPE")?;
     ctx.take_rest();
-    let expected = ctx.allo.take();
+    let expected = ctx.data.allo.take();
     ctx.endpoint()?;
     let path = ctx.resolve(arg);
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, now, r| {
@@ -104,9 +104,9 @@ fn esto(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let offset = it.next().and_then(super::parse_u64).ok_or_else(bad)?;
     let arg = it.next().filter(|p| !p.is_empty()).ok_or_else(bad)?;
     let rest = ctx.take_rest();
-    let expected = ctx.allo.take();
+    let expected = ctx.data.allo.take();
     ctx.endpoint()?;
-    let (_, extra) = plan_recv(rest.as_ref(), ctx.mode)?;
+    let (_, extra) = plan_recv(rest.as_ref(), ctx.data.mode)?;
     let offset = offset.checked_add(extra).ok_or_else(bad)?;
     let path = ctx.resolve(arg);
     receive(ctx, now, "ESTO", path, WriteMode::InPlace, offset, expected)
