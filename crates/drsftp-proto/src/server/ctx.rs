@@ -266,12 +266,21 @@ impl Ctx {
     }
 
     /// Queues the reply for a storage failure (code from `StorageError::reply_code`).
-    pub(crate) fn storage_error(&mut self, e: &StorageError) {
+    fn storage_error(&mut self, e: &StorageError) {
         self.reply(e.reply_code(), &e.to_string());
     }
 
+    /// The reply for an Fs answer a continuation has no arm for: the storage error's own reply, or `451` for an
+    /// answer of the wrong kind. Every Fs continuation ends in this arm.
+    pub(crate) fn fs_failed(&mut self, got: FsResult) {
+        match got {
+            FsResult::Err(e) => self.storage_error(&e),
+            other => self.unexpected(&other),
+        }
+    }
+
     /// The driver answered an Fs request with the wrong kind of result.
-    pub(crate) fn unexpected(&mut self, got: &FsResult) {
+    fn unexpected(&mut self, got: &FsResult) {
         let kind = match got {
             FsResult::Stat(_) => "Stat",
             FsResult::List(_) => "List",

@@ -128,44 +128,49 @@ impl ServerSession {
 
     /// The answer to the pending [`Action::Fs`]. Ignored if none is pending.
     pub fn handle_fs(&mut self, now: Instant, result: FsResult) {
-        if self.ctx.closed {
-            return;
-        }
-        match self.ctx.pending.take() {
-            Some(Pending::Fs(k)) => {
-                k(&mut self.ctx, now, result);
-                self.pump(now);
-            }
-            other => self.ctx.pending = other,
-        }
+        self.resume(now, |pending| match pending {
+            Pending::Fs(k) => Ok(move |ctx: &mut Ctx| k(ctx, now, result)),
+            other => Err(other),
+        });
     }
 
     /// The answer to the pending [`Action::Listen`]: the bound addresses, or why binding failed (`425`).
     pub fn handle_listening(&mut self, now: Instant, result: Result<Vec<SocketAddr>, String>) {
-        if self.ctx.closed {
-            return;
-        }
-        match self.ctx.pending.take() {
-            Some(Pending::Listen(k)) => {
-                k(&mut self.ctx, now, result);
-                self.pump(now);
-            }
-            other => self.ctx.pending = other,
-        }
+        self.resume(now, |pending| match pending {
+            Pending::Listen(k) => Ok(move |ctx: &mut Ctx| k(ctx, now, result)),
+            other => Err(other),
+        });
     }
 
     /// The answer to the pending [`Action::BlastBind`]: the UDP socket's address and a random transfer id, or
     /// why binding failed (`425`).
     pub fn handle_blast_bound(&mut self, now: Instant, result: Result<(SocketAddr, u64), String>) {
+        self.resume(now, |pending| match pending {
+            Pending::BlastBind(k) => Ok(move |ctx: &mut Ctx| k(ctx, now, result)),
+            other => Err(other),
+        });
+    }
+
+    /// Answers the pending request: `answer` returns its continuation applied to the driver's result (`Ok`),
+    /// or gives the request back (`Err`) when the result answers another kind of request, which is then ignored
+    /// and the request stays pending. After a continuation ran, queued commands run.
+    fn resume<F: FnOnce(&mut Ctx)>(
+        &mut self,
+        now: Instant,
+        answer: impl FnOnce(Pending) -> Result<F, Pending>,
+    ) {
         if self.ctx.closed {
             return;
         }
-        match self.ctx.pending.take() {
-            Some(Pending::BlastBind(k)) => {
-                k(&mut self.ctx, now, result);
+        let Some(pending) = self.ctx.pending.take() else {
+            return;
+        };
+        match answer(pending) {
+            Ok(run) => {
+                run(&mut self.ctx);
                 self.pump(now);
             }
-            other => self.ctx.pending = other,
+            Err(other) => self.ctx.pending = Some(other),
         }
     }
 

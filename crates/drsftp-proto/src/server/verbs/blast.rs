@@ -15,6 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use super::Verb;
+use crate::hostport::host_port_any;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{BlastEndpoint, DataEndpoint};
@@ -116,14 +117,6 @@ fn opts_blast(ctx: &mut Ctx, rest: &str) -> CmdResult {
     Ok(())
 }
 
-/// `h1,h2,h3,h4,p1,p2` for IPv4, `|2|addr|port|` for IPv6.
-pub(super) fn format_addr(a: SocketAddr) -> String {
-    match a {
-        SocketAddr::V4(v4) => super::pasv::host_port(*v4.ip(), v4.port()),
-        SocketAddr::V6(v6) => format!("|2|{}|{}|", v6.ip(), v6.port()),
-    }
-}
-
 /// `BPAS <client UDP address>`.
 pub(super) fn bpas(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     check_enabled(ctx)?;
@@ -135,6 +128,15 @@ pub(super) fn bpas(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
         super::port::parse_eprt(arg)?
     };
     super::port::check_target(ctx, peer)?;
+    open_channel(ctx, move |_| peer)
+}
+
+/// Has the driver bind the UDP socket and answers `229 ... Id=<hex>`; the endpoint's peer is `peer(local)` (the
+/// client's address for `BPAS <address>`, a placeholder until `BPRT` for the third-party `BPAS`, `bprt.rs`).
+pub(super) fn open_channel(
+    ctx: &mut Ctx,
+    peer: impl FnOnce(SocketAddr) -> SocketAddr + Send + 'static,
+) -> CmdResult {
     let bind = ctx.data_ip();
     let shown: IpAddr = ctx.advertised_ip();
     let b = ctx.data.blast;
@@ -143,13 +145,13 @@ pub(super) fn bpas(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
         Ok((local, id)) if local.port() != 0 => {
             ctx.data.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
                 local,
-                peer,
+                peer: peer(local),
                 transfer_id: id,
                 payload_size: payload_for_mtu(b.mtu),
                 max_rate,
                 ack_every: b.ack_every,
             }));
-            let addr = format_addr(SocketAddr::new(shown, local.port()));
+            let addr = host_port_any(SocketAddr::new(shown, local.port()));
             ctx.reply(
                 229,
                 &format!("Entering Blast Passive Mode ({addr}) Id={id:016x}"),

@@ -11,11 +11,11 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
-use super::blast::{check_enabled, format_addr, min_rate, payload_for_mtu};
+use super::blast::check_enabled;
 use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
-use crate::server::types::{BlastEndpoint, DataEndpoint};
+use crate::server::types::DataEndpoint;
 
 pub(super) const BPAS: Verb = Verb::cmd("BPAS", bpas);
 /// FEAT announces BPRT in the BLAST row's line (`blast.rs`).
@@ -41,30 +41,7 @@ fn unknown_peer(local: SocketAddr) -> SocketAddr {
 /// `BPAS` with no argument: bind, answer 229, peer unknown until `BPRT`.
 fn bpas_open(ctx: &mut Ctx) -> CmdResult {
     check_enabled(ctx)?;
-    let bind = ctx.data_ip();
-    let shown: IpAddr = ctx.advertised_ip();
-    let b = ctx.data.blast;
-    let max_rate = min_rate(b.rate, ctx.cfg.blast_max_rate);
-    ctx.blast_bind(bind, move |ctx, _now, r| match r {
-        Ok((local, id)) if local.port() != 0 => {
-            ctx.data.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
-                local,
-                peer: unknown_peer(local),
-                transfer_id: id,
-                payload_size: payload_for_mtu(b.mtu),
-                max_rate,
-                ack_every: b.ack_every,
-            }));
-            let addr = format_addr(SocketAddr::new(shown, local.port()));
-            ctx.reply(
-                229,
-                &format!("Entering Blast Passive Mode ({addr}) Id={id:016x}"),
-            );
-        }
-        Ok(_) => ctx.reply(425, "Cannot open blast data channel: no UDP port"),
-        Err(e) => ctx.reply(425, &format!("Cannot open blast data channel: {e}")),
-    });
-    Ok(())
+    super::blast::open_channel(ctx, unknown_peer)
 }
 
 /// Parses `<address> Id=<hex>`: the address as in BPAS (`h1,h2,h3,h4,p1,p2` or `|1|a.b.c.d|port|` /

@@ -54,8 +54,7 @@ fn cksm(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
         {
             ctx.reply(213, &hex.to_ascii_lowercase())
         }
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }

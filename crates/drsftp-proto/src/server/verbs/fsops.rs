@@ -20,8 +20,7 @@ pub(super) const RNTO: Verb = Verb::cmd("RNTO", rnto);
 fn simple(ctx: &mut Ctx, req: FsRequest, code: u16, text: String) {
     ctx.fs(req, move |ctx, _now, r| match r {
         FsResult::Done => ctx.reply(code, &text),
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
 }
 
@@ -35,25 +34,18 @@ fn mkd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 
 /// `RMD path`.
 fn rmd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
-    let path = ctx.resolve(super::required(arg, "RMD")?);
-    simple(
-        ctx,
-        FsRequest::Rmdir(path),
-        250,
-        "RMD command successful.".into(),
-    );
-    Ok(())
+    remove(ctx, arg, "RMD", FsRequest::Rmdir)
 }
 
 /// `DELE path`.
 fn dele(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
-    let path = ctx.resolve(super::required(arg, "DELE")?);
-    simple(
-        ctx,
-        FsRequest::Remove(path),
-        250,
-        "DELE command successful.".into(),
-    );
+    remove(ctx, arg, "DELE", FsRequest::Remove)
+}
+
+/// RMD and DELE: `req` on the resolved path, `250 <verb> command successful.` when done.
+fn remove(ctx: &mut Ctx, arg: &str, verb: &str, req: fn(String) -> FsRequest) -> CmdResult {
+    let path = ctx.resolve(super::required(arg, verb)?);
+    simple(ctx, req(path), 250, format!("{verb} command successful."));
     Ok(())
 }
 
@@ -65,8 +57,7 @@ fn rnfr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             ctx.rnfr = Some(path);
             ctx.reply(350, "File exists, ready for destination name.");
         }
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }

@@ -23,8 +23,7 @@ fn size(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, _now, r| match r {
         FsResult::Stat(m) if m.kind == EntryKind::File => ctx.reply(213, &m.size.to_string()),
         FsResult::Stat(_) => ctx.reply(550, &format!("{path}: not a regular file.")),
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }
@@ -34,8 +33,7 @@ fn mdtm(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let path = ctx.resolve(super::required(arg, "MDTM")?);
     ctx.fs(FsRequest::Stat(path), move |ctx, _now, r| match r {
         FsResult::Stat(m) => ctx.reply(213, &listing::timeval(m.modified)),
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }
@@ -48,8 +46,7 @@ fn mlst(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             let line = format!(" {}", listing::mlsx_line(&m, &path, ctx.facts));
             ctx.reply_multi(250, &format!("Listing {path}"), &[line], "End.");
         }
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }

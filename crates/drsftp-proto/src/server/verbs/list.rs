@@ -85,8 +85,7 @@ fn listing_cmd(ctx: &mut Ctx, arg: &str, kind: Kind) -> CmdResult {
                         .collect();
                     send(ctx, now, kind, &path, &lines);
                 }
-                FsResult::Err(e) => ctx.storage_error(&e),
-                other => ctx.unexpected(&other),
+                other => ctx.fs_failed(other),
             })
         }
         FsResult::Stat(_) if kind == Kind::Mlsd => {
@@ -96,8 +95,7 @@ fn listing_cmd(ctx: &mut Ctx, arg: &str, kind: Kind) -> CmdResult {
             let line = entry_line(ctx, now, kind, &m, &given);
             send(ctx, now, kind, &path, &[line]);
         }
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }

@@ -255,6 +255,23 @@ pub(crate) fn parse_u64(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
+/// The mode word of ERET (`P`) and ESTO (`A`): `want` is the only mode this server has; another gets `504`, none
+/// the command's syntax error `bad`.
+pub(crate) fn only_mode(
+    word: Option<&str>,
+    want: &str,
+    verb: &str,
+    bad: impl Fn() -> super::error::CommandError,
+) -> Result<(), super::error::CommandError> {
+    match word.unwrap_or("") {
+        "" => Err(bad()),
+        w if w.eq_ignore_ascii_case(want) => Ok(()),
+        _ => Err(super::error::CommandError::Unsupported(format!(
+            "{verb} mode not supported (only {want})."
+        ))),
+    }
+}
+
 /// `arg`, or `501 <what> needs an argument.` when it is empty.
 pub(crate) fn required<'a>(
     arg: &'a str,

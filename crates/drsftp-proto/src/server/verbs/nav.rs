@@ -36,8 +36,7 @@ fn change_to(ctx: &mut Ctx, path: String) {
             ctx.reply(250, "CWD command successful.");
         }
         FsResult::Stat(_) => ctx.reply(550, &format!("{path}: not a directory.")),
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
 }
 

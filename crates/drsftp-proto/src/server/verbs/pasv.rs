@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
 use super::Verb;
+use crate::hostport::host_port;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::DataEndpoint;
@@ -15,20 +16,6 @@ use crate::server::types::DataEndpoint;
 pub(super) const PASV: Verb = Verb::cmd("PASV", pasv);
 pub(super) const EPSV: Verb = Verb::cmd("EPSV", epsv).feat(140, &["EPSV"]);
 pub(super) const SPAS: Verb = Verb::cmd("SPAS", spas).feat(90, &["SPAS"]);
-
-/// `h1,h2,h3,h4,p1,p2` (RFC 959 host-port).
-pub(crate) fn host_port(ip: Ipv4Addr, port: u16) -> String {
-    let o = ip.octets();
-    format!(
-        "{},{},{},{},{},{}",
-        o[0],
-        o[1],
-        o[2],
-        o[3],
-        port >> 8,
-        port & 0xff
-    )
-}
 
 /// The ports of the driver's listeners, or why there are none.
 fn ports(r: Result<Vec<SocketAddr>, String>) -> Result<Vec<u16>, String> {

@@ -120,8 +120,7 @@ fn send_file(
             }
         }
         FsResult::Stat(_) => ctx.reply(550, &format!("{path}: not a regular file.")),
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }
@@ -136,14 +135,7 @@ fn retr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 fn eret(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let bad = || CommandError::syntax("Syntax: ERET P <offset> <length> <path>.");
     let mut it = arg.splitn(4, ' ');
-    let mode = it.next().unwrap_or("");
-    if !mode.eq_ignore_ascii_case("P") {
-        return Err(if mode.is_empty() {
-            bad()
-        } else {
-            CommandError::Unsupported("ERET mode not supported (only P).".into())
-        });
-    }
+    super::only_mode(it.next(), "P", "ERET", bad)?;
     let offset = it.next().and_then(super::parse_u64).ok_or_else(bad)?;
     let length = it.next().and_then(super::parse_u64).ok_or_else(bad)?;
     let path = it.next().filter(|p| !p.is_empty()).ok_or_else(bad)?;

@@ -73,8 +73,7 @@ fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
                         .collect();
                     ctx.reply_multi(213, &format!("Status of {path}:"), &body, "End of status.");
                 }
-                FsResult::Err(e) => ctx.storage_error(&e),
-                other => ctx.unexpected(&other),
+                other => ctx.fs_failed(other),
             })
         }
         FsResult::Stat(m) => {
@@ -86,8 +85,7 @@ fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
                 "End of status.",
             );
         }
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }

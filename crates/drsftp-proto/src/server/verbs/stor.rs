@@ -79,8 +79,7 @@ fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             FsResult::Stat(m) if m.kind == EntryKind::File => m.size,
             FsResult::Stat(_) => return ctx.reply(550, &format!("{path}: not a regular file.")),
             FsResult::Err(StorageError::NotFound(_)) => 0,
-            FsResult::Err(e) => return ctx.storage_error(&e),
-            other => return ctx.unexpected(&other),
+            other => return ctx.fs_failed(other),
         };
         if let Err(e) = receive(ctx, now, "APPE", path, WriteMode::InPlace, size, expected) {
             ctx.refuse(&e);
@@ -93,14 +92,7 @@ fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 fn esto(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let bad = || CommandError::syntax("Syntax: ESTO A <offset> <path>.");
     let mut it = arg.splitn(3, ' ');
-    let mode = it.next().unwrap_or("");
-    if !mode.eq_ignore_ascii_case("A") {
-        return Err(if mode.is_empty() {
-            bad()
-        } else {
-            CommandError::Unsupported("ESTO mode not supported (only A).".into())
-        });
-    }
+    super::only_mode(it.next(), "A", "ESTO", bad)?;
     let offset = it.next().and_then(super::parse_u64).ok_or_else(bad)?;
     let arg = it.next().filter(|p| !p.is_empty()).ok_or_else(bad)?;
     let rest = ctx.take_rest();
