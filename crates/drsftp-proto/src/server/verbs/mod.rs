@@ -6,13 +6,16 @@
 //! line and its `OPTS` sub-command live beside the behaviour they announce.
 //!
 //! Adding a verb (say `AUTH`, FEAT line `AUTH TLS`):
-//! 1. Write `verbs/auth.rs`: a `//!` line saying what it owns, the handler, its tests, and the row:
-//!    `pub(super) const AUTH: Verb = Verb::cmd("AUTH", auth).before_login().feat(FEAT_AT, &["AUTH TLS"]);`
-//!    (`FEAT_AT`: a free FEAT position; `.opts(hook)` if it takes `OPTS AUTH ...`; `.busy(...)` if it may run
-//!    during a transfer). Related verbs (PBSZ, PROT) may share the file, one row each.
-//! 2. Here: `mod auth;` and `auth::AUTH,` in [`VERBS`] where HELP should list it.
+//! 1. Write `verbs/auth.rs`: a `//!` line saying what it owns, the handler, its tests, and its row, e.g.
+//!    `pub(super) const AUTH: Verb = Verb::cmd("AUTH", auth).before_login().feat(5, &["AUTH TLS"]);`
+//!    The number is the line's FEAT position: the rows in use are spaced by 10 (UTF8 10 ... BLAST 160), so 5
+//!    lists it first; the registry test refuses a position already taken. Add `.opts(hook)` if the verb takes
+//!    `OPTS AUTH ...`, `.busy(...)` if it may run during a transfer, `.feat_from(at, fn)` if its line depends on
+//!    the config or session. Related verbs (PBSZ, PROT) may share the file, one row each.
+//! 2. Here: `mod auth;` and one line `auth::AUTH,` in [`VERBS`], where HELP should list it.
 //!
-//! Nothing else changes: FEAT, OPTS, HELP and the session read the table.
+//! Nothing else changes: the session, FEAT, OPTS and HELP read the table. State the verb keeps goes in a part
+//! of [`Ctx`] (`ctx.rs` marks where TLS state will go).
 
 use std::time::Instant;
 

@@ -4,7 +4,7 @@
 //! online between `min` and `max` on RETR/ERET in MODE E (`TransferPlan::parallelism_range`, `-p auto` on a
 //! download; Globus servers ignore min/max and use `<start>`). Values must satisfy `1 <= min <= start <= max`:
 //! anything else is refused with 501 (not clamped) and the previous setting stays; every value is then capped at
-//! `ServerConfig::max_parallelism`. Nothing new is advertised in FEAT.
+//! `ServerConfig::max_parallelism`. FEAT announces it as ` PARALLEL` (on the RETR registry row, `retr.rs`).
 
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
