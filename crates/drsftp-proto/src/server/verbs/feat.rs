@@ -150,6 +150,10 @@ mod tests {
             "200 OPTS BLAST MTU=1500;Rate=1000;\r\n"
         );
         assert_eq!(h.cmd("OPTS BLAST x"), "500 OPTS failed.\r\n");
+        // Feature-only registry rows are not commands.
+        for cmd in ["UTF8", "DRS Inband=1;", "BLAST"] {
+            assert_eq!(h.cmd(cmd), "500 Unknown command.\r\n", "{cmd}");
+        }
     }
 
     #[test]
