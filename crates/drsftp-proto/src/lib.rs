@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+mod hostport;
 pub mod mode_e;
 pub mod ranges;
 pub mod server;

@@ -5,6 +5,20 @@
 use std::fmt;
 use std::ops::Range;
 
+/// Parses a restart range list `a-b[,c-d...]` (end exclusive; `111` markers and `REST` arguments) into its items
+/// as written: in order, not merged, empty items kept. Whitespace around items is allowed; inverted ranges and
+/// garbage are refused (`None`). The one grammar for [`RangeSet::parse`] and the client's marker parser.
+pub fn parse_ranges(text: &str) -> Option<Vec<Range<u64>>> {
+    text.split(',')
+        .map(|part| {
+            let (a, b) = part.trim().split_once('-')?;
+            let a: u64 = a.trim().parse().ok()?;
+            let b: u64 = b.trim().parse().ok()?;
+            (a <= b).then_some(a..b)
+        })
+        .collect()
+}
+
 /// Sorted, merged half-open ranges.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RangeSet {
@@ -17,20 +31,10 @@ impl RangeSet {
         Self::default()
     }
 
-    /// Parses `a-b[,c-d...]` (end exclusive). Whitespace around items is allowed; inverted ranges and garbage are
-    /// refused (`None`). Empty ranges (`a-a`) are accepted and ignored.
+    /// Parses `a-b[,c-d...]` (end exclusive) with [`parse_ranges`]'s grammar, then merges. Empty ranges (`a-a`)
+    /// are accepted and ignored.
     pub fn parse(text: &str) -> Option<Self> {
-        let mut s = RangeSet::new();
-        for part in text.split(',') {
-            let (a, b) = part.trim().split_once('-')?;
-            let a: u64 = a.trim().parse().ok()?;
-            let b: u64 = b.trim().parse().ok()?;
-            if b < a {
-                return None;
-            }
-            s.insert(a..b);
-        }
-        Some(s)
+        parse_ranges(text).map(|items| items.into_iter().collect())
     }
 
     /// Add a range, merging with overlapping or adjacent ones.
@@ -164,6 +168,36 @@ mod tests {
         assert!(RangeSet::parse("5-1").is_none());
         assert!(RangeSet::parse("abc").is_none());
         assert!(RangeSet::parse("1-2,").is_none());
+    }
+
+    #[test]
+    fn one_grammar_for_items_and_sets() {
+        // The client's marker items come unmerged and in order; the set is their union.
+        assert_eq!(
+            parse_ranges(" 10-20 ,0-5,15-30,7-7"),
+            Some(vec![10..20, 0..5, 15..30, 7..7])
+        );
+        for text in [
+            "0-5,10-20",
+            "7-7",
+            " 1 - 2 ",
+            "5-1",
+            "abc",
+            "1-2,",
+            "",
+            "-1-2",
+            "1-2-3",
+        ] {
+            assert_eq!(
+                RangeSet::parse(text),
+                parse_ranges(text).map(|v| v.into_iter().collect()),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            RangeSet::parse("10-20,0-5,15-30").unwrap().to_string(),
+            "0-5,10-30"
+        );
     }
 
     #[test]

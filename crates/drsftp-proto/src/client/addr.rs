@@ -2,42 +2,14 @@
 //! `PORT`/`EPRT` arguments the client sends when it listens (MODE E downloads, where the sender connects).
 
 use super::reply::Reply;
+use crate::hostport::host_port;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
-/// Formats `h1,h2,h3,h4,p1,p2` for an IPv4 socket address (RFC 959 host-port).
-pub fn host_port(addr: SocketAddrV4Like) -> String {
-    let o = addr.ip.octets();
-    format!(
-        "{},{},{},{},{},{}",
-        o[0],
-        o[1],
-        o[2],
-        o[3],
-        addr.port >> 8,
-        addr.port & 0xff
-    )
-}
-
-/// An IPv4 address and port (helper so [`host_port`] cannot be called with IPv6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SocketAddrV4Like {
-    /// Address.
-    pub ip: Ipv4Addr,
-    /// Port.
-    pub port: u16,
-}
 
 /// The command line (without CRLF) that announces a client listener: `PORT h,h,h,h,p,p` for IPv4 and
 /// `EPRT |2|addr|port|` for IPv6 (RFC 2428).
 pub fn port_command(addr: SocketAddr) -> String {
     match addr {
-        SocketAddr::V4(a) => format!(
-            "PORT {}",
-            host_port(SocketAddrV4Like {
-                ip: *a.ip(),
-                port: a.port()
-            })
-        ),
+        SocketAddr::V4(a) => format!("PORT {}", host_port(*a.ip(), a.port())),
         SocketAddr::V6(a) => format!("EPRT |2|{}|{}|", a.ip(), a.port()),
     }
 }

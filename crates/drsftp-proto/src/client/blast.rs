@@ -10,10 +10,10 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use super::addr::{host_port, SocketAddrV4Like};
 use super::feat::Features;
 use super::reply::Reply;
 use super::types::{BlastChannel, BlastRequest};
+use crate::hostport::host_port_any;
 
 /// `OPTS BLAST MTU=<n>;Rate=<bps>;[AckEvery=<n>;]`.
 pub fn opts_line(r: &BlastRequest) -> String {
@@ -23,26 +23,15 @@ pub fn opts_line(r: &BlastRequest) -> String {
     format!("OPTS BLAST MTU={};Rate={};{ack}", r.mtu, r.max_rate)
 }
 
-/// `h1,h2,h3,h4,p1,p2` (IPv4) or `|2|addr|port|` (IPv6), the address argument of BPAS and BPRT.
-fn addr_arg(addr: SocketAddr) -> String {
-    match addr {
-        SocketAddr::V4(a) => host_port(SocketAddrV4Like {
-            ip: *a.ip(),
-            port: a.port(),
-        }),
-        SocketAddr::V6(a) => format!("|2|{}|{}|", a.ip(), a.port()),
-    }
-}
-
 /// `BPAS h1,h2,h3,h4,p1,p2` (IPv4) or `BPAS |2|addr|port|` (IPv6).
 pub fn bpas_line(addr: SocketAddr) -> String {
-    format!("BPAS {}", addr_arg(addr))
+    format!("BPAS {}", host_port_any(addr))
 }
 
 /// `BPRT <peer address> Id=<16 hex digits>`: names the sending server's UDP address and transfer id to the
 /// receiving server of a third-party blast transfer.
 pub fn bprt_line(peer: SocketAddr, transfer_id: u64) -> String {
-    format!("BPRT {} Id={transfer_id:016x}", addr_arg(peer))
+    format!("BPRT {} Id={transfer_id:016x}", host_port_any(peer))
 }
 
 /// True if the server lists BPRT in its FEAT BLAST line (` BLAST BPRT`): it can receive a third-party blast

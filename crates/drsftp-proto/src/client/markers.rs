@@ -3,6 +3,7 @@
 //! (per-stripe data-connection counts). Pure functions over [`Reply`]; merging ranges is the caller's job.
 
 use super::reply::Reply;
+use crate::ranges::parse_ranges;
 use std::ops::Range;
 
 /// One `112-Perf Marker` block.
@@ -27,25 +28,6 @@ pub fn parse_range_marker(reply: &Reply) -> Option<Vec<Range<u64>>> {
     let text = reply.lines.last()?.trim();
     let rest = text.strip_prefix("Range Marker")?.trim();
     parse_ranges(rest)
-}
-
-/// Parses a restart range list `a-b[,c-d...]` (as in `111` markers and `REST` arguments).
-pub fn parse_ranges(text: &str) -> Option<Vec<Range<u64>>> {
-    let mut out = Vec::new();
-    for part in text.split(',') {
-        let (a, b) = part.trim().split_once('-')?;
-        let a: u64 = a.trim().parse().ok()?;
-        let b: u64 = b.trim().parse().ok()?;
-        if b < a {
-            return None;
-        }
-        out.push(a..b);
-    }
-    if out.is_empty() {
-        None
-    } else {
-        Some(out)
-    }
 }
 
 /// Parses a `112-Perf Marker` multi-line reply. Missing numeric fields make it `None`.

@@ -38,10 +38,9 @@ pub mod blast_setup {
         parse_opts_reply, parse_start,
     };
 }
+pub use crate::ranges::parse_ranges;
 pub use feat::{Features, VERIFY_PREFERENCE};
-pub use markers::{
-    parse_perf_marker, parse_range_marker, parse_ranges, parse_stripe_counts, PerfMarker,
-};
+pub use markers::{parse_perf_marker, parse_range_marker, parse_stripe_counts, PerfMarker};
 pub use reply::{Reply, ReplyError, ReplyReader};
 pub use session::ClientSession;
 pub use types::{

@@ -1,6 +1,7 @@
-//! The per-session state verb handlers read and change (login, working directory, data-channel parameters,
-//! REST/RNFR/ALLO, the data endpoint) and the session's output side: queued reply bytes, queued actions, and the
-//! one outstanding driver request together with the continuation that consumes its answer.
+//! The per-session state verb handlers read and change, in named parts ([`Login`], [`DataParams`] for the next
+//! data channel, [`Xfer`] for the running transfer, [`Limits`]) beside the working directory, RNFR and the MLSx
+//! facts, and the session's output side: queued reply bytes, queued actions, and the one outstanding driver
+//! request together with the continuation that consumes its answer.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -85,23 +86,23 @@ impl Rest {
     }
 }
 
-/// Session state shared by the session loop and the verb handlers.
-#[derive(Debug)]
-pub(crate) struct Ctx {
-    pub(crate) cfg: ServerConfig,
-    pub(crate) local: SocketAddr,
-    pub(crate) peer: SocketAddr,
+/// Who the client is: `USER`/`PASS` state (verbs/login.rs).
+#[derive(Debug, Default)]
+pub(crate) struct Login {
     /// Name from `USER`, waiting for `PASS`.
     pub(crate) user: Option<String>,
     /// The logged-in user.
     pub(crate) logged_in: Option<String>,
     /// The login in `logged_in` is an anonymous one (for [`ServerConfig::third_party`]).
     pub(crate) anonymous: bool,
-    pub(crate) login_failures: u32,
-    /// Working directory (absolute virtual path).
-    pub(crate) cwd: String,
-    /// Source path accepted by `RNFR`, valid for the very next command only.
-    pub(crate) rnfr: Option<String>,
+    /// Failed `PASS` attempts (the session closes after `MAX_LOGIN_FAILURES`, verbs/login.rs).
+    pub(crate) failures: u32,
+}
+
+/// Data-channel parameters: what the next transfer will use, set by the parameter verbs and read when a
+/// transfer starts (`transfer.rs`). Everything here but `rest` and `allo` persists across transfers.
+#[derive(Debug)]
+pub(crate) struct DataParams {
     /// TYPE A (stream-mode line-end conversion).
     pub(crate) ascii: bool,
     pub(crate) mode: Mode,
@@ -115,25 +116,79 @@ pub(crate) struct Ctx {
     pub(crate) drs_inband: bool,
     /// From `OPTS BLAST`.
     pub(crate) blast: BlastSettings,
+    /// From `REST`, for the next transfer command only ([`Ctx::take_rest`]).
     pub(crate) rest: Option<Rest>,
     /// From `ALLO`, for the next upload.
     pub(crate) allo: Option<u64>,
-    /// Set by a successful PASV/EPSV/SPAS or PORT/EPRT/SPOR; kept across transfers (MODE E reuses it).
+    /// Set by a successful PASV/EPSV/SPAS or PORT/EPRT/SPOR (or BPAS); kept across transfers (MODE E reuses it).
     pub(crate) endpoint: Option<DataEndpoint>,
     /// `EPSV ALL` was sent: PORT/PASV/EPRT/SPOR/SPAS are refused (RFC 2428 §4).
     pub(crate) epsv_all: bool,
     /// Allow PORT/EPRT/SPOR to addresses other than the control peer's (third-party transfers) whatever
     /// [`ServerConfig::third_party`] says (`ServerSession::set_allow_foreign_data`).
-    pub(crate) allow_foreign_data: bool,
+    pub(crate) allow_foreign: bool,
+    // A later `PROT` (data-channel protection, with TLS) belongs here.
+}
+
+impl Default for DataParams {
+    /// A fresh session: TYPE A, MODE S, no endpoint, nothing negotiated.
+    fn default() -> Self {
+        DataParams {
+            ascii: true,
+            mode: Mode::Stream,
+            parallelism: None,
+            parallelism_range: None,
+            tcp_buffer: None,
+            drs_inband: false,
+            blast: BlastSettings::default(),
+            rest: None,
+            allo: None,
+            endpoint: None,
+            epsv_all: false,
+            allow_foreign: false,
+        }
+    }
+}
+
+/// Transfer state: the one running transfer and a count of the finished ones.
+#[derive(Debug, Default)]
+pub(crate) struct Xfer {
+    /// Between [`Action::Transfer`] and the driver's `handle_transfer_done`.
+    pub(crate) running: Option<Running>,
+    /// Transfers finished in this session (STAT).
+    pub(crate) done: u64,
+}
+
+/// Session limits. Only the idle timer today; per-session limits (transfers, bytes, time) will join it.
+#[derive(Debug)]
+pub(crate) struct Limits {
+    /// When an idle session is closed (`421`); restarted by each command ([`Ctx::touch`]).
+    pub(crate) idle_deadline: Option<Instant>,
+}
+
+/// Session state shared by the session loop and the verb handlers.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub(crate) cfg: ServerConfig,
+    /// Our end of the control connection.
+    pub(crate) local: SocketAddr,
+    /// The client's end of the control connection.
+    pub(crate) peer: SocketAddr,
+    pub(crate) login: Login,
+    // Control-channel security (`AUTH TLS`, `PBSZ`) will be a part of its own here.
+    /// Working directory (absolute virtual path).
+    pub(crate) cwd: String,
+    /// Source path accepted by `RNFR`, valid for the very next command only.
+    pub(crate) rnfr: Option<String>,
     /// MLSx facts selected with `OPTS MLST`.
     pub(crate) facts: FactSet,
-    pub(crate) transfer: Option<Running>,
+    pub(crate) data: DataParams,
+    pub(crate) xfer: Xfer,
+    pub(crate) limits: Limits,
+    /// The driver request the session waits for.
     pub(crate) pending: Option<Pending>,
     /// `Action::Close` was emitted; nothing more is processed.
     pub(crate) closed: bool,
-    /// Transfers finished in this session (STAT).
-    pub(crate) transfers_done: u64,
-    pub(crate) idle_deadline: Option<Instant>,
     out: Vec<u8>,
     actions: VecDeque<Action>,
     next_id: u64,
@@ -154,30 +209,15 @@ impl Ctx {
             cfg,
             local,
             peer,
-            user: None,
-            logged_in: None,
-            anonymous: false,
-            login_failures: 0,
+            login: Login::default(),
             cwd: "/".into(),
             rnfr: None,
-            ascii: true,
-            mode: Mode::Stream,
-            parallelism: None,
-            parallelism_range: None,
-            tcp_buffer: None,
-            drs_inband: false,
-            blast: BlastSettings::default(),
-            rest: None,
-            allo: None,
-            endpoint: None,
-            epsv_all: false,
-            allow_foreign_data: false,
             facts: FactSet::default(),
-            transfer: None,
+            data: DataParams::default(),
+            xfer: Xfer::default(),
+            limits: Limits { idle_deadline },
             pending: None,
             closed: false,
-            transfers_done: 0,
-            idle_deadline,
             out: Vec::new(),
             actions: VecDeque::new(),
             next_id: 1,
@@ -189,8 +229,19 @@ impl Ctx {
     /// Whether data-channel addresses on a host other than the control peer's are allowed: the driver's
     /// override, or the configured third-party policy for the current login.
     pub(crate) fn foreign_data_allowed(&self) -> bool {
-        self.allow_foreign_data
-            || (self.logged_in.is_some() && self.cfg.third_party.allows(self.anonymous))
+        self.data.allow_foreign
+            || (self.login.logged_in.is_some() && self.cfg.third_party.allows(self.login.anonymous))
+    }
+
+    /// `530` unless a user is logged in: for OPTS hooks, which the session's per-row login check does not cover.
+    pub(crate) fn require_login(&self) -> Result<(), CommandError> {
+        if self.login.logged_in.is_none() {
+            return Err(CommandError::Reply(
+                530,
+                "Please login with USER and PASS.".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Queues a single-line reply.
@@ -215,12 +266,21 @@ impl Ctx {
     }
 
     /// Queues the reply for a storage failure (code from `StorageError::reply_code`).
-    pub(crate) fn storage_error(&mut self, e: &StorageError) {
+    fn storage_error(&mut self, e: &StorageError) {
         self.reply(e.reply_code(), &e.to_string());
     }
 
+    /// The reply for an Fs answer a continuation has no arm for: the storage error's own reply, or `451` for an
+    /// answer of the wrong kind. Every Fs continuation ends in this arm.
+    pub(crate) fn fs_failed(&mut self, got: FsResult) {
+        match got {
+            FsResult::Err(e) => self.storage_error(&e),
+            other => self.unexpected(&other),
+        }
+    }
+
     /// The driver answered an Fs request with the wrong kind of result.
-    pub(crate) fn unexpected(&mut self, got: &FsResult) {
+    fn unexpected(&mut self, got: &FsResult) {
         let kind = match got {
             FsResult::Stat(_) => "Stat",
             FsResult::List(_) => "List",
@@ -263,7 +323,7 @@ impl Ctx {
         count: usize,
         k: impl FnOnce(&mut Ctx, Instant, Result<Vec<SocketAddr>, String>) + Send + 'static,
     ) {
-        self.endpoint = None;
+        self.data.endpoint = None;
         self.action(Action::Listen { ip, count });
         self.pending = Some(Pending::Listen(Box::new(k)));
     }
@@ -275,7 +335,7 @@ impl Ctx {
         ip: IpAddr,
         k: impl FnOnce(&mut Ctx, Instant, Result<(SocketAddr, u64), String>) + Send + 'static,
     ) {
-        self.endpoint = None;
+        self.data.endpoint = None;
         self.action(Action::BlastBind { ip });
         self.pending = Some(Pending::BlastBind(Box::new(k)));
     }
@@ -298,7 +358,7 @@ impl Ctx {
 
     /// The endpoint for the next transfer, or `425`.
     pub(crate) fn endpoint(&self) -> Result<DataEndpoint, CommandError> {
-        self.endpoint.clone().ok_or_else(|| {
+        self.data.endpoint.clone().ok_or_else(|| {
             CommandError::NoData("Use PORT, EPRT, SPOR, PASV, EPSV or SPAS first.".into())
         })
     }
@@ -324,7 +384,7 @@ impl Ctx {
 
     /// REST is good for the next transfer command only: every transfer command takes it.
     pub(crate) fn take_rest(&mut self) -> Option<Rest> {
-        self.rest.take()
+        self.data.rest.take()
     }
 
     pub(crate) fn next_transfer_id(&mut self) -> u64 {
@@ -355,6 +415,6 @@ impl Ctx {
 
     /// Restarts the idle timer.
     pub(crate) fn touch(&mut self, now: Instant) {
-        self.idle_deadline = now.checked_add(self.cfg.idle_timeout);
+        self.limits.idle_deadline = now.checked_add(self.cfg.idle_timeout);
     }
 }

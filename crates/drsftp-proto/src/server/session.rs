@@ -58,7 +58,7 @@ fn busy_of(line: &Line) -> Busy {
     match line {
         Line::Text(t) => {
             let (verb, arg) = split_command(t);
-            match verbs::lookup(verb).map(|v| v.busy) {
+            match verbs::lookup(verb).map(|(v, _)| v.busy) {
                 Some(Busy::JumpIf(f)) if f(arg) => Busy::Jump,
                 Some(Busy::JumpIf(_)) | None => Busy::Defer,
                 Some(b) => b,
@@ -94,7 +94,7 @@ impl ServerSession {
     /// the decision to [`ServerConfig::third_party`] (default: real users yes, anonymous no); refused commands get
     /// `504` (FTP bounce protection, RFC 2577). Ports below 1024 are refused either way.
     pub fn set_allow_foreign_data(&mut self, allow: bool) {
-        self.ctx.allow_foreign_data = allow;
+        self.ctx.data.allow_foreign = allow;
     }
 
     /// Bytes read from the control connection, in any chunking.
@@ -128,44 +128,49 @@ impl ServerSession {
 
     /// The answer to the pending [`Action::Fs`]. Ignored if none is pending.
     pub fn handle_fs(&mut self, now: Instant, result: FsResult) {
-        if self.ctx.closed {
-            return;
-        }
-        match self.ctx.pending.take() {
-            Some(Pending::Fs(k)) => {
-                k(&mut self.ctx, now, result);
-                self.pump(now);
-            }
-            other => self.ctx.pending = other,
-        }
+        self.resume(now, |pending| match pending {
+            Pending::Fs(k) => Ok(move |ctx: &mut Ctx| k(ctx, now, result)),
+            other => Err(other),
+        });
     }
 
     /// The answer to the pending [`Action::Listen`]: the bound addresses, or why binding failed (`425`).
     pub fn handle_listening(&mut self, now: Instant, result: Result<Vec<SocketAddr>, String>) {
-        if self.ctx.closed {
-            return;
-        }
-        match self.ctx.pending.take() {
-            Some(Pending::Listen(k)) => {
-                k(&mut self.ctx, now, result);
-                self.pump(now);
-            }
-            other => self.ctx.pending = other,
-        }
+        self.resume(now, |pending| match pending {
+            Pending::Listen(k) => Ok(move |ctx: &mut Ctx| k(ctx, now, result)),
+            other => Err(other),
+        });
     }
 
     /// The answer to the pending [`Action::BlastBind`]: the UDP socket's address and a random transfer id, or
     /// why binding failed (`425`).
     pub fn handle_blast_bound(&mut self, now: Instant, result: Result<(SocketAddr, u64), String>) {
+        self.resume(now, |pending| match pending {
+            Pending::BlastBind(k) => Ok(move |ctx: &mut Ctx| k(ctx, now, result)),
+            other => Err(other),
+        });
+    }
+
+    /// Answers the pending request: `answer` returns its continuation applied to the driver's result (`Ok`),
+    /// or gives the request back (`Err`) when the result answers another kind of request, which is then ignored
+    /// and the request stays pending. After a continuation ran, queued commands run.
+    fn resume<F: FnOnce(&mut Ctx)>(
+        &mut self,
+        now: Instant,
+        answer: impl FnOnce(Pending) -> Result<F, Pending>,
+    ) {
         if self.ctx.closed {
             return;
         }
-        match self.ctx.pending.take() {
-            Some(Pending::BlastBind(k)) => {
-                k(&mut self.ctx, now, result);
+        let Some(pending) = self.ctx.pending.take() else {
+            return;
+        };
+        match answer(pending) {
+            Ok(run) => {
+                run(&mut self.ctx);
                 self.pump(now);
             }
-            other => self.ctx.pending = other,
+            Err(other) => self.ctx.pending = Some(other),
         }
     }
 
@@ -190,8 +195,8 @@ impl ServerSession {
             return;
         }
         self.ctx.on_marker_timer(now);
-        let idle = self.ctx.transfer.is_none() && self.ctx.pending.is_none();
-        if idle && self.ctx.idle_deadline.is_some_and(|d| now >= d) {
+        let idle = self.ctx.xfer.running.is_none() && self.ctx.pending.is_none();
+        if idle && self.ctx.limits.idle_deadline.is_some_and(|d| now >= d) {
             let secs = self.ctx.cfg.idle_timeout.as_secs();
             self.ctx.close(
                 421,
@@ -205,9 +210,9 @@ impl ServerSession {
         if self.ctx.closed {
             return None;
         }
-        let marker = self.ctx.transfer.as_ref().and_then(|r| r.next_marker);
-        let idle = if self.ctx.transfer.is_none() && self.ctx.pending.is_none() {
-            self.ctx.idle_deadline
+        let marker = self.ctx.xfer.running.as_ref().and_then(|r| r.next_marker);
+        let idle = if self.ctx.xfer.running.is_none() && self.ctx.pending.is_none() {
+            self.ctx.limits.idle_deadline
         } else {
             None
         };
@@ -224,14 +229,14 @@ impl ServerSession {
 
     /// True while a transfer runs (between [`Action::Transfer`] and `handle_transfer_done`).
     pub fn is_transferring(&self) -> bool {
-        self.ctx.transfer.is_some()
+        self.ctx.xfer.running.is_some()
     }
 
     /// True once the client opted in to Dynamic Right-Sizing (`OPTS DRS Inband=1;`, FEAT token ` DRS`) and has
     /// not turned it off. Only then may the driver use control-channel SBUF (`send_sbuf_notice`) or, in MODE E,
     /// in-band SBUF headers (also given per transfer as [`super::TransferPlan::inband_drs`]).
     pub fn drs_inband(&self) -> bool {
-        self.ctx.drs_inband
+        self.ctx.data.drs_inband
     }
 
     /// While the server *receives* in stream mode with DRS opted in, queue the informational
@@ -252,7 +257,7 @@ impl ServerSession {
             if self.ctx.pending.is_some() {
                 return;
             }
-            if self.ctx.transfer.is_some() {
+            if self.ctx.xfer.running.is_some() {
                 if let Some(i) = self
                     .queue
                     .iter()
@@ -288,18 +293,18 @@ impl ServerSession {
         }
         let (verb, arg) = split_command(&text);
         let rnfr = self.ctx.rnfr.take();
-        let Some(v) = verbs::lookup(verb) else {
+        let Some((v, run)) = verbs::lookup(verb) else {
             self.ctx.reply(500, "Unknown command.");
             return;
         };
         if v.name == "RNTO" {
             self.ctx.rnfr = rnfr;
         }
-        if v.login && self.ctx.logged_in.is_none() {
+        if v.login && self.ctx.login.logged_in.is_none() {
             self.ctx.reply(530, "Please login with USER and PASS.");
             return;
         }
-        if let Err(e) = (v.run)(&mut self.ctx, now, arg) {
+        if let Err(e) = run(&mut self.ctx, now, arg) {
             self.ctx.refuse(&e);
         }
     }

@@ -73,7 +73,7 @@ impl Ctx {
         what: String,
         resume: RangeSet,
     ) -> CmdResult {
-        if self.transfer.is_some() {
+        if self.xfer.running.is_some() {
             return Err(CommandError::NoData(
                 "A transfer is already running.".into(),
             ));
@@ -86,7 +86,9 @@ impl Ctx {
             ));
         }
         let blast = match &endpoint {
-            DataEndpoint::Blast(ep) => Some(blast_size(&payload, self.ascii, ep.payload_size)?),
+            DataEndpoint::Blast(ep) => {
+                Some(blast_size(&payload, self.data.ascii, ep.payload_size)?)
+            }
             _ => None,
         };
         let listing = matches!(payload, Payload::SendBytes(_));
@@ -99,16 +101,17 @@ impl Ctx {
         };
         let parallelism = match mode {
             Mode::Extended => self
+                .data
                 .parallelism
                 .unwrap_or(self.cfg.default_parallelism)
                 .clamp(1, self.cfg.max_parallelism.max(1)),
             Mode::Stream => 1,
         };
         let parallelism_range = match (mode, &payload) {
-            (Mode::Extended, Payload::SendFile { .. }) => self.parallelism_range,
+            (Mode::Extended, Payload::SendFile { .. }) => self.data.parallelism_range,
             _ => None,
         };
-        let ascii = self.ascii && mode == Mode::Stream && !listing;
+        let ascii = self.data.ascii && mode == Mode::Stream && !listing;
         let id = self.next_transfer_id();
         let plan = TransferPlan {
             id,
@@ -117,9 +120,9 @@ impl Ctx {
             endpoint,
             parallelism,
             parallelism_range,
-            tcp_buffer: self.tcp_buffer,
+            tcp_buffer: self.data.tcp_buffer,
             ascii,
-            inband_drs: self.drs_inband && mode == Mode::Extended,
+            inband_drs: self.data.drs_inband && mode == Mode::Extended,
             resume: if blast.is_some() {
                 resume
             } else {
@@ -134,7 +137,7 @@ impl Ctx {
                     &format!("Opening BLAST data channel for {what} (Size={size};Packet={p};)."),
                 );
                 // One channel, one transfer: the UDP socket and transfer id go with it.
-                self.endpoint = None;
+                self.data.endpoint = None;
             }
             (Mode::Extended, ..) => {
                 self.reply(125, &format!("Beginning MODE E transfer of {what}."))
@@ -148,7 +151,7 @@ impl Ctx {
             }
         }
         self.action(Action::Transfer(plan));
-        self.allo = None;
+        self.data.allo = None;
         let ext_recv = if mode == Mode::Extended && blast.is_none() {
             recv
         } else {
@@ -176,13 +179,13 @@ impl Ctx {
             run.next_marker = now.checked_add(interval);
             self.reply_raw(&bytes);
         }
-        self.transfer = Some(run);
+        self.xfer.running = Some(run);
         Ok(())
     }
 
     /// Latest counters from the driver.
     pub(crate) fn on_progress(&mut self, p: TransferProgress) {
-        if let Some(run) = self.transfer.as_mut() {
+        if let Some(run) = self.xfer.running.as_mut() {
             run.progress = p;
         }
     }
@@ -191,7 +194,7 @@ impl Ctx {
     pub(crate) fn on_marker_timer(&mut self, now: Instant) {
         let ts = self.epoch_at(now);
         let interval = self.cfg.marker_interval.max(MIN_MARKER_INTERVAL);
-        let Some(run) = self.transfer.as_mut() else {
+        let Some(run) = self.xfer.running.as_mut() else {
             return;
         };
         let Some(due) = run.next_marker else {
@@ -208,10 +211,10 @@ impl Ctx {
 
     /// The driver reports the end of transfer `id`; other ids are ignored.
     pub(crate) fn finish_transfer(&mut self, now: Instant, id: u64, r: TransferResult) {
-        if !matches!(&self.transfer, Some(r) if r.id == id) {
+        if !matches!(&self.xfer.running, Some(r) if r.id == id) {
             return;
         }
-        let Some(mut run) = self.transfer.take() else {
+        let Some(mut run) = self.xfer.running.take() else {
             return;
         };
         let ts = self.epoch_at(now);
@@ -246,7 +249,7 @@ impl Ctx {
         for _ in 0..run.aborts {
             self.reply(226, "Abort successful.");
         }
-        self.transfers_done += 1;
+        self.xfer.done += 1;
         self.touch(now);
     }
 }

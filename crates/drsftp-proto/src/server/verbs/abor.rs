@@ -5,20 +5,23 @@
 
 use std::time::Instant;
 
+use super::{Busy, Verb};
 use crate::server::ctx::Ctx;
 use crate::server::error::CmdResult;
 use crate::server::types::Action;
 
+pub(super) const ABOR: Verb = Verb::cmd("ABOR", abor).busy(Busy::Jump);
+
 /// `ABOR`.
-pub(super) fn abor(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
-    let Some(aborts) = ctx.transfer.as_ref().map(|r| r.aborts) else {
+fn abor(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+    let Some(aborts) = ctx.xfer.running.as_ref().map(|r| r.aborts) else {
         ctx.reply(226, "Abort successful.");
         return Ok(());
     };
     if aborts == 0 {
         ctx.action(Action::Abort);
     }
-    if let Some(run) = ctx.transfer.as_mut() {
+    if let Some(run) = ctx.xfer.running.as_mut() {
         run.aborts = aborts.saturating_add(1);
     }
     Ok(())

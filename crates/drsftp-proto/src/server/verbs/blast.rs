@@ -14,9 +14,23 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
+use super::Verb;
+use crate::hostport::host_port_any;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{BlastEndpoint, DataEndpoint};
+
+/// The blast channel as a feature: ` BLAST BPRT` in FEAT unless disabled (BPRT: the two-step third-party
+/// set-up in `bprt.rs`), and `OPTS BLAST`.
+pub(super) const BLAST: Verb = Verb::feature("BLAST")
+    .feat_from(160, |ctx| {
+        if ctx.cfg.blast {
+            vec!["BLAST BPRT".into()]
+        } else {
+            Vec::new()
+        }
+    })
+    .opts(opts_blast);
 
 /// Smallest MTU accepted (the IPv4 minimum reassembly size).
 pub(crate) const MIN_MTU: u32 = 576;
@@ -70,12 +84,7 @@ pub(super) fn min_rate(a: u64, b: u64) -> u64 {
 }
 
 pub(super) fn check_enabled(ctx: &Ctx) -> CmdResult {
-    if ctx.logged_in.is_none() {
-        return Err(CommandError::Reply(
-            530,
-            "Please login with USER and PASS.".into(),
-        ));
-    }
+    ctx.require_login()?;
     if !ctx.cfg.blast {
         return Err(CommandError::Reply(
             502,
@@ -85,35 +94,27 @@ pub(super) fn check_enabled(ctx: &Ctx) -> CmdResult {
     Ok(())
 }
 
-/// `OPTS BLAST <options>` (called from `opts` in `feat.rs`).
-pub(super) fn opts_blast(ctx: &mut Ctx, rest: &str) -> CmdResult {
+/// `OPTS BLAST <options>` (the `OPTS` hook of the registry row).
+fn opts_blast(ctx: &mut Ctx, rest: &str) -> CmdResult {
     check_enabled(ctx)?;
     let o =
         parse_opts_blast(rest).ok_or_else(|| CommandError::Reply(500, "OPTS failed.".into()))?;
     if let Some(m) = o.mtu {
-        ctx.blast.mtu = m.min(ctx.cfg.blast_max_mtu.max(MIN_MTU));
+        ctx.data.blast.mtu = m.min(ctx.cfg.blast_max_mtu.max(MIN_MTU));
     }
     if let Some(r) = o.rate {
-        ctx.blast.rate = r;
+        ctx.data.blast.rate = r;
     }
     if o.ack_every.is_some() {
-        ctx.blast.ack_every = o.ack_every;
+        ctx.data.blast.ack_every = o.ack_every;
     }
-    let b = ctx.blast;
+    let b = ctx.data.blast;
     let ack = b
         .ack_every
         .map_or(String::new(), |a| format!("AckEvery={a};"));
     let rate = min_rate(b.rate, ctx.cfg.blast_max_rate);
     ctx.reply(200, &format!("OPTS BLAST MTU={};Rate={rate};{ack}", b.mtu));
     Ok(())
-}
-
-/// `h1,h2,h3,h4,p1,p2` for IPv4, `|2|addr|port|` for IPv6.
-pub(super) fn format_addr(a: SocketAddr) -> String {
-    match a {
-        SocketAddr::V4(v4) => super::pasv::host_port(*v4.ip(), v4.port()),
-        SocketAddr::V6(v6) => format!("|2|{}|{}|", v6.ip(), v6.port()),
-    }
 }
 
 /// `BPAS <client UDP address>`.
@@ -127,21 +128,30 @@ pub(super) fn bpas(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
         super::port::parse_eprt(arg)?
     };
     super::port::check_target(ctx, peer)?;
+    open_channel(ctx, move |_| peer)
+}
+
+/// Has the driver bind the UDP socket and answers `229 ... Id=<hex>`; the endpoint's peer is `peer(local)` (the
+/// client's address for `BPAS <address>`, a placeholder until `BPRT` for the third-party `BPAS`, `bprt.rs`).
+pub(super) fn open_channel(
+    ctx: &mut Ctx,
+    peer: impl FnOnce(SocketAddr) -> SocketAddr + Send + 'static,
+) -> CmdResult {
     let bind = ctx.data_ip();
     let shown: IpAddr = ctx.advertised_ip();
-    let b = ctx.blast;
+    let b = ctx.data.blast;
     let max_rate = min_rate(b.rate, ctx.cfg.blast_max_rate);
     ctx.blast_bind(bind, move |ctx, _now, r| match r {
         Ok((local, id)) if local.port() != 0 => {
-            ctx.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
+            ctx.data.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
                 local,
-                peer,
+                peer: peer(local),
                 transfer_id: id,
                 payload_size: payload_for_mtu(b.mtu),
                 max_rate,
                 ack_every: b.ack_every,
             }));
-            let addr = format_addr(SocketAddr::new(shown, local.port()));
+            let addr = host_port_any(SocketAddr::new(shown, local.port()));
             ctx.reply(
                 229,
                 &format!("Entering Blast Passive Mode ({addr}) Id={id:016x}"),

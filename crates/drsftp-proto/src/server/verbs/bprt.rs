@@ -11,13 +11,18 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
-use super::blast::{check_enabled, format_addr, min_rate, payload_for_mtu};
+use super::blast::check_enabled;
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
-use crate::server::types::{BlastEndpoint, DataEndpoint};
+use crate::server::types::DataEndpoint;
+
+pub(super) const BPAS: Verb = Verb::cmd("BPAS", bpas);
+/// FEAT announces BPRT in the BLAST row's line (`blast.rs`).
+pub(super) const BPRT: Verb = Verb::cmd("BPRT", bprt);
 
 /// `BPAS` dispatch: no argument is the first step of a third-party set-up, an address the two-party form.
-pub(super) fn bpas(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
+fn bpas(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     if arg.trim().is_empty() {
         bpas_open(ctx)
     } else {
@@ -36,30 +41,7 @@ fn unknown_peer(local: SocketAddr) -> SocketAddr {
 /// `BPAS` with no argument: bind, answer 229, peer unknown until `BPRT`.
 fn bpas_open(ctx: &mut Ctx) -> CmdResult {
     check_enabled(ctx)?;
-    let bind = ctx.data_ip();
-    let shown: IpAddr = ctx.advertised_ip();
-    let b = ctx.blast;
-    let max_rate = min_rate(b.rate, ctx.cfg.blast_max_rate);
-    ctx.blast_bind(bind, move |ctx, _now, r| match r {
-        Ok((local, id)) if local.port() != 0 => {
-            ctx.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
-                local,
-                peer: unknown_peer(local),
-                transfer_id: id,
-                payload_size: payload_for_mtu(b.mtu),
-                max_rate,
-                ack_every: b.ack_every,
-            }));
-            let addr = format_addr(SocketAddr::new(shown, local.port()));
-            ctx.reply(
-                229,
-                &format!("Entering Blast Passive Mode ({addr}) Id={id:016x}"),
-            );
-        }
-        Ok(_) => ctx.reply(425, "Cannot open blast data channel: no UDP port"),
-        Err(e) => ctx.reply(425, &format!("Cannot open blast data channel: {e}")),
-    });
-    Ok(())
+    super::blast::open_channel(ctx, unknown_peer)
 }
 
 /// Parses `<address> Id=<hex>`: the address as in BPAS (`h1,h2,h3,h4,p1,p2` or `|1|a.b.c.d|port|` /
@@ -86,11 +68,11 @@ fn parse_bprt(arg: &str) -> Result<(SocketAddr, u64), CommandError> {
 }
 
 /// `BPRT <peer UDP address> Id=<hex>`: the second step of a third-party set-up (see the module docs).
-pub(super) fn bprt(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn bprt(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     check_enabled(ctx)?;
     let (peer, id) = parse_bprt(super::required(arg, "BPRT")?)?;
     super::port::check_target(ctx, peer)?;
-    let Some(DataEndpoint::Blast(ep)) = ctx.endpoint.as_mut() else {
+    let Some(DataEndpoint::Blast(ep)) = ctx.data.endpoint.as_mut() else {
         return Err(CommandError::Sequence("Use BPAS first.".into()));
     };
     if peer.is_ipv4() != ep.local.is_ipv4() {

@@ -5,12 +5,22 @@ use std::time::Instant;
 
 use drsftp_storage::ChecksumAlg;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{FsRequest, FsResult};
 
+/// FEAT lists every algorithm CKSM accepts, in our preference order.
+pub(super) const CKSM: Verb = Verb::cmd("CKSM", cksm).feat_from(130, |_| {
+    let algs: String = ChecksumAlg::ALL
+        .iter()
+        .map(|a| format!("{};", a.name()))
+        .collect();
+    vec![format!("CKSM {algs}")]
+});
+
 /// `CKSM alg offset length path`.
-pub(super) fn cksm(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn cksm(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let bad = || CommandError::syntax("Syntax: CKSM <algorithm> <offset> <length> <path>.");
     let mut it = arg.splitn(4, ' ');
     let (Some(alg), Some(off), Some(len), Some(path)) =
@@ -44,8 +54,7 @@ pub(super) fn cksm(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
         {
             ctx.reply(213, &hex.to_ascii_lowercase())
         }
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }

@@ -3,21 +3,29 @@
 
 use std::time::Instant;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{FsRequest, FsResult};
+
+pub(super) const MKD: Verb = Verb::cmd("MKD", mkd);
+pub(super) const XMKD: Verb = Verb::cmd("XMKD", mkd);
+pub(super) const RMD: Verb = Verb::cmd("RMD", rmd);
+pub(super) const XRMD: Verb = Verb::cmd("XRMD", rmd);
+pub(super) const DELE: Verb = Verb::cmd("DELE", dele);
+pub(super) const RNFR: Verb = Verb::cmd("RNFR", rnfr);
+pub(super) const RNTO: Verb = Verb::cmd("RNTO", rnto);
 
 /// Runs `req`; on `Done` replies `code text`.
 fn simple(ctx: &mut Ctx, req: FsRequest, code: u16, text: String) {
     ctx.fs(req, move |ctx, _now, r| match r {
         FsResult::Done => ctx.reply(code, &text),
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
 }
 
 /// `MKD path` → `257 "path" directory created.`
-pub(super) fn mkd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn mkd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let path = ctx.resolve(super::required(arg, "MKD")?);
     let text = format!("{} directory created.", super::nav::quoted(&path));
     simple(ctx, FsRequest::Mkdir(path), 257, text);
@@ -25,45 +33,37 @@ pub(super) fn mkd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `RMD path`.
-pub(super) fn rmd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
-    let path = ctx.resolve(super::required(arg, "RMD")?);
-    simple(
-        ctx,
-        FsRequest::Rmdir(path),
-        250,
-        "RMD command successful.".into(),
-    );
-    Ok(())
+fn rmd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    remove(ctx, arg, "RMD", FsRequest::Rmdir)
 }
 
 /// `DELE path`.
-pub(super) fn dele(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
-    let path = ctx.resolve(super::required(arg, "DELE")?);
-    simple(
-        ctx,
-        FsRequest::Remove(path),
-        250,
-        "DELE command successful.".into(),
-    );
+fn dele(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    remove(ctx, arg, "DELE", FsRequest::Remove)
+}
+
+/// RMD and DELE: `req` on the resolved path, `250 <verb> command successful.` when done.
+fn remove(ctx: &mut Ctx, arg: &str, verb: &str, req: fn(String) -> FsRequest) -> CmdResult {
+    let path = ctx.resolve(super::required(arg, verb)?);
+    simple(ctx, req(path), 250, format!("{verb} command successful."));
     Ok(())
 }
 
 /// `RNFR path`: remembers an existing source.
-pub(super) fn rnfr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn rnfr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let path = ctx.resolve(super::required(arg, "RNFR")?);
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, _now, r| match r {
         FsResult::Stat(_) => {
             ctx.rnfr = Some(path);
             ctx.reply(350, "File exists, ready for destination name.");
         }
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }
 
 /// `RNTO path`: right after a successful RNFR.
-pub(super) fn rnto(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn rnto(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let Some(from) = ctx.rnfr.take() else {
         return Err(CommandError::Sequence("RNFR required first.".into()));
     };

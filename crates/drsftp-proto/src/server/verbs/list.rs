@@ -6,10 +6,15 @@ use std::time::Instant;
 
 use drsftp_storage::{EntryKind, Metadata};
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::CmdResult;
 use crate::server::listing;
 use crate::server::types::{FsRequest, FsResult, Mode, Payload};
+
+pub(super) const MLSD: Verb = Verb::cmd("MLSD", mlsd);
+pub(super) const LIST: Verb = Verb::cmd("LIST", list);
+pub(super) const NLST: Verb = Verb::cmd("NLST", nlst);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -80,8 +85,7 @@ fn listing_cmd(ctx: &mut Ctx, arg: &str, kind: Kind) -> CmdResult {
                         .collect();
                     send(ctx, now, kind, &path, &lines);
                 }
-                FsResult::Err(e) => ctx.storage_error(&e),
-                other => ctx.unexpected(&other),
+                other => ctx.fs_failed(other),
             })
         }
         FsResult::Stat(_) if kind == Kind::Mlsd => {
@@ -91,24 +95,23 @@ fn listing_cmd(ctx: &mut Ctx, arg: &str, kind: Kind) -> CmdResult {
             let line = entry_line(ctx, now, kind, &m, &given);
             send(ctx, now, kind, &path, &[line]);
         }
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }
 
 /// `LIST [-opts] [path]`.
-pub(super) fn list(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn list(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     listing_cmd(ctx, arg, Kind::List)
 }
 
 /// `NLST [-opts] [path]`.
-pub(super) fn nlst(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn nlst(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     listing_cmd(ctx, arg, Kind::Nlst)
 }
 
 /// `MLSD [path]`.
-pub(super) fn mlsd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn mlsd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     listing_cmd(ctx, arg, Kind::Mlsd)
 }
 

@@ -3,8 +3,12 @@
 
 use std::time::Instant;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
+
+pub(super) const USER: Verb = Verb::cmd("USER", user).before_login();
+pub(super) const PASS: Verb = Verb::cmd("PASS", pass).before_login();
 
 /// Failed PASS attempts before `421` and close.
 const MAX_LOGIN_FAILURES: u32 = 3;
@@ -19,15 +23,15 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `USER name`: starts a (new) login.
-pub(super) fn user(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn user(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let name = arg.trim();
     if name.is_empty() {
         return Err(CommandError::syntax("USER needs a user name."));
     }
     let shown: String = name.chars().take(64).collect();
-    ctx.logged_in = None;
-    ctx.anonymous = false;
-    ctx.user = Some(name.to_string());
+    ctx.login.logged_in = None;
+    ctx.login.anonymous = false;
+    ctx.login.user = Some(name.to_string());
     if ctx.cfg.anonymous && is_anonymous(name) {
         ctx.reply(331, "Guest login ok, send your e-mail address as password.");
     } else {
@@ -37,9 +41,9 @@ pub(super) fn user(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `PASS secret`: completes the login started by USER.
-pub(super) fn pass(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
-    let Some(name) = ctx.user.take() else {
-        return Err(CommandError::Sequence(if ctx.logged_in.is_some() {
+fn pass(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    let Some(name) = ctx.login.user.take() else {
+        return Err(CommandError::Sequence(if ctx.login.logged_in.is_some() {
             "Already logged in.".into()
         } else {
             "Login with USER first.".into()
@@ -54,15 +58,15 @@ pub(super) fn pass(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             .any(|(u, p)| *u == name && same_secret(p.as_bytes(), arg.as_bytes()));
     if ok {
         let shown: String = name.chars().take(64).collect();
-        ctx.login_failures = 0;
+        ctx.login.failures = 0;
         ctx.cwd = "/".into();
-        ctx.logged_in = Some(name);
-        ctx.anonymous = anonymous;
+        ctx.login.logged_in = Some(name);
+        ctx.login.anonymous = anonymous;
         ctx.reply(230, &format!("User {shown} logged in."));
     } else {
-        ctx.login_failures += 1;
+        ctx.login.failures += 1;
         ctx.reply(530, "Login incorrect.");
-        if ctx.login_failures >= MAX_LOGIN_FAILURES {
+        if ctx.login.failures >= MAX_LOGIN_FAILURES {
             ctx.close(421, "Too many failed logins; closing control connection.");
         }
     }

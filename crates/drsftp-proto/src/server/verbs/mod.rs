@@ -1,6 +1,21 @@
-//! The verb registry: one row per FTP command naming its handler (in the file that owns the verb: parsing,
-//! handling and tests together), whether it needs a logged-in user, and what happens to it while a transfer runs.
-//! Adding a verb touches two files: its own, and this table.
+//! The verb registry: one row ([`Verb`]) per FTP command, declared in the file that owns the verb (parsing,
+//! handling, tests, its FEAT line(s) and its `OPTS <verb>` hook together), and the table ([`VERBS`]) that lists
+//! the rows. The session dispatches commands through the table, HELP lists its command rows in table order, FEAT
+//! prints every row's feature lines sorted by their FEAT position, and OPTS calls the hook of the row its first
+//! word names. A row may be feature-only (no command of that name: `UTF8`, `DRS`, `BLAST`) so that a feature
+//! line and its `OPTS` sub-command live beside the behaviour they announce.
+//!
+//! Adding a verb (say `AUTH`, FEAT line `AUTH TLS`):
+//! 1. Write `verbs/auth.rs`: a `//!` line saying what it owns, the handler, its tests, and its row, e.g.
+//!    `pub(super) const AUTH: Verb = Verb::cmd("AUTH", auth).before_login().feat(5, &["AUTH TLS"]);`
+//!    The number is the line's FEAT position: the rows in use are spaced by 10 (UTF8 10 ... BLAST 160), so 5
+//!    lists it first; the registry test refuses a position already taken. Add `.opts(hook)` if the verb takes
+//!    `OPTS AUTH ...`, `.busy(...)` if it may run during a transfer, `.feat_from(at, fn)` if its line depends on
+//!    the config or session. Related verbs (PBSZ, PROT) may share the file, one row each.
+//! 2. Here: `mod auth;` and one line `auth::AUTH,` in [`VERBS`], where HELP should list it.
+//!
+//! Nothing else changes: the session, FEAT, OPTS and HELP read the table. State the verb keeps goes in a part
+//! of [`Ctx`] (`ctx.rs` marks where TLS state will go).
 
 use std::time::Instant;
 
@@ -35,6 +50,11 @@ pub(crate) const MAX_BLAST_PACKETS: u64 = blast::MAX_PACKETS;
 /// A verb handler: the argument is the text after the first space (empty if none).
 pub(crate) type Handler = fn(&mut Ctx, Instant, &str) -> CmdResult;
 
+/// An `OPTS <name> <options>` hook: the argument is the text after `<name> ` (empty if none). The session does not
+/// check the row's `login` for OPTS (`OPTS UTF8` and `OPTS MLST` work before login); hooks that need a user
+/// check it themselves ([`Ctx::require_login`]).
+pub(crate) type OptsHook = fn(&mut Ctx, &str) -> CmdResult;
+
 /// What a command does while a transfer runs.
 #[derive(Clone, Copy)]
 pub(crate) enum Busy {
@@ -48,82 +68,186 @@ pub(crate) enum Busy {
     JumpIf(fn(&str) -> bool),
 }
 
-/// One registry row.
-pub(crate) struct Verb {
-    pub(crate) name: &'static str,
-    pub(crate) login: bool,
-    pub(crate) busy: Busy,
-    pub(crate) run: Handler,
+/// The feature line(s) a row contributes to FEAT, without the leading space.
+#[derive(Clone, Copy)]
+pub(crate) enum FeatLines {
+    /// Always these lines.
+    Fixed(&'static [&'static str]),
+    /// Built at each FEAT from the config and session (CKSM's algorithms, MLST's selected facts, BLAST only
+    /// when enabled); may be empty.
+    Computed(fn(&Ctx) -> Vec<String>),
 }
 
-const fn v(name: &'static str, login: bool, busy: Busy, run: Handler) -> Verb {
-    Verb {
-        name,
-        login,
-        busy,
-        run,
+/// A row's part of the FEAT reply.
+#[derive(Clone, Copy)]
+pub(crate) struct Feat {
+    /// Position in the FEAT reply (lower first; unique, see the registry test). The order is part of the wire
+    /// format clients have seen for years, so it is pinned rather than taken from the table (which is HELP's).
+    pub(crate) at: u16,
+    pub(crate) lines: FeatLines,
+}
+
+/// One registry row.
+#[derive(Clone, Copy)]
+pub(crate) struct Verb {
+    /// Command name (upper case), or the feature/OPTS name of a feature-only row.
+    pub(crate) name: &'static str,
+    /// The command; `None` for a feature-only row (not dispatched, not in HELP).
+    pub(crate) run: Option<Handler>,
+    /// The command needs a logged-in user.
+    pub(crate) login: bool,
+    pub(crate) busy: Busy,
+    /// What the row announces in FEAT.
+    pub(crate) feat: Option<Feat>,
+    /// `OPTS <name>` hook.
+    pub(crate) opts: Option<OptsHook>,
+}
+
+impl Verb {
+    /// A command that needs a login and waits for a running transfer (the common case); no FEAT line, no OPTS.
+    pub(crate) const fn cmd(name: &'static str, run: Handler) -> Verb {
+        Verb {
+            name,
+            run: Some(run),
+            login: true,
+            busy: Busy::Defer,
+            feat: None,
+            opts: None,
+        }
+    }
+
+    /// A feature-only row: a FEAT line and/or an OPTS hook for a feature that is not itself a command.
+    pub(crate) const fn feature(name: &'static str) -> Verb {
+        Verb {
+            name,
+            run: None,
+            login: false,
+            busy: Busy::Defer,
+            feat: None,
+            opts: None,
+        }
+    }
+
+    /// The command is accepted before login.
+    pub(crate) const fn before_login(mut self) -> Verb {
+        self.login = false;
+        self
+    }
+
+    /// What the command does while a transfer runs (default [`Busy::Defer`]).
+    pub(crate) const fn busy(mut self, busy: Busy) -> Verb {
+        self.busy = busy;
+        self
+    }
+
+    /// Announces fixed `lines` at FEAT position `at`.
+    pub(crate) const fn feat(mut self, at: u16, lines: &'static [&'static str]) -> Verb {
+        self.feat = Some(Feat {
+            at,
+            lines: FeatLines::Fixed(lines),
+        });
+        self
+    }
+
+    /// Announces the lines `lines` computes, at FEAT position `at`.
+    pub(crate) const fn feat_from(mut self, at: u16, lines: fn(&Ctx) -> Vec<String>) -> Verb {
+        self.feat = Some(Feat {
+            at,
+            lines: FeatLines::Computed(lines),
+        });
+        self
+    }
+
+    /// Handles `OPTS <name> ...` with `hook`.
+    pub(crate) const fn opts(mut self, hook: OptsHook) -> Verb {
+        self.opts = Some(hook);
+        self
     }
 }
 
-use Busy::{Defer, Inline, Jump, JumpIf};
-
-/// Every verb the server implements (HELP lists them in this order).
+/// Every row (HELP lists the command rows in this order; FEAT order is each row's [`Feat::at`]).
 pub(crate) static VERBS: &[Verb] = &[
-    v("USER", false, Defer, login::user),
-    v("PASS", false, Defer, login::pass),
-    v("QUIT", false, Defer, basic::quit),
-    v("NOOP", false, Inline, basic::noop),
-    v("SYST", false, Defer, basic::syst),
-    v("HELP", false, Defer, basic::help),
-    v("FEAT", false, Defer, feat::feat),
-    v("OPTS", false, Defer, feat::opts),
-    v("STAT", true, Inline, stat::stat),
-    v("TYPE", true, Defer, params::type_),
-    v("MODE", true, Defer, params::mode),
-    v("STRU", true, Defer, params::stru),
-    v("ALLO", true, Defer, params::allo),
-    v("PWD", true, Defer, nav::pwd),
-    v("XPWD", true, Defer, nav::pwd),
-    v("CWD", true, Defer, nav::cwd),
-    v("XCWD", true, Defer, nav::cwd),
-    v("CDUP", true, Defer, nav::cdup),
-    v("XCUP", true, Defer, nav::cdup),
-    v("MKD", true, Defer, fsops::mkd),
-    v("XMKD", true, Defer, fsops::mkd),
-    v("RMD", true, Defer, fsops::rmd),
-    v("XRMD", true, Defer, fsops::rmd),
-    v("DELE", true, Defer, fsops::dele),
-    v("RNFR", true, Defer, fsops::rnfr),
-    v("RNTO", true, Defer, fsops::rnto),
-    v("SIZE", true, Defer, info::size),
-    v("MDTM", true, Defer, info::mdtm),
-    v("MLST", true, Defer, info::mlst),
-    v("MLSD", true, Defer, list::mlsd),
-    v("LIST", true, Defer, list::list),
-    v("NLST", true, Defer, list::nlst),
-    v("PASV", true, Defer, pasv::pasv),
-    v("EPSV", true, Defer, pasv::epsv),
-    v("SPAS", true, Defer, pasv::spas),
-    v("PORT", true, Defer, port::port),
-    v("EPRT", true, Defer, port::eprt),
-    v("SPOR", true, Defer, port::spor),
-    v("BPAS", true, Defer, bprt::bpas),
-    v("BPRT", true, Defer, bprt::bprt),
-    v("RETR", true, Defer, retr::retr),
-    v("ERET", true, Defer, retr::eret),
-    v("STOR", true, Defer, stor::stor),
-    v("APPE", true, Defer, stor::appe),
-    v("ESTO", true, Defer, stor::esto),
-    v("REST", true, Defer, rest::rest),
-    v("ABOR", true, Jump, abor::abor),
-    v("SBUF", true, JumpIf(sbuf::is_in_transfer_form), sbuf::sbuf),
-    v("SITE", true, Defer, site::site),
-    v("CKSM", true, Defer, cksm::cksm),
+    login::USER,
+    login::PASS,
+    basic::QUIT,
+    basic::NOOP,
+    basic::SYST,
+    basic::HELP,
+    feat::FEAT,
+    feat::OPTS,
+    feat::UTF8,
+    stat::STAT,
+    params::TYPE,
+    params::MODE,
+    params::STRU,
+    params::ALLO,
+    nav::PWD,
+    nav::XPWD,
+    nav::CWD,
+    nav::XCWD,
+    nav::CDUP,
+    nav::XCUP,
+    fsops::MKD,
+    fsops::XMKD,
+    fsops::RMD,
+    fsops::XRMD,
+    fsops::DELE,
+    fsops::RNFR,
+    fsops::RNTO,
+    info::SIZE,
+    info::MDTM,
+    info::MLST,
+    list::MLSD,
+    list::LIST,
+    list::NLST,
+    pasv::PASV,
+    pasv::EPSV,
+    pasv::SPAS,
+    port::PORT,
+    port::EPRT,
+    port::SPOR,
+    bprt::BPAS,
+    bprt::BPRT,
+    blast::BLAST,
+    retr::RETR,
+    retr::ERET,
+    stor::STOR,
+    stor::APPE,
+    stor::ESTO,
+    rest::REST,
+    abor::ABOR,
+    sbuf::SBUF,
+    sbuf::DRS,
+    site::SITE,
+    cksm::CKSM,
 ];
 
-/// The row for `name` (case-insensitive).
-pub(crate) fn lookup(name: &str) -> Option<&'static Verb> {
+/// The command row for `name` (case-insensitive) and its handler; feature-only rows are not commands.
+pub(crate) fn lookup(name: &str) -> Option<(&'static Verb, Handler)> {
+    row(name).and_then(|v| Some((v, v.run?)))
+}
+
+/// The row named `name` (case-insensitive), command or feature-only.
+fn row(name: &str) -> Option<&'static Verb> {
     VERBS.iter().find(|v| v.name.eq_ignore_ascii_case(name))
+}
+
+/// The FEAT body: every row's feature lines in FEAT position order.
+pub(super) fn feature_lines(ctx: &Ctx) -> Vec<String> {
+    let mut feats: Vec<Feat> = VERBS.iter().filter_map(|v| v.feat).collect();
+    feats.sort_by_key(|f| f.at);
+    feats
+        .iter()
+        .flat_map(|f| match f.lines {
+            FeatLines::Fixed(lines) => lines.iter().map(|l| l.to_string()).collect(),
+            FeatLines::Computed(lines) => lines(ctx),
+        })
+        .collect()
+}
+
+/// The `OPTS` hook of the row named `name`, if it has one.
+pub(super) fn opts_hook(name: &str) -> Option<OptsHook> {
+    row(name)?.opts
 }
 
 /// Strict decimal `u64`: ASCII digits only (no sign, no spaces, no suffix such as `4M`).
@@ -132,6 +256,23 @@ pub(crate) fn parse_u64(s: &str) -> Option<u64> {
         return None;
     }
     s.parse().ok()
+}
+
+/// The mode word of ERET (`P`) and ESTO (`A`): `want` is the only mode this server has; another gets `504`, none
+/// the command's syntax error `bad`.
+pub(crate) fn only_mode(
+    word: Option<&str>,
+    want: &str,
+    verb: &str,
+    bad: impl Fn() -> super::error::CommandError,
+) -> Result<(), super::error::CommandError> {
+    match word.unwrap_or("") {
+        "" => Err(bad()),
+        w if w.eq_ignore_ascii_case(want) => Ok(()),
+        _ => Err(super::error::CommandError::Unsupported(format!(
+            "{verb} mode not supported (only {want})."
+        ))),
+    }
 }
 
 /// `arg`, or `501 <what> needs an argument.` when it is empty.
@@ -145,5 +286,39 @@ pub(crate) fn required<'a>(
         )))
     } else {
         Ok(arg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VERBS;
+
+    #[test]
+    fn names_and_feat_positions_are_unique() {
+        for (i, v) in VERBS.iter().enumerate() {
+            assert_eq!(v.name, v.name.to_ascii_uppercase(), "{}", v.name);
+            assert!(
+                VERBS[..i]
+                    .iter()
+                    .all(|w| !w.name.eq_ignore_ascii_case(v.name)),
+                "two rows named {}",
+                v.name
+            );
+            if let Some(f) = v.feat {
+                assert!(
+                    VERBS[..i]
+                        .iter()
+                        .all(|w| w.feat.is_none_or(|g| g.at != f.at)),
+                    "{} shares FEAT position {}",
+                    v.name,
+                    f.at
+                );
+            }
+            assert!(
+                v.run.is_some() || v.feat.is_some() || v.opts.is_some(),
+                "{} does nothing",
+                v.name
+            );
+        }
     }
 }

@@ -5,9 +5,17 @@ use std::time::Instant;
 
 use drsftp_storage::EntryKind;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::CmdResult;
 use crate::server::types::{FsRequest, FsResult};
+
+pub(super) const PWD: Verb = Verb::cmd("PWD", pwd);
+pub(super) const XPWD: Verb = Verb::cmd("XPWD", pwd);
+pub(super) const CWD: Verb = Verb::cmd("CWD", cwd);
+pub(super) const XCWD: Verb = Verb::cmd("XCWD", cwd);
+pub(super) const CDUP: Verb = Verb::cmd("CDUP", cdup);
+pub(super) const XCUP: Verb = Verb::cmd("XCUP", cdup);
 
 /// `"path"` with embedded quotes doubled (RFC 959 §7 for 257 replies).
 pub(crate) fn quoted(path: &str) -> String {
@@ -15,7 +23,7 @@ pub(crate) fn quoted(path: &str) -> String {
 }
 
 /// `PWD`.
-pub(super) fn pwd(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+fn pwd(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     let q = quoted(&ctx.cwd);
     ctx.reply(257, &format!("{q} is the current directory."));
     Ok(())
@@ -28,13 +36,12 @@ fn change_to(ctx: &mut Ctx, path: String) {
             ctx.reply(250, "CWD command successful.");
         }
         FsResult::Stat(_) => ctx.reply(550, &format!("{path}: not a directory.")),
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
 }
 
 /// `CWD path`.
-pub(super) fn cwd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn cwd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "CWD")?;
     let path = ctx.resolve(arg);
     change_to(ctx, path);
@@ -42,7 +49,7 @@ pub(super) fn cwd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `CDUP`: CWD to the parent.
-pub(super) fn cdup(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+fn cdup(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     let path = ctx.resolve("..");
     change_to(ctx, path);
     Ok(())

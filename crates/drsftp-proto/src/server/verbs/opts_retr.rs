@@ -4,7 +4,7 @@
 //! online between `min` and `max` on RETR/ERET in MODE E (`TransferPlan::parallelism_range`, `-p auto` on a
 //! download; Globus servers ignore min/max and use `<start>`). Values must satisfy `1 <= min <= start <= max`:
 //! anything else is refused with 501 (not clamped) and the previous setting stays; every value is then capped at
-//! `ServerConfig::max_parallelism`. Nothing new is advertised in FEAT.
+//! `ServerConfig::max_parallelism`. FEAT announces it as ` PARALLEL` (on the RETR registry row, `retr.rs`).
 
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
@@ -67,20 +67,15 @@ fn parse_parallelism(value: &str) -> Result<Parallelism, String> {
     Ok(p)
 }
 
-/// `OPTS RETR <options>` (called from `opts` in `feat.rs`).
+/// `OPTS RETR <options>` (the `OPTS` hook of the registry row).
 pub(super) fn opts_retr(ctx: &mut Ctx, rest: &str) -> CmdResult {
-    if ctx.logged_in.is_none() {
-        return Err(CommandError::Reply(
-            530,
-            "Please login with USER and PASS.".into(),
-        ));
-    }
+    ctx.require_login()?;
     let p = parse(rest).map_err(CommandError::syntax)?;
     if let Some(p) = p {
         let cap = ctx.cfg.max_parallelism.max(1);
         let (start, min, max) = (p.start.min(cap), p.min.min(cap), p.max.min(cap));
-        ctx.parallelism = Some(start);
-        ctx.parallelism_range = (min < max).then_some((min, max));
+        ctx.data.parallelism = Some(start);
+        ctx.data.parallelism_range = (min < max).then_some((min, max));
     }
     ctx.reply(200, "OPTS Command Successful.");
     Ok(())

@@ -4,12 +4,18 @@
 
 use std::time::Instant;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::Mode;
 
+pub(super) const TYPE: Verb = Verb::cmd("TYPE", type_);
+pub(super) const MODE: Verb = Verb::cmd("MODE", mode);
+pub(super) const STRU: Verb = Verb::cmd("STRU", stru);
+pub(super) const ALLO: Verb = Verb::cmd("ALLO", allo);
+
 /// `TYPE A [N]`, `TYPE I`, `TYPE L 8`.
-pub(super) fn type_(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn type_(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let words: Vec<String> = arg
         .split_whitespace()
         .map(str::to_ascii_uppercase)
@@ -17,11 +23,11 @@ pub(super) fn type_(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     match words.as_slice() {
         ["A"] | ["A", "N"] => {
-            ctx.ascii = true;
+            ctx.data.ascii = true;
             ctx.reply(200, "Type set to A.");
         }
         ["I"] | ["L", "8"] => {
-            ctx.ascii = false;
+            ctx.data.ascii = false;
             ctx.reply(200, "Type set to I.");
         }
         ["A", "T" | "C"] | ["E"] | ["E", _] | ["L", _] => {
@@ -35,21 +41,21 @@ pub(super) fn type_(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `MODE S` / `MODE E`.
-pub(super) fn mode(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn mode(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let m = match arg.trim().to_ascii_uppercase().as_str() {
         "S" => Mode::Stream,
         "E" => Mode::Extended,
         "B" | "C" => return Err(CommandError::Unsupported("Mode not implemented.".into())),
         _ => return Err(CommandError::syntax("Syntax error in MODE parameter.")),
     };
-    ctx.mode = m;
+    ctx.data.mode = m;
     let letter = if m == Mode::Stream { 'S' } else { 'E' };
     ctx.reply(200, &format!("Mode set to {letter}."));
     Ok(())
 }
 
 /// `STRU F` (record and page structures are not implemented).
-pub(super) fn stru(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn stru(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     match arg.trim().to_ascii_uppercase().as_str() {
         "F" => {
             ctx.reply(200, "Structure set to F.");
@@ -63,7 +69,7 @@ pub(super) fn stru(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `ALLO <size> [R <record>]`: the size of the next upload (a shorter upload then fails).
-pub(super) fn allo(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn allo(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let mut words = arg.split_whitespace();
     let size = words.next().and_then(super::parse_u64);
     let tail_ok = match (words.next(), words.next(), words.next()) {
@@ -73,7 +79,7 @@ pub(super) fn allo(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     };
     match size {
         Some(n) if tail_ok => {
-            ctx.allo = Some(n);
+            ctx.data.allo = Some(n);
             ctx.reply(200, "ALLO command successful.");
             Ok(())
         }

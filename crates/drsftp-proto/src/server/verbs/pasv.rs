@@ -7,23 +7,15 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
+use super::Verb;
+use crate::hostport::host_port;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::DataEndpoint;
 
-/// `h1,h2,h3,h4,p1,p2` (RFC 959 host-port).
-pub(crate) fn host_port(ip: Ipv4Addr, port: u16) -> String {
-    let o = ip.octets();
-    format!(
-        "{},{},{},{},{},{}",
-        o[0],
-        o[1],
-        o[2],
-        o[3],
-        port >> 8,
-        port & 0xff
-    )
-}
+pub(super) const PASV: Verb = Verb::cmd("PASV", pasv);
+pub(super) const EPSV: Verb = Verb::cmd("EPSV", epsv).feat(140, &["EPSV"]);
+pub(super) const SPAS: Verb = Verb::cmd("SPAS", spas).feat(90, &["SPAS"]);
 
 /// The ports of the driver's listeners, or why there are none.
 fn ports(r: Result<Vec<SocketAddr>, String>) -> Result<Vec<u16>, String> {
@@ -39,7 +31,7 @@ fn refused(ctx: &mut Ctx, why: &str) {
 }
 
 fn check_not_epsv_all(ctx: &Ctx) -> CmdResult {
-    if ctx.epsv_all {
+    if ctx.data.epsv_all {
         Err(CommandError::Sequence(
             "EPSV ALL in effect: only EPSV may set up data connections.".into(),
         ))
@@ -59,12 +51,12 @@ fn ipv4(ctx: &Ctx, verb: &str) -> Result<(IpAddr, Ipv4Addr), CommandError> {
 }
 
 /// `PASV`.
-pub(super) fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     check_not_epsv_all(ctx)?;
     let (bind, ip) = ipv4(ctx, "PASV")?;
     ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {
         Ok(p) => {
-            ctx.endpoint = Some(DataEndpoint::Passive);
+            ctx.data.endpoint = Some(DataEndpoint::Passive);
             ctx.reply(
                 227,
                 &format!("Entering Passive Mode ({})", host_port(ip, p[0])),
@@ -76,12 +68,12 @@ pub(super) fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
 }
 
 /// `EPSV [1|2|ALL]`.
-pub(super) fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let ip = ctx.data_ip();
     let shown = ctx.advertised_ip();
     let arg = arg.trim();
     if arg.eq_ignore_ascii_case("ALL") {
-        ctx.epsv_all = true;
+        ctx.data.epsv_all = true;
         ctx.reply(200, "EPSV ALL command successful.");
         return Ok(());
     }
@@ -101,7 +93,7 @@ pub(super) fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     }
     ctx.listen(ip, 1, move |ctx, _now, r| match ports(r) {
         Ok(p) => {
-            ctx.endpoint = Some(DataEndpoint::Passive);
+            ctx.data.endpoint = Some(DataEndpoint::Passive);
             ctx.reply(
                 229,
                 &format!("Entering Extended Passive Mode (|||{}|)", p[0]),
@@ -113,12 +105,12 @@ pub(super) fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `SPAS`: striped passive, one stripe here.
-pub(super) fn spas(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
+fn spas(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     check_not_epsv_all(ctx)?;
     let (bind, ip) = ipv4(ctx, "SPAS")?;
     ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {
         Ok(p) => {
-            ctx.endpoint = Some(DataEndpoint::Passive);
+            ctx.data.endpoint = Some(DataEndpoint::Passive);
             let body: Vec<String> = p
                 .iter()
                 .map(|&port| format!(" {}", host_port(ip, port)))

@@ -7,9 +7,14 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::DataEndpoint;
+
+pub(super) const PORT: Verb = Verb::cmd("PORT", port);
+pub(super) const EPRT: Verb = Verb::cmd("EPRT", eprt).feat(150, &["EPRT"]);
+pub(super) const SPOR: Verb = Verb::cmd("SPOR", spor).feat(100, &["SPOR"]);
 
 /// Most addresses accepted in one SPOR.
 const MAX_STRIPES: usize = 16;
@@ -87,7 +92,7 @@ pub(crate) fn check_target(ctx: &Ctx, a: SocketAddr) -> CmdResult {
 }
 
 fn set_active(ctx: &mut Ctx, addrs: Vec<SocketAddr>, text: &str) -> CmdResult {
-    if ctx.epsv_all {
+    if ctx.data.epsv_all {
         return Err(CommandError::Sequence(
             "EPSV ALL in effect: only EPSV may set up data connections.".into(),
         ));
@@ -95,26 +100,26 @@ fn set_active(ctx: &mut Ctx, addrs: Vec<SocketAddr>, text: &str) -> CmdResult {
     for a in &addrs {
         check_target(ctx, *a)?;
     }
-    ctx.endpoint = Some(DataEndpoint::Active(addrs));
+    ctx.data.endpoint = Some(DataEndpoint::Active(addrs));
     ctx.reply(200, text);
     Ok(())
 }
 
 /// `PORT h1,h2,h3,h4,p1,p2`.
-pub(super) fn port(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn port(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let a = parse_host_port(arg)
         .ok_or_else(|| CommandError::syntax("Syntax error in PORT argument."))?;
     set_active(ctx, vec![a], "PORT Command successful.")
 }
 
 /// `EPRT |1|a.b.c.d|port|` or `EPRT |2|v6addr|port|`.
-pub(super) fn eprt(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn eprt(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let a = parse_eprt(arg)?;
     set_active(ctx, vec![a], "EPRT Command successful.")
 }
 
 /// `SPOR hp1 hp2 ...`: one address per receiving stripe.
-pub(super) fn spor(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn spor(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let bad = || CommandError::syntax("Syntax error in SPOR arguments.");
     let addrs: Vec<SocketAddr> = arg
         .split_whitespace()

@@ -3,12 +3,16 @@
 
 use std::time::Instant;
 
+use super::Verb;
 use crate::ranges::RangeSet;
 use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
 
+/// ` REST STREAM` (RFC 3659): stream-mode restart offsets; range lists need no FEAT line (GFD.20).
+pub(super) const REST: Verb = Verb::cmd("REST", rest).feat(50, &["REST STREAM"]);
+
 /// `REST <offset>` or `REST <ranges>`.
-pub(super) fn rest(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn rest(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let arg = arg.trim();
     let r = if let Some(n) = super::parse_u64(arg) {
         Rest::Offset(n)
@@ -17,7 +21,7 @@ pub(super) fn rest(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     } else {
         return Err(CommandError::syntax("Syntax error in REST argument."));
     };
-    ctx.rest = Some(r);
+    ctx.data.rest = Some(r);
     ctx.reply(
         350,
         "Restart Marker OK. Send STORE or RETR to initiate transfer.",

@@ -18,10 +18,17 @@ use std::time::Instant;
 
 use drsftp_storage::EntryKind;
 
+use super::Verb;
 use crate::ranges::RangeSet;
 use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{DataEndpoint, FsRequest, FsResult, Mode, Payload};
+
+/// ` PARALLEL` in FEAT announces `OPTS RETR Parallelism=` (its hook is in `opts_retr.rs`).
+pub(super) const RETR: Verb = Verb::cmd("RETR", retr)
+    .feat(60, &["PARALLEL"])
+    .opts(super::opts_retr::opts_retr);
+pub(super) const ERET: Verb = Verb::cmd("ERET", eret).feat(70, &["ERET"]);
 
 /// File ranges to send, whether the last runs to EOF, and the MODE E offset base.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +94,7 @@ fn send_file(
         _ => RangeSet::new(),
     };
     let path = ctx.resolve(arg);
-    let mode = ctx.mode;
+    let mode = ctx.data.mode;
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, now, r| match r {
         FsResult::Stat(m) if m.kind == EntryKind::File => {
             match plan_send(m.size, section, rest.as_ref(), mode) {
@@ -113,30 +120,22 @@ fn send_file(
             }
         }
         FsResult::Stat(_) => ctx.reply(550, &format!("{path}: not a regular file.")),
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }
 
 /// `RETR path`.
-pub(super) fn retr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn retr(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "RETR")?;
     send_file(ctx, arg, None, "RETR")
 }
 
 /// `ERET P <offset> <length> <path>`.
-pub(super) fn eret(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn eret(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let bad = || CommandError::syntax("Syntax: ERET P <offset> <length> <path>.");
     let mut it = arg.splitn(4, ' ');
-    let mode = it.next().unwrap_or("");
-    if !mode.eq_ignore_ascii_case("P") {
-        return Err(if mode.is_empty() {
-            bad()
-        } else {
-            CommandError::Unsupported("ERET mode not supported (only P).".into())
-        });
-    }
+    super::only_mode(it.next(), "P", "ERET", bad)?;
     let offset = it.next().and_then(super::parse_u64).ok_or_else(bad)?;
     let length = it.next().and_then(super::parse_u64).ok_or_else(bad)?;
     let path = it.next().filter(|p| !p.is_empty()).ok_or_else(bad)?;

@@ -10,9 +10,17 @@
 
 use std::time::Instant;
 
+use super::{Busy, Verb};
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::Action;
+
+/// Two-argument SBUF (`SBUF <id> <size>`) acts at once, even during a transfer.
+pub(super) const SBUF: Verb = Verb::cmd("SBUF", sbuf)
+    .busy(Busy::JumpIf(is_in_transfer_form))
+    .feat(110, &["SBUF"]);
+/// The DRS opt-in as a feature: ` DRS` in FEAT and `OPTS DRS Inband=1;`.
+pub(super) const DRS: Verb = Verb::feature("DRS").feat(120, &["DRS"]).opts(opts_drs);
 
 /// True for the two-argument form, which runs at once during a transfer.
 pub(super) fn is_in_transfer_form(arg: &str) -> bool {
@@ -23,12 +31,12 @@ pub(super) fn is_in_transfer_form(arg: &str) -> bool {
 pub(super) fn set_buffer(ctx: &mut Ctx, arg: &str) -> Result<(), CommandError> {
     let n = super::parse_u64(arg.trim())
         .ok_or_else(|| CommandError::syntax("Buffer size must be a decimal number of bytes."))?;
-    ctx.tcp_buffer = (n > 0).then(|| n.min(ctx.cfg.max_buffer));
+    ctx.data.tcp_buffer = (n > 0).then(|| n.min(ctx.cfg.max_buffer));
     Ok(())
 }
 
 /// `SBUF <bytes>` or, during a transfer after `OPTS DRS Inband=1;`, `SBUF <id> <size>`.
-pub(super) fn sbuf(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn sbuf(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let words: Vec<&str> = arg.split_whitespace().collect();
     match words.as_slice() {
         [n] => {
@@ -40,12 +48,12 @@ pub(super) fn sbuf(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             let (Some(id), Some(size)) = (super::parse_u64(id), super::parse_u64(size)) else {
                 return Err(CommandError::syntax("Syntax: SBUF <id> <size>."));
             };
-            if !ctx.drs_inband {
+            if !ctx.data.drs_inband {
                 return Err(CommandError::Sequence(
                     "SBUF <id> <size> needs OPTS DRS Inband=1; first.".into(),
                 ));
             }
-            if ctx.transfer.is_none() {
+            if ctx.xfer.running.is_none() {
                 return Err(CommandError::Sequence(
                     "SBUF <id> <size> needs a running transfer.".into(),
                 ));
@@ -81,17 +89,12 @@ pub(super) fn parse_opts_drs(opts: &str) -> Option<bool> {
     inband
 }
 
-/// `OPTS DRS <options>` (called from `opts` in `feat.rs`).
-pub(super) fn opts_drs(ctx: &mut Ctx, rest: &str) -> CmdResult {
-    if ctx.logged_in.is_none() {
-        return Err(CommandError::Reply(
-            530,
-            "Please login with USER and PASS.".into(),
-        ));
-    }
+/// `OPTS DRS <options>` (the `OPTS` hook of the registry row).
+fn opts_drs(ctx: &mut Ctx, rest: &str) -> CmdResult {
+    ctx.require_login()?;
     match parse_opts_drs(rest) {
         Some(on) => {
-            ctx.drs_inband = on;
+            ctx.data.drs_inband = on;
             ctx.reply(200, &format!("DRS Inband={};", u8::from(on)));
             Ok(())
         }
@@ -103,8 +106,8 @@ impl Ctx {
     /// Queues `126 SBUF <id> <size>` (seed 000 §4.4: the receiving server announces its new receive buffer to
     /// the sending client) if DRS was opted in and a stream-mode receive is running. Returns whether it did.
     pub(crate) fn sbuf_notice(&mut self, id: u64, size: u64) -> bool {
-        let receiving = self.transfer.as_ref().is_some_and(|r| r.stream_recv);
-        if !self.drs_inband || !receiving || self.closed {
+        let receiving = self.xfer.running.as_ref().is_some_and(|r| r.stream_recv);
+        if !self.data.drs_inband || !receiving || self.closed {
             return false;
         }
         self.reply(126, &format!("SBUF {id} {size}"));

@@ -4,8 +4,11 @@
 
 use std::time::Instant;
 
+use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
+
+pub(super) const SITE: Verb = Verb::cmd("SITE", site);
 
 const BUFFER_COMMANDS: [&str; 9] = [
     "RETRBUFSIZE",
@@ -20,7 +23,7 @@ const BUFFER_COMMANDS: [&str; 9] = [
 ];
 
 /// `SITE <subcommand> [args]`.
-pub(super) fn site(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn site(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let arg = arg.trim_start();
     let (sub, rest) = arg.split_once(' ').unwrap_or((arg, ""));
     let sub = sub.to_ascii_uppercase();

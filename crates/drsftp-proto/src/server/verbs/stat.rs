@@ -5,26 +5,37 @@ use std::time::Instant;
 
 use drsftp_storage::EntryKind;
 
+use super::{Busy, Verb};
 use crate::server::ctx::Ctx;
 use crate::server::error::CmdResult;
 use crate::server::listing;
 use crate::server::types::{DataEndpoint, FsRequest, FsResult, Mode};
 
+pub(super) const STAT: Verb = Verb::cmd("STAT", stat).busy(Busy::Inline);
+
 fn status(ctx: &mut Ctx, now: Instant) {
     let mut body = vec![
         format!(" Connected to {}", ctx.peer),
-        format!(" Logged in as {}", ctx.logged_in.as_deref().unwrap_or("?")),
+        format!(
+            " Logged in as {}",
+            ctx.login.logged_in.as_deref().unwrap_or("?")
+        ),
         format!(
             " TYPE: {}, MODE: {}, STRU: F, parallelism: {}, TCP buffer: {}",
-            if ctx.ascii { "ASCII" } else { "BINARY" },
-            if ctx.mode == Mode::Extended { "E" } else { "S" },
-            ctx.parallelism.unwrap_or(ctx.cfg.default_parallelism),
-            ctx.tcp_buffer
+            if ctx.data.ascii { "ASCII" } else { "BINARY" },
+            if ctx.data.mode == Mode::Extended {
+                "E"
+            } else {
+                "S"
+            },
+            ctx.data.parallelism.unwrap_or(ctx.cfg.default_parallelism),
+            ctx.data
+                .tcp_buffer
                 .map_or("default".to_string(), |b| b.to_string()),
         ),
         format!(
             " Data endpoint: {}",
-            match &ctx.endpoint {
+            match &ctx.data.endpoint {
                 None => "none".to_string(),
                 Some(DataEndpoint::Passive) => "passive".to_string(),
                 Some(DataEndpoint::Active(a)) => format!("active {a:?}"),
@@ -32,20 +43,20 @@ fn status(ctx: &mut Ctx, now: Instant) {
             }
         ),
     ];
-    match &ctx.transfer {
+    match &ctx.xfer.running {
         Some(run) => {
             let secs = now.saturating_duration_since(run.started).as_secs_f64();
             body.push(format!(" Transferring: {} (id {})", run.what, run.id));
             body.push(format!(" {} bytes in {secs:.1} s", run.progress.bytes));
         }
-        None => body.push(format!(" {} transfers completed", ctx.transfers_done)),
+        None => body.push(format!(" {} transfers completed", ctx.xfer.done)),
     }
     ctx.reply_multi(211, "drsftp server status:", &body, "End of status.");
 }
 
 /// `STAT [path]`.
-pub(super) fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
-    if arg.trim().is_empty() || ctx.transfer.is_some() {
+fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
+    if arg.trim().is_empty() || ctx.xfer.running.is_some() {
         status(ctx, now);
         return Ok(());
     }
@@ -62,8 +73,7 @@ pub(super) fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
                         .collect();
                     ctx.reply_multi(213, &format!("Status of {path}:"), &body, "End of status.");
                 }
-                FsResult::Err(e) => ctx.storage_error(&e),
-                other => ctx.unexpected(&other),
+                other => ctx.fs_failed(other),
             })
         }
         FsResult::Stat(m) => {
@@ -75,8 +85,7 @@ pub(super) fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
                 "End of status.",
             );
         }
-        FsResult::Err(e) => ctx.storage_error(&e),
-        other => ctx.unexpected(&other),
+        other => ctx.fs_failed(other),
     });
     Ok(())
 }

@@ -13,9 +13,14 @@ use std::time::Instant;
 
 use drsftp_storage::{EntryKind, StorageError, WriteMode};
 
+use super::Verb;
 use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{FsRequest, FsResult, Mode, Payload};
+
+pub(super) const STOR: Verb = Verb::cmd("STOR", stor);
+pub(super) const APPE: Verb = Verb::cmd("APPE", appe);
+pub(super) const ESTO: Verb = Verb::cmd("ESTO", esto).feat(80, &["ESTO"]);
 
 /// Write mode and first-byte offset implied by REST for a STOR in `mode`.
 pub(crate) fn plan_recv(rest: Option<&Rest>, mode: Mode) -> Result<(WriteMode, u64), CommandError> {
@@ -41,7 +46,7 @@ fn receive(
     expected: Option<u64>,
 ) -> CmdResult {
     let what = format!("{verb} {path}");
-    let mode = ctx.mode;
+    let mode = ctx.data.mode;
     let payload = Payload::RecvFile {
         path,
         write_mode,
@@ -52,21 +57,21 @@ fn receive(
 }
 
 /// `STOR path`.
-pub(super) fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
+fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "STOR")?;
     let rest = ctx.take_rest();
-    let expected = ctx.allo.take();
+    let expected = ctx.data.allo.take();
     ctx.endpoint()?;
-    let (write_mode, offset) = plan_recv(rest.as_ref(), ctx.mode)?;
+    let (write_mode, offset) = plan_recv(rest.as_ref(), ctx.data.mode)?;
     let path = ctx.resolve(arg);
     receive(ctx, now, "STOR", path, write_mode, offset, expected)
 }
 
 /// `APPE path`.
-pub(super) fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "APPE")?;
     ctx.take_rest();
-    let expected = ctx.allo.take();
+    let expected = ctx.data.allo.take();
     ctx.endpoint()?;
     let path = ctx.resolve(arg);
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, now, r| {
@@ -74,8 +79,7 @@ pub(super) fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             FsResult::Stat(m) if m.kind == EntryKind::File => m.size,
             FsResult::Stat(_) => return ctx.reply(550, &format!("{path}: not a regular file.")),
             FsResult::Err(StorageError::NotFound(_)) => 0,
-            FsResult::Err(e) => return ctx.storage_error(&e),
-            other => return ctx.unexpected(&other),
+            other => return ctx.fs_failed(other),
         };
         if let Err(e) = receive(ctx, now, "APPE", path, WriteMode::InPlace, size, expected) {
             ctx.refuse(&e);
@@ -85,23 +89,16 @@ pub(super) fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 }
 
 /// `ESTO A <offset> <path>`.
-pub(super) fn esto(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
+fn esto(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let bad = || CommandError::syntax("Syntax: ESTO A <offset> <path>.");
     let mut it = arg.splitn(3, ' ');
-    let mode = it.next().unwrap_or("");
-    if !mode.eq_ignore_ascii_case("A") {
-        return Err(if mode.is_empty() {
-            bad()
-        } else {
-            CommandError::Unsupported("ESTO mode not supported (only A).".into())
-        });
-    }
+    super::only_mode(it.next(), "A", "ESTO", bad)?;
     let offset = it.next().and_then(super::parse_u64).ok_or_else(bad)?;
     let arg = it.next().filter(|p| !p.is_empty()).ok_or_else(bad)?;
     let rest = ctx.take_rest();
-    let expected = ctx.allo.take();
+    let expected = ctx.data.allo.take();
     ctx.endpoint()?;
-    let (_, extra) = plan_recv(rest.as_ref(), ctx.mode)?;
+    let (_, extra) = plan_recv(rest.as_ref(), ctx.data.mode)?;
     let offset = offset.checked_add(extra).ok_or_else(bad)?;
     let path = ctx.resolve(arg);
     receive(ctx, now, "ESTO", path, WriteMode::InPlace, offset, expected)
