@@ -170,6 +170,16 @@ pub fn lab_namespaces(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// A time-varying link profile ([`LabConfig::profile`]) by built-in name (`lanl-ny`) or from a profile file
+/// (drsftp-netem text format); the one reader used by `drsftp lab up --profile` and the benchmark harnesses.
+pub fn load_profile(spec: &str) -> Result<Profile, LabError> {
+    if let Some(p) = Profile::builtin(spec) {
+        return Ok(p);
+    }
+    let text = std::fs::read_to_string(spec).map_err(io_err(format!("reading profile {spec}")))?;
+    Profile::parse(&text).map_err(|e| LabError::Config(format!("profile {spec}: {e}")))
+}
+
 /// Check the prerequisites (root, /dev/net/tun, `ip`); `Err` says what is missing. Tests call this to skip.
 pub fn check_prerequisites() -> Result<(), LabError> {
     let uid = nix::unistd::geteuid().as_raw();
