@@ -587,6 +587,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn profiles_load_by_builtin_name_or_from_a_file() {
+        assert_eq!(
+            load_profile("lanl-ny").unwrap(),
+            Profile::builtin("lanl-ny").unwrap()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("p.txt");
+        std::fs::write(&f, "0s rtt=20ms rate=10mbit\n5s rate=20mbit\nrepeat 10s\n").unwrap();
+        let p = load_profile(f.to_str().unwrap()).unwrap();
+        assert_eq!(p.repeat, Some(Duration::from_secs(10)));
+        let missing = dir.path().join("none.txt");
+        assert!(matches!(
+            load_profile(missing.to_str().unwrap()),
+            Err(LabError::Io { .. })
+        ));
+        std::fs::write(&f, "0s bogus=1\n").unwrap();
+        assert!(matches!(
+            load_profile(f.to_str().unwrap()),
+            Err(LabError::Config(_))
+        ));
+    }
+
+    #[test]
     fn per_packet_forwarding_when_the_model_is_random_per_packet() {
         let base = LabConfig::new("x", 2, Duration::from_millis(100), 100_000_000);
         assert!(base.effective_gso());
