@@ -7,27 +7,39 @@
 # MODE E files count what arrived). Prints per-case medians, the best globus-url-copy case and auto / best.
 # Usage (root): bench/auto-bench.sh [--rtt 100ms] [--rate 1gbit] [--loss 0] [--cc cubic] [--size-mib 1024]
 #               [--secs 30] [--reps 3] [--streams 1,2,4,8,16] [--bufs 256K,1M,4M,16M] [--grid guc|drsftp] [--out FILE]
+#               [--record]
 # --grid drsftp: the grid is `drsftp copy -p P --tcp-bs B` instead of globus-url-copy (auto vs a full grid; the
 # mem_bytes column is drsftp's peak receive-buffer sum over streams, JSON buffer_bytes, for auto and grid alike:
 # DRS's window clamps, SO_RCVBUF/2 for a fixed --tcp-bs; win_bytes is the peak sum of the advertised receive windows,
 # TCP_INFO rcv_wnd every 20 ms, JSON window_peak_bytes: the same kernel meter for every policy).
 # --cc is set on the server's data sockets (`drsftp serve --congestion`): for downloads the sender's choice is what
-# matters, and it is the same for both clients. DRSFTP_BIN=path uses that binary (default target/release/drsftp).
+# matters, and it is the same for both clients. DRSFTP_BIN=path uses that binary (default: builds drsftp and
+# drsftp-bench, uses target/release/drsftp).
 # The lab (drs-t5aNNNNN-h1/h2) and the server are removed on exit, also on failure or Ctrl-C. With --out FILE the
 # report goes to FILE, the per-run CSV to FILE.csv, auto's JSON lines to FILE.jsonl and the server's log (the -p auto
-# controller's decisions, per run) to FILE.serve.log.
+# controller's decisions, per run) to FILE.serve.log. --record also writes a run folder
+# bench/runs/<date>-<commit>-auto-bench/ (command.txt, machine.txt, results.csv, auto.jsonl, the report as README.md).
 set -euo pipefail
+RECORD_ARGV=("$0" "$@")
+. "$(dirname "$0")/lib/record.sh"
 RTT=100ms RATE=1gbit LOSS=0 CC=cubic SIZE_MIB=1024 SECS=30 REPS=3 STREAMS=1,2,4,8,16 BUFS=256K,1M,4M,16M OUT= GRID=guc
+RECORD=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --record) RECORD=1; shift; continue ;;
     --rtt) RTT=$2 ;; --rate) RATE=$2 ;; --loss) LOSS=$2 ;; --cc) CC=$2 ;; --size-mib) SIZE_MIB=$2 ;;
     --secs) SECS=$2 ;; --reps) REPS=$2 ;; --streams) STREAMS=$2 ;; --bufs) BUFS=$2 ;; --out) OUT=$2 ;; --grid) GRID=$2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
 done
-BIN=${DRSFTP_BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release/drsftp}
+if [ -n "${DRSFTP_BIN:-}" ]; then
+  BIN=$DRSFTP_BIN
+else
+  bench_build
+  BIN=$BENCH_TARGET/release/drsftp
+fi
 command -v globus-url-copy >/dev/null || { echo "needs globus-url-copy"; exit 1; }
 LAB=t5a$(($$ % 100000))
 WORK=/dev/shm/drs-$LAB
@@ -136,4 +148,9 @@ if g:
               f"auto window / that = {win('auto') / win(cheap):.2f}x")
 PY
 }
-if [ -n "$OUT" ]; then report | tee "$OUT"; cp "$res" "$OUT.csv"; cp "$WORK/auto.jsonl" "$OUT.jsonl" 2>/dev/null || true; else report; fi
+report | tee "$WORK/report.md"
+if [ -n "$OUT" ]; then cp "$WORK/report.md" "$OUT"; cp "$res" "$OUT.csv"; cp "$WORK/auto.jsonl" "$OUT.jsonl" 2>/dev/null || true; fi
+if [ "$RECORD" = 1 ]; then
+  raw=("$res"); [ -f "$WORK/auto.jsonl" ] && raw+=("$WORK/auto.jsonl")
+  record_run auto-bench "$WORK/report.md" "${raw[@]}"
+fi

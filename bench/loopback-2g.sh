@@ -16,17 +16,23 @@
 # byte for byte with the source after its timed run (not timed). CPU seconds per case (the client's user+sys, plus
 # what both servers used meanwhile, Globus's reaped per-session children included) are printed too: on a shared
 # machine they are much less distorted by other jobs than wall times. Results and discussion: docs/bench/loopback.md
-# Usage: bench/loopback-2g.sh [SIZE_MIB] [ROUNDS]   (or SIZE_MIB=... ROUNDS=... in the environment;
-#        defaults 2048 and 3; DRSFTP_BIN=path uses that binary instead of building target/release/drsftp)
+# Usage: bench/loopback-2g.sh [--record] [SIZE_MIB] [ROUNDS]   (or SIZE_MIB=... ROUNDS=... in the environment;
+#        defaults 2048 and 3; DRSFTP_BIN=path uses that binary instead of building drsftp and drsftp-bench and
+#        using target/release/drsftp). --record also writes a run folder bench/runs/<date>-<commit>-loopback-2g/
+#        (command.txt, machine.txt, results.csv with every run's wall and CPU seconds, the report as README.md).
 set -euo pipefail
+RECORD_ARGV=("$0" "$@")
 cd "$(dirname "$0")/.."
+. bench/lib/record.sh
+RECORD=0
+if [ "${1:-}" = --record ]; then RECORD=1; shift; fi
 SIZE_MIB=${1:-${SIZE_MIB:-2048}}
 ROUNDS=${2:-${ROUNDS:-3}}
 if [ -n "${DRSFTP_BIN:-}" ]; then
   BIN=$DRSFTP_BIN
 else
-  cargo build --release -q -p drsftp
-  BIN=$PWD/target/release/drsftp
+  bench_build
+  BIN=$BENCH_TARGET/release/drsftp
 fi
 command -v globus-url-copy >/dev/null || { echo "needs globus-url-copy (run scripts/setup.sh)"; exit 1; }
 command -v globus-gridftp-server >/dev/null || { echo "needs globus-gridftp-server (run scripts/setup.sh)"; exit 1; }
@@ -109,29 +115,44 @@ for r in $(seq 1 "$ROUNDS"); do
   loads+="$(cut -d' ' -f1 /proc/loadavg) "
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-bytes=$((SIZE_MIB * 1048576))
-printf "loopback download, %d MiB, 4 streams (MODE E), %d rounds, median wall time (process start to exit, login included)\n" \
-  "$SIZE_MIB" "$ROUNDS"
-printf "%-52s %8s %10s %8s\n" "case" "seconds" "MB/s" "vs C"
-mc=$(echo "${T[C]}" | median)
-for k in "${cases[@]}"; do
-  m=$(echo "${T[$k]}" | median)
-  case $k in
-    A)  name="A  drsftp copy <- drsftp serve";;
-    Av) name="Av drsftp copy --no-verify <- drsftp serve";;
-    B)  name="B  globus-url-copy <- drsftp serve";;
-    C)  name="C  globus-url-copy <- globus-gridftp-server";;
-    D)  name="D  drsftp copy <- globus-gridftp-server";;
-    Dv) name="Dv drsftp copy --no-verify <- globus-gridftp-server";;
-  esac
-  printf "%-52s %8.3f %10.1f %7.2fx\n" "$name" "$m" "$(echo "$bytes / $m / 1000000" | bc -l)" "$(echo "$mc / $m" | bc -l)"
-done
-echo "raw wall seconds:"
-for k in "${cases[@]}"; do printf "  %-3s [%s]\n" "$k" "${T[$k]% }"; done
-echo "CPU seconds per run, median (user+sys; contention-proof: what each case costs the machine):"
-printf "  %-3s %8s %8s %8s\n" "" "client" "server" "total"
-for k in "${cases[@]}"; do
-  c=$(median <"$work/cpu-client.$k"); s=$(median <"$work/cpu-server.$k")
-  printf "  %-3s %8.2f %8.2f %8.2f\n" "$k" "$c" "$s" "$(echo "$c + $s" | bc)"
-done
-echo "1-min load average after each round: [${loads% }] ($(nproc) CPUs; other jobs on the machine raise it)"
+report() {
+  bytes=$((SIZE_MIB * 1048576))
+  printf "loopback download, %d MiB, 4 streams (MODE E), %d rounds, median wall time (process start to exit, login included)\n" \
+    "$SIZE_MIB" "$ROUNDS"
+  printf "%-52s %8s %10s %8s\n" "case" "seconds" "MB/s" "vs C"
+  mc=$(echo "${T[C]}" | median)
+  for k in "${cases[@]}"; do
+    m=$(echo "${T[$k]}" | median)
+    case $k in
+      A)  name="A  drsftp copy <- drsftp serve";;
+      Av) name="Av drsftp copy --no-verify <- drsftp serve";;
+      B)  name="B  globus-url-copy <- drsftp serve";;
+      C)  name="C  globus-url-copy <- globus-gridftp-server";;
+      D)  name="D  drsftp copy <- globus-gridftp-server";;
+      Dv) name="Dv drsftp copy --no-verify <- globus-gridftp-server";;
+    esac
+    printf "%-52s %8.3f %10.1f %7.2fx\n" "$name" "$m" "$(echo "$bytes / $m / 1000000" | bc -l)" "$(echo "$mc / $m" | bc -l)"
+  done
+  echo "raw wall seconds:"
+  for k in "${cases[@]}"; do printf "  %-3s [%s]\n" "$k" "${T[$k]% }"; done
+  echo "CPU seconds per run, median (user+sys; contention-proof: what each case costs the machine):"
+  printf "  %-3s %8s %8s %8s\n" "" "client" "server" "total"
+  for k in "${cases[@]}"; do
+    c=$(median <"$work/cpu-client.$k"); s=$(median <"$work/cpu-server.$k")
+    printf "  %-3s %8.2f %8.2f %8.2f\n" "$k" "$c" "$s" "$(echo "$c + $s" | bc)"
+  done
+  echo "1-min load average after each round: [${loads% }] ($(nproc) CPUs; other jobs on the machine raise it)"
+}
+report | tee "$work/report.txt"
+if [ "$RECORD" = 1 ]; then
+  echo "round,case,wall_seconds,client_cpu_seconds,server_cpu_seconds" >"$work/results.csv"
+  for k in "${cases[@]}"; do
+    read -r -a walls <<<"${T[$k]}"
+    mapfile -t cc <"$work/cpu-client.$k"
+    mapfile -t sc <"$work/cpu-server.$k"
+    for i in "${!walls[@]}"; do
+      echo "$((i + 1)),$k,${walls[$i]},${cc[$i]},${sc[$i]}" >>"$work/results.csv"
+    done
+  done
+  record_run loopback-2g "$work/report.txt" "$work/results.csv"
+fi

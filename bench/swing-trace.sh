@@ -5,11 +5,18 @@
 # `drsftp copy --trace` into OUT/trace-TAG.csv. This is how the time-varying row's failure was found
 # (docs/bench/drs-gridftp.md, "Why, and the fix").
 #
-#   bench/swing-trace.sh DRSFTP_BIN BUFFER TAG [OUT]     e.g. bench/swing-trace.sh target/release/drsftp drs r1
+#   bench/swing-trace.sh [--record] DRSFTP_BIN BUFFER TAG [OUT]   e.g. bench/swing-trace.sh target/release/drsftp drs r1
 #   XENV="VAR=VALUE" passes an environment variable to the receiving `drsftp copy`.
+#   --record also writes a run folder bench/runs/<date>-<commit>-swing-trace/ (command.txt, machine.txt, the trace
+#   CSV, the copy's JSON summary, the ss samples and the TCP counters, a short report as README.md); it builds
+#   drsftp-bench (which writes the folder) if target/release/drsftp-bench is missing.
 #
 # Needs root (network namespaces). Traffic stays inside the lab (198.18.0.0/15); the lab is taken down on exit.
 set -euo pipefail
+RECORD_ARGV=("$0" "$@")
+. "$(dirname "$0")/lib/record.sh"
+RECORD=0
+if [ "${1:-}" = --record ]; then RECORD=1; shift; fi
 BIN=$(realpath "$1"); BUF=$2; TAG=$3; OUT=${4:-/tmp/drsftp-swing-trace}
 PROFILE=$(dirname "$(realpath "$0")")/profiles/drs-gridftp-swing.profile
 SRC=$OUT/src; L=swtrace
@@ -51,3 +58,21 @@ for h in h1 h2; do
     echo "$h $("$BIN" lab exec $L $h -- nstat -az 2>/dev/null \
         | awk '/Prune|OFODrop|RcvQDrop|SACKReneging|TCPOFOQueue|TCPLossProbes |TCPSackRecovery |TCPTimeouts /{printf "%s=%s ", $1, $2}')"
 done | tee "$OUT/nstat-$TAG.txt"
+if [ "$RECORD" = 1 ]; then
+    {
+        echo "# Swing trace $TAG: one download on the time-varying lab path, --buffer $BUF, cubic, 1 stream"
+        echo
+        echo "Profile: docs/bench/drs-gridftp-swing.profile. Files: trace-$TAG.csv (drsftp copy --trace),"
+        echo "ss-$TAG.txt (sender's cwnd/ssthresh/rtt every ~100 ms), copy-$TAG.json, nstat-$TAG.txt."
+        echo
+        echo '```json'
+        cat "$OUT/copy-$TAG.json"
+        echo '```'
+        echo
+        echo '```'
+        cat "$OUT/nstat-$TAG.txt"
+        echo '```'
+    } >"$OUT/report-$TAG.md"
+    record_run swing-trace "$OUT/report-$TAG.md" "$OUT/trace-$TAG.csv" "$OUT/copy-$TAG.json" "$OUT/ss-$TAG.txt" \
+        "$OUT/nstat-$TAG.txt"
+fi

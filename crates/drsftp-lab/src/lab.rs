@@ -170,6 +170,16 @@ pub fn lab_namespaces(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// A time-varying link profile ([`LabConfig::profile`]) by built-in name (`lanl-ny`) or from a profile file
+/// (drsftp-netem text format); the one reader used by `drsftp lab up --profile` and the benchmark harnesses.
+pub fn load_profile(spec: &str) -> Result<Profile, LabError> {
+    if let Some(p) = Profile::builtin(spec) {
+        return Ok(p);
+    }
+    let text = std::fs::read_to_string(spec).map_err(io_err(format!("reading profile {spec}")))?;
+    Profile::parse(&text).map_err(|e| LabError::Config(format!("profile {spec}: {e}")))
+}
+
 /// Check the prerequisites (root, /dev/net/tun, `ip`); `Err` says what is missing. Tests call this to skip.
 pub fn check_prerequisites() -> Result<(), LabError> {
     let uid = nix::unistd::geteuid().as_raw();
@@ -575,6 +585,29 @@ impl Drop for Lab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn profiles_load_by_builtin_name_or_from_a_file() {
+        assert_eq!(
+            load_profile("lanl-ny").unwrap(),
+            Profile::builtin("lanl-ny").unwrap()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("p.txt");
+        std::fs::write(&f, "0s rtt=20ms rate=10mbit\n5s rate=20mbit\nrepeat 10s\n").unwrap();
+        let p = load_profile(f.to_str().unwrap()).unwrap();
+        assert_eq!(p.repeat, Some(Duration::from_secs(10)));
+        let missing = dir.path().join("none.txt");
+        assert!(matches!(
+            load_profile(missing.to_str().unwrap()),
+            Err(LabError::Io { .. })
+        ));
+        std::fs::write(&f, "0s bogus=1\n").unwrap();
+        assert!(matches!(
+            load_profile(f.to_str().unwrap()),
+            Err(LabError::Config(_))
+        ));
+    }
 
     #[test]
     fn per_packet_forwarding_when_the_model_is_random_per_packet() {

@@ -21,7 +21,6 @@
 
 #![forbid(unsafe_code)]
 
-pub mod bench;
 pub mod daemon;
 pub mod forward;
 pub mod lab;
@@ -29,7 +28,7 @@ pub mod measure;
 
 pub use forward::ForwarderStats;
 pub use lab::{
-    check_prerequisites, kill_namespace_processes, lab_namespaces, namespace_pids, netns_name,
-    remove_namespaces, skip_if_unavailable, HostInfo, Lab, LabConfig, LabError, TcpReport,
-    TcpSettings, LAB_NET, TUN_TXQUEUELEN,
+    check_prerequisites, kill_namespace_processes, lab_namespaces, load_profile, namespace_pids,
+    netns_name, remove_namespaces, skip_if_unavailable, HostInfo, Lab, LabConfig, LabError,
+    TcpReport, TcpSettings, LAB_NET, TUN_TXQUEUELEN,
 };

@@ -35,7 +35,7 @@ fn four_hosts_all_pairs_reach_each_other() {
         assert_eq!(p.lost, 0, "h{a}->h{b}");
         // The minimum: the delay the lab adds. Scheduler latency on a loaded 2-core CI machine only ever adds to
         // a sample (medians of 11-13 ms were seen at load average 6-9); the accuracy under quiet conditions is
-        // measured by `drsftp lab bench` (docs/bench/lab.md).
+        // measured by `drsftp-bench lab` (docs/bench/lab.md).
         let ms = p.min().as_secs_f64() * 1e3;
         let med = p.median().as_secs_f64() * 1e3;
         assert!(

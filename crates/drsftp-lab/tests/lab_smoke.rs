@@ -24,7 +24,7 @@ fn two_host_lab_rtt_and_tcp_transfer() {
     assert_eq!(p.lost, 0);
     let mean_ms = p.mean().as_secs_f64() * 1e3;
     // Minimum for the check: the delay the lab adds; scheduler latency when the 2 cores are busy only ever adds
-    // to a sample. (Accuracy of the mean on a quiet machine: `drsftp lab bench`, docs/bench/lab.md.)
+    // to a sample. (Accuracy of the mean on a quiet machine: `drsftp-bench lab`, docs/bench/lab.md.)
     let med_ms = p.median().as_secs_f64() * 1e3;
     let min_ms = p.min().as_secs_f64() * 1e3;
     eprintln!(

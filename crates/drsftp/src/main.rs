@@ -38,7 +38,7 @@ enum Command {
     Tune(cmd::tune::Args),
     /// WAN lab: emulated hosts in network namespaces joined by a user-space link emulator.
     Lab(cmd::lab::Args),
-    /// SVG plots of a `copy --trace` CSV or of a `tune --bench-gridftp` run's CSVs.
+    /// SVG plots of a `copy --trace` CSV or of a GridFTP buffer-policy run's CSVs.
     Plot(cmd::plot::Args),
 }
 

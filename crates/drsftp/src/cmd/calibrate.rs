@@ -22,8 +22,8 @@ use crate::url::{parse_url, FtpUrl};
 /// `drsftp tune` subcommands.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum Sub {
-    /// Calibrate the stream model on a real path: sweep buffer sizes x stream counts with downloads from the
-    /// server, find the saturation points, fit C1' and C2, and store a path profile for `drsftp copy -p auto`.
+    /// Calibrate the stream model on a real path: measure every buffer size x stream count with downloads from
+    /// the server, find the saturation points, fit C1' and C2, and store a path profile for `drsftp copy -p auto`.
     #[command(
         after_help = "Examples:\n  drsftp tune calibrate ftp://host:2811/data/big.bin\n  \
 drsftp tune calibrate ftp://host:2811/incoming/ --size 256M --streams 1,2,4,8 --buffers 256K,1M --secs 2"

@@ -1,4 +1,4 @@
-//! `drsftp lab up|down|exec|status|bench`: the WAN lab from the command line. `up` daemonises a `lab serve`
+//! `drsftp lab up|down|exec|status`: the WAN lab from the command line. `up` daemonises a `lab serve`
 //! process that owns the lab (namespaces, TUN devices, forwarder); its PID, config and stats live in
 //! /run/drsftp-lab/NAME/.
 
@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Subcommand;
 use drsftp_lab::daemon::{pid_alive, terminate, TermSignals};
-use drsftp_lab::{bench, check_prerequisites, lab_namespaces, remove_namespaces, Lab, LabConfig};
-use drsftp_netem::{
-    parse_duration, parse_probability, parse_queue, parse_rate, LossModel, Profile,
+use drsftp_lab::{
+    check_prerequisites, lab_namespaces, load_profile, remove_namespaces, Lab, LabConfig,
 };
+use drsftp_netem::{parse_duration, parse_probability, parse_queue, parse_rate, LossModel};
 
 const STATE_DIR: &str = "/run/drsftp-lab";
 
@@ -25,8 +25,7 @@ const STATE_DIR: &str = "/run/drsftp-lab";
   drsftp lab exec wan h1 -- iperf3 -c 198.18.0.2 -t 10
   drsftp lab status
   drsftp lab down wan
-Needs root and /dev/net/tun. Processes started with `lab exec` that are still running are ended by `lab down`.
-Measurements: docs/bench/lab.md."
+Needs root and /dev/net/tun. Processes started with `lab exec` that are still running are ended by `lab down`."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -57,8 +56,6 @@ enum LabCmd {
     },
     /// List labs, their hosts and forwarder counters.
     Status,
-    /// Measure RTT/rate/loss accuracy, forwarder ceiling and the 100 Mbit/s · 100 ms baseline table.
-    Bench(BenchArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -133,19 +130,6 @@ pub struct UpArgs {
     no_gso: bool,
 }
 
-#[derive(clap::Args, Debug)]
-pub struct BenchArgs {
-    /// iperf3 seconds per run.
-    #[arg(long, default_value_t = 10)]
-    secs: u32,
-    /// Comma list of parts: rtt,rate,loss,ceiling,baseline,perpacket (default all).
-    #[arg(long, default_value = "rtt,rate,loss,ceiling,baseline,perpacket")]
-    only: String,
-    /// Also write the Markdown report here.
-    #[arg(long)]
-    out: Option<PathBuf>,
-}
-
 fn build_config(a: &UpArgs) -> anyhow::Result<LabConfig> {
     let rtt = parse_duration(&a.rtt)?;
     let rate = parse_rate(&a.rate)?;
@@ -182,12 +166,7 @@ fn build_config(a: &UpArgs) -> anyhow::Result<LabConfig> {
         cfg.link.duplicate = parse_probability(d)?;
     }
     if let Some(p) = &a.profile {
-        cfg.profile = Some(match Profile::builtin(p) {
-            Some(b) => b,
-            None => Profile::parse(
-                &std::fs::read_to_string(p).with_context(|| format!("read profile {p}"))?,
-            )?,
-        });
+        cfg.profile = Some(load_profile(p)?);
     }
     cfg.mtu = a.mtu;
     cfg.gso = !a.no_gso;
@@ -501,24 +480,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         LabCmd::Down { name } => down(&name),
         LabCmd::Exec { name, host, cmd } => exec(&name, &host, &cmd),
         LabCmd::Status => status(),
-        LabCmd::Bench(b) => {
-            check_prerequisites()?;
-            let has = |p: &str| b.only.split(',').any(|x| x.trim() == p);
-            let opts = bench::BenchOptions {
-                prefix: format!("b{}x", std::process::id() % 100_000),
-                secs: b.secs,
-                rtt: has("rtt"),
-                rate: has("rate"),
-                loss: has("loss"),
-                ceiling: has("ceiling"),
-                baseline: has("baseline"),
-                perpacket: has("perpacket"),
-            };
-            let md = bench::run(&opts);
-            if let Some(p) = b.out {
-                std::fs::write(&p, md).with_context(|| format!("write {}", p.display()))?;
-            }
-            Ok(())
-        }
     }
 }

@@ -1,6 +1,5 @@
 //! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
 pub mod auto;
-pub mod bench_gridftp;
 pub mod calibrate;
 pub mod copy;
 pub mod demo;

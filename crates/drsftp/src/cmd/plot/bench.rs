@@ -1,5 +1,5 @@
 //! `drsftp plot gridftp-bench`: reads `X.runs.csv` (and `X.series.csv` if present) written by
-//! `drsftp tune --bench-gridftp --out X.md` and draws, per (cc, streams) group, `<cc>-<streams>-throughput.svg`
+//! `drsftp-bench gridftp --out X.md` and draws, per (cc, streams) group, `<cc>-<streams>-throughput.svg`
 //! (Mbit/s vs file size, log x, one line per buffer policy; seed 000 fig 13 / seed 003 fig 7),
 //! `-window.svg` (receive window over time at the largest size in the series; seed 000 fig 14) and
 //! `-efficiency.svg` (Mbit/s per MiB of mean window vs file size, log-log; seed 000 fig 15).

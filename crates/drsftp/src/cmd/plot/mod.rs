@@ -1,5 +1,5 @@
-//! `drsftp plot`: SVG plots (plotters, SVG backend only, no fonts needed) of the CSVs other subcommands write —
-//! `plot trace` for a `drsftp copy --trace` CSV, `plot gridftp-bench` for `drsftp tune --bench-gridftp --out`'s
+//! `drsftp plot`: SVG plots (plotters, SVG backend only, no fonts needed) of the CSVs drsftp and drsftp-bench write —
+//! `plot trace` for a `drsftp copy --trace` CSV, `plot gridftp-bench` for `drsftp-bench gridftp --out`'s
 //! `.runs.csv` / `.series.csv` — plus the small CSV reader and colour/axis helpers both share.
 
 mod bench;
@@ -28,7 +28,7 @@ enum What {
         #[arg(short, long, value_name = "OUT.svg")]
         out: Option<PathBuf>,
     },
-    /// Plot a `drsftp tune --bench-gridftp --out X.md` run: per (cc, streams) group, throughput vs file size,
+    /// Plot a `drsftp-bench gridftp --out X.md` run: per (cc, streams) group, throughput vs file size,
     /// receive window over time (largest size), and Mbit/s per MiB of mean window vs file size.
     GridftpBench {
         /// X (or X.md, X.runs.csv): reads X.runs.csv and, if present, X.series.csv.

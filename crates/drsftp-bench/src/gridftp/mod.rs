@@ -1,4 +1,4 @@
-//! `drsftp tune --bench-gridftp`: the GridFTP-level buffer benchmark of issue 4 (seed 000 figures 13-15, seed 003
+//! `drsftp-bench gridftp` (was `drsftp tune --bench-gridftp`): the GridFTP-level buffer benchmark of issue 4 (seed 000 figures 13-15, seed 003
 //! figures 7-10) with real transfers: `drsftp serve` in lab host 2, `drsftp copy` downloads in host 1, over an
 //! emulated link (default 100 Mbit/s, 100 ms, 1-BDP drop-tail queue).
 //!
@@ -32,15 +32,18 @@ use anyhow::{anyhow, bail, Context, Result};
 use drsftp_lab::{Lab, LabConfig, TcpSettings};
 use drsftp_tune::{format_size, parse_size, BufferPolicy};
 
-/// Options of `drsftp tune --bench-gridftp` (flattened into `drsftp tune`'s arguments).
+use crate::record::RunDir;
+
+/// Options of `drsftp-bench gridftp`: a 2-host lab of --rtt (100ms) and --rate (100mbit) with a 1-BDP queue;
+/// `drsftp serve` in host 2, `drsftp copy` downloads in host 1, for every --cc, --streams, --sizes and --buffers;
+/// receive memory sampled with sock_diag. Prints markdown tables and the issue's target ratios. Needs root.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
-    /// GridFTP-level buffer benchmark (issue 4): a 2-host lab of --rtt (100ms) and --rate (100mbit) with a 1-BDP
-    /// queue; `drsftp serve` in host 2, `drsftp copy` downloads in host 1, for every --cc, --streams, --sizes and
-    /// --buffers; receive memory sampled with sock_diag. Prints markdown tables and the issue's target ratios.
-    /// Needs root.
-    #[arg(long)]
-    pub bench_gridftp: bool,
+    #[command(flatten)]
+    pub path: crate::PathArgs,
+    /// The drsftp binary to run in the lab hosts [default: `drsftp` next to drsftp-bench].
+    #[arg(long = "drsftp", value_name = "PATH")]
+    pub drsftp: Option<PathBuf>,
     /// GridFTP bench: file sizes, comma-separated.
     #[arg(long, default_value = "8K,64K,512K,4M,32M,64M,128M,512M")]
     pub sizes: String,
@@ -303,10 +306,14 @@ fn loadavg() -> String {
 }
 
 /// Run the benchmark (see the module docs).
-pub fn run(a: &Args, rtt: Option<Duration>, rate: Option<f64>) -> Result<()> {
+///
+/// With `record`, the report goes into the run folder as README.md and the run and series CSVs as runs.csv and
+/// series.csv (written there directly, or copied there from next to `--out`).
+pub fn run(a: &Args, record: Option<&RunDir>) -> Result<()> {
     drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
-    let rtt = rtt.unwrap_or(Duration::from_millis(100));
-    let rate = rate.unwrap_or(100e6);
+    let exe = crate::drsftp_binary(a.drsftp.as_deref())?;
+    let rtt = a.path.rtt.unwrap_or(Duration::from_millis(100));
+    let rate = a.path.rate.unwrap_or(100e6);
     let sizes: Vec<u64> = split_list(&a.sizes)
         .map(|s| parse_size(s).map_err(|e| anyhow!("--sizes: {e}")))
         .collect::<Result<_>>()?;
@@ -341,20 +348,13 @@ pub fn run(a: &Args, rtt: Option<Duration>, rate: Option<f64>) -> Result<()> {
     };
     let mut profile_text = None;
     if let Some(p) = &a.profile {
-        let prof = match drsftp_netem::Profile::builtin(p) {
-            Some(b) => b,
-            None => drsftp_netem::Profile::parse(
-                &std::fs::read_to_string(p).with_context(|| format!("reading {p}"))?,
-            )
-            .map_err(|e| anyhow!("{p}: {e}"))?,
-        };
+        let prof = drsftp_lab::load_profile(p)?;
         profile_text = Some(prof.to_text());
         cfg.profile = Some(prof);
     }
     let period = cfg.profile.as_ref().and_then(|p| p.repeat);
     let lab = Lab::up(cfg).context("lab up")?;
     let lab_t0 = Instant::now();
-    let exe = std::env::current_exe().context("locating the drsftp binary")?;
     let cx = Ctx {
         lab: &lab,
         exe: &exe,
@@ -364,17 +364,23 @@ pub fn run(a: &Args, rtt: Option<Duration>, rate: Option<f64>) -> Result<()> {
     let load_start = loadavg();
     let started = Instant::now();
 
-    let mut runs_csv = match &a.out {
-        Some(o) => Some(std::io::BufWriter::new(
-            std::fs::File::create(with_suffix(o, ".runs.csv"))
-                .with_context(|| format!("creating {}", with_suffix(o, ".runs.csv").display()))?,
-        )),
+    // Next to --out, else (with --record) straight into the run folder.
+    let csv_paths = match (&a.out, record) {
+        (Some(o), _) => Some((with_suffix(o, ".runs.csv"), with_suffix(o, ".series.csv"))),
+        (None, Some(r)) => Some((r.join("runs.csv"), r.join("series.csv"))),
+        (None, None) => None,
+    };
+    let create = |p: &Path| -> Result<_> {
+        Ok(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        ))
+    };
+    let mut runs_csv = match &csv_paths {
+        Some((r, _)) => Some(create(r)?),
         None => None,
     };
-    let mut series_csv = match &a.out {
-        Some(o) => Some(std::io::BufWriter::new(std::fs::File::create(
-            with_suffix(o, ".series.csv"),
-        )?)),
+    let mut series_csv = match &csv_paths {
+        Some((_, s)) => Some(create(s)?),
         None => None,
     };
     if let Some(w) = runs_csv.as_mut() {
@@ -495,6 +501,13 @@ pub fn run(a: &Args, rtt: Option<Duration>, rate: Option<f64>) -> Result<()> {
             with_suffix(o, ".runs.csv").display(),
             with_suffix(o, ".series.csv").display()
         );
+    }
+    if let Some(r) = record {
+        if let Some(o) = &a.out {
+            std::fs::copy(with_suffix(o, ".runs.csv"), r.join("runs.csv"))?;
+            std::fs::copy(with_suffix(o, ".series.csv"), r.join("series.csv"))?;
+        }
+        r.report(&report)?;
     }
     lab.down().map_err(|e| anyhow!("lab down: {e}"))?;
     Ok(())

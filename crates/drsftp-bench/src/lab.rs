@@ -1,16 +1,58 @@
-//! `drsftp lab bench`: measures the lab's accuracy and speed through real labs (RTT vs setting, TCP rate vs set
-//! rate, loss vs setting, forwarder ceiling) and the 100 Mbit/s · 100 ms iperf3 baseline table; prints Markdown.
+//! `drsftp-bench lab` (was `drsftp lab bench` and drsftp-lab's `lab_bench` example): measures the lab's accuracy
+//! and speed through real labs (RTT vs setting, TCP rate vs set rate, loss vs setting, forwarder ceiling) and the
+//! 100 Mbit/s · 100 ms iperf3 baseline table; prints Markdown. The probes themselves (UDP ping, iperf3) are
+//! drsftp-lab's `measure` module.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::{anyhow, Context};
+use drsftp_lab::measure::{iperf3, udp_ping};
+use drsftp_lab::{Lab, LabConfig, TcpSettings};
 use drsftp_netem::{LossModel, QueueLimit};
 
-use crate::lab::{Lab, LabConfig, TcpSettings};
-use crate::measure::{iperf3, udp_ping};
+use crate::record::{Md, RunDir};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// iperf3 seconds per run.
+    #[arg(long, default_value_t = 10)]
+    secs: u32,
+    /// Comma list of parts: rtt,rate,loss,ceiling,baseline,perpacket (default all).
+    #[arg(long, default_value = "rtt,rate,loss,ceiling,baseline,perpacket")]
+    only: String,
+    /// Also write the Markdown report here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Runs the parts of `--only`; the report also goes to `--out` and, with `record`, into the run folder.
+pub fn run(a: &Args, record: Option<&RunDir>) -> anyhow::Result<()> {
+    drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
+    let has = |p: &str| a.only.split(',').any(|x| x.trim() == p);
+    let opts = BenchOptions {
+        prefix: format!("b{}x", std::process::id() % 100_000),
+        secs: a.secs,
+        rtt: has("rtt"),
+        rate: has("rate"),
+        loss: has("loss"),
+        ceiling: has("ceiling"),
+        baseline: has("baseline"),
+        perpacket: has("perpacket"),
+    };
+    let md = measure(&opts);
+    if let Some(p) = &a.out {
+        std::fs::write(p, &md).with_context(|| format!("write {}", p.display()))?;
+    }
+    if let Some(r) = record {
+        r.report(&md)?;
+    }
+    Ok(())
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
-pub struct BenchOptions {
+struct BenchOptions {
     /// Lab name prefix (labs are `<prefix>0`, `<prefix>1`, ...).
     pub prefix: String,
     /// iperf3 duration per run (seconds).
@@ -38,14 +80,10 @@ fn mbit(b: f64) -> String {
 }
 
 /// Run the selected measurements; every line is also printed as it is produced. Returns the Markdown report.
-pub fn run(opts: &BenchOptions) -> String {
-    let mut md = String::new();
+fn measure(opts: &BenchOptions) -> String {
+    let mut md = Md::default();
     let mut n = 0usize;
-    let mut out = |s: String| {
-        println!("{s}");
-        md.push_str(&s);
-        md.push('\n');
-    };
+    let mut out = |s: String| md.line(s);
     let mut next_name = || {
         n += 1;
         format!("{}{}", opts.prefix, n)
@@ -366,5 +404,5 @@ pub fn run(opts: &BenchOptions) -> String {
         }
         out(String::new());
     }
-    md
+    md.text().to_string()
 }

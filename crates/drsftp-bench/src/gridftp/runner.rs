@@ -1,4 +1,4 @@
-//! The measuring half of `--bench-gridftp`: scratch directory and test files, the `drsftp serve` processes, the
+//! The measuring half of `drsftp-bench gridftp`: scratch directory and test files, the `drsftp serve` processes, the
 //! sock_diag sampler, one download run, and the duration predictor that skips runs over `--max-secs`.
 
 use super::*;

@@ -1,8 +1,9 @@
-//! Blast (UDP) benchmark on the WAN lab, for docs/bench/blast.md (issue 6). Run as root from the workspace:
+//! `drsftp-bench blast` (was the `bench_blast` example of the drsftp crate): the blast (UDP) benchmark on the WAN
+//! lab, for docs/bench/blast.md (issue 6). Run as root from the workspace:
 //!
 //! ```text
-//! cargo build --release -p drsftp --bin drsftp --example bench_blast
-//! target/release/examples/bench_blast --only ackfreq|rates|fair|probe [--rate 500mbit] [--out FILE]
+//! cargo build --release -p drsftp -p drsftp-bench
+//! target/release/drsftp-bench blast --only ackfreq|rates|fair|probe|udt [--rate 500mbit] [--out FILE]
 //! ```
 //!
 //! Every run is a real `drsftp serve` in lab host 1 and `drsftp copy` (download) in host 2 over a 2-host lab
@@ -29,50 +30,48 @@ use drsftp_lab::{Lab, LabConfig, TcpSettings};
 use drsftp_netem::LossModel;
 use serde_json::Value;
 
+use crate::record::RunDir;
+
 const MB: u64 = 1_000_000;
 
-struct Args {
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Part to run: ackfreq, probe, rates, fair or udt (needs BENCH_UDT), or diag (one blast download at
+    /// --rtt-ms/--rate/--loss, its JSON summary).
+    #[arg(long, default_value = "rates")]
+    pub only: String,
+    /// Link rate of `rates`, `fair`, `udt` and `diag`, e.g. 500mbit.
+    #[arg(long, default_value = "500mbit", value_parser = |s: &str| drsftp_tune::parse_rate(s).map(|r| r as u64).map_err(|e| e.to_string()))]
+    rate: u64,
+    /// Also write the report here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The drsftp binary to run in the lab hosts [default: `drsftp` next to drsftp-bench].
+    #[arg(long = "drsftp", value_name = "PATH")]
+    drsftp: Option<PathBuf>,
+    /// Seconds of transfer each file is sized for.
+    #[arg(long, default_value_t = 16.0)]
+    secs: f64,
+    /// Repetitions.
+    #[arg(long, default_value_t = 1)]
+    reps: u32,
+    /// RTT of `diag`, milliseconds.
+    #[arg(long = "rtt-ms", default_value_t = 100)]
+    rtt_ms: u64,
+    /// Loss probability of `diag` (a fraction, e.g. 0.001).
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+}
+
+/// [`Args`] with the drsftp binary located.
+struct Opts {
     only: String,
     rate: u64,
-    out: Option<PathBuf>,
     bin: PathBuf,
     secs: f64,
     reps: u32,
     rtt: u64,
     loss: f64,
-}
-
-fn args() -> Result<Args> {
-    let mut a = Args {
-        only: "rates".into(),
-        rate: 500_000_000,
-        out: None,
-        bin: std::env::current_exe()?
-            .parent()
-            .and_then(Path::parent)
-            .map(|d| d.join("drsftp"))
-            .context("exe dir")?,
-        secs: 16.0,
-        reps: 1,
-        rtt: 100,
-        loss: 0.0,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(k) = it.next() {
-        let mut v = || it.next().ok_or_else(|| anyhow!("{k} needs a value"));
-        match k.as_str() {
-            "--only" => a.only = v()?,
-            "--rate" => a.rate = drsftp_tune::parse_rate(&v()?)? as u64,
-            "--out" => a.out = Some(v()?.into()),
-            "--drsftp" => a.bin = v()?.into(),
-            "--secs" => a.secs = v()?.parse()?,
-            "--reps" => a.reps = v()?.parse()?,
-            "--rtt-ms" => a.rtt = v()?.parse()?,
-            "--loss" => a.loss = v()?.parse()?,
-            _ => bail!("unknown argument {k}"),
-        }
-    }
-    Ok(a)
 }
 
 /// A 2-host lab with `drsftp serve` in host 1 serving a directory on /dev/shm.
@@ -286,7 +285,7 @@ fn emit(out: &mut String, s: &str) {
 }
 
 /// Seed 004 figures 1 and 2.
-fn ackfreq(a: &Args, out: &mut String) -> Result<()> {
+fn ackfreq(a: &Opts, out: &mut String) -> Result<()> {
     let freqs = [50u32, 100, 300, 600, 900, 1200, 1500, 2000, 2500, 3000];
     for (rtt, size, loss) in [(26, 40 * MB, 0.0), (65, 20 * MB, 0.0), (65, 20 * MB, 0.001)] {
         let b = Bench::up(&a.bin, rtt, 100_000_000, loss)?;
@@ -337,7 +336,7 @@ fn ackfreq(a: &Args, out: &mut String) -> Result<()> {
 }
 
 /// Blast alone on 100 ms links of rising rate.
-fn probe(a: &Args, out: &mut String) -> Result<()> {
+fn probe(a: &Opts, out: &mut String) -> Result<()> {
     emit(out, "| link | file | goodput Mbit/s (data path) | % of blast ceiling | end-to-end | duplicates % | socket drops | tun0 ring drops | load |");
     emit(out, "|---|---|---|---|---|---|---|---|---|");
     for rate in [300u64, 500, 700, 1000] {
@@ -365,7 +364,7 @@ fn probe(a: &Args, out: &mut String) -> Result<()> {
 }
 
 /// Blast vs TCP at `a.rate`.
-fn rates(a: &Args, out: &mut String) -> Result<()> {
+fn rates(a: &Opts, out: &mut String) -> Result<()> {
     let link = a.rate as f64 / 1e6;
     emit(out, &format!("\nLink rate {link:.0} Mbit/s (IP level); blast goodput ceiling at MTU 1500: {:.1} Mbit/s; TCP goodput ceiling ≈ {:.1} Mbit/s.\n", blast_ceiling(a.rate), link * 1448.0 / 1500.0));
     emit(out, "| path | blast Mbit/s (data path) [end-to-end] | blast % of link | dup % | iperf3 cubic | iperf3 BBR | blast / BBR | drsftp -p 4 (cubic) | drsftp -p 8 (cubic) | tun0 drops | load |");
@@ -427,7 +426,7 @@ fn rates(a: &Args, out: &mut String) -> Result<()> {
 
 /// UDT (Debian's libudt4, through a small harness given in BENCH_UDT: `udtperf s PORT` / `udtperf c HOST PORT BYTES`)
 /// next to blast, paired on the same lab: Mbit/s received, first to last byte.
-fn udt(a: &Args, out: &mut String) -> Result<()> {
+fn udt(a: &Opts, out: &mut String) -> Result<()> {
     let harness = std::env::var("BENCH_UDT").context("BENCH_UDT=path of the udtperf harness")?;
     emit(
         out,
@@ -532,7 +531,7 @@ fn part_size(dir: &Path, dst: &str) -> u64 {
 }
 
 /// Two blast flows, then blast + TCP, on one link.
-fn fair(a: &Args, out: &mut String) -> Result<()> {
+fn fair(a: &Opts, out: &mut String) -> Result<()> {
     let b = Bench::up(&a.bin, 100, a.rate, 0.0)?;
     let size = (a.rate as f64 / 8.0 * a.secs * 1.5) as u64;
     b.file("a", size)?;
@@ -659,19 +658,22 @@ fn fair(a: &Args, out: &mut String) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
-    let a = args()?;
+/// Runs the part of `--only`; the report also goes to `--out` and, with `record`, into the run folder.
+pub fn run(args: &Args, record: Option<&RunDir>) -> Result<()> {
     drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
-    if !a.bin.exists() {
-        bail!(
-            "{} not found (build it: cargo build --release -p drsftp)",
-            a.bin.display()
-        );
-    }
+    let a = Opts {
+        only: args.only.clone(),
+        rate: args.rate,
+        bin: crate::drsftp_binary(args.drsftp.as_deref())?,
+        secs: args.secs,
+        reps: args.reps,
+        rtt: args.rtt_ms,
+        loss: args.loss,
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "<!-- bench_blast --only {} --rate {} --secs {} ({}) -->",
+        "<!-- drsftp-bench blast --only {} --rate {} --secs {} ({}) -->",
         a.only,
         a.rate,
         a.secs,
@@ -695,10 +697,13 @@ fn main() -> Result<()> {
             emit(&mut out, &format!("{j}"));
             std::fs::copy(b.dir.path().join("serve.log"), "/tmp/bb/serve.log")?;
         }
-        o => bail!("--only {o}: ackfreq, probe, rates or fair"),
+        o => bail!("--only {o}: ackfreq, probe, rates, fair, udt or diag"),
     }
-    if let Some(p) = &a.out {
-        std::fs::write(p, out)?;
+    if let Some(p) = &args.out {
+        std::fs::write(p, &out).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(r) = record {
+        r.report(&out)?;
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The reporting half of `--bench-gridftp`: per-run lines and CSV files, the markdown tables, the target
+//! The reporting half of `drsftp-bench gridftp`: per-run lines and CSV files, the markdown tables, the target
 //! ratios, the best-static comparison and the receive-window sparklines.
 
 use super::*;
