@@ -1,47 +1,79 @@
-//! Filesystem backend confined to a served root ([`FsStorage`]): root confinement of virtual paths (`..`, absolute
-//! host paths and symlinks pointing out are refused), positioned file I/O, and hidden part files that are renamed
-//! into place on commit and deleted when dropped.
+//! Filesystem backend confined to a served root ([`FsStorage`]): every operation resolved beneath the root
+//! atomically by the kernel, positioned file I/O, and hidden part files that are renamed into place on commit and
+//! deleted when dropped.
 //!
-//! Confinement: a virtual path is normalised lexically, joined to the canonical root, and the existing part is
-//! canonicalised (all symlinks resolved) and must still lie under the root. For paths being created only the
-//! parent is canonicalised; the final component is then opened with `O_NOFOLLOW`, so a symlink planted at the
-//! destination is never followed. Operations that act on a name itself (remove, rmdir, rename) canonicalise only
-//! the parent and never follow the final component. What remains is the usual check-then-use race against a
-//! local user who can rewrite directories inside the root while a request is in flight.
+//! Confinement is two layers. First the virtual path is validated and normalised lexically (`..` clamps at `/`),
+//! which gives clear errors for bad names. Then the root is held open as a directory fd
+//! ([`drsftp_sys::resolve::Root`]) and every path is resolved *from that fd* in the same syscall that opens it
+//! (`openat2` with `RESOLVE_BENEATH`): a symlink is followed only while it stays beneath the root, and there is no
+//! window between checking a path and using it for a local user to swap a directory for an escaping symlink.
+//!
+//! * Reads, stats and listings open the path itself beneath the root (following inner symlinks).
+//! * Operations on a name (create, mkdir, remove, rmdir, rename, the part-file commit) resolve the *parent*
+//!   beneath the root and then act on the single final component with an `*at` call relative to that parent
+//!   fd, which never follows a symlink there. Uploads keep the parent fd, so the commit rename lands in the
+//!   directory the part file was created in, whatever happens to its name meanwhile.
+//! * Renaming a symlink moves the link itself, never its target. That is safe however the link points, because a
+//!   link is only ever followed by a later beneath-the-root resolution, which refuses it if it leads out.
+//!
+//! Where `openat2` is unavailable (kernels before 5.6, seccomp filters) resolution walks one component at a time
+//! with `O_NOFOLLOW` and refuses *every* symlink, inner ones included: stricter, never looser. Absolute symlinks
+//! are refused even when they point inside the root (the kernel cannot tell), as are symlinks through `/proc`.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::path::{clean, file_name, is_part_name, is_strictly_below, split_parent, PART_MARKER};
+pub use drsftp_sys::resolve::Strategy as ResolveStrategy;
+use drsftp_sys::resolve::{self, Root};
+
+use crate::path::{clean, file_name, is_part_name, is_strictly_below, PART_MARKER};
 use crate::{EntryKind, FileHandle, Metadata, PartFile, Result, Storage, StorageError, WriteMode};
 
 /// A directory tree on the local filesystem served as `/`.
 #[derive(Debug, Clone)]
 pub struct FsStorage {
-    /// Canonical (symlink-free, absolute) root.
+    /// Canonical (symlink-free, absolute) root, for display; never used to reach files.
     root: PathBuf,
+    /// The root held open: every operation resolves beneath this fd.
+    dir: Arc<Root>,
 }
 
-/// Open flags added to every open: never follow a symlink in the final component (the path was canonicalised,
-/// so one there was planted after the check), and never block opening a FIFO or device.
-const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+/// Flags for opening files to read or write: never block on a FIFO, never acquire a controlling terminal.
+const OPEN_FLAGS: i32 = libc::O_NONBLOCK | libc::O_NOCTTY;
+
+/// Permission bits for new files and directories (less the umask), as `std::fs` uses.
+const NEW_FILE_MODE: u32 = 0o666;
+const NEW_DIR_MODE: u32 = 0o777;
 
 impl FsStorage {
-    /// Serve the directory `root`. It is canonicalised once here; it must exist and be a directory.
+    /// Serve the directory `root`. It is canonicalised and opened once here; it must exist and be a directory.
+    /// Paths resolve with `openat2` where the kernel allows it, else by the stricter component walk.
     pub fn new(root: impl Into<PathBuf>) -> Result<Self> {
+        Self::with_strategy(root, ResolveStrategy::detect())
+    }
+
+    /// [`FsStorage::new`] with an explicit resolution strategy (tests force the fallback with it).
+    pub fn with_strategy(root: impl Into<PathBuf>, strategy: ResolveStrategy) -> Result<Self> {
         let root = root.into();
         let shown = root.display().to_string();
-        let canon = fs::canonicalize(&root).map_err(|e| StorageError::from_io(&shown, e))?;
-        let md = fs::metadata(&canon).map_err(|e| StorageError::from_io(&shown, e))?;
+        let canon = std::fs::canonicalize(&root).map_err(|e| StorageError::from_io(&shown, e))?;
+        let md = std::fs::metadata(&canon).map_err(|e| StorageError::from_io(&shown, e))?;
         if !md.is_dir() {
             return Err(StorageError::NotADirectory(shown));
         }
-        Ok(FsStorage { root: canon })
+        let dir =
+            Root::open_with(&canon, strategy).map_err(|e| StorageError::from_io(&shown, e))?;
+        Ok(FsStorage {
+            root: canon,
+            dir: Arc::new(dir),
+        })
     }
 
     /// The canonical host directory served as `/`.
@@ -49,96 +81,75 @@ impl FsStorage {
         &self.root
     }
 
-    /// Host path of a normalised virtual path, before any symlink resolution.
-    fn host(&self, norm: &str) -> PathBuf {
-        let rel = norm.trim_start_matches('/');
-        if rel.is_empty() {
-            self.root.clone()
-        } else {
-            self.root.join(rel)
-        }
+    /// How paths are resolved beneath the root.
+    pub fn strategy(&self) -> ResolveStrategy {
+        self.dir.strategy()
     }
 
-    fn confine(&self, canon: PathBuf, v: &str) -> Result<PathBuf> {
-        if canon.starts_with(&self.root) {
-            Ok(canon)
-        } else {
-            Err(StorageError::Escape(v.into()))
-        }
-    }
-
-    /// Canonicalise the existing host path for `v` and check it stays under the root.
-    fn canonical(&self, host: &Path, v: &str) -> Result<PathBuf> {
-        match fs::canonicalize(host) {
-            Ok(c) => self.confine(c, v),
-            Err(e) => {
-                // Before reporting NotFound/NotADirectory, check the deepest existing ancestor too, so a symlink
-                // pointing out of the root cannot be used to probe which host paths exist.
-                let mut anc = host.parent();
-                while let Some(a) = anc {
-                    if let Ok(c) = fs::canonicalize(a) {
-                        self.confine(c, v)?;
-                        break;
-                    }
-                    if a == self.root {
-                        break;
-                    }
-                    anc = a.parent();
-                }
-                Err(StorageError::from_io(v, e))
-            }
-        }
-    }
-
-    /// Canonical host path of an existing virtual path (all symlinks resolved, confined).
-    fn resolve_existing(&self, v: &str) -> Result<PathBuf> {
-        if is_part_name(file_name(v)) {
-            return Err(StorageError::NotFound(v.into()));
-        }
-        self.canonical(&self.host(v), v)
-    }
-
-    /// Host path of `v` with its parent canonicalised and confined; the final component is not resolved.
-    /// `None` for the root.
-    fn resolve_name(&self, v: &str) -> Result<Option<PathBuf>> {
-        let Some((parent, name)) = split_parent(v) else {
-            return Ok(None);
-        };
-        let parent = self.canonical(&self.host(parent), v)?;
-        Ok(Some(parent.join(name)))
-    }
-
-    /// Like [`Self::resolve_name`] for an existing entry: part files are not visible.
-    fn resolve_existing_name(&self, v: &str) -> Result<Option<PathBuf>> {
-        if is_part_name(file_name(v)) {
-            return Err(StorageError::NotFound(v.into()));
-        }
-        self.resolve_name(v)
-    }
-
-    /// Metadata of one listing entry; symlinks are followed only when they stay inside the root.
-    fn entry_metadata(&self, dir: &Path, name: &str, raw: &std::ffi::OsStr) -> Option<Metadata> {
-        let p = dir.join(raw);
-        let lmd = fs::symlink_metadata(&p).ok()?;
+    /// Metadata of one listing entry `name` of directory `dir` (virtual `v`, opened as `dir_fd`); symlinks are
+    /// followed only beneath the root.
+    fn entry_metadata(
+        &self,
+        dir_fd: &OwnedFd,
+        v: &str,
+        raw: &OsStr,
+        name: &str,
+    ) -> Option<Metadata> {
+        let lmd = resolve::lstat_at(dir_fd.as_fd(), raw).ok()?;
         if !lmd.file_type().is_symlink() {
             return Some(metadata_from(name, &lmd));
         }
-        match fs::canonicalize(&p) {
-            Ok(t) if t.starts_with(&self.root) => match fs::metadata(&t) {
-                Ok(md) => Some(metadata_from(name, &md)),
-                Err(_) => Some(other_from(name, &lmd)),
-            },
-            // Escaping or dangling: listed, never followed.
-            _ => Some(other_from(name, &lmd)),
+        // Resolved from the root, not from `dir_fd`, so a link to a sibling directory (`../x`) works as before.
+        match self.dir.stat_beneath(&rel(v).join(raw), true) {
+            Ok(md) => Some(metadata_from(name, &md)),
+            // Escaping, dangling, or (in the fallback) any link: listed, never followed.
+            Err(_) => Some(other_from(name, &lmd)),
         }
+    }
+
+    /// The parent directory fd of `v` (resolved beneath the root) and the final name; `None` for the root.
+    fn parent(&self, v: &str) -> Result<Option<(OwnedFd, String)>> {
+        if v == "/" {
+            return Ok(None);
+        }
+        let (fd, name) = self
+            .dir
+            .parent_beneath(rel(v))
+            .map_err(|e| resolve_err(v, e))?;
+        let name = name.to_string_lossy().into_owned();
+        Ok(Some((fd, name)))
     }
 }
 
-fn modified_of(md: &fs::Metadata) -> SystemTime {
+/// A normalised virtual path as a path relative to the root (empty for the root itself).
+fn rel(v: &str) -> &Path {
+    Path::new(v.trim_start_matches('/'))
+}
+
+/// Classify an error from resolving `v` beneath the root: `EXDEV` is the kernel's "this would leave the root"
+/// (only resolution returns it here: renames across mounts go through [`StorageError::from_io`]).
+fn resolve_err(v: &str, e: io::Error) -> StorageError {
+    match e.raw_os_error() {
+        Some(libc::EXDEV) => StorageError::Escape(v.into()),
+        _ if e.kind() == io::ErrorKind::InvalidInput => StorageError::InvalidPath(v.into()),
+        _ => StorageError::from_io(v, e),
+    }
+}
+
+/// `Ok(None)` for a name that does not exist.
+fn lstat_opt(dir: &OwnedFd, name: &str, v: &str) -> Result<Option<std::fs::Metadata>> {
+    match resolve::lstat_at(dir.as_fd(), OsStr::new(name)) {
+        Ok(md) => Ok(Some(md)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(resolve_err(v, e)),
+    }
+}
+
+fn modified_of(md: &std::fs::Metadata) -> SystemTime {
     md.modified().unwrap_or(UNIX_EPOCH)
 }
 
-fn metadata_from(name: &str, md: &fs::Metadata) -> Metadata {
+fn metadata_from(name: &str, md: &std::fs::Metadata) -> Metadata {
     let ft = md.file_type();
     let kind = if ft.is_file() {
         EntryKind::File
@@ -156,7 +167,7 @@ fn metadata_from(name: &str, md: &fs::Metadata) -> Metadata {
     }
 }
 
-fn other_from(name: &str, md: &fs::Metadata) -> Metadata {
+fn other_from(name: &str, md: &std::fs::Metadata) -> Metadata {
     Metadata {
         name: name.into(),
         kind: EntryKind::Other,
@@ -166,9 +177,9 @@ fn other_from(name: &str, md: &fs::Metadata) -> Metadata {
     }
 }
 
-/// Open `path` (already confined) and check it is a regular file.
-fn open_regular(opts: &OpenOptions, path: &Path, v: &str) -> Result<File> {
-    let file = opts.open(path).map_err(|e| StorageError::from_io(v, e))?;
+/// A freshly opened fd as a `File`, checked to be a regular file.
+fn regular(fd: OwnedFd, v: &str) -> Result<File> {
+    let file = File::from(fd);
     let md = file.metadata().map_err(|e| StorageError::from_io(v, e))?;
     if !md.is_file() {
         return Err(StorageError::NotAFile(v.into()));
@@ -180,6 +191,14 @@ fn open_regular(opts: &OpenOptions, path: &Path, v: &str) -> Result<File> {
 fn check_creatable_name(v: &str) -> Result<()> {
     if is_part_name(file_name(v)) {
         return Err(StorageError::InvalidPath(v.into()));
+    }
+    Ok(())
+}
+
+/// Part files are invisible: naming one is the same as naming nothing.
+fn check_visible_name(v: &str) -> Result<()> {
+    if is_part_name(file_name(v)) {
+        return Err(StorageError::NotFound(v.into()));
     }
     Ok(())
 }
@@ -206,35 +225,36 @@ fn part_name(name: &str) -> String {
     )
 }
 
-/// Best-effort fsync of a directory, so a rename into it is durable.
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
 impl Storage for FsStorage {
     fn stat(&self, path: &str) -> Result<Metadata> {
         let v = clean(path)?;
-        let canon = self.resolve_existing(&v)?;
-        let md = fs::symlink_metadata(&canon).map_err(|e| StorageError::from_io(&v, e))?;
+        check_visible_name(&v)?;
+        let md = self
+            .dir
+            .stat_beneath(rel(&v), true)
+            .map_err(|e| resolve_err(&v, e))?;
         Ok(metadata_from(file_name(&v), &md))
     }
 
     fn list(&self, path: &str) -> Result<Vec<Metadata>> {
         let v = clean(path)?;
-        let dir = self.resolve_existing(&v)?;
-        let rd = fs::read_dir(&dir).map_err(|e| StorageError::from_io(&v, e))?;
+        check_visible_name(&v)?;
+        let dir_fd = self
+            .dir
+            .open_beneath(rel(&v), libc::O_PATH | libc::O_DIRECTORY, 0)
+            .map_err(|e| resolve_err(&v, e))?;
+        // Entries are read from, and described relative to, this very directory fd: swapping the directory's
+        // name for a symlink now changes nothing.
+        let names =
+            resolve::read_dir_at(dir_fd.as_fd()).map_err(|e| StorageError::from_io(&v, e))?;
         let mut out = Vec::new();
-        for entry in rd {
-            // An entry that vanished or cannot be read while listing is skipped.
-            let Ok(entry) = entry else { continue };
-            let raw = entry.file_name();
+        for raw in names {
             let name = raw.to_string_lossy().into_owned();
             if is_part_name(&name) {
                 continue;
             }
-            if let Some(md) = self.entry_metadata(&dir, &name, &raw) {
+            // An entry that vanished or cannot be read while listing is skipped.
+            if let Some(md) = self.entry_metadata(&dir_fd, &v, &raw, &name) {
                 out.push(md);
             }
         }
@@ -244,52 +264,51 @@ impl Storage for FsStorage {
 
     fn open_read(&self, path: &str) -> Result<Arc<dyn FileHandle>> {
         let v = clean(path)?;
-        let canon = self.resolve_existing(&v)?;
-        let md = fs::symlink_metadata(&canon).map_err(|e| StorageError::from_io(&v, e))?;
-        if !md.is_file() {
-            return Err(StorageError::NotAFile(v));
-        }
-        let mut opts = OpenOptions::new();
-        opts.read(true).custom_flags(OPEN_FLAGS);
-        let file = open_regular(&opts, &canon, &v)?;
+        check_visible_name(&v)?;
+        // Classify first through a path-only fd, so a directory, socket or device gives NotAFile without being
+        // opened at all (opening a device can have side effects)...
+        let probe = self
+            .dir
+            .open_beneath(rel(&v), libc::O_PATH, 0)
+            .map_err(|e| resolve_err(&v, e))?;
+        drop(regular(probe, &v)?);
+        // ...then open for reading, beneath the root again, and check again what was opened.
+        let fd = self
+            .dir
+            .open_beneath(rel(&v), libc::O_RDONLY | OPEN_FLAGS, 0)
+            .map_err(|e| resolve_err(&v, e))?;
+        let file = regular(fd, &v)?;
         Ok(Arc::new(FsFile { file, vpath: v }))
     }
 
     fn open_write(&self, path: &str, mode: WriteMode) -> Result<Box<dyn PartFile>> {
         let v = clean(path)?;
         check_creatable_name(&v)?;
-        let Some(dest) = self.resolve_name(&v)? else {
+        let Some((dir, name)) = self.parent(&v)? else {
             return Err(StorageError::NotAFile(v));
         };
-        let existing = match fs::symlink_metadata(&dest) {
-            Ok(md) => Some(md),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(StorageError::from_io(&v, e)),
-        };
+        let existing = lstat_opt(&dir, &name, &v)?;
         if existing.as_ref().is_some_and(|md| md.is_dir()) {
             return Err(StorageError::NotAFile(v));
         }
         match mode {
             WriteMode::Replace => {
-                // A symlink or special file at the destination is simply replaced by the rename on commit.
-                let dir = dest.parent().unwrap_or(&self.root).to_path_buf();
+                // The part file is created next to the destination, in the resolved parent; a symlink or
+                // special file at the destination is simply replaced by the rename on commit.
                 let mut last_err = None;
                 for _ in 0..16 {
-                    let part = dir.join(part_name(file_name(&v)));
-                    let mut opts = OpenOptions::new();
-                    opts.read(true)
-                        .write(true)
-                        .create_new(true)
-                        .custom_flags(OPEN_FLAGS);
-                    match opts.open(&part) {
-                        Ok(file) => {
+                    let part = part_name(&name);
+                    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | OPEN_FLAGS;
+                    match resolve::open_at(dir.as_fd(), OsStr::new(&part), flags, NEW_FILE_MODE) {
+                        Ok(fd) => {
                             return Ok(Box::new(FsPart {
                                 file: Arc::new(FsFile {
-                                    file,
+                                    file: File::from(fd),
                                     vpath: v.clone(),
                                 }),
+                                dir,
                                 part: Some(part),
-                                dest,
+                                name,
                                 vpath: v,
                             }));
                         }
@@ -304,29 +323,36 @@ impl Storage for FsStorage {
                 })
             }
             WriteMode::InPlace => {
-                let target = match &existing {
+                let fd = match &existing {
                     Some(md) if md.file_type().is_symlink() => {
-                        // Follow only to an existing target inside the root; never create through a link.
-                        let t =
-                            fs::canonicalize(&dest).map_err(|_| StorageError::Escape(v.clone()))?;
-                        self.confine(t, &v)?
+                        // Follow only to an existing target beneath the root; never create through a link.
+                        let flags = libc::O_RDWR | OPEN_FLAGS;
+                        self.dir.open_beneath(rel(&v), flags, 0).map_err(|e| {
+                            match e.raw_os_error() {
+                                Some(libc::EXDEV | libc::ELOOP | libc::ENOENT) => {
+                                    StorageError::Escape(v.clone())
+                                }
+                                _ => StorageError::from_io(&v, e),
+                            }
+                        })?
                     }
                     Some(md) if !md.is_file() => return Err(StorageError::NotAFile(v)),
-                    _ => dest.clone(),
+                    _ => {
+                        // O_NOFOLLOW (added by open_at): a link planted since the lstat fails with ELOOP.
+                        let flags = libc::O_RDWR | libc::O_CREAT | OPEN_FLAGS;
+                        resolve::open_at(dir.as_fd(), OsStr::new(&name), flags, NEW_FILE_MODE)
+                            .map_err(|e| resolve_err(&v, e))?
+                    }
                 };
-                let mut opts = OpenOptions::new();
-                opts.read(true)
-                    .write(true)
-                    .create(true)
-                    .custom_flags(OPEN_FLAGS);
-                let file = open_regular(&opts, &target, &v)?;
+                let file = regular(fd, &v)?;
                 Ok(Box::new(FsPart {
                     file: Arc::new(FsFile {
                         file,
                         vpath: v.clone(),
                     }),
+                    dir,
                     part: None,
-                    dest: target,
+                    name,
                     vpath: v,
                 }))
             }
@@ -336,45 +362,56 @@ impl Storage for FsStorage {
     fn mkdir(&self, path: &str) -> Result<()> {
         let v = clean(path)?;
         check_creatable_name(&v)?;
-        let Some(target) = self.resolve_name(&v)? else {
+        if v == "/" {
             return Err(StorageError::AlreadyExists(v));
-        };
-        fs::create_dir(&target).map_err(|e| StorageError::from_io(&v, e))
+        }
+        self.dir
+            .mkdir_beneath(rel(&v), NEW_DIR_MODE)
+            .map_err(|e| resolve_err(&v, e))
     }
 
     fn rmdir(&self, path: &str) -> Result<()> {
         let v = clean(path)?;
-        let Some(target) = self.resolve_existing_name(&v)? else {
+        check_visible_name(&v)?;
+        if v == "/" {
             return Err(StorageError::PermissionDenied(v));
-        };
-        fs::remove_dir(&target).map_err(|e| StorageError::from_io(&v, e))
+        }
+        self.dir
+            .rmdir_beneath(rel(&v))
+            .map_err(|e| resolve_err(&v, e))
     }
 
     fn remove(&self, path: &str) -> Result<()> {
         let v = clean(path)?;
-        let Some(target) = self.resolve_existing_name(&v)? else {
+        check_visible_name(&v)?;
+        if v == "/" {
             return Err(StorageError::NotAFile(v));
-        };
-        fs::remove_file(&target).map_err(|e| StorageError::from_io(&v, e))
+        }
+        self.dir
+            .unlink_beneath(rel(&v))
+            .map_err(|e| resolve_err(&v, e))
     }
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {
         let from = clean(from)?;
         let to = clean(to)?;
-        let Some(src) = self.resolve_existing_name(&from)? else {
+        check_visible_name(&from)?;
+        let Some((src_dir, src_name)) = self.parent(&from)? else {
             return Err(StorageError::PermissionDenied(from));
         };
         check_creatable_name(&to)?;
-        let Some(dst) = self.resolve_name(&to)? else {
+        let Some((dst_dir, dst_name)) = self.parent(&to)? else {
             return Err(StorageError::AlreadyExists(to));
         };
-        let src_md = fs::symlink_metadata(&src).map_err(|e| StorageError::from_io(&from, e))?;
+        // The source is described, not followed: a symlink is renamed as a link (see the module docs).
+        let src_md = lstat_opt(&src_dir, &src_name, &from)?
+            .ok_or_else(|| StorageError::NotFound(from.clone()))?;
         if from == to {
             return Ok(());
         }
-        match fs::symlink_metadata(&dst) {
-            Ok(md) if md.is_dir() => return Err(StorageError::AlreadyExists(to)),
-            Ok(_) if src_md.is_dir() => return Err(StorageError::NotADirectory(to)),
+        match lstat_opt(&dst_dir, &dst_name, &to)? {
+            Some(md) if md.is_dir() => return Err(StorageError::AlreadyExists(to)),
+            Some(_) if src_md.is_dir() => return Err(StorageError::NotADirectory(to)),
             _ => {}
         }
         if src_md.is_dir() && is_strictly_below(&to, &from) {
@@ -382,7 +419,13 @@ impl Storage for FsStorage {
                 "cannot move {from} into itself ({to})"
             )));
         }
-        fs::rename(&src, &dst).map_err(|e| StorageError::from_io(&to, e))
+        resolve::rename_at(
+            src_dir.as_fd(),
+            OsStr::new(&src_name),
+            dst_dir.as_fd(),
+            OsStr::new(&dst_name),
+        )
+        .map_err(|e| StorageError::from_io(&to, e))
     }
 }
 
@@ -430,10 +473,13 @@ impl FileHandle for FsFile {
 #[derive(Debug)]
 struct FsPart {
     file: Arc<FsFile>,
-    /// The part file, while it exists and has not been renamed into place.
-    part: Option<PathBuf>,
-    /// Host path of the destination (parent canonical).
-    dest: PathBuf,
+    /// The destination's parent, resolved beneath the root when the upload began: commit and cleanup act on
+    /// names in this directory only.
+    dir: OwnedFd,
+    /// The part file's name in `dir`, while it exists and has not been renamed into place.
+    part: Option<String>,
+    /// The destination's name in `dir`.
+    name: String,
     vpath: String,
 }
 
@@ -445,11 +491,16 @@ impl PartFile for FsPart {
     fn commit(mut self: Box<Self>) -> Result<()> {
         self.file.sync()?;
         if let Some(part) = self.part.as_ref() {
-            fs::rename(part, &self.dest).map_err(|e| StorageError::from_io(&self.vpath, e))?;
+            resolve::rename_at(
+                self.dir.as_fd(),
+                OsStr::new(part),
+                self.dir.as_fd(),
+                OsStr::new(&self.name),
+            )
+            .map_err(|e| StorageError::from_io(&self.vpath, e))?;
             self.part = None;
-            if let Some(dir) = self.dest.parent() {
-                sync_dir(dir);
-            }
+            // Best effort: makes the rename durable.
+            let _ = resolve::sync_dir(self.dir.as_fd());
         }
         Ok(())
     }
@@ -460,7 +511,7 @@ impl PartFile for FsPart {
 impl Drop for FsPart {
     fn drop(&mut self) {
         if let Some(part) = self.part.take() {
-            let _ = fs::remove_file(part);
+            let _ = resolve::unlink_at(self.dir.as_fd(), OsStr::new(&part));
         }
     }
 }

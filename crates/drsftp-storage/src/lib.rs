@@ -16,7 +16,7 @@ mod path;
 
 pub use checksum::{checksum, checksum_bytes, ChecksumAlg, Checksummer};
 pub use error::StorageError;
-pub use fs::FsStorage;
+pub use fs::{FsStorage, ResolveStrategy};
 pub use mem::{BytesFile, MemStorage};
 pub use path::{
     is_part_name, join_virtual, normalize_virtual, validate, MAX_COMPONENT_LEN, MAX_PATH_LEN,

@@ -6,8 +6,8 @@ use std::io;
 use std::sync::Arc;
 
 use drsftp_storage::{
-    checksum, checksum_bytes, ChecksumAlg, EntryKind, FileHandle, FsStorage, MemStorage, Storage,
-    StorageError, WriteMode,
+    checksum, checksum_bytes, ChecksumAlg, EntryKind, FileHandle, FsStorage, MemStorage,
+    ResolveStrategy, Storage, StorageError, WriteMode,
 };
 
 fn read_all(h: &dyn FileHandle) -> Vec<u8> {
@@ -248,6 +248,15 @@ fn scenario_on_filesystem() {
     let s = FsStorage::new(dir.path()).unwrap();
     scenario(&s);
     // Nothing hidden was left behind either.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn scenario_on_filesystem_fallback_resolver() {
+    // The component walk used where openat2 is unavailable must behave the same (the scenario has no symlinks).
+    let dir = tempfile::tempdir().unwrap();
+    let s = FsStorage::with_strategy(dir.path(), ResolveStrategy::Walk).unwrap();
+    scenario(&s);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
 

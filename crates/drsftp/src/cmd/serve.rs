@@ -68,6 +68,10 @@ pub struct Args {
     /// transfers by default. Ports below 1024 are refused in every case.
     #[arg(long, value_enum, default_value_t = ThirdPartyArg::Auth, value_name = "WHO")]
     pub third_party: ThirdPartyArg,
+    /// After binding the listener and opening --root, switch the whole process to this user (name or uid) and its
+    /// groups for good, so the server reaches only what that account may. Needs root; root itself is refused.
+    #[arg(long, value_name = "USER")]
+    pub run_as: Option<String>,
 }
 
 /// `--third-party` values.
@@ -136,9 +140,18 @@ pub fn run(args: Args) -> Result<()> {
     };
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let (bound, shutdown, task) = server::spawn(addr, params)
+        let (listener, bound) = server::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
+        // The privileged work is done (port bound, root directory open as an fd): drop before the accept loop
+        // starts, so no session is ever served as root.
+        if let Some(user) = &args.run_as {
+            let id = drsftp_sys::privs::drop_privileges(user)
+                .with_context(|| format!("--run-as {user}"))?;
+            eprintln!("drsftp: running as {user} (uid {}, gid {})", id.uid, id.gid);
+        }
+        let (shutdown, stop) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(server::serve(listener, params, stop));
         if args.print_addr {
             println!("listening {bound}");
         }
@@ -155,7 +168,7 @@ pub fn run(args: Args) -> Result<()> {
             _ = term.recv() => {}
         }
         eprintln!("drsftp: shutting down");
-        shutdown.trigger();
+        let _ = shutdown.send(true);
         task.await??;
         // Give sessions a moment to send 421 and drop their part files.
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
