@@ -11,6 +11,7 @@ SANS_IO=(drsftp-proto drsftp-tune drsftp-blast drsftp-netem)
 
 echo "check: cargo fmt" >&2
 cargo fmt --all -- --check
+rustfmt --check --edition 2021 fuzz/fuzz_targets/*.rs
 echo "check: cargo clippy (all targets, -D warnings)" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "check: sans-IO crates (${SANS_IO[*]}): no clock, sleep, thread or socket in library code" >&2

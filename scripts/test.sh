@@ -7,3 +7,5 @@ bash scripts/setup.sh
 bash scripts/check.sh
 export DRSFTP_BIN="$PWD/target/release/drsftp"
 cargo test --release --locked --workspace --no-fail-fast 2>&1
+# Every fuzz target for a bounded 10 s from its committed seed corpus (a crash fails the run).
+bash scripts/fuzz.sh --secs 10
