@@ -118,22 +118,23 @@ pub fn wait_for_port(addr: SocketAddr, child: &mut Child, timeout: Duration) -> 
 /// Starts `<bin> serve` (the drsftp binary under test, `env!("CARGO_BIN_EXE_drsftp")`) on a free loopback port,
 /// serving `root` anonymously, with `extra` arguments; its stderr goes to `<root>.serve.log`.
 pub fn drsftp_server(bin: &Path, root: &Path, extra: &[&str]) -> ServerProcess {
+    drsftp_serve(Command::new(bin), "127.0.0.1:0", root, extra)
+}
+
+/// Runs `cmd` (the drsftp binary, or a command that runs it, e.g. in a lab host) as `serve --listen <listen>
+/// --anonymous --print-addr --root <root> <extra>`, its stderr going to `<root>.serve.log`, and waits for the
+/// address it announces.
+pub fn drsftp_serve(mut cmd: Command, listen: &str, root: &Path, extra: &[&str]) -> ServerProcess {
     let log = root.with_extension("serve.log");
-    let mut child = Command::new(bin)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--anonymous",
-            "--print-addr",
-            "--root",
-        ])
+    let mut child = cmd
+        .args(["serve", "--listen", listen, "--anonymous", "--print-addr"])
+        .arg("--root")
         .arg(root)
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
-        .expect("spawn drsftp serve");
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
     let addr = printed_addr(&mut child);
     ServerProcess { child, addr, log }
 }

@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -19,20 +18,8 @@ const T: Duration = Duration::from_secs(120);
 
 /// `drsftp serve` inside lab host `k`, listening on the host's lab address, anonymous, with extra args.
 fn lab_server(lab: &Lab, k: usize, root: &Path, extra: &[&str]) -> ServerProcess {
-    let log = root.with_extension("serve.log");
-    let listen = format!("{}:0", lab.addr(k));
-    let mut child = lab
-        .exec(k, bin().to_str().expect("utf-8 binary path"))
-        .args(["serve", "--listen", &listen, "--anonymous", "--print-addr"])
-        .arg("--root")
-        .arg(root)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn drsftp serve in the lab");
-    let addr = printed_addr(&mut child);
-    ServerProcess { child, addr, log }
+    let cmd = lab.exec(k, bin().to_str().expect("utf-8 binary path"));
+    drsftp_serve(cmd, &format!("{}:0", lab.addr(k)), root, extra)
 }
 
 /// `drsftp copy --json <extra> src dst` inside lab host `k`: (success, stdout, stderr).

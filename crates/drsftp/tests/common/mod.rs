@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 pub use drsftp_testkit::data::{chmod, random_file, sha256, sha256_file};
 pub use drsftp_testkit::globus::{self, have};
-pub use drsftp_testkit::server::{printed_addr, ServerProcess};
+pub use drsftp_testkit::server::{drsftp_serve, printed_addr, ServerProcess};
 
 /// The drsftp binary under test.
 pub fn bin() -> PathBuf {
