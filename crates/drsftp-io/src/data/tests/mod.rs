@@ -190,6 +190,30 @@ pub(super) fn queued(socks: Vec<TcpStream>) -> mpsc::Receiver<TcpStream> {
     rx
 }
 
+/// A whole-file MODE E transfer of `data`, from a fresh in-memory source over `tx` and the connections `rx`
+/// (queued) into an empty in-memory file, which must then hold exactly `data`; both sides' reports.
+pub(super) async fn mode_e_copy(
+    tx: Vec<TcpStream>,
+    rx: Vec<TcpStream>,
+    data: &[u8],
+    opts: &DataOpts,
+) -> (DataReport, DataReport) {
+    let dst = MemFile::empty();
+    let reports = mode_e(
+        tx,
+        queued(rx),
+        MemFile::new(data.to_vec()),
+        dst.clone(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        opts,
+    )
+    .await;
+    assert!(dst.bytes() == data);
+    reports
+}
+
 /// Run a MODE E transfer of `ranges` of `src` over `tx_socks` into `dst` through `conns`.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn mode_e(
