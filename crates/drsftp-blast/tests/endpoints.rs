@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use drsftp_blast::*;
+use drsftp_testkit::data::pattern;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -11,7 +12,7 @@ fn ms(n: u64) -> Duration {
 
 fn setup(bytes: usize, scfg: SenderConfig) -> (TransferParams, Vec<u8>, Sender, Receiver, Instant) {
     let t0 = Instant::now();
-    let data: Vec<u8> = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
+    let data = pattern(bytes, 7);
     let p = TransferParams::for_mtu(42, bytes as u64, 1500).unwrap();
     let tx = Sender::new(p, scfg, t0).unwrap();
     let rx = Receiver::new(p, ReceiverConfig::default(), t0).unwrap();

@@ -107,7 +107,7 @@ fn windowed_sender_completes() {
 #[test]
 fn resume_from_receiver_checkpoint() {
     let t0 = Instant::now();
-    let data = file_bytes(2 * MIB, 5);
+    let data = random_bytes(2 * MIB, 5);
     let params = TransferParams::for_mtu(77, data.len() as u64, 1500).unwrap();
     let mut out = vec![0u8; data.len()];
     let mut rx = Receiver::new(params, ReceiverConfig::default(), t0).unwrap();
@@ -159,12 +159,7 @@ fn resume_from_receiver_checkpoint() {
             }
         }
         now += Duration::from_millis(1);
-        if tx.poll_timeout().is_some_and(|t| t <= now) {
-            tx.handle_timeout(now);
-        }
-        if rx.poll_timeout().is_some_and(|t| t <= now) {
-            rx.handle_timeout(now);
-        }
+        fire_due_timeouts(now, &mut tx, &mut rx);
     }
     assert!(rx.is_complete() && tx.is_done());
     assert_eq!(out, data);

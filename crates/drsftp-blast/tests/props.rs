@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::file_bytes;
+use common::{fire_due_timeouts, random_bytes};
 use drsftp_blast::wire::{self, AckBody, AckPacket, AckSummary, DataPacket};
 use drsftp_blast::*;
 use drsftp_netem::{LinkConfig, LossModel, Path, QueueLimit, Side};
@@ -43,7 +43,7 @@ fn simulate(
 ) -> Outcome {
     let t0 = Instant::now();
     let params = TransferParams::new(0x1234_5678, bytes as u64, 200).unwrap();
-    let data = file_bytes(bytes, 9);
+    let data = random_bytes(bytes, 9);
     let mut out = vec![0u8; bytes];
     let mut count = vec![0u32; params.total_packets() as usize];
     let mut tx = Sender::new(params, scfg, t0).unwrap();
@@ -76,12 +76,7 @@ fn simulate(
             obs.on_ack(&tx);
             last_ack = Some(d);
         }
-        if tx.poll_timeout().is_some_and(|t| t <= now) {
-            tx.handle_timeout(now);
-        }
-        if rx.poll_timeout().is_some_and(|t| t <= now) {
-            rx.handle_timeout(now);
-        }
+        fire_due_timeouts(now, &mut tx, &mut rx);
         // One datagram at a time, so the observer sees the sender's state before each send.
         loop {
             batch.clear();

@@ -7,10 +7,10 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use drsftp_blast::*;
+use drsftp_testkit::data::pattern;
 
-fn data(n: usize) -> Vec<u8> {
-    (0..n).map(|i| (i * 13 % 251) as u8).collect()
-}
+mod common;
+use common::fire_due_timeouts;
 
 /// A checkpoint with about a third of the packets held, in runs and singles.
 fn checkpoint(p: &TransferParams) -> Bitmap {
@@ -64,12 +64,7 @@ fn drive<P: NextPacket>(
             }
         }
         now += Duration::from_millis(1);
-        if tx.poll_timeout().is_some_and(|t| t <= now) {
-            tx.handle_timeout(now);
-        }
-        if rx.poll_timeout().is_some_and(|t| t <= now) {
-            rx.handle_timeout(now);
-        }
+        fire_due_timeouts(now, &mut tx, &mut rx);
     }
     assert!(tx.is_done() && rx.is_complete(), "transfer did not finish");
     sent
@@ -87,7 +82,7 @@ fn prefilled(src: &[u8], p: &TransferParams, held: &Bitmap) -> Vec<u8> {
 #[test]
 fn resumed_sender_never_sends_held_packets() {
     let t0 = Instant::now();
-    let src = data(3 << 20);
+    let src = pattern(3 << 20, 13);
     let p = TransferParams::for_mtu(9, src.len() as u64, 1500).unwrap();
     let held = checkpoint(&p);
     // The sender learns the map from byte ranges, as the server does from REST.
@@ -108,7 +103,7 @@ fn resumed_sender_never_sends_held_packets() {
 #[test]
 fn resumed_receiver_never_asks_for_held_packets() {
     let t0 = Instant::now();
-    let src = data(1 << 20);
+    let src = pattern(1 << 20, 13);
     let p = TransferParams::for_mtu(10, src.len() as u64, 1500).unwrap();
     let held = checkpoint(&p);
     let mut rx = Receiver::resume(p, ReceiverConfig::default(), held.clone(), t0).unwrap();

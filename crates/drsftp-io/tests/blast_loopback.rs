@@ -4,7 +4,7 @@
 //! fallback to TCP against a server without BLAST: ours with blast disabled, and Debian's globus-gridftp-server
 //! (skipped with a printed reason when it is not installed; killed by PID).
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,10 +13,9 @@ use std::time::Duration;
 use drsftp_io::blast::BlastOpts;
 use drsftp_io::client::{ClientOptions, Partial};
 use drsftp_io::data::Progress;
-use drsftp_io::server::Shutdown;
-
-mod common;
-use common::{random_bytes, sha256, Globus};
+use drsftp_testkit::data::{random_bytes, sha256_file};
+use drsftp_testkit::globus;
+use drsftp_testkit::server::{fs_params, login, TestServer};
 
 fn udp(opts: BlastOpts) -> ClientOptions {
     ClientOptions {
@@ -26,11 +25,10 @@ fn udp(opts: BlastOpts) -> ClientOptions {
     }
 }
 
-async fn serve(root: &Path, blast: bool) -> (SocketAddr, Shutdown) {
-    let mut params = common::fs_params(root);
+async fn serve(root: &Path, blast: bool) -> TestServer {
+    let mut params = fs_params(root);
     params.session.blast = blast;
-    let (addr, shutdown, _task) = common::spawn_server(params).await;
-    (addr, shutdown)
+    TestServer::start(params).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,8 +36,8 @@ async fn udp_download_upload_and_partial_against_drsftp_serve() {
     let root = tempfile::tempdir().unwrap();
     let src = root.path().join("big.bin");
     std::fs::write(&src, random_bytes((24 << 20) + 4321, 1)).unwrap();
-    let (addr, shutdown) = serve(root.path(), true).await;
-    let mut c = common::login(addr).await;
+    let srv = serve(root.path(), true).await;
+    let mut c = srv.login().await;
     assert!(c.features().has("BLAST"));
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("big.copy");
@@ -56,7 +54,7 @@ async fn udp_download_upload_and_partial_against_drsftp_serve() {
     assert_eq!(s.transport, "udp");
     assert_eq!(s.bytes, (24 << 20) + 4321);
     assert!(s.verified, "{s:?}");
-    assert_eq!(sha256(&dst), sha256(&src));
+    assert_eq!(sha256_file(&dst), sha256_file(&src));
     assert_eq!(progress.bytes(), s.bytes);
     let b = s.blast.as_ref().unwrap();
     assert_eq!(s.rejected, 0);
@@ -77,7 +75,7 @@ async fn udp_download_upload_and_partial_against_drsftp_serve() {
         .expect("UDP upload");
     assert_eq!(s.transport, "udp");
     assert!(s.verified, "{s:?}");
-    assert_eq!(sha256(&root.path().join("up.bin")), sha256(&up));
+    assert_eq!(sha256_file(&root.path().join("up.bin")), sha256_file(&up));
     assert!(s.mbps() < 220.0, "rate cap: {:.0} Mbit/s", s.mbps());
 
     // Partial (ERET) download: bytes land at their offset.
@@ -96,7 +94,7 @@ async fn udp_download_upload_and_partial_against_drsftp_serve() {
     let want = std::fs::read(&src).unwrap();
     assert_eq!(got[1_000_000..], want[1_000_000..4_000_123]);
     c.quit().await.unwrap();
-    shutdown.trigger();
+    drop(srv);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,7 +102,7 @@ async fn hostile_datagrams_at_the_clients_udp_port_are_counted() {
     let root = tempfile::tempdir().unwrap();
     let src = root.path().join("f.bin");
     std::fs::write(&src, random_bytes(24 << 20, 3)).unwrap();
-    let (addr, shutdown) = serve(root.path(), true).await;
+    let srv = serve(root.path(), true).await;
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -134,7 +132,7 @@ async fn hostile_datagrams_at_the_clients_udp_port_are_counted() {
         }
         sent
     });
-    let mut c = common::login(addr).await;
+    let mut c = srv.login().await;
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("f.copy");
     let o = BlastOpts {
@@ -154,7 +152,7 @@ async fn hostile_datagrams_at_the_clients_udp_port_are_counted() {
         s.rejected, b.rejects, b.foreign
     );
     assert!(s.verified);
-    assert_eq!(sha256(&dst), sha256(&src));
+    assert_eq!(sha256_file(&dst), sha256_file(&src));
     assert!(
         s.rejected > 0 && s.rejected <= sent,
         "{} of {sent}",
@@ -165,7 +163,7 @@ async fn hostile_datagrams_at_the_clients_udp_port_are_counted() {
         "{b:?}"
     );
     c.quit().await.unwrap();
-    shutdown.trigger();
+    drop(srv);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,8 +171,8 @@ async fn udp_falls_back_to_tcp_when_our_server_has_blast_off() {
     let root = tempfile::tempdir().unwrap();
     let src = root.path().join("f.bin");
     std::fs::write(&src, random_bytes(3 << 20, 4)).unwrap();
-    let (addr, shutdown) = serve(root.path(), false).await;
-    let mut c = common::login(addr).await;
+    let srv = serve(root.path(), false).await;
+    let mut c = srv.login().await;
     assert!(!c.features().has("BLAST"));
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("f.copy");
@@ -193,21 +191,23 @@ async fn udp_falls_back_to_tcp_when_our_server_has_blast_off() {
         "{s:?}"
     );
     assert!(s.verified);
-    assert_eq!(sha256(&dst), sha256(&src));
-    shutdown.trigger();
+    assert_eq!(sha256_file(&dst), sha256_file(&src));
+    drop(srv);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udp_falls_back_to_tcp_against_globus() {
-    if !common::globus_installed("udp_falls_back_to_tcp_against_globus") {
+    let Some((dir, g)) = globus::start_in_tempdir(
+        "udp_falls_back_to_tcp_against_globus",
+        "drsftp-blast-globus-",
+        &[],
+    ) else {
         return;
-    }
-    let dir = common::globus_tempdir("drsftp-blast-globus-");
+    };
     let src = dir.path().join("src.bin");
     std::fs::write(&src, random_bytes((5 << 20) + 77, 5)).unwrap();
-    common::chmod(&src, 0o666);
-    let g = Globus::start(dir.path(), &[]);
-    let mut c = common::login(g.authority()).await;
+    drsftp_testkit::data::chmod(&src, 0o666);
+    let mut c = login(g.authority()).await;
     assert!(!c.features().has("BLAST"), "Globus does not list BLAST");
     let dst = dir.path().join("dst.bin");
     let remote = src.display().to_string();
@@ -226,7 +226,7 @@ async fn udp_falls_back_to_tcp_against_globus() {
         "{s:?}"
     );
     assert!(s.verified, "{s:?}");
-    assert_eq!(sha256(&dst), sha256(&src));
+    assert_eq!(sha256_file(&dst), sha256_file(&src));
     let up = dir.path().join("up.bin");
     let s = c
         .upload(
@@ -239,7 +239,7 @@ async fn udp_falls_back_to_tcp_against_globus() {
         .expect("fallback upload");
     assert_eq!(s.transport, "tcp");
     assert!(s.verified, "{s:?}");
-    assert_eq!(sha256(&up), sha256(&src));
+    assert_eq!(sha256_file(&up), sha256_file(&src));
     let _ = c.quit().await;
     // Let the per-connection child finish before the parent is killed.
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -11,15 +11,8 @@ use std::time::{Duration, Instant};
 use drsftp_io::blast::BlastOpts;
 use drsftp_io::client::{ClientOptions, TransferSummary};
 use drsftp_io::data::Progress;
-use drsftp_io::server::Shutdown;
-
-mod common;
-use common::random_bytes;
-
-async fn serve(root: &Path) -> (SocketAddr, Shutdown) {
-    let (addr, shutdown, _task) = common::spawn_server(common::fs_params(root)).await;
-    (addr, shutdown)
-}
+use drsftp_testkit::data::random_bytes;
+use drsftp_testkit::server::{login, TestServer};
 
 fn udp(max_rate: u64, resume: bool) -> ClientOptions {
     ClientOptions {
@@ -43,7 +36,7 @@ fn part_files(dst: &Path) -> (PathBuf, PathBuf) {
 /// Starts a download capped at 40 Mbit/s and drops it once a checkpoint covers at least `min` bytes' worth of
 /// progress. Returns the bytes that had arrived.
 async fn interrupted(addr: SocketAddr, remote: &str, dst: &Path, min: u64) -> u64 {
-    let mut c = common::login(addr).await;
+    let mut c = login(addr).await;
     let progress = Arc::new(Progress::new());
     let (_, ck) = part_files(dst);
     let opts = udp(40_000_000, true);
@@ -65,7 +58,7 @@ async fn interrupted(addr: SocketAddr, remote: &str, dst: &Path, min: u64) -> u6
 }
 
 async fn download(addr: SocketAddr, remote: &str, dst: &Path, resume: bool) -> TransferSummary {
-    let mut c = common::login(addr).await;
+    let mut c = login(addr).await;
     let s = c
         .download(remote, dst, &udp(0, resume), Arc::new(Progress::new()))
         .await
@@ -80,7 +73,8 @@ async fn interrupted_blast_download_resumes_with_rest_ranges() {
     let len = (16 << 20) + 777;
     let data = random_bytes(len, 7);
     std::fs::write(root.path().join("big.bin"), &data).unwrap();
-    let (addr, shutdown) = serve(root.path()).await;
+    let srv = TestServer::serve(root.path()).await;
+    let addr = srv.addr;
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("big.copy");
     let (part, ck) = part_files(&dst);
@@ -146,5 +140,5 @@ async fn interrupted_blast_download_resumes_with_rest_ranges() {
     assert!(std::fs::read(&dst3).unwrap() == data2);
     let (part3, ck3) = part_files(&dst3);
     assert!(!part3.exists() && !ck3.exists());
-    shutdown.trigger();
+    drop(srv);
 }

@@ -11,26 +11,25 @@ use drsftp_io::data::Progress;
 use drsftp_tune::{BufferPolicy, StreamAction};
 
 mod common;
-use common::{eager, sha256, xorshift_bytes};
+use common::eager;
+use drsftp_testkit::data::{random_bytes, sha256_file};
+use drsftp_testkit::server::{fs_params, TestServer};
 
-async fn serve(root: &Path) -> (std::net::SocketAddr, Client, impl FnOnce()) {
-    let mut params = common::fs_params(root);
+async fn serve(root: &Path) -> (TestServer, Client) {
+    let mut params = fs_params(root);
     params.data.buffer = BufferPolicy::Drs;
-    let (addr, shutdown, task) = common::spawn_server(params).await;
-    let c = common::login(addr).await;
-    (addr, c, move || {
-        drop(shutdown);
-        task.abort();
-    })
+    let srv = TestServer::start(params).await;
+    let c = srv.login().await;
+    (srv, c)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_upload_adds_streams_mid_transfer() {
     let root = tempfile::tempdir().unwrap();
-    let (_, mut c, stop) = serve(root.path()).await;
+    let (srv, mut c) = serve(root.path()).await;
     let out = tempfile::tempdir().unwrap();
     let up = out.path().join("auto.bin");
-    std::fs::write(&up, xorshift_bytes(192 << 20, 9)).unwrap();
+    std::fs::write(&up, random_bytes(192 << 20, 9)).unwrap();
     let opts = ClientOptions {
         streams: 1,
         auto_streams: Some(eager(4)),
@@ -48,7 +47,7 @@ async fn auto_upload_adds_streams_mid_transfer() {
         "auto runs MODE E even from 1 stream"
     );
     assert!(s.verified, "{s:?}");
-    assert_eq!(sha256(&root.path().join("auto.bin")), sha256(&up));
+    assert_eq!(sha256_file(&root.path().join("auto.bin")), sha256_file(&up));
     let added: u32 = s
         .stream_actions
         .iter()
@@ -74,15 +73,15 @@ async fn auto_upload_adds_streams_mid_transfer() {
     c.download("/auto.bin", &back, &opts, Arc::new(Progress::new()))
         .await
         .expect("download after the auto upload");
-    assert_eq!(sha256(&back), sha256(&up));
-    stop();
+    assert_eq!(sha256_file(&back), sha256_file(&up));
+    drop(srv);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mode_e_drs_download_traces_both_streams() {
     let root = tempfile::tempdir().unwrap();
-    std::fs::write(root.path().join("t.bin"), xorshift_bytes(48 << 20, 3)).unwrap();
-    let (_, mut c, stop) = serve(root.path()).await;
+    std::fs::write(root.path().join("t.bin"), random_bytes(48 << 20, 3)).unwrap();
+    let (srv, mut c) = serve(root.path()).await;
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("t.bin");
     let opts = ClientOptions {
@@ -95,7 +94,7 @@ async fn mode_e_drs_download_traces_both_streams() {
         .download("/t.bin", &dst, &opts, Arc::new(Progress::new()))
         .await
         .expect("download");
-    assert_eq!(sha256(&dst), sha256(&root.path().join("t.bin")));
+    assert_eq!(sha256_file(&dst), sha256_file(&root.path().join("t.bin")));
     assert_eq!(s.traces.len(), 2, "{:?}", s.traces);
     let mut csv = vec![];
     drsftp_io::drs::write_stream_traces_csv(&mut csv, &s.traces).unwrap();
@@ -107,5 +106,5 @@ async fn mode_e_drs_download_traces_both_streams() {
     );
     let streams: Vec<&str> = lines.map(|l| l.split(',').nth(1).unwrap()).collect();
     assert!(streams.contains(&"0") && streams.contains(&"1"), "{csv}");
-    stop();
+    drop(srv);
 }

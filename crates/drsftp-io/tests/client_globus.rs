@@ -8,26 +8,26 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use drsftp_io::client::{Client, ClientError, ClientOptions, ListKind, Partial, TransferMode};
+use drsftp_io::client::{
+    Client, ClientError, ClientOptions, ListKind, Partial, TransferMode, TransferSummary,
+};
 use drsftp_io::data::Progress;
 
 mod common;
-use common::{random_bytes, sha256_range as sha256};
+use drsftp_testkit::data::{chmod, random_bytes, sha256_file_range as sha256};
+use drsftp_testkit::globus;
+use drsftp_testkit::server::ServerProcess;
 
 /// A running globus-gridftp-server and its served directory (removed after the server is stopped).
 struct Globus {
-    server: common::Globus,
+    server: ServerProcess,
     dir: tempfile::TempDir,
 }
 
 impl Globus {
     /// Starts a server, or `None` (with the reason printed) when it is not installed.
     fn start(test: &str) -> Option<Globus> {
-        if !common::globus_installed(test) {
-            return None;
-        }
-        let dir = common::globus_tempdir("drsftp-client-test-");
-        let server = common::Globus::start(dir.path(), &["-d", "all"]);
+        let (dir, server) = globus::start_in_tempdir(test, "drsftp-client-test-", &["-d", "all"])?;
         Some(Globus { server, dir })
     }
 
@@ -44,7 +44,7 @@ impl Globus {
     fn file(&self, name: &str, len: usize, seed: u64) -> PathBuf {
         let p = self.local(name);
         std::fs::write(&p, random_bytes(len, seed)).unwrap();
-        common::chmod(&p, 0o644);
+        chmod(&p, 0o644);
         p
     }
 
@@ -57,6 +57,30 @@ impl Globus {
         )
         .await
         .expect("login to globus-gridftp-server")
+    }
+
+    /// Downloads `name` from the served directory to `dst` with `o` (progress not watched).
+    async fn get(
+        &self,
+        c: &mut Client,
+        name: &str,
+        dst: &Path,
+        o: &ClientOptions,
+    ) -> Result<TransferSummary, ClientError> {
+        c.download(&self.remote(name), dst, o, Arc::new(Progress::new()))
+            .await
+    }
+
+    /// Uploads `src` as `name` in the served directory with `o` (progress not watched).
+    async fn put(
+        &self,
+        c: &mut Client,
+        src: &Path,
+        name: &str,
+        o: &ClientOptions,
+    ) -> Result<TransferSummary, ClientError> {
+        c.upload(src, &self.remote(name), o, Arc::new(Progress::new()))
+            .await
     }
 
     fn log_tail(&self) -> String {
@@ -117,13 +141,8 @@ async fn mode_e_download_4_streams() {
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("big.bin");
     let mut c = g.client().await;
-    let s = c
-        .download(
-            &g.remote("big.bin"),
-            &dst,
-            &opts(4),
-            Arc::new(Progress::new()),
-        )
+    let s = g
+        .get(&mut c, "big.bin", &dst, &opts(4))
         .await
         .expect("MODE E download");
     assert_eq!(s.mode, TransferMode::Extended);
@@ -133,23 +152,13 @@ async fn mode_e_download_4_streams() {
     assert_eq!(sha256(&dst, 0, None), sha256(&src, 0, None));
     // The same session again, in stream mode then MODE E (MODE S/E switch, fresh data channels).
     let dst2 = out.path().join("again.bin");
-    c.download(
-        &g.remote("big.bin"),
-        &dst2,
-        &opts(1),
-        Arc::new(Progress::new()),
-    )
-    .await
-    .expect("second download, stream mode");
+    g.get(&mut c, "big.bin", &dst2, &opts(1))
+        .await
+        .expect("second download, stream mode");
     assert_eq!(sha256(&dst2, 0, None), sha256(&src, 0, None));
     let dst3 = out.path().join("third.bin");
-    let s3 = c
-        .download(
-            &g.remote("big.bin"),
-            &dst3,
-            &opts(2),
-            Arc::new(Progress::new()),
-        )
+    let s3 = g
+        .get(&mut c, "big.bin", &dst3, &opts(2))
         .await
         .expect("third download, MODE E x2");
     assert_eq!(s3.streams, 2);
@@ -167,13 +176,8 @@ async fn stream_mode_upload() {
     let src = out.path().join("up.bin");
     std::fs::write(&src, random_bytes(3 * 1024 * 1024 + 5, 3)).unwrap();
     let mut c = g.client().await;
-    let s = c
-        .upload(
-            &src,
-            &g.remote("up.bin"),
-            &opts(1),
-            Arc::new(Progress::new()),
-        )
+    let s = g
+        .put(&mut c, &src, "up.bin", &opts(1))
         .await
         .expect("upload");
     assert_eq!(s.mode, TransferMode::Stream);
@@ -192,13 +196,8 @@ async fn mode_e_upload_4_streams() {
     let src = out.path().join("up4.bin");
     std::fs::write(&src, random_bytes(20 * 1024 * 1024 + 99, 4)).unwrap();
     let mut c = g.client().await;
-    let s = c
-        .upload(
-            &src,
-            &g.remote("up4.bin"),
-            &opts(4),
-            Arc::new(Progress::new()),
-        )
+    let s = g
+        .put(&mut c, &src, "up4.bin", &opts(4))
         .await
         .expect("MODE E upload");
     assert_eq!(s.mode, TransferMode::Extended);
@@ -223,8 +222,8 @@ async fn partial_download_lands_at_offset() {
             offset: 1000,
             length: 5_000_000,
         });
-        let s = c
-            .download(&g.remote("p.bin"), &dst, &o, Arc::new(Progress::new()))
+        let s = g
+            .get(&mut c, "p.bin", &dst, &o)
             .await
             .unwrap_or_else(|e| panic!("partial download with {streams} stream(s): {e}"));
         assert_eq!(s.bytes, 5_000_000);
@@ -257,13 +256,8 @@ async fn partial_upload_esto() {
         offset: 4096,
         length: 1_000_000,
     });
-    let s = c
-        .upload(
-            &src,
-            &g.remote("section.bin"),
-            &o,
-            Arc::new(Progress::new()),
-        )
+    let s = g
+        .put(&mut c, &src, "section.bin", &o)
         .await
         .expect("ESTO upload");
     assert_eq!(s.bytes, 1_000_000);
@@ -284,13 +278,8 @@ async fn missing_file_fails_and_leaves_nothing() {
     let dst = out.path().join("never.bin");
     let mut c = g.client().await;
     for streams in [1, 4] {
-        let err = c
-            .download(
-                &g.remote("no-such-file"),
-                &dst,
-                &opts(streams),
-                Arc::new(Progress::new()),
-            )
+        let err = g
+            .get(&mut c, "no-such-file", &dst, &opts(streams))
             .await
             .expect_err("downloading a missing file must fail");
         assert_eq!(err.reply_code(), Some(550), "{err}");
@@ -299,14 +288,9 @@ async fn missing_file_fails_and_leaves_nothing() {
     }
     // The session is still usable afterwards.
     let src = g.file("ok.bin", 1000, 7);
-    c.download(
-        &g.remote("ok.bin"),
-        &dst,
-        &opts(1),
-        Arc::new(Progress::new()),
-    )
-    .await
-    .expect("download after a failure");
+    g.get(&mut c, "ok.bin", &dst, &opts(1))
+        .await
+        .expect("download after a failure");
     assert_eq!(std::fs::read(&dst).unwrap(), std::fs::read(&src).unwrap());
     c.quit().await.unwrap();
 }
@@ -322,9 +306,7 @@ async fn missing_file_on_retr_leaves_nothing() {
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("x.bin");
     let mut c = g.client().await;
-    let r = c
-        .download(&g.remote("adir"), &dst, &opts(4), Arc::new(Progress::new()))
-        .await;
+    let r = g.get(&mut c, "adir", &dst, &opts(4)).await;
     assert!(r.is_err(), "RETR of a directory must fail: {r:?}");
     assert!(!dst.exists());
     assert_no_part_files(out.path());
@@ -390,13 +372,8 @@ async fn mode_e_upload_with_streams_joining_mid_transfer() {
         auto_streams: Some(eager),
         ..opts(1)
     };
-    let s = c
-        .upload(
-            &src,
-            &g.remote("auto.bin"),
-            &auto,
-            Arc::new(Progress::new()),
-        )
+    let s = g
+        .put(&mut c, &src, "auto.bin", &auto)
         .await
         .unwrap_or_else(|e| panic!("auto upload: {e}\n{}", g.log_tail()));
     eprintln!("{} streams, actions {:?}", s.streams, s.stream_actions);
@@ -406,14 +383,9 @@ async fn mode_e_upload_with_streams_joining_mid_transfer() {
     assert_eq!(sha256(&g.local("auto.bin"), 0, None), sha256(&src, 0, None));
     // The control connection is still good for another transfer.
     let back = out.path().join("back.bin");
-    c.download(
-        &g.remote("auto.bin"),
-        &back,
-        &opts(2),
-        Arc::new(Progress::new()),
-    )
-    .await
-    .expect("download after the auto upload");
+    g.get(&mut c, "auto.bin", &back, &opts(2))
+        .await
+        .expect("download after the auto upload");
     assert_eq!(sha256(&back, 0, None), sha256(&src, 0, None));
     c.quit().await.unwrap();
 }

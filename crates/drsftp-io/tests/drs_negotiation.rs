@@ -12,7 +12,10 @@ use drsftp_io::data::Progress;
 use drsftp_tune::BufferPolicy;
 
 mod common;
-use common::{proxy, random_bytes, sha256, Globus};
+use common::proxy;
+use drsftp_testkit::data::{chmod, random_bytes, sha256_file};
+use drsftp_testkit::globus;
+use drsftp_testkit::server::{fs_params, login, TestServer};
 
 fn opts(streams: u32, buffer: BufferPolicy) -> ClientOptions {
     ClientOptions {
@@ -33,11 +36,11 @@ async fn drsftp_client_and_server_negotiate_drs_and_move_64_mib() {
     let root = tempfile::tempdir().unwrap();
     let src = root.path().join("big.bin");
     std::fs::write(&src, random_bytes(64 << 20, 4)).unwrap();
-    let mut params = common::fs_params(root.path());
+    let mut params = fs_params(root.path());
     params.data.buffer = BufferPolicy::Drs;
-    let (addr, shutdown, task) = common::spawn_server(params).await;
-    let (via, wire) = proxy(addr).await;
-    let mut c = common::login(via).await;
+    let srv = TestServer::start(params).await;
+    let (via, wire) = proxy(srv.addr).await;
+    let mut c = login(via).await;
     assert!(c.features().drs(), "our server lists DRS in FEAT");
     assert!(!c.drs_negotiated(), "nothing before a transfer asks");
 
@@ -54,7 +57,7 @@ async fn drsftp_client_and_server_negotiate_drs_and_move_64_mib() {
     assert_eq!(s.bytes, 64 << 20);
     assert_eq!(s.streams, 2);
     assert!(s.verified, "{s:?}");
-    assert_eq!(sha256(&dst), sha256(&src));
+    assert_eq!(sha256_file(&dst), sha256_file(&src));
     let cmds = wire.commands();
     let sent = lines(&cmds);
     let at = |c: &str| sent.iter().position(|l| l.starts_with(c));
@@ -82,7 +85,7 @@ async fn drsftp_client_and_server_negotiate_drs_and_move_64_mib() {
         .await
         .expect("MODE E upload with DRS");
     assert!(s.verified, "{s:?}");
-    assert_eq!(sha256(&root.path().join("up.bin")), sha256(&up));
+    assert_eq!(sha256_file(&root.path().join("up.bin")), sha256_file(&up));
     assert_eq!(wire.commands().matches("OPTS DRS").count(), 1);
 
     // A transfer that does not ask for DRS turns it off again (in-band headers stop), and still works.
@@ -97,22 +100,21 @@ async fn drsftp_client_and_server_negotiate_drs_and_move_64_mib() {
     .expect("MODE E download without DRS");
     assert!(!c.drs_negotiated());
     assert!(wire.commands().contains("OPTS DRS Inband=0;\r\n"));
-    assert_eq!(sha256(&dst2), sha256(&src));
+    assert_eq!(sha256_file(&dst2), sha256_file(&src));
     c.quit().await.unwrap();
-    shutdown.trigger();
-    let _ = task.await;
+    let _ = srv.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn globus_server_never_sees_opts_drs() {
-    if !common::globus_installed("globus_server_never_sees_opts_drs") {
+    let Some((dir, g)) =
+        globus::start_in_tempdir("globus_server_never_sees_opts_drs", "drsftp-drs-test-", &[])
+    else {
         return;
-    }
-    let dir = common::globus_tempdir("drsftp-drs-test-");
+    };
     let src = dir.path().join("src.bin");
     std::fs::write(&src, random_bytes(8 << 20, 6)).unwrap();
-    common::chmod(&src, 0o644);
-    let g = Globus::start(dir.path(), &[]);
+    chmod(&src, 0o644);
     let (via, wire) = proxy(g.authority().parse().unwrap()).await;
     let mut c = Client::connect(&via.to_string(), "anonymous", "x", Duration::from_secs(30))
         .await
@@ -132,7 +134,7 @@ async fn globus_server_never_sees_opts_drs() {
             .await
             .expect("download from Globus with --buffer drs");
         assert!(s.verified, "{s:?}");
-        assert_eq!(sha256(&dst), sha256(&src));
+        assert_eq!(sha256_file(&dst), sha256_file(&src));
         assert!(!c.drs_negotiated());
     }
     c.quit().await.unwrap();

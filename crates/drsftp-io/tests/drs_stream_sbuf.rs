@@ -6,20 +6,22 @@
 //! (16 MiB, the server's DRS ceiling at 1 MiB, so the client is still sending when the notices come). A client that
 //! did not opt in (plain one-argument SBUF semantics) sees no `126` line and sends no two-argument SBUF.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use drsftp_io::client::{Client, ClientOptions, TransferMode};
 use drsftp_io::data::{DataOpts, Progress, SbufCounts, SbufObserver};
-use drsftp_io::server::{self, ServerParams};
+use drsftp_io::server::ServerParams;
 use drsftp_proto::server::ServerConfig;
 use drsftp_storage::{
     FileHandle, FsStorage, Metadata, PartFile, Result as SResult, Storage, WriteMode,
 };
 use drsftp_tune::BufferPolicy;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+
+mod common;
+use common::proxy;
+use drsftp_testkit::data::random_bytes;
+use drsftp_testkit::server::TestServer;
 
 const RATE: f64 = 16e6;
 const SIZE: usize = 8 << 20;
@@ -127,79 +129,6 @@ impl Storage for PacedStorage {
     }
 }
 
-/// Control-channel bytes seen by [`proxy`], per direction.
-#[derive(Default)]
-struct Wire {
-    to_server: Mutex<Vec<u8>>,
-    to_client: Mutex<Vec<u8>>,
-}
-
-impl Wire {
-    fn commands(&self) -> String {
-        String::from_utf8_lossy(&self.to_server.lock().unwrap()).into_owned()
-    }
-    fn replies(&self) -> String {
-        String::from_utf8_lossy(&self.to_client.lock().unwrap()).into_owned()
-    }
-}
-
-/// A loopback proxy for one control connection to `upstream`, recording both directions.
-async fn proxy(upstream: SocketAddr) -> (SocketAddr, Arc<Wire>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let wire = Arc::new(Wire::default());
-    let w = wire.clone();
-    tokio::spawn(async move {
-        let (client, _) = l.accept().await.unwrap();
-        let server = TcpStream::connect(upstream).await.unwrap();
-        let (cr, cw) = client.into_split();
-        let (sr, sw) = server.into_split();
-        let up = tokio::spawn(pipe(cr, sw, w.clone(), true));
-        let down = tokio::spawn(pipe(sr, cw, w, false));
-        let _ = tokio::join!(up, down);
-    });
-    (addr, wire)
-}
-
-async fn pipe(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    wire: Arc<Wire>,
-    to_server: bool,
-) {
-    let mut buf = vec![0u8; 8192];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let log = if to_server {
-            &wire.to_server
-        } else {
-            &wire.to_client
-        };
-        log.lock().unwrap().extend_from_slice(&buf[..n]);
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
-        }
-    }
-    let _ = to.shutdown().await;
-}
-
-/// Deterministic pseudo-random bytes (xorshift64*).
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
 fn opts(buffer: BufferPolicy) -> ClientOptions {
     ClientOptions {
         streams: 1,
@@ -222,7 +151,7 @@ fn assert_sndbuf_follows(c: &SbufCounts) {
     assert!(c.last_applied >= c.last_told.min(64 << 20), "{c:?}");
 }
 
-async fn start_server(root: &std::path::Path) -> (SocketAddr, server::Shutdown, Arc<SbufObserver>) {
+async fn start_server(root: &std::path::Path) -> (TestServer, Arc<SbufObserver>) {
     let observer = Arc::new(SbufObserver::default());
     let params = ServerParams {
         session: ServerConfig::default(),
@@ -234,10 +163,7 @@ async fn start_server(root: &std::path::Path) -> (SocketAddr, server::Shutdown, 
         },
         storage: Arc::new(PacedStorage(FsStorage::new(root).unwrap())),
     };
-    let (addr, shutdown, _task) = server::spawn("127.0.0.1:0".parse().unwrap(), params)
-        .await
-        .unwrap();
-    (addr, shutdown, observer)
+    (TestServer::start(params).await, observer)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,7 +171,8 @@ async fn stream_mode_sbuf_on_the_control_channel_both_ways() {
     let root = tempfile::tempdir().unwrap();
     let data = random_bytes(SIZE, 11);
     std::fs::write(root.path().join("down.bin"), &data).unwrap();
-    let (addr, shutdown, observer) = start_server(root.path()).await;
+    let (srv, observer) = start_server(root.path()).await;
+    let addr = srv.addr;
     let (via, wire) = proxy(addr).await;
     let mut c = Client::connect(&via.to_string(), "anonymous", "x", Duration::from_secs(30))
         .await
@@ -355,5 +282,5 @@ async fn stream_mode_sbuf_on_the_control_channel_both_ways() {
         "nothing on the server side either"
     );
     c.quit().await.unwrap();
-    shutdown.trigger();
+    drop(srv);
 }

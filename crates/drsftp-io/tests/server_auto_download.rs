@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use drsftp_io::client::{peak_and_final, ClientOptions, TransferMode, TransferSummary};
+use drsftp_io::client::{peak_and_final, Client, ClientOptions, TransferMode, TransferSummary};
 use drsftp_io::data::{AutoSender, DataOpts, Progress};
 use drsftp_io::server::ServerParams;
 use drsftp_proto::server::ServerConfig;
@@ -20,8 +20,8 @@ use drsftp_storage::{
 };
 use drsftp_tune::{AutoConfig, StreamAction};
 
-mod common;
-use common::{login, sha256, xorshift_bytes};
+use drsftp_testkit::data::{random_bytes, sha256_file};
+use drsftp_testkit::server::{login, TestServer};
 
 /// A tree whose reads are slowed: `per_read` per read call (per-stream limit) and, with `shared`, all readers
 /// together at most that many bytes/s.
@@ -106,7 +106,7 @@ impl Storage for Slow {
 /// A 256 KiB block (the default) per 25 ms: about 10 MB/s per stream.
 const PER_READ: Duration = Duration::from_millis(25);
 
-async fn serve(root: &Path, shared: Option<f64>) -> (String, impl FnOnce()) {
+async fn serve(root: &Path, shared: Option<f64>) -> (String, TestServer) {
     let storage = Slow {
         inner: FsStorage::new(root).unwrap(),
         per_read: PER_READ,
@@ -123,11 +123,8 @@ async fn serve(root: &Path, shared: Option<f64>) -> (String, impl FnOnce()) {
         data: DataOpts::default(),
         storage: Arc::new(storage),
     };
-    let (addr, shutdown, task) = common::spawn_server(params).await;
-    (addr.to_string(), move || {
-        drop(shutdown);
-        task.abort();
-    })
+    let srv = TestServer::start(params).await;
+    (srv.addr.to_string(), srv)
 }
 
 fn auto_opts(start: u32, min: u32, max: u32) -> ClientOptions {
@@ -152,29 +149,55 @@ fn joined(s: &TransferSummary) -> u32 {
         .sum()
 }
 
+/// Downloads `remote` to `dst` with `o`, printing the stream changes; panics with `what` on failure.
+async fn download_logged(
+    c: &mut Client,
+    remote: &str,
+    dst: &Path,
+    o: &ClientOptions,
+    what: &str,
+) -> TransferSummary {
+    let s = c
+        .download(remote, dst, o, Arc::new(Progress::new()))
+        .await
+        .expect(what);
+    eprintln!("{} connections, changes {:?}", s.streams, s.stream_actions);
+    s
+}
+
+/// On the same session, a plain 2-stream download of `remote` to `again` (panics with `what` on failure): the
+/// same bytes as `dst`.
+async fn plain_download_matches(
+    c: &mut Client,
+    remote: &str,
+    again: &Path,
+    dst: &Path,
+    what: &str,
+) {
+    let fixed = ClientOptions {
+        streams: 2,
+        ..ClientOptions::default()
+    };
+    c.download(remote, again, &fixed, Arc::new(Progress::new()))
+        .await
+        .expect(what);
+    assert_eq!(sha256_file(again), sha256_file(dst));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_download_refines_on_the_server() {
     let root = tempfile::tempdir().unwrap();
     // ~100 MB: about 4 s at 2-4 streams; the controller's first probe comes after ~1.5 s.
-    std::fs::write(root.path().join("a.bin"), xorshift_bytes(96 << 20, 5)).unwrap();
-    let (addr, stop) = serve(root.path(), None).await;
+    std::fs::write(root.path().join("a.bin"), random_bytes(96 << 20, 5)).unwrap();
+    let (addr, srv) = serve(root.path(), None).await;
     let mut c = login(&addr).await;
     let out = tempfile::tempdir().unwrap();
     let dst = out.path().join("a.bin");
     // Parallelism=2,1,8;
-    let s = c
-        .download(
-            "/a.bin",
-            &dst,
-            &auto_opts(2, 1, 8),
-            Arc::new(Progress::new()),
-        )
-        .await
-        .expect("auto download");
-    eprintln!("{} connections, changes {:?}", s.streams, s.stream_actions);
+    let s = download_logged(&mut c, "/a.bin", &dst, &auto_opts(2, 1, 8), "auto download").await;
     assert_eq!(s.mode, TransferMode::Extended);
     assert!(s.verified, "{s:?}");
-    assert_eq!(sha256(&dst), sha256(&root.path().join("a.bin")));
+    assert_eq!(sha256_file(&dst), sha256_file(&root.path().join("a.bin")));
     let (peak, last) = peak_and_final(&s.stream_actions).expect("stream changes recorded");
     // Every stream that joined is an extra connection that ended with EOD and was counted in EOF (a miscount
     // fails the receive with BadEodCount or "k of n data connections").
@@ -184,43 +207,41 @@ async fn auto_download_refines_on_the_server() {
     assert!(joined(&s) as usize <= s.streams);
     // The session is fine afterwards, also for a fixed-count transfer on the same control connection.
     let again = out.path().join("b.bin");
-    let fixed = ClientOptions {
-        streams: 2,
-        ..ClientOptions::default()
-    };
-    c.download("/a.bin", &again, &fixed, Arc::new(Progress::new()))
-        .await
-        .expect("plain download after the auto one");
-    assert_eq!(sha256(&again), sha256(&dst));
-    stop();
+    plain_download_matches(
+        &mut c,
+        "/a.bin",
+        &again,
+        &dst,
+        "plain download after the auto one",
+    )
+    .await;
+    drop(srv);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixed_parallelism_stays_put_and_bad_values_get_501() {
     let root = tempfile::tempdir().unwrap();
     // ~2 s at 4 streams: past the point where an auto controller would have probed.
-    std::fs::write(root.path().join("f.bin"), xorshift_bytes(80 << 20, 7)).unwrap();
-    let (addr, stop) = serve(root.path(), None).await;
+    std::fs::write(root.path().join("f.bin"), random_bytes(80 << 20, 7)).unwrap();
+    let (addr, srv) = serve(root.path(), None).await;
     let mut c = login(&addr).await;
     let out = tempfile::tempdir().unwrap();
     // `-p auto` whose range is one value sends Parallelism=4,4,4; (what globus-url-copy sends): fixed.
     let dst = out.path().join("f.bin");
-    let s = c
-        .download(
-            "/f.bin",
-            &dst,
-            &auto_opts(4, 4, 4),
-            Arc::new(Progress::new()),
-        )
-        .await
-        .expect("fixed download");
-    eprintln!("{} connections, changes {:?}", s.streams, s.stream_actions);
+    let s = download_logged(
+        &mut c,
+        "/f.bin",
+        &dst,
+        &auto_opts(4, 4, 4),
+        "fixed download",
+    )
+    .await;
     assert_eq!(s.streams, 4, "{s:?}");
     assert!(s
         .stream_actions
         .iter()
         .all(|e| matches!(e.action, StreamAction::Add(_)) && e.streams <= 4));
-    assert_eq!(sha256(&dst), sha256(&root.path().join("f.bin")));
+    assert_eq!(sha256_file(&dst), sha256_file(&root.path().join("f.bin")));
     // Malformed values: 501, and the next command works.
     for bad in [
         "OPTS RETR Parallelism=9,1,8;",
@@ -236,19 +257,15 @@ async fn fixed_parallelism_stays_put_and_bad_values_get_501() {
         assert!(r.starts_with("200"), "{r}");
     }
     let again = out.path().join("g.bin");
-    c.download(
+    plain_download_matches(
+        &mut c,
         "/f.bin",
         &again,
-        &ClientOptions {
-            streams: 2,
-            ..ClientOptions::default()
-        },
-        Arc::new(Progress::new()),
+        &dst,
+        "download after the refusals",
     )
-    .await
-    .expect("download after the refusals");
-    assert_eq!(sha256(&again), sha256(&dst));
-    stop();
+    .await;
+    drop(srv);
 }
 
 /// Two auto downloads at once through one shared 40 MB/s bottleneck (each stream is worth ~10 MB/s alone): both
@@ -257,9 +274,9 @@ async fn fixed_parallelism_stays_put_and_bad_values_get_501() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_auto_downloads_share_a_bottleneck() {
     let root = tempfile::tempdir().unwrap();
-    std::fs::write(root.path().join("x.bin"), xorshift_bytes(64 << 20, 11)).unwrap();
-    std::fs::write(root.path().join("y.bin"), xorshift_bytes(64 << 20, 13)).unwrap();
-    let (addr, stop) = serve(root.path(), Some(40e6)).await;
+    std::fs::write(root.path().join("x.bin"), random_bytes(64 << 20, 11)).unwrap();
+    std::fs::write(root.path().join("y.bin"), random_bytes(64 << 20, 13)).unwrap();
+    let (addr, srv) = serve(root.path(), Some(40e6)).await;
     let out = tempfile::tempdir().unwrap();
     let run = |name: &'static str, start: u32| {
         let addr = addr.clone();
@@ -279,8 +296,8 @@ async fn two_auto_downloads_share_a_bottleneck() {
         }
     };
     let ((a, pa), (b, pb)) = tokio::join!(run("x.bin", 4), run("y.bin", 2));
-    assert_eq!(sha256(&pa), sha256(&root.path().join("x.bin")));
-    assert_eq!(sha256(&pb), sha256(&root.path().join("y.bin")));
+    assert_eq!(sha256_file(&pa), sha256_file(&root.path().join("x.bin")));
+    assert_eq!(sha256_file(&pb), sha256_file(&root.path().join("y.bin")));
     let (_, fa) = peak_and_final(&a.stream_actions).unwrap();
     let (_, fb) = peak_and_final(&b.stream_actions).unwrap();
     eprintln!(
@@ -288,5 +305,5 @@ async fn two_auto_downloads_share_a_bottleneck() {
         a.stream_actions, b.stream_actions
     );
     assert!(fa <= 3 * fb && fb <= 3 * fa, "x {fa} vs y {fb}");
-    stop();
+    drop(srv);
 }

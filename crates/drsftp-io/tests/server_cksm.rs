@@ -11,8 +11,8 @@ use drsftp_io::client::{Client, ClientOptions, TransferMode};
 use drsftp_io::data::Progress;
 use drsftp_storage::{checksum_bytes, ChecksumAlg};
 
-mod common;
-use common::xorshift_bytes;
+use drsftp_testkit::data::random_bytes;
+use drsftp_testkit::server::TestServer;
 
 fn crc(b: &[u8]) -> String {
     checksum_bytes(ChecksumAlg::Crc32c, b)
@@ -55,15 +55,15 @@ async fn download(c: &mut Client, dst: &Path, mode: TransferMode) -> Option<(Str
 async fn cksm_after_retr_is_from_the_engine_only_while_the_file_is_unchanged() {
     let root = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let (addr, shutdown, task) = common::spawn_server(common::fs_params(root.path())).await;
-    let mut c = common::login(addr).await;
+    let srv = TestServer::serve(root.path()).await;
+    let mut c = srv.login().await;
     let src = root.path().join("f.bin");
     let dst = out.path().join("f.bin");
     let old = SystemTime::now() - Duration::from_secs(3600);
     let (a, b, d) = (
-        xorshift_bytes(3 << 20, 1),
-        xorshift_bytes(3 << 20, 2),
-        xorshift_bytes(3 << 20, 3),
+        random_bytes(3 << 20, 1),
+        random_bytes(3 << 20, 2),
+        random_bytes(3 << 20, 3),
     );
     for mode in [TransferMode::Stream, TransferMode::Extended] {
         write_settled(&src, &a, old);
@@ -107,6 +107,5 @@ async fn cksm_after_retr_is_from_the_engine_only_while_the_file_is_unchanged() {
         assert_eq!(got, crc(&b), "{mode:?}: cache dropped by MKD");
     }
     let _ = c.quit().await;
-    drop(shutdown);
-    task.abort();
+    drop(srv);
 }

@@ -6,29 +6,15 @@ use std::time::Duration;
 
 use drsftp_lab::daemon::pid_alive;
 use drsftp_lab::measure::udp_ping;
-use drsftp_lab::{lab_namespaces, namespace_pids, skip_if_unavailable, Lab, LabConfig};
+use drsftp_lab::{lab_namespaces, namespace_pids, Lab, LabConfig};
 use drsftp_netem::Profile;
-
-fn skip(test: &str) -> bool {
-    skip_if_unavailable(test)
-}
-
-fn name(suffix: &str) -> String {
-    format!("t{}{suffix}", std::process::id() % 1_000_000)
-}
+use drsftp_testkit::lab::name;
+use drsftp_testkit::require_lab;
 
 #[test]
 fn four_hosts_all_pairs_reach_each_other() {
-    if skip("four_hosts_all_pairs_reach_each_other") {
-        return;
-    }
-    let lab = Lab::up(LabConfig::new(
-        &name("q"),
-        4,
-        Duration::from_millis(10),
-        100_000_000,
-    ))
-    .unwrap();
+    require_lab!("four_hosts_all_pairs_reach_each_other");
+    let lab = drsftp_testkit::lab::up("q", 4, Duration::from_millis(10), 100_000_000);
     assert_eq!(lab.hosts().len(), 4);
     for (a, b) in [(1, 4), (4, 1), (2, 3), (3, 2), (1, 2)] {
         let p = udp_ping(&lab, a, b, 9, Duration::from_millis(2)).unwrap();
@@ -49,9 +35,7 @@ fn four_hosts_all_pairs_reach_each_other() {
 
 #[test]
 fn profile_changes_rtt_during_the_run() {
-    if skip("profile_changes_rtt_during_the_run") {
-        return;
-    }
+    require_lab!("profile_changes_rtt_during_the_run");
     let mut cfg = LabConfig::new(&name("p"), 2, Duration::from_millis(10), 100_000_000);
     cfg.profile = Some(Profile::parse("0s rtt=10ms\n1500ms rtt=60ms\n").unwrap());
     let lab = Lab::up(cfg).unwrap();
@@ -69,9 +53,7 @@ fn profile_changes_rtt_during_the_run() {
 
 #[test]
 fn panic_with_a_lab_in_scope_removes_it() {
-    if skip("panic_with_a_lab_in_scope_removes_it") {
-        return;
-    }
+    require_lab!("panic_with_a_lab_in_scope_removes_it");
     let n = name("x");
     let n2 = n.clone();
     let r = std::panic::catch_unwind(move || {
@@ -86,9 +68,7 @@ fn panic_with_a_lab_in_scope_removes_it() {
 /// Starts a foreground child and a detached daemon inside host 2; both must be gone after the lab is dropped.
 #[test]
 fn teardown_ends_processes_inside_the_hosts() {
-    if skip("teardown_ends_processes_inside_the_hosts") {
-        return;
-    }
+    require_lab!("teardown_ends_processes_inside_the_hosts");
     let n = name("k");
     let lab = Lab::up(LabConfig::new(&n, 2, Duration::from_millis(1), 0)).unwrap();
     let mut child = lab.exec(2, "sleep").arg("600").spawn().unwrap();
@@ -120,9 +100,7 @@ fn teardown_ends_processes_inside_the_hosts() {
 /// `DRS_LAB_HOLD` set, which makes `hold_lab_until_killed` (a no-op otherwise) bring up a lab and wait.
 #[test]
 fn interrupted_owner_leaves_nothing_behind() {
-    if skip("interrupted_owner_leaves_nothing_behind") {
-        return;
-    }
+    require_lab!("interrupted_owner_leaves_nothing_behind");
     use std::io::BufRead;
     let n = name("i");
     let mut owner = std::process::Command::new(std::env::current_exe().unwrap())

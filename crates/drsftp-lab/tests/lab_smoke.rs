@@ -6,14 +6,14 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use drsftp_lab::measure::udp_ping;
-use drsftp_lab::{lab_namespaces, skip_if_unavailable, Lab, LabConfig};
+use drsftp_lab::{lab_namespaces, Lab, LabConfig};
+use drsftp_testkit::data::pattern;
+use drsftp_testkit::require_lab;
 
 #[test]
 fn two_host_lab_rtt_and_tcp_transfer() {
-    if skip_if_unavailable("two_host_lab_rtt_and_tcp_transfer") {
-        return;
-    }
-    let name = format!("t{}", std::process::id() % 1_000_000);
+    require_lab!("two_host_lab_rtt_and_tcp_transfer");
+    let name = drsftp_testkit::lab::name("");
     let cfg = LabConfig::new(&name, 2, Duration::from_millis(20), 100_000_000);
     let lab = Lab::up(cfg).expect("lab up");
     assert_eq!(lab_namespaces(&name).len(), 2);
@@ -54,7 +54,7 @@ fn two_host_lab_rtt_and_tcp_transfer() {
         .run_in(1, move || TcpStream::connect((a2, port)))
         .unwrap()
         .unwrap();
-    let data: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+    let data = pattern(n, 7);
     let t = Instant::now();
     let mut c = client;
     c.write_all(&data).unwrap();
@@ -78,9 +78,7 @@ fn two_host_lab_rtt_and_tcp_transfer() {
 
 #[test]
 fn lab_up_rejects_bad_names_and_cleans_up_on_error() {
-    if skip_if_unavailable("lab_up_rejects_bad_names_and_cleans_up_on_error") {
-        return;
-    }
+    require_lab!("lab_up_rejects_bad_names_and_cleans_up_on_error");
     let bad = LabConfig::new("Bad-Name", 2, Duration::from_millis(1), 0);
     assert!(matches!(Lab::up(bad), Err(drsftp_lab::LabError::Config(_))));
     // A bogus congestion control name fails during setup; the partly built lab must vanish.

@@ -264,9 +264,7 @@ mod tests {
 
     #[test]
     fn multi_chunk_matches_one_shot() {
-        let data: Vec<u8> = (0..(CHUNK * 2 + 12345))
-            .map(|i| (i * 31 % 251) as u8)
-            .collect();
+        let data = drsftp_testkit::data::pattern(CHUNK * 2 + 12345, 31);
         let f = BytesFile::new(data.clone());
         for alg in ChecksumAlg::ALL {
             assert_eq!(

@@ -186,7 +186,7 @@ fn symlink_inside_root_works() {
 #[test]
 fn out_of_order_writes_assemble_the_file() {
     let (dir, s) = setup();
-    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let data = drsftp_testkit::data::pattern(100_000, 1);
     let p = s.open_write("/big", WriteMode::Replace).unwrap();
     let h = p.handle();
     let mut blocks: Vec<(usize, &[u8])> = data

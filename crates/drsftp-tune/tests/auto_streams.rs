@@ -33,6 +33,19 @@ fn drive(ctl: &mut AutoStreams, now: &mut Instant, secs: u64, n: u32, cap: f64) 
     }
 }
 
+/// The default controller, up to 64 streams.
+fn up_to_64() -> AutoConfig {
+    AutoConfig {
+        max_streams: 64,
+        ..AutoConfig::default()
+    }
+}
+
+/// [`up_to_64`] on a 100 ms path sampled every 250 ms.
+fn up_to_64_at_100ms() -> AutoConfig {
+    up_to_64().scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250))
+}
+
 #[test]
 fn climbs_to_the_true_saturation_point_and_stops() {
     // True path: C1' = 200 (the default model, 155, under-estimates it): P_o(1 MB, 50 ms) = 25.8.
@@ -108,10 +121,7 @@ fn loss_limited_streams_grow_geometrically_to_the_cap() {
     // 0.1 % loss and 100 ms under cubic: every stream carries ~8 Mbit/s whatever its window, so throughput is
     // linear in P far beyond the model's loss-free start (4). 64 streams still reach only half the bottleneck.
     let cap = RATE / 128.0;
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    };
+    let cfg = up_to_64();
     let mut ctl = AutoStreams::new(Instant::now(), 4, cfg.clone());
     let doubling = time_to_reach(&mut ctl, 64, cap, 60).expect("doubling reaches the cap");
     // Four doublings (4 -> 64), each one settle (1 s) plus one measurement (3 x 250 ms) after the base.
@@ -188,10 +198,7 @@ fn random_loss_without_a_queue_keeps_doubling_through_a_decaying_transient() {
     // overshoot): throughput alone says "stop"; 0.1 % retransmissions with no standing queue say "loss-limited,
     // room on the path", so doubling goes on to the cap, and the back-off does not fire afterwards.
     let decaying = |p: u32| 1e6 * 4.0 * 0.9f64.powi(p.ilog2() as i32 - 2);
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    };
+    let cfg = up_to_64();
     let mut now = Instant::now();
     let mut ctl = AutoStreams::new(now, 4, cfg.clone());
     drive_with_path(&mut ctl, &mut now, 20, decaying, Some((1e-3, 1.01)));
@@ -262,10 +269,7 @@ fn headroom_quadruples_the_stream_count() {
     // Loss-limited streams (0.1 % random loss, no queue) far below the cap: with the path signal the geometric
     // phase grows x4 (4 -> 16 -> 64, two steps), half the steps of plain doubling (four).
     let cap = RATE / 128.0;
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    };
+    let cfg = up_to_64();
     let mut now = Instant::now();
     let mut ctl = AutoStreams::new(now, 4, cfg.clone());
     let seen = drive_saturating(&mut ctl, &mut now, 20, cap, 1000);
@@ -302,10 +306,7 @@ fn a_headroom_step_past_saturation_keeps_the_estimated_saturation_point() {
     // but builds a queue, so the step is cut back to where 40 streams at the base's per-stream rate would be —
     // 40, not a ~25 % probe (20) followed by many small steps — and settles there.
     let cap = RATE / 128.0;
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    };
+    let cfg = up_to_64();
     let mut now = Instant::now();
     let mut ctl = AutoStreams::new(now, 4, cfg);
     let seen = drive_saturating(&mut ctl, &mut now, 60, cap, 40);
@@ -329,10 +330,7 @@ fn a_cut_back_that_loses_the_steps_throughput_is_undone() {
     // cut back to 60 / 2 = 30 streams by the base's per-stream rate; 30 streams then carry half the step's
     // throughput, so the cut is undone and the transfer holds 64.
     let cap = RATE / 128.0;
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    };
+    let cfg = up_to_64();
     let mut now = Instant::now();
     let mut ctl = AutoStreams::new(now, 4, cfg);
     let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, 0, inflated_below_16(cap));
@@ -383,11 +381,7 @@ fn cut_back_with_loss_rate(
 ) -> (Vec<StreamAction>, AutoStreams) {
     let cap = RATE / 128.0;
     let mss = (over * cap * 0.1 / (0.75f64 / 1e-3).sqrt()) as u64;
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    }
-    .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
+    let cfg = up_to_64_at_100ms();
     let mut now = Instant::now();
     let mut ctl = AutoStreams::new(now, 4, cfg);
     let seen = drive_saturating_with(&mut ctl, &mut now, 60, 60, mss, rate);
@@ -502,11 +496,7 @@ fn a_slow_start_queue_after_each_step_is_not_a_standing_queue() {
     // median period shows no queue and growth goes on to the cap. The same queue in three of every four periods
     // counts as standing: the early first measurement is dropped, the next one (no headroom) doubles, and the
     // doubling (measured in periods 9-12 after a 2 s settle) is reverted.
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    }
-    .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
+    let cfg = up_to_64_at_100ms();
     assert_eq!(drive_transient(&cfg, |_, t| (5..=6).contains(&t)).0, 64);
     let (held, seen) = drive_transient(&cfg, |_, t| t >= 5 && (t - 5) % 4 < 3);
     assert!(held <= 5, "{held} {seen:?}");
@@ -522,11 +512,7 @@ fn a_x4_step_that_still_queues_after_settling_is_measured_once_more() {
     // The base (4 streams) shows random loss and no queue; after each x4 step the new streams' slow-start
     // overshoot keeps the first two windows queued (lab runs at 40 and 100 ms), the next one is clean. The step
     // is re-measured instead of being cut back, so the transfer reaches the cap without retiring anything.
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    }
-    .scaled_to_rtt(Duration::from_millis(100), Duration::from_millis(250));
+    let cfg = up_to_64_at_100ms();
     let (p, seen) = drive_transient(&cfg, |p, t| p > 4 && (9..=16).contains(&t));
     assert_eq!(p, 64, "{seen:?}");
     assert_eq!(
@@ -542,10 +528,7 @@ fn headroom_steps_settle_for_half_the_time() {
     // shows random loss), 1 s after a headroom step, and a measurement window of four 250 ms samples (the first
     // taken as the settle ends). 4 -> 16 comes at 1.75 s, 16 -> 64 1.75 s later (1 s settle + window), not
     // 2.75 s.
-    let cfg = AutoConfig {
-        max_streams: 64,
-        ..AutoConfig::default()
-    };
+    let cfg = up_to_64();
     let adds = drive_timed(cfg, 10, |_| 1e-3, 0, |_, p| 1e6 * p as f64);
     assert_eq!(
         adds,

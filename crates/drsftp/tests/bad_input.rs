@@ -13,7 +13,7 @@ fn code(r: &str) -> u16 {
     r[..3].parse().unwrap_or(0)
 }
 
-fn served() -> (tempfile::TempDir, std::path::PathBuf, Proc) {
+fn served() -> (tempfile::TempDir, std::path::PathBuf, ServerProcess) {
     let dir = open_tempdir();
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -22,7 +22,10 @@ fn udp_copy(args: &[&str]) -> (bool, String, String) {
     drsftp(&[&["copy", "--transport", "udp"], args].concat())
 }
 
-fn served(len: usize, extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Proc, String) {
+fn served(
+    len: usize,
+    extra: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, ServerProcess, String) {
     let dir = open_tempdir();
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
@@ -116,10 +119,7 @@ fn copy_udp_falls_back_to_tcp_against_globus() {
     );
     assert_eq!(sha256_file(&up), want);
     // Let globus' per-connection children finish before the parent is killed on drop.
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(500) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    srv.settle();
 }
 
 #[test]

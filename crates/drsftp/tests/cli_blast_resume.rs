@@ -15,14 +15,6 @@ use serde_json::Value;
 
 const T: Duration = Duration::from_secs(120);
 
-fn json_of(stdout: &str) -> Value {
-    let line = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON object on stdout: {stdout:?}"));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
-}
-
 fn part_files(dst: &Path) -> (PathBuf, PathBuf) {
     let name = dst.file_name().unwrap().to_string_lossy();
     (

@@ -10,7 +10,7 @@ use common::*;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const T: Duration = Duration::from_secs(120);
 
@@ -65,33 +65,23 @@ fn names_in(dir: &Path) -> Vec<String> {
     v
 }
 
-/// globus-gridftp-server forks one child per control connection: let those finish (after QUIT) while the parent
-/// can still reap them, so none is orphaned when the harness kills the parent (by PID) on drop.
-fn settle_globus(srv: &Proc) {
-    let pid = srv.child.id().to_string();
-    let has_children = || {
-        std::fs::read_dir("/proc")
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
-                    .any(|st| {
-                        st.lines()
-                            .any(|l| l.strip_prefix("PPid:").map(str::trim) == Some(pid.as_str()))
-                    })
-            })
-            .unwrap_or(false)
-    };
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while has_children() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// `drsftp copy -p <p> --json <from> <to>`, which must succeed (else `what` and `srv`'s log are shown); the
+/// JSON summary.
+fn copy_json(p: &str, from: &str, to: &str, what: &str, srv: &ServerProcess) -> serde_json::Value {
+    let (ok, o, e) = drsftp(&["copy", "-p", p, "--json", from, to]);
+    assert!(
+        ok,
+        "{what} failed: {o} {e}\nserver log:\n{}",
+        srv.log_text()
+    );
+    json_of(&o)
 }
 
 /// A served root with one random file, and a `drsftp serve` on it.
 struct Served {
     dir: tempfile::TempDir,
     root: std::path::PathBuf,
-    srv: Proc,
+    srv: ServerProcess,
 }
 
 fn served(file: &str, len: usize, seed: u64) -> (Served, String) {
@@ -111,14 +101,10 @@ fn copy_download_from_drsftp_serve_stream_and_mode_e() {
     for (p, mode) in [("1", "S"), ("4", "E")] {
         let out = s.dir.path().join(format!("down-p{p}.bin"));
         let url = s.srv.url("/src.bin");
-        let (ok, o, e) = drsftp(&["copy", "-p", p, "--json", &url, out.to_str().unwrap()]);
-        assert!(
-            ok,
-            "drsftp copy -p {p} failed: {o} {e}\nserver log:\n{}",
-            s.srv.log_text()
-        );
+        let what = format!("drsftp copy -p {p}");
+        let j = copy_json(p, &url, out.to_str().unwrap(), &what, &s.srv);
         check_summary(
-            &json_of(&o),
+            &j,
             len as u64,
             p.parse().unwrap(),
             mode,
@@ -153,14 +139,10 @@ fn copy_upload_to_drsftp_serve_stream_and_mode_e() {
     let want = random_file(&local, len, 23);
     for (p, mode) in [("1", "S"), ("4", "E")] {
         let url = s.srv.url(&format!("/up-p{p}.bin"));
-        let (ok, o, e) = drsftp(&["copy", "-p", p, "--json", local.to_str().unwrap(), &url]);
-        assert!(
-            ok,
-            "drsftp copy -p {p} (upload) failed: {o} {e}\nserver log:\n{}",
-            s.srv.log_text()
-        );
+        let what = format!("drsftp copy -p {p} (upload)");
+        let j = copy_json(p, local.to_str().unwrap(), &url, &what, &s.srv);
         check_summary(
-            &json_of(&o),
+            &j,
             len as u64,
             p.parse().unwrap(),
             mode,
@@ -197,14 +179,9 @@ fn copy_against_globus_gridftp_server() {
             ("download", "from", url(&src), out_s, &out),
             ("upload", "to", src_s, url(&up), &up),
         ] {
-            let (ok, o, e) = drsftp(&["copy", "-p", p, "--json", &from, &to]);
-            assert!(
-                ok,
-                "{what} -p {p} {way} globus failed: {o} {e}\nserver log:\n{}",
-                srv.log_text()
-            );
+            let j = copy_json(p, &from, &to, &format!("{what} -p {p} {way} globus"), &srv);
             check_summary(
-                &json_of(&o),
+                &j,
                 len as u64,
                 p.parse().unwrap(),
                 mode,
@@ -213,7 +190,9 @@ fn copy_against_globus_gridftp_server() {
             assert_eq!(sha256_file(result), want, "globus {what} -p {p}");
         }
     }
-    settle_globus(&srv);
+    // globus-gridftp-server forks one child per control connection: let those finish (after QUIT) while the
+    // parent can still reap them, so none is orphaned when the harness kills the parent (by PID) on drop.
+    srv.settle();
 }
 
 #[test]

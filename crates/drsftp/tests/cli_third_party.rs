@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
@@ -17,14 +17,6 @@ const T: Duration = Duration::from_secs(120);
 
 fn drsftp(args: &[&str]) -> (bool, String, String) {
     run(Command::new(bin()).args(args), T)
-}
-
-fn json_of(stdout: &str) -> Value {
-    let line = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON object on stdout: {stdout:?}"));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
 }
 
 /// A world-writable root directory under `dir`.
@@ -36,7 +28,7 @@ fn root(dir: &Path, name: &str) -> std::path::PathBuf {
 }
 
 /// `drsftp copy --json <extra> src dst`, asserting success; the JSON summary.
-fn copy_ok(extra: &[&str], src: &str, dst: &str, logs: &[&Proc]) -> Value {
+fn copy_ok(extra: &[&str], src: &str, dst: &str, logs: &[&ServerProcess]) -> Value {
     let mut args = vec!["copy", "--json"];
     args.extend_from_slice(extra);
     args.extend_from_slice(&[src, dst]);
@@ -102,7 +94,7 @@ fn third_party_with_globus_as_either_end() {
     let src = dir.path().join("g-src.bin");
     let want = random_file(&src, len, 62);
     let ours = drsftp_server(&rd, &[]);
-    let g = globus_server();
+    let g = globus::start(dir.path(), &[]);
     let gurl = |p: &Path| g.url(p.to_str().unwrap());
     for (k, extra) in [&[][..], &["-p", "4"][..]].into_iter().enumerate() {
         // Globus sends (it accepts our PORT to the drsftp server's PASV address).
@@ -130,10 +122,7 @@ fn third_party_with_globus_as_either_end() {
     assert!(j["notices"].to_string().contains("BPRT"), "{j}");
     assert_eq!(sha256_file(&back), want);
     // Let globus' per-connection children finish before the parent is killed on drop.
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(500) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    g.settle();
 }
 
 #[test]

@@ -23,7 +23,7 @@ fn drsftp(args: &[&str], xdg: Option<&Path>) -> (bool, String, String) {
 }
 
 /// Runs `drsftp tune calibrate ARGS`, which must succeed, and returns its `--json` summary.
-fn calibrate(srv: &Proc, args: &[&str]) -> Value {
+fn calibrate(srv: &ServerProcess, args: &[&str]) -> Value {
     let (ok, o, e) = drsftp(&[&["tune", "calibrate"], args].concat(), None);
     assert!(
         ok,

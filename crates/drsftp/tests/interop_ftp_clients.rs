@@ -15,7 +15,7 @@ struct Setup {
     want: String,
     local: std::path::PathBuf,
     local_sha: String,
-    srv: Proc,
+    srv: ServerProcess,
 }
 
 fn setup() -> Setup {

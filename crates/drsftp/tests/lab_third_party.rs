@@ -7,41 +7,19 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
-use drsftp_lab::{skip_if_unavailable, Lab, LabConfig};
+use drsftp_lab::Lab;
+use drsftp_testkit::require_lab;
 
 const T: Duration = Duration::from_secs(120);
 
 /// `drsftp serve` inside lab host `k`, listening on the host's lab address, anonymous, with extra args.
-fn lab_server(lab: &Lab, k: usize, root: &Path, extra: &[&str]) -> Proc {
-    let log = root.with_extension("serve.log");
-    let listen = format!("{}:0", lab.addr(k));
-    let mut child = lab
-        .exec(k, bin().to_str().expect("utf-8 binary path"))
-        .args(["serve", "--listen", &listen, "--anonymous", "--print-addr"])
-        .arg("--root")
-        .arg(root)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn drsftp serve in the lab");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read addr");
-    let addr: SocketAddr = line
-        .trim()
-        .strip_prefix("listening ")
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("drsftp serve printed {line:?}"));
-    Proc { child, addr, log }
+fn lab_server(lab: &Lab, k: usize, root: &Path, extra: &[&str]) -> ServerProcess {
+    let cmd = lab.exec(k, bin().to_str().expect("utf-8 binary path"));
+    drsftp_serve(cmd, &format!("{}:0", lab.addr(k)), root, extra)
 }
 
 /// `drsftp copy --json <extra> src dst` inside lab host `k`: (success, stdout, stderr).
@@ -51,28 +29,10 @@ fn lab_copy(lab: &Lab, k: usize, extra: &[&str], src: &str, dst: &str) -> (bool,
     run(&mut cmd, T)
 }
 
-fn json_of(stdout: &str) -> serde_json::Value {
-    let line = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON object on stdout: {stdout:?}"));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
-}
-
 #[test]
 fn third_party_copy_between_two_lab_hosts_tcp_and_udp() {
-    let test = "third_party_copy_between_two_lab_hosts_tcp_and_udp";
-    if skip_if_unavailable(test) {
-        return;
-    }
-    let name = format!("t{}3p", std::process::id() % 1_000_000);
-    let lab = Lab::up(LabConfig::new(
-        &name,
-        2,
-        Duration::from_millis(2),
-        500_000_000,
-    ))
-    .expect("lab up");
+    require_lab!("third_party_copy_between_two_lab_hosts_tcp_and_udp");
+    let lab = drsftp_testkit::lab::up("3p", 2, Duration::from_millis(2), 500_000_000);
     let dir = open_tempdir();
     let (r1, r2, r3) = (
         dir.path().join("h1"),

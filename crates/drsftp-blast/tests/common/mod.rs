@@ -15,18 +15,16 @@ pub use tcp::{Tcp, TcpResult};
 
 pub const MIB: usize = 1 << 20;
 
-/// Deterministic pseudo-random file contents.
-pub fn file_bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    let mut v = Vec::with_capacity(n + 8);
-    while v.len() < n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
+pub use drsftp_testkit::data::random_bytes;
+
+/// Fires the sender's and the receiver's timeouts that are due at `now`.
+pub fn fire_due_timeouts<P: NextPacket>(now: Instant, tx: &mut Sender<P>, rx: &mut Receiver) {
+    if tx.poll_timeout().is_some_and(|t| t <= now) {
+        tx.handle_timeout(now);
     }
-    v.truncate(n);
-    v
+    if rx.poll_timeout().is_some_and(|t| t <= now) {
+        rx.handle_timeout(now);
+    }
 }
 
 #[derive(Clone)]
@@ -122,7 +120,7 @@ pub fn run(
             let p = TransferParams::for_mtu(spec.transfer_id, spec.bytes as u64, spec.mtu).unwrap();
             let start = t0 + spec.start;
             Flow {
-                data: file_bytes(spec.bytes, spec.transfer_id),
+                data: random_bytes(spec.bytes, spec.transfer_id),
                 out: vec![0; spec.bytes],
                 count: vec![0; p.total_packets() as usize],
                 tx: Sender::new(p, spec.sender.clone(), start).unwrap(),

@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn source_reads_ahead_and_directly_behind() {
-        let data: Vec<u8> = (0..10_000_000u32).map(|i| (i % 251) as u8).collect();
+        let data = drsftp_testkit::data::pattern(10_000_000, 1);
         let file: Arc<dyn FileHandle> = Arc::new(BytesFile::new(data.clone()));
         let src = FileSource::new(file, 1000, 9_000_000);
         let mut buf = vec![0u8; 1436];

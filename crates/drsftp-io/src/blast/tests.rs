@@ -13,17 +13,7 @@ use drsftp_storage::{checksum, BytesFile, ChecksumAlg, FileHandle};
 
 use super::*;
 
-fn data(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+use drsftp_testkit::data::random_bytes;
 
 fn sha(f: &dyn FileHandle) -> String {
     checksum(f, ChecksumAlg::Sha256, 0, None).unwrap()
@@ -95,7 +85,7 @@ async fn transfer(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loopback_transfer_is_exact() {
-    let src = data(24 << 20, 7);
+    let src = random_bytes(24 << 20, 7);
     let want = sha(&BytesFile::new(src[1000..].to_vec()));
     let r = transfer(src.clone(), 1000, 9000, opts(), |_, _, _, _| {}).await;
     let got = r.out.read_at(&mut [0u8; 0], 0).unwrap();
@@ -151,12 +141,12 @@ async fn rate_cap_holds_and_small_files_work() {
         max_rate: 40_000_000,
         ..opts()
     };
-    let r = transfer(data(5 << 20, 3), 0, 1500, o, |_, _, _, _| {}).await;
+    let r = transfer(random_bytes(5 << 20, 3), 0, 1500, o, |_, _, _, _| {}).await;
     let mbps = r.rx.bytes as f64 * 8.0 * 1500.0 / 1436.0 / r.secs / 1e6;
     assert!(mbps < 44.0, "{mbps:.1} Mbit/s with a 40 Mbit/s cap");
     assert!(mbps > 20.0, "{mbps:.1} Mbit/s: far below the cap");
     for n in [0usize, 1, 1435, 1436, 1437] {
-        let src = data(n, 9);
+        let src = random_bytes(n, 9);
         let r = transfer(src.clone(), 0, 1500, opts(), |_, _, _, _| {}).await;
         let mut v = vec![0u8; n];
         assert_eq!(r.out.read_at(&mut v, 0).unwrap(), n);
@@ -175,7 +165,7 @@ fn datagrams(params: TransferParams, src: &[u8], n: usize) -> Vec<Vec<u8>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_datagrams_are_counted_and_the_file_stays_exact() {
-    let src = data(32 << 20, 11);
+    let src = random_bytes(32 << 20, 11);
     let copy = src.clone();
     let o = BlastOpts {
         max_rate: 400_000_000,
@@ -310,7 +300,7 @@ async fn cancel_stops_the_thread_and_idle_times_out() {
     };
     let s = bind(lo(), 0, &o).unwrap();
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let file: Arc<dyn FileHandle> = Arc::new(BytesFile::new(data(1 << 20, 1)));
+    let file: Arc<dyn FileHandle> = Arc::new(BytesFile::new(random_bytes(1 << 20, 1)));
     let t = Instant::now();
     let e = send(
         s,

@@ -52,15 +52,7 @@ mod tests {
     use drsftp_storage::{checksum_bytes, ChecksumAlg};
 
     fn data(n: usize) -> Vec<u8> {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        drsftp_testkit::data::random_bytes(n, 1)
     }
 
     /// Random cuts, shuffled: the combination is the whole-file CRC32C, formatted like the CKSM one.

@@ -32,7 +32,7 @@ fn globus_server_never_sees_opts_drs() {
     let mut h = Scripted::login(GLOBUS_FEAT);
     assert!(!h.s.features().drs());
     let sp = spec(Direction::Download, TransferMode::Extended, 4, true);
-    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.start(Op::Transfer(sp));
     h.expect("TYPE I", "200 Type set to I.\n");
     h.expect("MODE E", "200 Mode set to E.\n");
     h.expect(
@@ -59,11 +59,12 @@ fn globus_server_never_sees_opts_drs() {
     };
     assert!(!rep.drs_negotiated);
     // Stream upload too: still nothing.
-    h.s.start(
-        h.now,
-        Op::Transfer(spec(Direction::Upload, TransferMode::Stream, 1, true)),
-    )
-    .unwrap();
+    h.start(Op::Transfer(spec(
+        Direction::Upload,
+        TransferMode::Stream,
+        1,
+        true,
+    )));
     h.expect("MODE S", "200 Mode set to S.\n");
     assert_eq!(h.sent_one().as_deref(), Some("PASV"));
 }
@@ -72,11 +73,12 @@ fn globus_server_never_sees_opts_drs() {
 fn drsftp_server_negotiates_once_and_off_again() {
     let mut h = Scripted::login(DRSFTP_FEAT);
     assert!(h.s.features().drs());
-    h.s.start(
-        h.now,
-        Op::Transfer(spec(Direction::Download, TransferMode::Extended, 2, true)),
-    )
-    .unwrap();
+    h.start(Op::Transfer(spec(
+        Direction::Download,
+        TransferMode::Extended,
+        2,
+        true,
+    )));
     h.batch(
         &[
             "TYPE I",
@@ -95,22 +97,24 @@ fn drsftp_server_negotiates_once_and_off_again() {
     );
     assert!(h.report().drs_negotiated);
     // Still on: not repeated.
-    h.s.start(
-        h.now,
-        Op::Transfer(spec(Direction::Upload, TransferMode::Extended, 2, true)),
-    )
-    .unwrap();
+    h.start(Op::Transfer(spec(
+        Direction::Upload,
+        TransferMode::Extended,
+        2,
+        true,
+    )));
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
     h.events();
     h.s.handle_data_ready(h.now);
     h.expect("STOR /data/f", "125 Go.\n226 Transfer complete.\n");
     assert!(h.report().drs_negotiated);
     // A transfer that does not ask turns it off.
-    h.s.start(
-        h.now,
-        Op::Transfer(spec(Direction::Upload, TransferMode::Extended, 2, false)),
-    )
-    .unwrap();
+    h.start(Op::Transfer(spec(
+        Direction::Upload,
+        TransferMode::Extended,
+        2,
+        false,
+    )));
     h.expect("OPTS DRS Inband=0;", "200 DRS Inband=0;\n");
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
     h.events();
@@ -123,11 +127,12 @@ fn drsftp_server_negotiates_once_and_off_again() {
 #[test]
 fn refused_opts_drs_is_a_notice() {
     let mut h = Scripted::login(DRSFTP_FEAT);
-    h.s.start(
-        h.now,
-        Op::Transfer(spec(Direction::Download, TransferMode::Stream, 1, true)),
-    )
-    .unwrap();
+    h.start(Op::Transfer(spec(
+        Direction::Download,
+        TransferMode::Stream,
+        1,
+        true,
+    )));
     h.batch(
         &["TYPE I", "OPTS DRS Inband=1;"],
         "200 Type set to I.\n500 OPTS failed.\n",
@@ -148,11 +153,12 @@ fn refused_opts_drs_is_a_notice() {
 
 /// Stream-mode download with DRS on, up to the running RETR.
 fn stream_download_running(h: &mut Scripted) {
-    h.s.start(
-        h.now,
-        Op::Transfer(spec(Direction::Download, TransferMode::Stream, 1, true)),
-    )
-    .unwrap();
+    h.start(Op::Transfer(spec(
+        Direction::Download,
+        TransferMode::Stream,
+        1,
+        true,
+    )));
     h.batch(
         &["TYPE I", "OPTS DRS Inband=1;"],
         "200 Type set to I.\n200 DRS Inband=1;\n",
@@ -212,7 +218,7 @@ fn a_late_sbuf_refusal_does_not_confuse_the_next_command() {
         h.events().last(),
         Some(Event::Done(Outcome::Transferred(_)))
     ));
-    h.s.start(h.now, Op::Size("/data/f".into())).unwrap();
+    h.start(Op::Size("/data/f".into()));
     h.expect(
         "SIZE /data/f",
         "503 SBUF <id> <size> needs a running transfer.\n",
@@ -225,11 +231,12 @@ fn a_late_sbuf_refusal_does_not_confuse_the_next_command() {
 #[test]
 fn sbuf_notice_during_a_stream_upload() {
     let mut h = Scripted::login(DRSFTP_FEAT);
-    h.s.start(
-        h.now,
-        Op::Transfer(spec(Direction::Upload, TransferMode::Stream, 1, true)),
-    )
-    .unwrap();
+    h.start(Op::Transfer(spec(
+        Direction::Upload,
+        TransferMode::Stream,
+        1,
+        true,
+    )));
     h.batch(
         &["TYPE I", "OPTS DRS Inband=1;"],
         "200 Type set to I.\n200 DRS Inband=1;\n",

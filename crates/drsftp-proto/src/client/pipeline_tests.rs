@@ -190,7 +190,7 @@ fn globus_server_gets_one_command_at_a_time() {
         drs: false,
         transport: Transport::Tcp,
     };
-    h.s.start(h.now, Op::Transfer(sp.clone())).unwrap();
+    h.start(Op::Transfer(sp.clone()));
     h.batch(&["MODE S"], "200 ok\n");
     h.batch(&["SITE RETRBUFSIZE 1048576"], "500 no\n");
     h.batch(&["SBUF 1048576"], "200 ok\n");
@@ -201,10 +201,10 @@ fn globus_server_gets_one_command_at_a_time() {
     // Not even after a failure: a refused MODE leaves nothing to swallow.
     sp.mode = TransferMode::Extended;
     sp.tcp_buffer = None;
-    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.start(Op::Transfer(sp));
     h.batch(&["MODE E"], "504 no\n");
     assert!(matches!(&h.events()[..], [Event::Failed(e)] if e.reply_code() == Some(504)));
-    h.s.start(h.now, Op::Size("/data/f".into())).unwrap();
+    h.start(Op::Size("/data/f".into()));
     h.batch(&["SIZE /data/f"], "213 42\n");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Size(42))]);
 }
@@ -251,7 +251,7 @@ fn a_buffer_fallback_ends_a_batch() {
         drs: true,
         transport: Transport::Tcp,
     };
-    h.s.start(h.now, Op::Transfer(spec)).unwrap();
+    h.start(Op::Transfer(spec));
     h.batch(
         &["TYPE I", "MODE E", "SITE RETRBUFSIZE 4194304"],
         "200 ok\n200 ok\n500 unknown SITE command\n",
@@ -313,7 +313,7 @@ fn upload_to_a_drsftp_server_over_pasv() {
         drs: true,
         transport: Transport::Tcp,
     };
-    h.s.start(h.now, Op::Transfer(spec)).unwrap();
+    h.start(Op::Transfer(spec));
     h.batch(
         &["TYPE I", "MODE E", "OPTS DRS Inband=1;"],
         "200 Type set to I.\n200 Mode set to E.\n",

@@ -30,14 +30,10 @@ impl Scripted {
     pub(super) fn login(feat: &str) -> Self {
         let mut h = Scripted::new();
         h.reply("220 ready.\n");
-        h.s.start(
-            h.now,
-            Op::Login {
-                user: "anonymous".into(),
-                pass: "x".into(),
-            },
-        )
-        .unwrap();
+        h.start(Op::Login {
+            user: "anonymous".into(),
+            pass: "x".into(),
+        });
         h.expect("USER anonymous", "331 Password required.\n");
         h.expect("PASS x", "230 Logged in.\n");
         h.expect("FEAT", feat);
@@ -73,6 +69,10 @@ impl Scripted {
     pub(super) fn batch(&mut self, cmds: &[&str], replies: &str) {
         assert_eq!(self.sent(), cmds);
         self.reply(replies);
+    }
+    /// Starts `op` now; the session must accept it.
+    pub(super) fn start(&mut self, op: Op) {
+        self.s.start(self.now, op).unwrap();
     }
     pub(super) fn events(&mut self) -> Vec<Event> {
         std::iter::from_fn(|| self.s.poll_event()).collect()

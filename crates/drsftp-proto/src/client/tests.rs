@@ -15,18 +15,25 @@ fn nothing_sent(h: &mut Scripted) {
     assert_eq!(h.sent_one(), None);
 }
 
+/// Nothing more goes out while the driver binds: the session asks for `bind` and keeps no reply deadline.
+fn awaits_bind(h: &mut Scripted, bind: Event) {
+    nothing_sent(h);
+    assert_eq!(h.events(), vec![bind]);
+    assert_eq!(
+        h.s.poll_timeout(),
+        None,
+        "no reply deadline while the driver binds"
+    );
+}
+
 fn login_globus(h: &mut Scripted) {
     h.reply(
         "220 vm GridFTP Server 13.24 (gcc64, 1653033972-1) [Grid Community Toolkit 6.2] ready.\n",
     );
-    h.s.start(
-        h.now,
-        Op::Login {
-            user: "anonymous".into(),
-            pass: "drsftp@".into(),
-        },
-    )
-    .unwrap();
+    h.start(Op::Login {
+        user: "anonymous".into(),
+        pass: "drsftp@".into(),
+    });
     h.expect("USER anonymous", "331 Password required for anonymous.\n");
     h.expect("PASS drsftp@", "230 User anonymous logged in.\n");
     h.expect(
@@ -56,14 +63,10 @@ fn spec(direction: Direction, mode: TransferMode, streams: u32) -> TransferSpec 
 #[test]
 fn commands_wait_for_greeting() {
     let mut h = Scripted::new();
-    h.s.start(
-        h.now,
-        Op::Login {
-            user: "u".into(),
-            pass: "p".into(),
-        },
-    )
-    .unwrap();
+    h.start(Op::Login {
+        user: "u".into(),
+        pass: "p".into(),
+    });
     nothing_sent(&mut h);
     h.reply("220 ready\n");
     assert_eq!(sent(&mut h), "USER u");
@@ -75,11 +78,11 @@ fn mode_e_download_like_globus_url_copy() {
     // notes §3.2: TYPE I, MODE E, SITE RETRBUFSIZE, OPTS RETR, PORT, RETR, 150, 226.
     let mut h = Scripted::new();
     login_globus(&mut h);
-    h.s.start(
-        h.now,
-        Op::Transfer(spec(Direction::Download, TransferMode::Extended, 4)),
-    )
-    .unwrap();
+    h.start(Op::Transfer(spec(
+        Direction::Download,
+        TransferMode::Extended,
+        4,
+    )));
     h.expect("TYPE I", "200 Type set to I.\n");
     h.expect("MODE E", "200 Mode set to E.\n");
     h.expect("SITE RETRBUFSIZE 4194304", "200 Site Command Successful.\n");
@@ -87,13 +90,7 @@ fn mode_e_download_like_globus_url_copy() {
         "OPTS RETR Parallelism=4,4,4;",
         "200 OPTS Command Successful.\n",
     );
-    nothing_sent(&mut h);
-    assert_eq!(h.events(), vec![Event::Listen]);
-    assert_eq!(
-        h.s.poll_timeout(),
-        None,
-        "no reply deadline while the driver binds"
-    );
+    awaits_bind(&mut h, Event::Listen);
     h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
     h.expect("PORT 127,0,0,1,235,41", "200 PORT Command successful.\n");
     h.expect("RETR /tmp/gftp/src/f200M", "150 Beginning transfer.\n");
@@ -122,7 +119,7 @@ fn mode_e_download_like_globus_url_copy() {
         offset: 1000,
         length: 5000000,
     });
-    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.start(Op::Transfer(sp));
     h.expect(
         "OPTS RETR Parallelism=2,2,2;",
         "200 OPTS Command Successful.\n",
@@ -148,7 +145,7 @@ fn mode_e_upload_with_markers() {
     let mut sp = spec(Direction::Upload, TransferMode::Extended, 4);
     sp.path = "/tmp/gftp/dst/ul_p4".into();
     sp.alloc = Some(209715200);
-    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.start(Op::Transfer(sp));
     h.expect("TYPE I", "200 Type set to I.\n");
     h.expect("MODE E", "200 Mode set to E.\n");
     h.expect("SITE STORBUFSIZE 4194304", "200 Site Command Successful.\n");
@@ -192,7 +189,7 @@ fn stream_mode_partial_upload_and_mode_switch_back() {
         offset: 1000,
         length: 5000000,
     });
-    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.start(Op::Transfer(sp));
     h.expect("TYPE I", "200 ok\n");
     h.expect("MODE E", "200 ok\n");
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,2)\n");
@@ -206,7 +203,7 @@ fn stream_mode_partial_upload_and_mode_switch_back() {
     // Stream mode afterwards: MODE S is sent, no OPTS, PASV even for a download.
     let mut sp = spec(Direction::Download, TransferMode::Stream, 4);
     sp.tcp_buffer = None;
-    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.start(Op::Transfer(sp));
     h.expect("MODE S", "200 ok\n");
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,3)\n");
     assert_eq!(
@@ -225,21 +222,17 @@ fn stream_mode_partial_upload_and_mode_switch_back() {
 fn buffer_falls_back_to_sbuf_then_continues() {
     let mut h = Scripted::new();
     h.reply("220 hi\n");
-    h.s.start(
-        h.now,
-        Op::Login {
-            user: "a".into(),
-            pass: "b".into(),
-        },
-    )
-    .unwrap();
+    h.start(Op::Login {
+        user: "a".into(),
+        pass: "b".into(),
+    });
     h.expect("USER a", "230 no password needed\n");
     h.expect("FEAT", "502 not here\n");
     assert!(
         matches!(&h.events()[..], [Event::Done(Outcome::LoggedIn(f))] if f.names().count() == 0)
     );
     let sp = spec(Direction::Download, TransferMode::Stream, 1);
-    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.start(Op::Transfer(sp));
     h.expect("TYPE I", "200 ok\n");
     h.expect("SITE RETRBUFSIZE 4194304", "500 Invalid command.\n");
     h.expect("SBUF 4194304", "502 no\n");
@@ -271,19 +264,15 @@ fn buffer_falls_back_to_sbuf_then_continues() {
 fn size_checksum_list_raw_quit() {
     let mut h = Scripted::new();
     login_globus(&mut h);
-    h.s.start(h.now, Op::Size("/f".into())).unwrap();
+    h.start(Op::Size("/f".into()));
     h.expect("SIZE /f", "213 209715200\n");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Size(209715200))]);
-    h.s.start(
-        h.now,
-        Op::Checksum {
-            algorithm: "MD5".into(),
-            offset: 0,
-            length: None,
-            path: "/f".into(),
-        },
-    )
-    .unwrap();
+    h.start(Op::Checksum {
+        algorithm: "MD5".into(),
+        offset: 0,
+        length: None,
+        path: "/f".into(),
+    });
     h.expect("CKSM MD5 0 -1 /f", "213 55013D97c2a4df3d8d27523168a2a12c\n");
     assert_eq!(
         h.events(),
@@ -291,35 +280,27 @@ fn size_checksum_list_raw_quit() {
             "55013d97c2a4df3d8d27523168a2a12c".into()
         ))]
     );
-    h.s.start(
-        h.now,
-        Op::Checksum {
-            algorithm: "MD5".into(),
-            offset: 5,
-            length: Some(9),
-            path: "/f".into(),
-        },
-    )
-    .unwrap();
+    h.start(Op::Checksum {
+        algorithm: "MD5".into(),
+        offset: 5,
+        length: Some(9),
+        path: "/f".into(),
+    });
     h.expect("CKSM MD5 5 9 /f", "213 not hex!\n");
     assert!(matches!(
         &h.events()[..],
         [Event::Failed(ClientError::BadReply { .. })]
     ));
-    h.s.start(
-        h.now,
-        Op::List {
-            path: "/tmp".into(),
-            kind: ListKind::Mlsd,
-        },
-    )
-    .unwrap();
+    h.start(Op::List {
+        path: "/tmp".into(),
+        kind: ListKind::Mlsd,
+    });
     h.expect("TYPE I", "200 ok\n");
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,0,21)\n");
     h.s.handle_data_ready(h.now);
     h.expect("MLSD /tmp", "150 Opening\n226 Closing\n");
     assert!(matches!(h.events().last(), Some(Event::Done(Outcome::Listed(r))) if r.code == 226));
-    h.s.start(h.now, Op::Command("SITE HELP".into())).unwrap();
+    h.start(Op::Command("SITE HELP".into()));
     h.expect(
         "SITE HELP",
         "214-The following commands are recognized:\n ALLO APPE\n214 End\n",
@@ -327,7 +308,7 @@ fn size_checksum_list_raw_quit() {
     assert!(
         matches!(&h.events()[..], [Event::Done(Outcome::Reply(r))] if r.code == 214 && r.lines.len() == 3)
     );
-    h.s.start(h.now, Op::Quit).unwrap();
+    h.start(Op::Quit);
     h.expect("QUIT", "221 Goodbye.\n");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Closed)]);
     assert!(h.s.is_dead());
@@ -338,7 +319,7 @@ fn reply_timeout_is_fatal_and_virtual() {
     let mut h = Scripted::new();
     assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_secs(60)));
     h.reply("220 hi\n");
-    h.s.start(h.now, Op::Size("/x".into())).unwrap();
+    h.start(Op::Size("/x".into()));
     assert_eq!(sent(&mut h), "SIZE /x");
     let d = h.s.poll_timeout().unwrap();
     h.s.handle_timeout(d - Duration::from_millis(1));
@@ -358,7 +339,7 @@ fn abort_running_transfer() {
     login_globus(&mut h);
     let mut sp = spec(Direction::Download, TransferMode::Stream, 1);
     sp.tcp_buffer = None;
-    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.start(Op::Transfer(sp));
     h.expect("TYPE I", "200 ok\n");
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,0,21)\n");
     h.s.handle_data_ready(h.now);
@@ -373,7 +354,7 @@ fn abort_running_transfer() {
     assert!(!h.s.is_dead());
     // Abort while parked waiting for the driver: fails at once, nothing sent.
     let sp = spec(Direction::Download, TransferMode::Extended, 2);
-    h.s.start(h.now, Op::Transfer(sp)).unwrap();
+    h.start(Op::Transfer(sp));
     h.expect("MODE E", "200 ok\n");
     h.expect("SITE RETRBUFSIZE 4194304", "200 ok\n");
     h.expect("OPTS RETR Parallelism=2,2,2;", "200 ok\n");
@@ -387,7 +368,7 @@ fn abort_running_transfer() {
 fn framing_errors_and_eof_are_fatal() {
     let mut h = Scripted::new();
     h.reply("220 hi\n");
-    h.s.start(h.now, Op::Size("/x".into())).unwrap();
+    h.start(Op::Size("/x".into()));
     sent(&mut h);
     h.reply("HTTP/1.1 400 Bad Request\n");
     assert!(matches!(
@@ -410,14 +391,10 @@ fn framing_errors_and_eof_are_fatal() {
 fn password_is_masked_in_errors() {
     let mut h = Scripted::new();
     h.reply("220 hi\n");
-    h.s.start(
-        h.now,
-        Op::Login {
-            user: "u".into(),
-            pass: "secret".into(),
-        },
-    )
-    .unwrap();
+    h.start(Op::Login {
+        user: "u".into(),
+        pass: "secret".into(),
+    });
     h.expect("USER u", "331 pw\n");
     h.expect("PASS secret", "530 Login incorrect.\n");
     let ev = h.events();
@@ -463,8 +440,7 @@ fn blast_resume_sends_rest_ranges_once() {
         ("501 Syntax error in REST argument.\n", true),
     ] {
         h.s.set_blast_resume(held.clone());
-        h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
-            .unwrap();
+        h.start(Op::Transfer(blast_spec(Direction::Download, "/f")));
         if !notice {
             // First time round only: the session remembers TYPE I.
             h.expect("TYPE I", "200 Type set to I.\n");
@@ -496,8 +472,7 @@ fn blast_resume_sends_rest_ranges_once() {
         );
     }
     // Not carried over to the next transfer.
-    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
-        .unwrap();
+    h.start(Op::Transfer(blast_spec(Direction::Download, "/f")));
     h.expect(
         "OPTS BLAST MTU=1500;Rate=500000000;",
         "200 OPTS BLAST MTU=1500;Rate=0;\n",
@@ -517,23 +492,13 @@ fn blast_resume_sends_rest_ranges_once() {
 #[test]
 fn blast_download_and_upload_dialogues() {
     let mut h = Scripted::login(BLAST_FEAT);
-    h.s.start(
-        h.now,
-        Op::Transfer(blast_spec(Direction::Download, "/data/f")),
-    )
-    .unwrap();
+    h.start(Op::Transfer(blast_spec(Direction::Download, "/data/f")));
     h.expect("TYPE I", "200 Type set to I.\n");
     h.expect(
         "OPTS BLAST MTU=1500;Rate=500000000;",
         "200 OPTS BLAST MTU=1500;Rate=400000000;\n",
     );
-    nothing_sent(&mut h);
-    assert_eq!(h.events(), vec![Event::BlastBind]);
-    assert_eq!(
-        h.s.poll_timeout(),
-        None,
-        "no deadline while the driver binds"
-    );
+    awaits_bind(&mut h, Event::BlastBind);
     h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());
     h.expect(
         "BPAS 127,0,0,1,156,64",
@@ -562,8 +527,7 @@ fn blast_download_and_upload_dialogues() {
     assert_eq!(rep.buffer_command, None, "no TCP buffer commands for blast");
 
     // Upload: ALLO before STOR; no MODE/TYPE repeated.
-    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Upload, "/in/f")))
-        .unwrap();
+    h.start(Op::Transfer(blast_spec(Direction::Upload, "/in/f")));
     h.expect(
         "OPTS BLAST MTU=1500;Rate=500000000;",
         "200 OPTS BLAST MTU=1500;Rate=0;\n",
@@ -598,8 +562,7 @@ fn blast_falls_back_to_tcp_without_feat_and_fails_on_refusal() {
     // Globus lists no BLAST: the same spec runs over TCP, with a notice.
     let mut h = Scripted::new();
     login_globus(&mut h);
-    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
-        .unwrap();
+    h.start(Op::Transfer(blast_spec(Direction::Download, "/f")));
     h.expect("TYPE I", "200 Type set to I.\n");
     h.expect("SITE RETRBUFSIZE 4194304", "200 Site Command Successful.\n");
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
@@ -620,16 +583,14 @@ fn blast_falls_back_to_tcp_without_feat_and_fails_on_refusal() {
 
     // A server that lists BLAST but refuses the options or the channel: the operation fails.
     let mut h = Scripted::login(BLAST_FEAT);
-    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
-        .unwrap();
+    h.start(Op::Transfer(blast_spec(Direction::Download, "/f")));
     h.expect("TYPE I", "200 Type set to I.\n");
     h.expect(
         "OPTS BLAST MTU=1500;Rate=500000000;",
         "502 BLAST is disabled.\n",
     );
     assert!(matches!(&h.events()[..], [Event::Failed(e)] if e.reply_code() == Some(502)));
-    h.s.start(h.now, Op::Transfer(blast_spec(Direction::Download, "/f")))
-        .unwrap();
+    h.start(Op::Transfer(blast_spec(Direction::Download, "/f")));
     h.expect(
         "OPTS BLAST MTU=1500;Rate=500000000;",
         "200 OPTS BLAST MTU=1500;Rate=0;\n",

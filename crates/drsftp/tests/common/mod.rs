@@ -1,100 +1,28 @@
-//! Shared harness for the integration tests against real peers: a `drsftp serve` child process, a Debian
-//! `globus-gridftp-server` child, a check for peer tools that skips with a printed reason, random files and
-//! SHA-256. Every child is killed by PID in `Drop`; only loopback addresses are used.
-#![allow(dead_code)]
+//! Shared harness for the drsftp binary's integration tests, what only they use: the binary under test and a
+//! `drsftp serve` of it, a Globus peer with a random file, commands run with a timeout, the `--json` summary, a raw
+//! control connection and PASV parsing. Data, server processes (killed by PID on drop) and the Globus tools come
+//! from `drsftp_testkit`, re-exported here. Only loopback addresses are used.
+// Every test binary compiles this module but uses only part of it.
+#![allow(dead_code, unused_imports)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
+pub use drsftp_testkit::data::{chmod, random_file, sha256, sha256_file};
+pub use drsftp_testkit::globus::{self, have};
+pub use drsftp_testkit::server::{drsftp_serve, printed_addr, ServerProcess};
 
 /// The drsftp binary under test.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_drsftp"))
 }
 
-/// True if `tool` is on PATH (or an absolute path that exists); otherwise prints why the test is skipped.
-pub fn have(tool: &str, test: &str) -> bool {
-    let found = if tool.starts_with('/') {
-        Path::new(tool).exists()
-    } else {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !found {
-        eprintln!("SKIPPED {test}: `{tool}` is not installed (run scripts/setup.sh)");
-    }
-    found
-}
-
 /// A temporary directory every user may write to (Globus serves anonymous users as `nobody`).
 pub fn open_tempdir() -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix("drsftp-it")
-        .tempdir_in("/tmp")
-        .expect("tempdir");
-    chmod(d.path(), 0o777);
-    d
-}
-
-/// Set Unix permission bits.
-pub fn chmod(p: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
-
-/// Write `len` pseudo-random bytes (seeded) to `path`, world-readable; returns their SHA-256.
-pub fn random_file(path: &Path, len: usize, seed: u64) -> String {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut f = std::fs::File::create(path).expect("create");
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(buf.len());
-        for chunk in buf[..n].chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let b = x.to_le_bytes();
-            chunk.copy_from_slice(&b[..chunk.len()]);
-        }
-        f.write_all(&buf[..n]).expect("write");
-        h.update(&buf[..n]);
-        left -= n;
-    }
-    chmod(path, 0o666);
-    hex(&h.finalize())
-}
-
-/// SHA-256 of a file, hex.
-pub fn sha256_file(path: &Path) -> String {
-    let mut f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f.read(&mut buf).expect("read");
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    hex(&h.finalize())
-}
-
-/// SHA-256 of bytes, hex.
-pub fn sha256(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    drsftp_testkit::data::open_tempdir("drsftp-it")
 }
 
 /// The one JSON object a `--json` run printed on stdout.
@@ -106,108 +34,9 @@ pub fn json_of(stdout: &str) -> serde_json::Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line:?}: {e}"))
 }
 
-/// A free loopback TCP port (racy but fine for tests).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn wait_for_port(addr: SocketAddr, child: &mut Child, what: &str) {
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(20) {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return;
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("{what} exited early: {st}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what} did not start listening on {addr}");
-}
-
-/// A child process killed (by PID) and reaped on drop.
-pub struct Proc {
-    pub child: Child,
-    pub addr: SocketAddr,
-    pub log: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    /// `ftp://127.0.0.1:port` + `path` (path starts with '/').
-    pub fn url(&self, path: &str) -> String {
-        format!("ftp://{}{}", self.addr, path)
-    }
-    /// The server's log so far (for failure messages).
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
 /// Start `drsftp serve` on a free loopback port, serving `root` anonymously, with extra args.
-pub fn drsftp_server(root: &Path, extra: &[&str]) -> Proc {
-    let log = root.with_extension("serve.log");
-    let mut child = Command::new(bin())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--anonymous",
-            "--print-addr",
-            "--root",
-        ])
-        .arg(root)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn drsftp serve");
-    let addr = printed_addr(&mut child);
-    Proc { child, addr, log }
-}
-
-/// The address a `drsftp serve --print-addr` child announces on its stdout (`listening <addr>`).
-pub fn printed_addr(child: &mut Child) -> SocketAddr {
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read addr");
-    line.trim()
-        .strip_prefix("listening ")
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("drsftp serve printed {line:?}"))
-}
-
-/// Start Debian's globus-gridftp-server, anonymous, on loopback, home `/` (paths in URLs are host paths).
-pub fn globus_server() -> Proc {
-    let port = free_port();
-    let log = std::env::temp_dir().join(format!("gftp-{port}.log"));
-    let mut child = Command::new("globus-gridftp-server")
-        .args(["-aa", "-anonymous-user", "nobody", "-home-dir", "/"])
-        .args([
-            "-control-interface",
-            "127.0.0.1",
-            "-data-interface",
-            "127.0.0.1",
-        ])
-        .args(["-p", &port.to_string(), "-l"])
-        .arg(&log)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn globus-gridftp-server");
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-    wait_for_port(addr, &mut child, "globus-gridftp-server");
-    Proc { child, addr, log }
+pub fn drsftp_server(root: &Path, extra: &[&str]) -> ServerProcess {
+    drsftp_testkit::server::drsftp_server(&bin(), root, extra)
 }
 
 /// For a test against Globus (skipped with a printed reason, `None`, when the server is not installed): an open
@@ -218,14 +47,10 @@ pub fn globus_with_file(
     name: &str,
     len: usize,
     seed: u64,
-) -> Option<(tempfile::TempDir, PathBuf, String, Proc)> {
-    if !have("globus-gridftp-server", test) {
-        return None;
-    }
-    let dir = open_tempdir();
+) -> Option<(tempfile::TempDir, PathBuf, String, ServerProcess)> {
+    let (dir, srv) = globus::start_in_tempdir(test, "drsftp-it", &[])?;
     let src = dir.path().join(name);
     let want = random_file(&src, len, seed);
-    let srv = globus_server();
     Some((dir, src, want, srv))
 }
 

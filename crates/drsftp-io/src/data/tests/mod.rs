@@ -134,23 +134,8 @@ impl FileHandle for NullFile {
     }
 }
 
-/// Deterministic pseudo-random bytes (xorshift64*), fast enough for gigabytes.
-pub(super) fn fill_random(buf: &mut [u8], seed: u64) {
-    let mut x = seed | 1;
-    for chunk in buf.chunks_mut(8) {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-        chunk.copy_from_slice(&v[..chunk.len()]);
-    }
-}
-
-pub(super) fn random(len: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    fill_random(&mut v, seed);
-    v
-}
+/// Deterministic pseudo-random bytes, fast enough for gigabytes (the shared test kit's generator).
+pub(super) use drsftp_testkit::data::{fill_random, random_bytes as random};
 
 /// FNV-1a over 8-byte words: a cheap checksum to compare files in messages.
 pub(super) fn checksum(b: &[u8]) -> u64 {
@@ -203,6 +188,30 @@ pub(super) fn queued(socks: Vec<TcpStream>) -> mpsc::Receiver<TcpStream> {
         tx.try_send(s).unwrap();
     }
     rx
+}
+
+/// A whole-file MODE E transfer of `data`, from a fresh in-memory source over `tx` and the connections `rx`
+/// (queued) into an empty in-memory file, which must then hold exactly `data`; both sides' reports.
+pub(super) async fn mode_e_copy(
+    tx: Vec<TcpStream>,
+    rx: Vec<TcpStream>,
+    data: &[u8],
+    opts: &DataOpts,
+) -> (DataReport, DataReport) {
+    let dst = MemFile::empty();
+    let reports = mode_e(
+        tx,
+        queued(rx),
+        MemFile::new(data.to_vec()),
+        dst.clone(),
+        vec![0..u64::MAX],
+        0,
+        0,
+        opts,
+    )
+    .await;
+    assert!(dst.bytes() == data);
+    reports
 }
 
 /// Run a MODE E transfer of `ranges` of `src` over `tx_socks` into `dst` through `conns`.
