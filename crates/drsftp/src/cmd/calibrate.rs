@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use drsftp_io::client::{Client, ClientOptions, Partial};
 use drsftp_io::data::Progress;
-use drsftp_tune::{
-    fit, format_size, parse_duration, parse_size, saturation_point, BufferPolicy, FitPoint,
-};
+use drsftp_tune::{fit, saturation_point, BufferPolicy, FitPoint};
+use drsftp_units::format_size;
 use serde_json::json;
 
 use crate::profile::{now_unix, PathProfile, ProfileStore};
@@ -47,7 +46,7 @@ pub struct Args {
     #[arg(long, default_value_t = 3.0)]
     secs: f64,
     /// Size of the file uploaded for a directory URL; also the most bytes one download moves.
-    #[arg(long, default_value = "64M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "64M", value_parser = super::units_arg::size)]
     size: u64,
     /// Saturation threshold: a larger stream count must add more than this fraction of throughput.
     #[arg(long, default_value_t = 0.05)]
@@ -62,7 +61,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Timeout for connecting, each reply and a transfer making no progress.
-    #[arg(long, default_value = "60s", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "60s", value_parser = super::units_arg::duration)]
     timeout: Duration,
 }
 
@@ -70,8 +69,8 @@ pub fn run(sub: &Sub) -> Result<()> {
     let Sub::Calibrate(args) = sub;
     let url = parse_url(&args.url)?;
     let bufs: Vec<u64> = split(&args.buffers)
-        .map(parse_size)
-        .collect::<Result<_, _>>()
+        .map(|b| super::units_arg::size(b).map_err(anyhow::Error::msg))
+        .collect::<Result<_>>()
         .context("--buffers")?;
     let mut streams: Vec<u32> = split(&args.streams)
         .map(str::parse)

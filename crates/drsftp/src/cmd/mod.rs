@@ -9,3 +9,4 @@ pub mod ls;
 pub mod plot;
 pub mod serve;
 pub mod tune;
+pub(crate) mod units_arg;
