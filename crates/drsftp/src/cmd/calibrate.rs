@@ -2,7 +2,7 @@
 //! buffer size x stream count it downloads (MODE E, fixed buffers on both ends via SITE RETRBUFSIZE, no checksum)
 //! sections of the server file for about `--secs`, finds per buffer the saturation point (the stream count beyond
 //! which throughput stops rising), fits C1' and C2 by least squares, prints the fit's error against the measured
-//! points and stores the path profile that `drsftp copy -p auto` reads (`crate::profile`).
+//! points and stores the path profile that `drsftp copy -p auto` reads (`drsftp_io::client::profile`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,8 +15,8 @@ use drsftp_tune::{fit, saturation_point, BufferPolicy, FitPoint};
 use drsftp_units::format_size;
 use serde_json::json;
 
-use crate::profile::{now_unix, PathProfile, ProfileStore};
 use crate::url::{parse_url, FtpUrl};
+use drsftp_io::client::profile::{now_unix, PathProfile, ProfileStore};
 
 /// `drsftp tune` subcommands.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -105,7 +105,7 @@ async fn calibrate(args: &Args, url: &FtpUrl, bufs: &[u64], streams: &[u32]) -> 
     let mut client = Client::connect(&url.authority(), &url.user, &url.pass, args.timeout)
         .await
         .with_context(|| format!("logging in to {}", url.authority()))?;
-    let rtt = super::auto::control_rtt(&mut client, 5).await?;
+    let rtt = client.control_rtt(5).await.context("NOOP (RTT probe)")?;
     let scratch_dir = if Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
     } else {

@@ -293,7 +293,7 @@ async fn copy(
     plan: &Plan,
     args: &Args,
     mut opts: ClientOptions,
-    auto: &mut Option<super::auto::AutoChoice>,
+    auto: &mut Option<drsftp_io::client::AutoChoice>,
 ) -> Result<TransferSummary> {
     let url = plan.remote();
     let mut client = Client::connect(&url.authority(), &url.user, &url.pass, opts.timeout)
@@ -482,7 +482,7 @@ fn report(
     args: &Args,
     opts: &ClientOptions,
     s: &TransferSummary,
-    auto: Option<&super::auto::AutoChoice>,
+    auto: Option<&drsftp_io::client::AutoChoice>,
 ) {
     if args.json {
         let j = json!({
