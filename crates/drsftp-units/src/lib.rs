@@ -16,7 +16,7 @@
 //! `100MBps` = `100MB/s` = `100mB` = 800 Mbit/s. Sizes are binary because socket buffers and the seeds' "64 KB"
 //! are; rates are decimal because link rates are.
 //!
-//! Formatting ([`format_size`], [`format_rate`], [`format_duration`]) writes values this grammar reads back
+//! Formatting ([`format_size`] and [`format_bytes`], [`format_rate`], [`format_duration`]) writes values this grammar reads back
 //! (within the one decimal of rounding it prints).
 
 #![forbid(unsafe_code)]
@@ -28,7 +28,7 @@ mod size;
 
 pub use duration::{format_duration, parse_duration};
 pub use rate::{format_rate, parse_rate};
-pub use size::{format_size, parse_size};
+pub use size::{format_bytes, format_size, parse_size};
 
 /// What went wrong parsing a value: which kind of value, and the text that was given. The message names the
 /// accepted units.

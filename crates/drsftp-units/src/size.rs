@@ -45,6 +45,17 @@ pub fn format_size(b: u64) -> String {
     b.to_string()
 }
 
+/// Format a byte count for people: binary units spelled out, one decimal at most ("512 B", "8 KiB", "1.5 GiB");
+/// [`parse_size`] reads it back like [`format_size`]'s output.
+pub fn format_bytes(b: u64) -> String {
+    for (unit, m) in UNITS {
+        if b >= m {
+            return format!("{} {unit}iB", one_decimal(b as f64 / m as f64));
+        }
+    }
+    format!("{b} B")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +91,8 @@ mod tests {
         assert_eq!(format_size(16 << 20), "16M");
         assert_eq!(format_size(3 << 40), "3T");
         assert_eq!(format_size(1000), "1000");
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(8192), "8 KiB");
+        assert_eq!(format_bytes(3 << 29), "1.5 GiB");
     }
 }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use drsftp_units::{
-    format_duration, format_rate, format_size, parse_duration, parse_probability, parse_rate,
-    parse_size,
+    format_bytes, format_duration, format_rate, format_size, parse_duration, parse_probability,
+    parse_rate, parse_size,
 };
 use proptest::prelude::*;
 
@@ -15,6 +15,12 @@ proptest! {
         let back = parse_size(&format_size(b)).unwrap();
         // One decimal of the largest suffix: off by at most 0.05 of it (5 % of the value), plus rounding.
         prop_assert!(back.abs_diff(b) as f64 <= b as f64 * 0.05 + 1.0, "{b} -> {} -> {back}", format_size(b));
+    }
+
+    #[test]
+    fn human_size_round_trips(b in 0u64..(1 << 50)) {
+        let back = parse_size(&format_bytes(b)).unwrap();
+        prop_assert!(back.abs_diff(b) as f64 <= b as f64 * 0.05 + 1.0, "{b} -> {} -> {back}", format_bytes(b));
     }
 
     #[test]

@@ -421,19 +421,9 @@ impl Bar {
     }
 }
 
+/// A byte count for the summary ("1.5 GiB").
 pub(crate) fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
+    drsftp_units::format_bytes(b)
 }
 
 /// A rate given in Mbit/s, in the units grammar's format ("622 Mbit/s", "1.5 Gbit/s").
@@ -618,7 +608,7 @@ mod tests {
         };
         assert_eq!(
             summary_line(&s),
-            "copied 2.0 GiB in 3.2 s: 5.4 Gbit/s, 4 streams (MODE E), buffers peak 16.0 MiB, SHA256 verified"
+            "copied 2 GiB in 3.2 s: 5.4 Gbit/s, 4 streams (MODE E), buffers peak 16 MiB, SHA256 verified"
         );
         let u = TransferSummary {
             transport: "udp",
@@ -630,7 +620,7 @@ mod tests {
         };
         assert_eq!(
             summary_line(&u),
-            "copied 2.0 GiB in 3.2 s: 5.4 Gbit/s, 1 stream (UDP blast, 3 duplicates, 0 rejected), SHA256 verified"
+            "copied 2 GiB in 3.2 s: 5.4 Gbit/s, 1 stream (UDP blast, 3 duplicates, 0 rejected), SHA256 verified"
         );
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_rate(0.5), "500 kbit/s");
