@@ -21,6 +21,7 @@ mod local;
 mod observe;
 pub mod profile;
 mod resume;
+mod task;
 mod third_party;
 mod transfer;
 mod upload;
