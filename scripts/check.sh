@@ -7,7 +7,7 @@
 # `unsafe` outside drsftp-sys is refused by the compiler itself (workspace lint unsafe_code = "forbid").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SANS_IO=(drsftp-proto drsftp-tune drsftp-blast drsftp-netem)
+SANS_IO=(drsftp-proto drsftp-tune drsftp-blast drsftp-netem drsftp-units)
 
 echo "check: cargo fmt" >&2
 cargo fmt --all -- --check

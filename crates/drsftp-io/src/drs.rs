@@ -329,20 +329,23 @@ pub fn write_trace_csv(mut w: impl Write, rows: &[TraceRow]) -> io::Result<()> {
         "t_s,buffer_bytes,rtt_ms,bdp_bytes,bytes,mbps,rcv_wnd,rcv_ssthresh"
     )?;
     for r in rows {
-        writeln!(
-            w,
-            "{:.3},{},{:.3},{},{},{:.3},{},{}",
-            r.t.as_secs_f64(),
-            r.buffer,
-            r.rtt.as_secs_f64() * 1e3,
-            r.bdp,
-            r.bytes,
-            r.bps / 1e6,
-            r.rcv_wnd,
-            r.rcv_ssthresh
-        )?;
+        writeln!(w, "{:.3},{}", r.t.as_secs_f64(), csv_fields(r))?;
     }
     Ok(())
+}
+
+/// A row's fields from `buffer_bytes` to `rcv_ssthresh`, the part both trace formats share.
+fn csv_fields(r: &TraceRow) -> String {
+    format!(
+        "{},{:.3},{},{},{:.3},{},{}",
+        r.buffer,
+        r.rtt.as_secs_f64() * 1e3,
+        r.bdp,
+        r.bytes,
+        r.bps / 1e6,
+        r.rcv_wnd,
+        r.rcv_ssthresh
+    )
 }
 
 /// Write the per-stream traces of one transfer as CSV, rows ordered by time then stream:
@@ -362,15 +365,9 @@ pub fn write_stream_traces_csv(mut w: impl Write, traces: &[Vec<TraceRow>]) -> i
     for (i, r) in all {
         writeln!(
             w,
-            "{:.3},{i},{},{:.3},{},{},{:.3},{},{},{}",
+            "{:.3},{i},{},{}",
             r.t.as_secs_f64(),
-            r.buffer,
-            r.rtt.as_secs_f64() * 1e3,
-            r.bdp,
-            r.bytes,
-            r.bps / 1e6,
-            r.rcv_wnd,
-            r.rcv_ssthresh,
+            csv_fields(r),
             r.cwnd
         )?;
     }

@@ -108,3 +108,49 @@ async fn mode_e_drs_download_traces_both_streams() {
     assert!(streams.contains(&"0") && streams.contains(&"1"), "{csv}");
     drop(srv);
 }
+
+/// `-p auto`'s start choice is the library's: any client gets the measured RTT, the calibrated path profile (read
+/// from the store under the server's key) and the decision of `drsftp_tune::auto_start`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_choice_reads_the_path_profile() {
+    use drsftp_io::client::profile::{path_key, PathProfile, ProfileStore};
+    let root = tempfile::tempdir().unwrap();
+    let (srv, mut c) = serve(root.path()).await;
+    let key = path_key(&srv.addr.ip().to_string(), srv.addr.port());
+    let without = c
+        .choose_start(&key, None, BufferPolicy::Drs)
+        .await
+        .expect("start without profiles");
+    assert!(without.rtt > std::time::Duration::ZERO);
+    assert!((1..=drsftp_io::client::AUTO_START_MAX_STREAMS).contains(&without.start.streams));
+    assert!(
+        without.start.reason.contains("no path profile"),
+        "{without:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = ProfileStore::in_dir(dir.path());
+    store
+        .put(&PathProfile {
+            host_port: key.clone(),
+            rtt_ms: 0.1,
+            rate_bps: 9e9,
+            c1: Some(73.7),
+            c2: Some(0.93),
+            fit_mean_rel_err: None,
+            fit_max_rel_err: None,
+            points: 3,
+            timestamp: 1_700_000_000,
+        })
+        .unwrap();
+    let with = c
+        .choose_start(&key, Some(&store), BufferPolicy::Fixed(256 << 10))
+        .await
+        .expect("start with a profile");
+    assert!(
+        with.start
+            .reason
+            .contains(&format!("path profile for {key}")),
+        "{with:?}"
+    );
+    drop(srv);
+}

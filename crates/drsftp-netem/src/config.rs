@@ -1,17 +1,16 @@
-//! Link configuration (`LinkConfig`, `LossModel`, `QueueLimit`) and the text parsers shared by profiles and the CLI.
+//! Link configuration (`LinkConfig`, `LossModel`, `QueueLimit`) and the queue-limit parser; durations, rates and
+//! probabilities are read with drsftp-units, the grammar every drsftp CLI shares.
 
 use std::time::Duration;
 
 /// Errors from parsing durations, rates, loss rates, queue limits and profile files.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ParseError {
-    #[error("bad duration {0:?} (expected e.g. 100ms, 1.5s, 250us, 2m)")]
-    Duration(String),
-    #[error("bad rate {0:?} (expected e.g. 100mbit, 28.5mbit, 26kbit, 1gbit, 1000000 [bit/s])")]
-    Rate(String),
-    #[error("bad probability {0:?} (expected e.g. 0.1% or 0.001, between 0 and 1)")]
-    Probability(String),
-    #[error("bad queue limit {0:?} (expected e.g. 1bdp, 2xbdp, 0.5bdp, 64KB, 12.5MB, 1500000, unlimited)")]
+    #[error(transparent)]
+    Unit(#[from] drsftp_units::UnitError),
+    #[error(
+        "bad queue limit {0:?} (expected e.g. 1bdp, 2xbdp, 0.5bdp, 64K, 12.5M, 1500000, unlimited)"
+    )]
     Queue(String),
     #[error("profile line {line}: {msg}")]
     Profile { line: usize, msg: String },
@@ -158,67 +157,8 @@ impl LinkConfig {
     }
 }
 
-fn split_num(s: &str) -> Option<(f64, String)> {
-    let s = s.trim();
-    let idx = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (n, u) = s.split_at(idx);
-    let n: f64 = n.parse().ok()?;
-    if !n.is_finite() || n < 0.0 {
-        return None;
-    }
-    Some((n, u.trim().to_ascii_lowercase()))
-}
-
-/// Parse a duration: `100ms`, `1.5s`, `250us`, `2m`, `0`, `10ns`.
-pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
-    let err = || ParseError::Duration(s.to_string());
-    let (n, unit) = split_num(s).ok_or_else(err)?;
-    let secs = match unit.as_str() {
-        "ns" => n * 1e-9,
-        "us" | "µs" => n * 1e-6,
-        "ms" => n * 1e-3,
-        "s" => n,
-        "" if n == 0.0 => 0.0,
-        "m" | "min" => n * 60.0,
-        _ => return Err(err()),
-    };
-    Ok(Duration::from_nanos((secs * 1e9).round() as u64))
-}
-
-/// Parse a rate in bit/s: `100mbit`, `28.5mbit`, `26kbit`, `1gbit`, `12500000` (bare number = bit/s),
-/// also `mbps`/`gbps` (= mbit/gbit) and `MBps`-style byte units are rejected to avoid ambiguity.
-pub fn parse_rate(s: &str) -> Result<u64, ParseError> {
-    let err = || ParseError::Rate(s.to_string());
-    let (n, unit) = split_num(s).ok_or_else(err)?;
-    let mult = match unit.as_str() {
-        "" | "bit" | "bps" | "bit/s" => 1.0,
-        "k" | "kbit" | "kbps" | "kbit/s" => 1e3,
-        "m" | "mbit" | "mbps" | "mbit/s" => 1e6,
-        "g" | "gbit" | "gbps" | "gbit/s" => 1e9,
-        _ => return Err(err()),
-    };
-    Ok((n * mult).round() as u64)
-}
-
-/// Parse a probability: `0.1%` or `0.001`; must lie in [0, 1].
-pub fn parse_probability(s: &str) -> Result<f64, ParseError> {
-    let err = || ParseError::Probability(s.to_string());
-    let t = s.trim();
-    let p = if let Some(pct) = t.strip_suffix('%') {
-        pct.trim().parse::<f64>().map_err(|_| err())? / 100.0
-    } else {
-        t.parse::<f64>().map_err(|_| err())?
-    };
-    if !(0.0..=1.0).contains(&p) {
-        return Err(err());
-    }
-    Ok(p)
-}
-
-/// Parse a queue limit: `1bdp`, `2xbdp`, `0.5 x BDP`, `64KB`, `12.5MB`, `1500000` (bytes), `unlimited`.
-/// KB/MB/GB are decimal (1000-based); KiB/MiB/GiB are binary.
+/// Parse a queue limit: `1bdp`, `2xbdp`, `0.5 x BDP`, `unlimited`, or a size in the drsftp-units grammar
+/// (`64K`, `12.5MB`, `1500000` bytes; K/M/G are binary, 1024-based, as for every drsftp size).
 pub fn parse_queue(s: &str) -> Result<QueueLimit, ParseError> {
     let err = || ParseError::Queue(s.to_string());
     let t: String = s
@@ -244,18 +184,9 @@ pub fn parse_queue(s: &str) -> Result<QueueLimit, ParseError> {
         }
         return Ok(QueueLimit::Bdp(m));
     }
-    let (n, unit) = split_num(&t).ok_or_else(err)?;
-    let mult = match unit.as_str() {
-        "" | "b" => 1.0,
-        "kb" | "k" => 1e3,
-        "mb" | "m" => 1e6,
-        "gb" | "g" => 1e9,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(err()),
-    };
-    Ok(QueueLimit::Bytes((n * mult).round() as u64))
+    drsftp_units::parse_size(&t)
+        .map(QueueLimit::Bytes)
+        .map_err(|_| err())
 }
 
 #[cfg(test)]
@@ -263,28 +194,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_units() {
-        assert_eq!(parse_duration("119ms").unwrap(), Duration::from_millis(119));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
-        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        assert!(parse_duration("12").is_err());
-        assert!(parse_duration("abc").is_err());
-        assert_eq!(parse_rate("28.5mbit").unwrap(), 28_500_000);
-        assert_eq!(parse_rate("26kbit").unwrap(), 26_000);
-        assert_eq!(parse_rate("1gbit").unwrap(), 1_000_000_000);
-        assert_eq!(parse_rate("1000").unwrap(), 1000);
-        assert!(parse_rate("10MB").is_err());
-        assert_eq!(parse_probability("0.1%").unwrap(), 0.001);
-        assert_eq!(parse_probability("0.25").unwrap(), 0.25);
-        assert!(parse_probability("120%").is_err());
+    fn parses_queue_limits() {
         assert_eq!(parse_queue("1bdp").unwrap(), QueueLimit::Bdp(1.0));
         assert_eq!(parse_queue("2 x BDP").unwrap(), QueueLimit::Bdp(2.0));
         assert_eq!(parse_queue("64KiB").unwrap(), QueueLimit::Bytes(65536));
+        assert_eq!(parse_queue("64K").unwrap(), QueueLimit::Bytes(65536));
         assert_eq!(
             parse_queue("12.5MB").unwrap(),
-            QueueLimit::Bytes(12_500_000)
+            QueueLimit::Bytes(13_107_200)
         );
+        assert_eq!(
+            parse_queue("1500000").unwrap(),
+            QueueLimit::Bytes(1_500_000)
+        );
+        assert!(parse_queue("-1K").is_err() && parse_queue("0.5xbdpx").is_err());
         assert_eq!(parse_queue("unlimited").unwrap(), QueueLimit::Unlimited);
     }
 

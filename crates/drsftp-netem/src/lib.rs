@@ -31,10 +31,7 @@ pub mod link;
 pub mod path;
 pub mod profile;
 
-pub use config::{
-    parse_duration, parse_probability, parse_queue, parse_rate, LinkConfig, LossModel, ParseError,
-    QueueLimit,
-};
+pub use config::{parse_queue, LinkConfig, LossModel, ParseError, QueueLimit};
 pub use link::{Link, LinkStats, Verdict};
 pub use path::{Path, Side};
 pub use profile::{Profile, ProfileStep};

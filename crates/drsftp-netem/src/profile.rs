@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::config::{parse_duration, parse_probability, parse_rate, ParseError};
+use drsftp_units::{parse_duration, parse_probability, parse_rate};
+
+use crate::config::ParseError;
 
 /// One profile step: from `at` (offset from profile start) on, the given fields apply. `None` = unchanged.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +30,9 @@ pub struct ProfileStep {
 /// 40s   rate=12mbit loss=0.1%
 /// repeat 60s
 /// ```
-/// Durations: `ns us ms s m`; rates: `bit kbit mbit gbit` (or bare bit/s); loss: `0.1%` or `0.001`.
+/// Durations, rates and loss in the drsftp-units grammar: durations `ns us ms s m h` (a plain number is ms); rates
+/// `100mbit`, `622Mbps`, `1gbit` or plain bit/s, with an upper-case `B` meaning bytes (`100MBps` = 800 Mbit/s);
+/// loss `0.1%` or `0.001`.
 /// `repeat P` (optional, last) restarts the profile every P. Before the first step's offset the first step applies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
@@ -216,6 +220,21 @@ mod tests {
         assert_eq!(
             p.resolved_at(Duration::from_secs(65)).rate_bps,
             Some(28_500_000)
+        );
+    }
+
+    #[test]
+    fn rates_use_the_shared_grammar() {
+        // An upper-case B is bytes here as for `drsftp copy --max-rate`: 100MBps = 800 Mbit/s, 100Mbps = 100.
+        let p = Profile::parse("0s rate=100MBps\n1s rate=100Mbps\n2s rate=100mbit\n").unwrap();
+        let rates: Vec<_> = p.steps.iter().map(|s| s.rate_bps).collect();
+        assert_eq!(
+            rates,
+            [Some(800_000_000), Some(100_000_000), Some(100_000_000)]
+        );
+        assert_eq!(
+            p.steps[0].rate_bps,
+            drsftp_units::parse_rate("100MBps").ok()
         );
     }
 

@@ -429,6 +429,13 @@ mod tests {
     /// Accept one connection on a listener whose receive buffer was set to `pre` (None: autotuning) before
     /// listen, and return the accepted socket's receive window scale.
     fn accepted_rcv_wscale(pre: Option<usize>) -> u8 {
+        let (s, _c) = accepted(pre);
+        crate::tcp_info::tcp_info(&s).unwrap().rcv_wscale
+    }
+
+    /// A loopback connection accepted on a listener whose receive buffer was set to `pre` (None: autotuning)
+    /// before listen: the accepted socket and its client end.
+    fn accepted(pre: Option<usize>) -> (TcpStream, TcpStream) {
         let sock =
             socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         if let Some(b) = pre {
@@ -443,9 +450,9 @@ mod tests {
         .unwrap();
         sock.listen(4).unwrap();
         let l: TcpListener = sock.into();
-        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
-        crate::tcp_info::tcp_info(&s).unwrap().rcv_wscale
+        (s, c)
     }
 
     #[test]
@@ -465,20 +472,7 @@ mod tests {
 
     #[test]
     fn window_clamp_follows_later_rcvbuf_changes() {
-        let sock =
-            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        set_recv_buf(&sock, 4 << 20).unwrap();
-        sock.bind(
-            &"127.0.0.1:0"
-                .parse::<std::net::SocketAddr>()
-                .unwrap()
-                .into(),
-        )
-        .unwrap();
-        sock.listen(4).unwrap();
-        let l: TcpListener = sock.into();
-        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (s, _) = l.accept().unwrap();
+        let (s, _c) = accepted(Some(4 << 20));
         let at_accept = window_clamp(&s).unwrap();
         set_recv_buf(&s, 64 * 1024).unwrap();
         let after_shrink = window_clamp(&s).unwrap();

@@ -133,6 +133,29 @@ impl Default for AutoConfig {
 }
 
 impl AutoConfig {
+    /// A controller that keeps every probe (gain thresholds below zero), never backs off and settles after 20 ms:
+    /// it only ever adds streams, up to `max_streams`. For tests and demonstrations of streams joining
+    /// mid-transfer whatever the throughput does; not for real transfers.
+    pub fn eager(max_streams: u32) -> AutoConfig {
+        let fast = Duration::from_millis(20);
+        AutoConfig {
+            min_streams: 1,
+            max_streams,
+            min_gain: -1.0,
+            min_marginal: -1.0,
+            linear_marginal: 2.0,
+            headroom_growth: 2,
+            backoff_drop: 1.0,
+            settle: fast,
+            headroom_settle: fast,
+            first_settle: fast,
+            loss_settle: fast,
+            samples: 1,
+            reprobe: Duration::from_secs(600),
+            ..AutoConfig::default()
+        }
+    }
+
     /// Stretches the settle time and the measurement window to the path's RTT: after a change, new streams spend
     /// ~10-20 RTTs in slow start and recovering from its first loss (their rate then is far above or below their
     /// steady one), and under random loss a loss-based stream's rate swings over its sawtooth, so a base measured
@@ -624,27 +647,13 @@ impl AutoStreams {
 mod tests {
     use super::*;
 
-    /// The eager configuration of the integration tests (min_gain = min_marginal = -1, no back-off): every probe
+    /// The eager configuration of the integration tests ([`AutoConfig::eager`]: min_gain = min_marginal = -1, no back-off): every probe
     /// is kept whatever the samples say, so the controller only ever adds streams up to `max_streams`.
     #[test]
     fn negative_min_marginal_never_reverts_a_probe() {
         let cfg = AutoConfig {
-            min_streams: 1,
-            max_streams: 4,
-            min_gain: -1.0,
-            min_marginal: -1.0,
-            linear_marginal: 2.0,
             headroom_growth: 4,
-            loss_floor: 1e-4,
-            queue_headroom: 1.25,
-            backoff_drop: 1.0,
-            settle: Duration::from_millis(20),
-            headroom_settle: Duration::from_millis(20),
-            first_settle: Duration::from_millis(20),
-            loss_settle: Duration::from_millis(20),
-            samples: 1,
-            reprobe: Duration::from_secs(600),
-            path_rtt: None,
+            ..AutoConfig::eager(4)
         };
         let t0 = Instant::now();
         let mut a = AutoStreams::new(t0, 1, cfg);

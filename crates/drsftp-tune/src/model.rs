@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::policy::format_size;
+use drsftp_units::format_size;
 
 /// The regression. `ref_rate_bps` is the bottleneck rate the coefficients were measured on: equation (1) of seed
 /// 001 is BW·RTT = C1·P·B^C2, so for another rate the stream count scales with rate / ref_rate.

@@ -1,61 +1,19 @@
-//! Buffer policy (`--buffer drs | kernel | SIZE`), size parsing ("64K", "4M", "16MB", "212.5K"), and the limit
+//! Buffer policy (`--buffer drs | kernel | SIZE`, sizes in the drsftp-units grammar), and the limit
 //! classifier that says, from TCP_INFO samples, which limit bound a transfer.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use drsftp_units::{format_size, parse_size};
+
 use crate::sample::TcpSample;
 
+/// A `--buffer` value that is neither a policy name nor a size.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
-    #[error("invalid size {0:?} (examples: 65536, 64K, 212.5K, 4M, 16MB, 1G)")]
-    Size(String),
     #[error("invalid buffer policy {0:?} (drs, kernel, or a size such as 4M)")]
     Policy(String),
-    #[error("invalid rate {0:?} (examples: 1gbit, 100mbit, 622Mbps, 10G)")]
-    Rate(String),
-    #[error("invalid duration {0:?} (examples: 50ms, 0.1s, 250us)")]
-    Duration(String),
-}
-
-/// Parse a byte size. Suffixes K/M/G (optionally followed by B or iB) are binary (1024-based), as in the seeds'
-/// "64 KB" socket buffers. Fractions are allowed ("212.5K").
-pub fn parse_size(s: &str) -> Result<u64, ParseError> {
-    let t = s.trim();
-    let err = || ParseError::Size(s.to_string());
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| err())?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1024.0 * 1024.0,
-        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(err()),
-    };
-    let bytes = v * mult;
-    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 / 2.0 {
-        return Err(err());
-    }
-    Ok(bytes.round() as u64)
-}
-
-/// Format bytes with a binary suffix ("4M", "212.5K").
-pub fn format_size(b: u64) -> String {
-    for (unit, m) in [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)] {
-        if b >= m {
-            let v = b as f64 / m as f64;
-            return if (v - v.round()).abs() < 1e-9 {
-                format!("{}{unit}", v.round())
-            } else {
-                format!("{v:.1}{unit}")
-            };
-        }
-    }
-    format!("{b}")
 }
 
 /// How a data socket's buffers are managed.
@@ -87,9 +45,10 @@ impl FromStr for BufferPolicy {
         match s.trim().to_ascii_lowercase().as_str() {
             "drs" | "auto" => Ok(BufferPolicy::Drs),
             "kernel" | "autotune" => Ok(BufferPolicy::Kernel),
-            _ => parse_size(s)
-                .map(BufferPolicy::Fixed)
-                .map_err(|_| ParseError::Policy(s.to_string())),
+            _ => match parse_size(s) {
+                Ok(b) if b > 0 => Ok(BufferPolicy::Fixed(b)),
+                _ => Err(ParseError::Policy(s.to_string())),
+            },
         }
     }
 }
@@ -221,21 +180,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_binary_units() {
-        assert_eq!(parse_size("64K").unwrap(), 65536);
-        assert_eq!(parse_size("4M").unwrap(), 4 << 20);
-        assert_eq!(parse_size("16MB").unwrap(), 16 << 20);
-        assert_eq!(parse_size("212.5K").unwrap(), 217_600);
-        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
-        assert_eq!(parse_size("123").unwrap(), 123);
-        for bad in ["", "K", "4X", "-1M", "1.2.3K", "0"] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
-        assert_eq!(format_size(217_600), "212.5K");
-        assert_eq!(format_size(16 << 20), "16M");
-    }
-
-    #[test]
     fn policies_parse_and_roundtrip() {
         assert_eq!("drs".parse::<BufferPolicy>().unwrap(), BufferPolicy::Drs);
         assert_eq!(
@@ -247,6 +191,7 @@ mod tests {
             BufferPolicy::Fixed(4 << 20)
         );
         assert!("bogus".parse::<BufferPolicy>().is_err());
+        assert!("0".parse::<BufferPolicy>().is_err());
         for p in [
             BufferPolicy::Drs,
             BufferPolicy::Kernel,

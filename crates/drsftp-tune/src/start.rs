@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::model::{Model, RecommendInput};
-use crate::policy::format_size;
+use drsftp_units::format_size;
 
 /// Rate assumed when no profile knows the path: a fat path, so the model does not under-provision streams.
 pub const DEFAULT_RATE_BPS: f64 = 1e9;

@@ -5,7 +5,6 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
-mod profile;
 mod url;
 
 use clap::{Parser, Subcommand};

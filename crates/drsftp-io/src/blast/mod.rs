@@ -263,6 +263,29 @@ pub fn held_bytes(params: &TransferParams, held: &Bitmap) -> u64 {
         .sum()
 }
 
+/// What a blast thread runs on, the same for both ends; `side` is what only one end has (the sender: the packets
+/// the receiver already holds; the receiver: its resume state).
+struct Job<S> {
+    sock: std::net::UdpSocket,
+    peer: SocketAddr,
+    params: TransferParams,
+    file: Arc<dyn FileHandle>,
+    base: u64,
+    opts: BlastOpts,
+    progress: Arc<Progress>,
+    stop: Arc<AtomicBool>,
+    side: S,
+}
+
+/// Runs a blast loop on its own thread: it blocks in ppoll and sendmmsg/recvmmsg, so not on the runtime.
+fn spawn_thread(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), DataError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(drop)
+        .map_err(DataError::Io)
+}
+
 /// Sends `params.total_bytes` bytes of `file`, starting at file offset `base`, to the receiver at `peer`.
 /// Completes when the receiver holds everything.
 pub async fn send(
@@ -293,7 +316,7 @@ pub async fn send_with(
     let stop = Arc::new(AtomicBool::new(false));
     let _guard = Cancel(stop.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let job = sender::Job {
+    let job = Job {
         sock,
         peer,
         params,
@@ -302,14 +325,11 @@ pub async fn send_with(
         opts: opts.clone(),
         progress,
         stop,
-        acked,
+        side: acked,
     };
-    std::thread::Builder::new()
-        .name("blast-send".into())
-        .spawn(move || {
-            let _ = tx.send(sender::run(job));
-        })
-        .map_err(DataError::Io)?;
+    spawn_thread("blast-send", move || {
+        let _ = tx.send(sender::run(job));
+    })?;
     rx.await.unwrap_or_else(|_| Err(thread_gone()))
 }
 
@@ -343,7 +363,7 @@ pub async fn recv_with(
     let stop = resume.stop.take().unwrap_or_default();
     let guard = Cancel(stop.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let job = receiver::Job {
+    let job = Job {
         sock,
         peer,
         params,
@@ -352,12 +372,9 @@ pub async fn recv_with(
         opts: opts.clone(),
         progress,
         stop,
-        resume,
+        side: resume,
     };
-    std::thread::Builder::new()
-        .name("blast-recv".into())
-        .spawn(move || receiver::run(job, tx))
-        .map_err(DataError::Io)?;
+    spawn_thread("blast-recv", move || receiver::run(job, tx))?;
     let report = rx.await.unwrap_or_else(|_| Err(thread_gone()))?;
     Ok((report, Linger(Some(guard))))
 }

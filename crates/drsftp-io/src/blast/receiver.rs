@@ -5,37 +5,26 @@
 //! written (so every set packet's bytes are in the file; the sink syncs the file before saving the map).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use drsftp_blast::{Bitmap, Receiver, ReceiverConfig, RxEvent, TransferParams};
-use drsftp_storage::FileHandle;
 use drsftp_sys::udp::{self, RecvBatch};
 use tokio::sync::oneshot;
 
 use super::io::WriteBack;
 use super::sender::same_host;
 use super::{BlastOpts, BlastReport, Clock, RecvResume};
-use crate::data::{DataError, Progress};
+use crate::data::DataError;
+
+/// The receiver's input, with its resume state (checkpoint to start from, sink for new ones).
+type Job = super::Job<RecvResume>;
 
 const MAX_WAIT: Duration = Duration::from_millis(20);
 /// Write pending runs at least this often, so progress (and markers) move.
 const FLUSH_EVERY: Duration = Duration::from_millis(50);
 /// Longest linger whatever arrives.
 const LINGER_CAP: Duration = Duration::from_secs(30);
-
-pub(super) struct Job {
-    pub(super) sock: std::net::UdpSocket,
-    pub(super) peer: SocketAddr,
-    pub(super) params: TransferParams,
-    pub(super) file: Arc<dyn FileHandle>,
-    pub(super) base: u64,
-    pub(super) opts: BlastOpts,
-    pub(super) progress: Arc<Progress>,
-    pub(super) stop: Arc<AtomicBool>,
-    pub(super) resume: RecvResume,
-}
 
 pub(super) fn config(opts: &BlastOpts, params: &TransferParams) -> ReceiverConfig {
     let mut cfg = ReceiverConfig {
@@ -195,7 +184,7 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
         opts,
         progress,
         stop,
-        resume,
+        side: resume,
     } = job;
     let _ = udp::set_timer_slack(10_000);
     let start = Instant::now();

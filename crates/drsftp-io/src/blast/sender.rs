@@ -2,17 +2,18 @@
 //! (GSO or sendmmsg), sleeping in `ppoll` until the core's next timeout, a datagram, or socket-buffer room.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use drsftp_blast::{Batch, Bitmap, Circular, Sender, SenderConfig, SenderEvent, TransferParams};
-use drsftp_storage::FileHandle;
+use drsftp_blast::{Batch, Bitmap, Circular, Sender, SenderConfig, SenderEvent};
 use drsftp_sys::udp::{self, BatchSender, RecvBatch};
 
 use super::io::FileSource;
 use super::{BlastOpts, BlastReport, Clock};
-use crate::data::{DataError, Progress};
+use crate::data::DataError;
+
+/// The sender's input: the packets the receiver already holds (a resumed download) are never sent.
+type Job = super::Job<Option<Bitmap>>;
 
 /// Longest sleep between checks of the stop flag.
 const MAX_WAIT: Duration = Duration::from_millis(20);
@@ -20,19 +21,6 @@ const MAX_WAIT: Duration = Duration::from_millis(20);
 const BUDGET: usize = 256;
 /// Datagrams per `poll_transmit` call (one GSO/sendmmsg batch).
 const BATCH: usize = 64;
-
-pub(super) struct Job {
-    pub(super) sock: std::net::UdpSocket,
-    pub(super) peer: SocketAddr,
-    pub(super) params: TransferParams,
-    pub(super) file: Arc<dyn FileHandle>,
-    pub(super) base: u64,
-    pub(super) opts: BlastOpts,
-    pub(super) progress: Arc<Progress>,
-    pub(super) stop: Arc<AtomicBool>,
-    /// Packets the receiver holds already (a resumed download): never sent.
-    pub(super) acked: Option<Bitmap>,
-}
 
 /// Same host (the port may differ: only the announced address gets our datagrams anyway).
 pub(super) fn same_host(from: Option<SocketAddr>, peer: SocketAddr) -> bool {
@@ -77,7 +65,7 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
         opts,
         progress,
         stop,
-        acked,
+        side: acked,
     } = job;
     let _ = udp::set_timer_slack(10_000);
     let start = Instant::now();

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use super::control::Control;
 use super::resume::Resumable;
+use super::task::{AbortOnDrop, Stall};
 use super::transfer::{abort, Moved};
 use super::ClientError;
 use crate::blast::{self, BlastOpts, BlastReport, Linger};
@@ -48,26 +49,6 @@ pub(crate) enum Side {
 }
 
 type Task = JoinHandle<Result<(BlastReport, Option<Linger>), DataError>>;
-
-/// Aborts the data task when dropped.
-struct Guard(Option<Task>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(t) = self.0.take() {
-            t.abort();
-        }
-    }
-}
-
-async fn join(g: &mut Guard) -> Result<(BlastReport, Option<Linger>), DataError> {
-    match g.0.as_mut() {
-        Some(t) => t
-            .await
-            .unwrap_or_else(|e| Err(DataError::Incomplete(format!("blast task ended: {e}")))),
-        None => std::future::pending().await,
-    }
-}
 
 fn spawn(
     side: Side,
@@ -128,13 +109,12 @@ pub(crate) async fn run(
     control.start(Op::Transfer(spec))?;
     let mut side = Some(side);
     let mut sock: Option<std::net::UdpSocket> = None;
-    let mut task = Guard(None);
+    let mut task = AbortOnDrop(None);
     let mut report: Option<TransferReport> = None;
     let mut data: Option<BlastReport> = None;
     let mut _linger: Option<Linger> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let mut last_bytes = progress.bytes();
-    let mut last_change = Instant::now();
+    let mut watch = Stall::new(progress.bytes());
     let mut grace: Option<Instant> = None;
 
     let start = |ch: Option<BlastChannel>,
@@ -182,7 +162,7 @@ pub(crate) async fn run(
                             return Err(e);
                         }
                     }
-                    last_change = Instant::now();
+                    watch.alive();
                 }
                 Event::Done(Outcome::Transferred(r)) => {
                     // 2xx without a 1xx first: the report still describes the channel.
@@ -196,7 +176,7 @@ pub(crate) async fn run(
                     if upload && data.is_none() {
                         grace = Some(Instant::now() + UPLOAD_GRACE);
                     }
-                    last_change = Instant::now();
+                    watch.alive();
                 }
                 Event::Done(other) => {
                     return Err(ClientError::Invalid(format!("unexpected outcome of a transfer: {other:?}")));
@@ -205,13 +185,13 @@ pub(crate) async fn run(
                 Event::Notice(n) => tracing::info!("server: {n}"),
                 ev => tracing::debug!("{ev:?}"),
             },
-            r = join(&mut task), if data.is_none() => {
+            r = task.join("blast"), if data.is_none() => {
                 task.0 = None;
                 match r {
                     Ok((d, l)) => {
                         data = Some(d);
                         _linger = l;
-                        last_change = Instant::now();
+                        watch.alive();
                     }
                     Err(e) => {
                         if report.is_none() {
@@ -234,11 +214,7 @@ pub(crate) async fn run(
                         continue;
                     }
                 }
-                let b = progress.bytes();
-                if b != last_bytes {
-                    last_bytes = b;
-                    last_change = Instant::now();
-                } else if last_change.elapsed() >= stall {
+                if watch.stalled(progress.bytes(), stall) {
                     if let Some(t) = task.0.take() {
                         t.abort();
                     }

@@ -176,19 +176,10 @@ pub(crate) async fn run(
         .notices
         .extend(resumable.iter().flat_map(|r| r.notes().iter().cloned()));
     if opts.verify {
-        match alg {
-            Some(alg) => {
-                let known = verify::engine_crc(alg, &moved.data, &want);
-                let whole = opts.partial.is_none();
-                let v = verify::compare(control, alg, remote, file, want, whole, known).await?;
-                summary.verified = v.checksum.is_some();
-                summary.checksum = v.checksum;
-                summary.notices.extend(v.skipped);
-            }
-            None => summary
-                .notices
-                .push("checksum not verified: the server lists no CKSM algorithm we know".into()),
-        }
+        let whole = opts.partial.is_none();
+        verify::check(control, alg, remote, file, want, &moved.data, whole)
+            .await?
+            .record(&mut summary);
     }
     syncing
         .await

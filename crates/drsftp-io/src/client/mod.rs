@@ -12,13 +12,16 @@
 //! mode unless `mode_e` is set. In MODE E the sender connects: for downloads the client listens (PORT) and the
 //! server opens the streams; for uploads the client connects to the server's PASV address.
 
+mod auto_start;
 mod blast;
 mod control;
 mod download;
 mod error;
 mod local;
 mod observe;
+pub mod profile;
 mod resume;
+mod task;
 mod third_party;
 mod transfer;
 mod upload;
@@ -37,6 +40,7 @@ use crate::data::{AutoEvent, AutoSender, DataOpts, Progress};
 use crate::drs::TraceRow;
 use control::Control;
 
+pub use auto_start::{start_buffer, AutoChoice, AUTO_MEM_BUDGET, AUTO_START_MAX_STREAMS};
 pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
 pub use error::ClientError;
 pub use observe::peak_and_final;

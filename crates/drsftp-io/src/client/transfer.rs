@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::control::Control;
+use super::task::{AbortOnDrop, Stall};
 use super::ClientError;
 use crate::data::{self, AutoEvent, AutoSender, DataError, DataOpts, DataReport, Progress};
 
@@ -71,27 +72,6 @@ pub(crate) struct Moved {
 
 type DataTask = JoinHandle<Result<(DataReport, Vec<AutoEvent>), DataError>>;
 
-/// Aborts a spawned task when dropped (so an early return never leaves a data task running).
-struct TaskGuard(Option<DataTask>);
-
-impl Drop for TaskGuard {
-    fn drop(&mut self) {
-        if let Some(t) = self.0.take() {
-            t.abort();
-        }
-    }
-}
-
-async fn join(task: &mut TaskGuard) -> Result<(DataReport, Vec<AutoEvent>), DataError> {
-    match task.0.as_mut() {
-        Some(t) => match t.await {
-            Ok(r) => r,
-            Err(e) => Err(DataError::Incomplete(format!("data task ended: {e}"))),
-        },
-        None => std::future::pending().await,
-    }
-}
-
 /// Runs `spec` with `job` on `control`. `stall` bounds the time without data progress once the transfer runs.
 pub(crate) async fn run(
     control: &mut Control,
@@ -119,12 +99,11 @@ pub(crate) async fn run_started(
     let mut listener: Option<TcpListener> = None;
     let mut socks: Vec<TcpStream> = Vec::new();
     let mut data_addr: Option<SocketAddr> = None;
-    let mut task = TaskGuard(None);
+    let mut task = AbortOnDrop(None);
     let mut report: Option<TransferReport> = None;
     let mut data: Option<(DataReport, Vec<AutoEvent>)> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let mut last_bytes = progress.bytes();
-    let mut last_change = Instant::now();
+    let mut watch = Stall::new(progress.bytes());
 
     while report.is_none() || data.is_none() {
         tokio::select! {
@@ -156,7 +135,7 @@ pub(crate) async fn run_started(
                         task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks), data_addr,
                             peer_ip, opts.clone(), progress.clone())?);
                     }
-                    last_change = Instant::now();
+                    watch.alive();
                 }
                 Event::Done(Outcome::Transferred(r)) => {
                     opts.inband_sbuf = r.drs_negotiated;
@@ -170,7 +149,7 @@ pub(crate) async fn run_started(
                         tracing::info!("server: {n}");
                     }
                     report = Some(r);
-                    last_change = Instant::now();
+                    watch.alive();
                 }
                 Event::Done(Outcome::Listed(reply)) => {
                     if let Some(j) = job.take() {
@@ -178,7 +157,7 @@ pub(crate) async fn run_started(
                             peer_ip, opts.clone(), progress.clone())?);
                     }
                     report = Some(TransferReport { final_reply: Some(reply), ..Default::default() });
-                    last_change = Instant::now();
+                    watch.alive();
                 }
                 Event::Done(other) => {
                     return Err(ClientError::Invalid(format!("unexpected outcome of a transfer: {other:?}")));
@@ -209,12 +188,12 @@ pub(crate) async fn run_started(
                     }
                 }
             }
-            r = join(&mut task), if data.is_none() => {
+            r = task.join("data"), if data.is_none() => {
                 task.0 = None;
                 match r {
                     Ok(d) => {
                         data = Some(d);
-                        last_change = Instant::now();
+                        watch.alive();
                     }
                     Err(e) => {
                         if report.is_none() {
@@ -225,11 +204,7 @@ pub(crate) async fn run_started(
                 }
             }
             _ = tick.tick() => {
-                let b = progress.bytes();
-                if b != last_bytes {
-                    last_bytes = b;
-                    last_change = Instant::now();
-                } else if last_change.elapsed() >= stall {
+                if watch.stalled(progress.bytes(), stall) {
                     if let Some(t) = task.0.take() {
                         t.abort();
                         if report.is_none() {

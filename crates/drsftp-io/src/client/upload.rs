@@ -112,19 +112,10 @@ pub(crate) async fn run(
     let mut summary = TransferSummary::new(mode, &moved);
     summary.notices.extend(udp_notice);
     if opts.verify {
-        match alg {
-            Some(alg) => {
-                let known = verify::engine_crc(alg, &moved.data, &range);
-                let whole = opts.partial.is_none();
-                let v = verify::compare(control, alg, remote, file, range, whole, known).await?;
-                summary.verified = v.checksum.is_some();
-                summary.checksum = v.checksum;
-                summary.notices.extend(v.skipped);
-            }
-            None => summary
-                .notices
-                .push("checksum not verified: the server lists no CKSM algorithm we know".into()),
-        }
+        let whole = opts.partial.is_none();
+        verify::check(control, alg, remote, file, range, &moved.data, whole)
+            .await?
+            .record(&mut summary);
     }
     Ok(summary)
 }

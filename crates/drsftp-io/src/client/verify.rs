@@ -10,7 +10,7 @@ use drsftp_proto::client::{Features, Op, Outcome, VERIFY_PREFERENCE};
 use drsftp_storage::{ChecksumAlg, FileHandle};
 
 use super::control::Control;
-use super::ClientError;
+use super::{ClientError, TransferSummary};
 use crate::data::DataReport;
 
 /// The checksum algorithm to verify with: the first of [`VERIFY_PREFERENCE`] that the server lists in FEAT CKSM
@@ -73,6 +73,40 @@ pub(crate) struct Verified {
     pub(crate) checksum: Option<(String, String)>,
     /// A reason the comparison could not be made (server refused CKSM), for the summary.
     pub(crate) skipped: Option<String>,
+}
+
+impl Verified {
+    /// Records the outcome in a transfer's summary.
+    pub(crate) fn record(self, summary: &mut TransferSummary) {
+        summary.verified = self.checksum.is_some();
+        summary.checksum = self.checksum;
+        summary.notices.extend(self.skipped);
+    }
+}
+
+/// The end-to-end check after a download or upload of `range` that moved `data`: [`compare`] with `alg` (the
+/// engine's CRC32C standing in for a re-read where it covers the file), or, with no common algorithm, a notice.
+pub(crate) async fn check(
+    control: &mut Control,
+    alg: Option<ChecksumAlg>,
+    remote: &str,
+    local: Arc<dyn FileHandle>,
+    range: Range<u64>,
+    data: &DataReport,
+    whole: bool,
+) -> Result<Verified, ClientError> {
+    match alg {
+        Some(alg) => {
+            let known = engine_crc(alg, data, &range);
+            compare(control, alg, remote, local, range, whole, known).await
+        }
+        None => Ok(Verified {
+            checksum: None,
+            skipped: Some(
+                "checksum not verified: the server lists no CKSM algorithm we know".into(),
+            ),
+        }),
+    }
 }
 
 /// Compares the server's CKSM of `range` of `remote` with the local file. Mismatch is an error; a server that

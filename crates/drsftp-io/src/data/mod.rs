@@ -20,12 +20,17 @@
 //!   the SBUF probes/echoes/notices and applies SO_SNDBUF (`ctrl_sbuf`).
 //! - With `DataOpts::crc32c`, every block is CRC32C'd as it is moved (hot in cache) and `DataReport::crc32c` is the
 //!   CRC32C of `0..end` when the blocks tile exactly that range: verification then needs no re-read of the file.
+//!
+//! Aborting: every entry point above is cancel-safe in the sense that dropping its future (or aborting the task it
+//! runs in) stops the transfer at once: MODE E stream tasks are aborted with it and their sockets closed. A file
+//! read or write already running on the blocking pool finishes in the background (one block at most).
+//! None of these functions has an idle timeout (only `connect` does); the caller bounds a stalled transfer by
+//! watching `Progress::bytes` and dropping the future.
 
 mod auto;
 mod crc;
 mod ctrl_sbuf;
 mod cursor;
-mod engine;
 mod fileio;
 mod mode_e_recv;
 mod mode_e_send;
@@ -37,10 +42,10 @@ mod trace;
 
 pub use auto::{AutoEvent, AutoReport, AutoSender, AUTO_INTERVAL};
 pub use ctrl_sbuf::{SbufCounts, SbufLink, SbufObserver};
-pub use engine::{
-    connect, listen, recv_mode_e, recv_stream, send_mode_e, send_mode_e_dynamic, send_stream,
-};
-pub use mode_e_send::SendControl;
+pub use mode_e_recv::recv_mode_e;
+pub use mode_e_send::{send_mode_e, send_mode_e_dynamic, SendControl};
+pub use sockets::{connect, listen};
+pub use stream::{recv_stream, send_stream};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -86,8 +86,15 @@ enum ConnEnd {
     Stopped { sock: Option<TcpStream> },
 }
 
-/// See [`super::recv_mode_e`].
-pub(crate) async fn recv_mode_e(
+/// MODE E: receive from connections arriving on `conns` until EOF and all EODs; blocks land at
+/// `wire offset + wire_add` (ESTO A offset).
+///
+/// Returns as soon as EOF was seen and the EOD count reached, without waiting for TCP EOF or for `conns` to
+/// close. If `conns` closes and every connection has ended before that, the result is `Incomplete`. It does not
+/// know the expected size: the caller checks `DataReport::ranges` against what it expected. `reusable` holds the
+/// connections that ended with EOD and no CLOSE, plus any that carried nothing (including ones still queued in
+/// `conns`).
+pub async fn recv_mode_e(
     mut conns: mpsc::Receiver<TcpStream>,
     file: Arc<dyn FileHandle>,
     wire_add: u64,

@@ -207,8 +207,14 @@ struct Sent {
     crc: CrcPieces,
 }
 
-/// See [`super::send_mode_e`].
-pub(crate) async fn send_mode_e(
+/// MODE E: send `ranges` of `file` over `socks`; block offsets on the wire are `file offset - wire_sub`
+/// (ERET sends offsets relative to the section start).
+///
+/// Ranges are merged and clipped to the file's length when the transfer starts (`u64::MAX` ends = to EOF); if the
+/// file shrinks while being sent, the transfer stops at the new EOF. Every socket ends with EOD, socket 0 with
+/// EOF|EOD announcing `socks.len()` EODs; all sockets are returned in `reusable`, in the order given. A range
+/// starting before `wire_sub`, or no sockets, is `DataError::Io(InvalidInput)`.
+pub async fn send_mode_e(
     socks: Vec<TcpStream>,
     file: Arc<dyn FileHandle>,
     ranges: Vec<Range<u64>>,
@@ -240,9 +246,14 @@ pub(crate) async fn send_mode_e(
     Ok(done.report(n, vec![], &ctx))
 }
 
-/// See [`super::send_mode_e_dynamic`].
+/// MODE E with a changing set of connections (`-p auto`): starts on `socks` (at least one); every connection
+/// arriving on `more` joins the shared block cursor at once; `control.retire(k)` makes `k` connections finish the
+/// block in hand, send EOD and stop (one always stays). The last connection to finish sends EOF|EOD announcing
+/// every connection that joined (`DataReport::streams`). Connections offered after that are not used and come
+/// back in `reusable` after the others (which are in joining order, retired ones included). Otherwise as
+/// [`super::send_mode_e`]. `control` must be fresh (one per transfer).
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn send_mode_e_dynamic(
+pub async fn send_mode_e_dynamic(
     socks: Vec<TcpStream>,
     mut more: mpsc::Receiver<TcpStream>,
     control: SendControl,

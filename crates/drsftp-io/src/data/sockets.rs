@@ -44,8 +44,9 @@ fn new_socket(addr: SocketAddr, opts: &DataOpts) -> io::Result<Socket> {
     Ok(s)
 }
 
-/// See [`super::listen`].
-pub(crate) async fn listen(addr: SocketAddr, opts: &DataOpts) -> io::Result<TcpListener> {
+/// A data listener on `addr` (port 0 = any) with `opts.buffer` applied before `listen` (window scale).
+/// SO_REUSEADDR, backlog 128.
+pub async fn listen(addr: SocketAddr, opts: &DataOpts) -> io::Result<TcpListener> {
     let s = new_socket(addr, opts)?;
     s.set_reuse_address(true)?;
     s.bind(&addr.into())?;
@@ -54,8 +55,8 @@ pub(crate) async fn listen(addr: SocketAddr, opts: &DataOpts) -> io::Result<TcpL
     TcpListener::from_std(s.into())
 }
 
-/// See [`super::connect`].
-pub(crate) async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<TcpStream> {
+/// A data connection to `addr` with `opts.buffer` applied before `connect`. Fails with `TimedOut` after 30 s.
+pub async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<TcpStream> {
     let s = new_socket(addr, opts)?;
     s.set_nonblocking(true)?;
     let sock = TcpSocket::from_std_stream(s.into());

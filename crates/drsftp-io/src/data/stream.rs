@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 
 use super::crc::CrcPieces;
 use super::fileio::{Pending, Placement};
-use super::sockets::{self, GaugeSet, Side};
+use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::trace::StreamTrace;
 use super::{DataError, DataOpts, DataReport, Progress};
 
@@ -33,18 +33,25 @@ pub(crate) fn send_chunk(opts: &DataOpts) -> usize {
     }
 }
 
-/// See [`super::send_stream`].
-pub(crate) async fn send_stream(
+/// The bookkeeping of a stream-mode transfer's one connection: its buffer gauge (in a set of one, for the
+/// report's peaks) and its TCP_INFO trace.
+fn one_stream(opts: &DataOpts, progress: &Arc<Progress>) -> (GaugeSet, Gauge, StreamTrace) {
+    progress.set_streams(1);
+    let gauges = GaugeSet::new(Arc::clone(progress));
+    let gauge = gauges.stream();
+    (gauges, gauge, StreamTrace::new(opts.trace, Instant::now()))
+}
+
+/// Stream mode: send `range` of `file`, then shut the socket down. `range.end == u64::MAX` sends to EOF; a range
+/// running past EOF stops at EOF (the report's `bytes` says how much went).
+pub async fn send_stream(
     mut sock: TcpStream,
     file: Arc<dyn FileHandle>,
     range: Range<u64>,
     opts: &DataOpts,
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
-    progress.set_streams(1);
-    let gauges = GaugeSet::new(Arc::clone(&progress));
-    let mut gauge = gauges.stream();
-    let mut trace = StreamTrace::new(opts.trace, Instant::now());
+    let (gauges, mut gauge, mut trace) = one_stream(opts, &progress);
     // The control driver resizes SO_SNDBUF when the receiver tells its buffer (`SBUF <id> <size>` / `126 SBUF`).
     let _sbuf = progress.sbuf().register_sender(&sock, opts)?;
     let chunk = send_chunk(opts);
@@ -98,18 +105,15 @@ pub(crate) async fn send_stream(
     })
 }
 
-/// See [`super::recv_stream`].
-pub(crate) async fn recv_stream(
+/// Stream mode: read to EOF, writing at `offset + n`.
+pub async fn recv_stream(
     mut sock: TcpStream,
     file: Arc<dyn FileHandle>,
     offset: u64,
     opts: &DataOpts,
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
-    progress.set_streams(1);
-    let gauges = GaugeSet::new(Arc::clone(&progress));
-    let mut gauge = gauges.stream();
-    let mut trace = StreamTrace::new(opts.trace, Instant::now());
+    let (gauges, mut gauge, mut trace) = one_stream(opts, &progress);
     // Stream mode has no in-band channel: probes go over the control channel, through the driver (only when it
     // enabled the link: the peer opted in).
     let link = progress.sbuf();

@@ -268,6 +268,21 @@ async fn accept_one(l: &TcpListener) -> Result<TcpStream, DataError> {
     }
 }
 
+/// The one stream-mode data connection: accepted on our passive listener, or made to the client's PORT address.
+async fn stream_socket(
+    ep: &DataEndpoint,
+    passive: &[Arc<TcpListener>],
+    opts: &DataOpts,
+) -> Result<TcpStream, DataError> {
+    match ep {
+        DataEndpoint::Passive => accept_one(first_listener(passive)?).await,
+        DataEndpoint::Active(addrs) => connect_first(addrs, opts).await,
+        DataEndpoint::Blast(_) => Err(DataError::Incomplete(
+            "internal: a blast plan on the TCP path".into(),
+        )),
+    }
+}
+
 fn first_listener(passive: &[Arc<TcpListener>]) -> Result<&TcpListener, DataError> {
     passive
         .first()
@@ -291,11 +306,7 @@ async fn send(
             "internal: a blast plan on the TCP path".into(),
         )),
         (Mode::Stream, ep) => {
-            let sock = match ep {
-                DataEndpoint::Passive => accept_one(first_listener(&passive)?).await?,
-                DataEndpoint::Active(addrs) => connect_first(addrs, opts).await?,
-                DataEndpoint::Blast(_) => unreachable!(),
-            };
+            let sock = stream_socket(ep, &passive, opts).await?;
             let range = ranges.first().cloned().unwrap_or(0..0);
             let r = data::send_stream(sock, file, range, opts, progress).await?;
             Ok((r.bytes, 1, None, r.crc32c))
@@ -427,11 +438,7 @@ async fn recv(
             "internal: a blast plan on the TCP path".into(),
         )),
         (Mode::Stream, ep) => {
-            let sock = match ep {
-                DataEndpoint::Passive => accept_one(first_listener(&passive)?).await?,
-                DataEndpoint::Active(addrs) => connect_first(addrs, opts).await?,
-                DataEndpoint::Blast(_) => unreachable!(),
-            };
+            let sock = stream_socket(ep, &passive, opts).await?;
             data::recv_stream(sock, file, offset, opts, progress).await
         }
         (Mode::Extended, ep) => {

@@ -590,18 +590,7 @@ impl RecvBatch {
     /// The datagrams of the last [`recv`](Self::recv), with their senders, GRO messages split into their
     /// segments.
     pub fn datagrams(&self) -> impl Iterator<Item = (Option<SocketAddr>, &[u8])> + '_ {
-        self.meta[..self.n]
-            .iter()
-            .enumerate()
-            .flat_map(move |(i, m)| {
-                let data = &self.buf[i * self.slot..i * self.slot + m.len];
-                let seg = if m.seg == 0 || m.seg >= m.len {
-                    m.len.max(1)
-                } else {
-                    m.seg
-                };
-                data.chunks(seg).map(move |d| (m.from, d))
-            })
+        self.datagrams_timed().map(|(from, _, d)| (from, d))
     }
 
     /// Like [`datagrams`](Self::datagrams), with each datagram's kernel arrival time since the Unix epoch

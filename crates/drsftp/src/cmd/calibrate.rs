@@ -2,7 +2,7 @@
 //! buffer size x stream count it downloads (MODE E, fixed buffers on both ends via SITE RETRBUFSIZE, no checksum)
 //! sections of the server file for about `--secs`, finds per buffer the saturation point (the stream count beyond
 //! which throughput stops rising), fits C1' and C2 by least squares, prints the fit's error against the measured
-//! points and stores the path profile that `drsftp copy -p auto` reads (`crate::profile`).
+//! points and stores the path profile that `drsftp copy -p auto` reads (`drsftp_io::client::profile`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,13 +11,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use drsftp_io::client::{Client, ClientOptions, Partial};
 use drsftp_io::data::Progress;
-use drsftp_tune::{
-    fit, format_size, parse_duration, parse_size, saturation_point, BufferPolicy, FitPoint,
-};
+use drsftp_tune::{fit, saturation_point, BufferPolicy, FitPoint};
+use drsftp_units::format_size;
 use serde_json::json;
 
-use crate::profile::{now_unix, PathProfile, ProfileStore};
 use crate::url::{parse_url, FtpUrl};
+use drsftp_io::client::profile::{now_unix, PathProfile, ProfileStore};
 
 /// `drsftp tune` subcommands.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -47,7 +46,7 @@ pub struct Args {
     #[arg(long, default_value_t = 3.0)]
     secs: f64,
     /// Size of the file uploaded for a directory URL; also the most bytes one download moves.
-    #[arg(long, default_value = "64M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "64M", value_parser = super::units_arg::size)]
     size: u64,
     /// Saturation threshold: a larger stream count must add more than this fraction of throughput.
     #[arg(long, default_value_t = 0.05)]
@@ -62,7 +61,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Timeout for connecting, each reply and a transfer making no progress.
-    #[arg(long, default_value = "60s", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "60s", value_parser = super::units_arg::duration)]
     timeout: Duration,
 }
 
@@ -70,8 +69,8 @@ pub fn run(sub: &Sub) -> Result<()> {
     let Sub::Calibrate(args) = sub;
     let url = parse_url(&args.url)?;
     let bufs: Vec<u64> = split(&args.buffers)
-        .map(parse_size)
-        .collect::<Result<_, _>>()
+        .map(|b| super::units_arg::size(b).map_err(anyhow::Error::msg))
+        .collect::<Result<_>>()
         .context("--buffers")?;
     let mut streams: Vec<u32> = split(&args.streams)
         .map(str::parse)
@@ -106,7 +105,7 @@ async fn calibrate(args: &Args, url: &FtpUrl, bufs: &[u64], streams: &[u32]) -> 
     let mut client = Client::connect(&url.authority(), &url.user, &url.pass, args.timeout)
         .await
         .with_context(|| format!("logging in to {}", url.authority()))?;
-    let rtt = super::auto::control_rtt(&mut client, 5).await?;
+    let rtt = client.control_rtt(5).await.context("NOOP (RTT probe)")?;
     let scratch_dir = if Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
     } else {

@@ -13,10 +13,11 @@ use anyhow::{bail, Context, Result};
 use drsftp_io::blast::BlastOpts;
 use drsftp_io::client::{Client, ClientOptions, Partial, TransferMode, TransferSummary};
 use drsftp_io::data::Progress;
-use drsftp_tune::{parse_duration, parse_size, BufferPolicy};
+use drsftp_tune::BufferPolicy;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
+use super::units_arg;
 use crate::url::{parse_endpoint, Endpoint, FtpUrl};
 
 mod third_party;
@@ -45,7 +46,7 @@ pub struct Args {
     parallel: Option<super::auto::Parallel>,
     /// TCP buffer size to request from the server (SITE RETRBUFSIZE / SITE STORBUFSIZE, falling back to SBUF),
     /// e.g. 4M. Our own sockets use it too (fixed size) unless --buffer says otherwise.
-    #[arg(long = "tcp-bs", value_name = "SIZE", value_parser = size_arg)]
+    #[arg(long = "tcp-bs", value_name = "SIZE", value_parser = units_arg::size)]
     tcp_bs: Option<u64>,
     /// Buffer policy for our data sockets: `kernel` (Linux autotuning), `drs` (user-space Dynamic Right-Sizing), or
     /// a fixed size such as 4M. Default: the --tcp-bs size if given, else drs (it matches autotuning's throughput
@@ -66,9 +67,9 @@ pub struct Args {
     /// used when the server lists BLAST in FEAT; with any other server the copy falls back to TCP and says so.
     #[arg(long, value_name = "tcp|udp", default_value = "tcp", value_parser = ["tcp", "udp"])]
     transport: String,
-    /// UDP: cap on the sending rate (whichever side sends), e.g. 500mbit, 1gbit. Default: no cap beyond the
-    /// server's.
-    #[arg(long, value_name = "RATE", value_parser = rate_arg)]
+    /// UDP: cap on the sending rate (whichever side sends), e.g. 500mbit, 622Mbps, 1gbit (bits; an upper-case B
+    /// is bytes: 100MBps = 800 Mbit/s). Default: no cap beyond the server's.
+    #[arg(long, value_name = "RATE", value_parser = units_arg::rate)]
     max_rate: Option<u64>,
     /// UDP: path MTU in bytes; packets carry MTU - 64 payload bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1500,
@@ -79,7 +80,7 @@ pub struct Args {
     ack_every: Option<u32>,
     /// UDP: longest the receiver holds an acknowledgement (default 10ms); a long value such as 10s leaves
     /// --ack-every as the only regular trigger, as in FOBS (seed 004).
-    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = units_arg::duration)]
     ack_delay: Option<Duration>,
     /// UDP: bind our UDP socket to this port (e.g. for a firewall); default any.
     #[arg(long, value_name = "PORT")]
@@ -105,7 +106,7 @@ pub struct Args {
     #[arg(short, long)]
     quiet: bool,
     /// Timeout for connecting, for each server reply, and for a transfer making no progress, e.g. 60s, 500ms.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = units_arg::duration)]
     timeout: Duration,
     /// Write a per-stream trace of our data connections to FILE as CSV (t_s, stream, buffer_bytes, rtt_ms,
     /// bdp_bytes, bytes, mbps, rcv_wnd, rcv_ssthresh, cwnd_bytes): TCP_INFO every 50 ms or more, bounded in size.
@@ -116,22 +117,8 @@ pub struct Args {
 /// Most streams `-p auto`'s online refinement may grow an upload to (as its start choice's cap).
 const AUTO_MAX_STREAMS: u32 = 64;
 
-fn size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s).map_err(|e| e.to_string())
-}
-
 fn policy_arg(s: &str) -> Result<BufferPolicy, String> {
     s.parse::<BufferPolicy>().map_err(|e| e.to_string())
-}
-
-fn rate_arg(s: &str) -> Result<u64, String> {
-    drsftp_tune::parse_rate(s)
-        .map(|r| r as u64)
-        .map_err(|e| e.to_string())
-}
-
-fn duration_arg(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// A resolved copy: which way, and the two ends.
@@ -307,7 +294,7 @@ async fn copy(
     plan: &Plan,
     args: &Args,
     mut opts: ClientOptions,
-    auto: &mut Option<super::auto::AutoChoice>,
+    auto: &mut Option<drsftp_io::client::AutoChoice>,
 ) -> Result<TransferSummary> {
     let url = plan.remote();
     let mut client = Client::connect(&url.authority(), &url.user, &url.pass, opts.timeout)
@@ -435,29 +422,14 @@ impl Bar {
     }
 }
 
+/// A byte count for the summary ("1.5 GiB").
 pub(crate) fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
+    drsftp_units::format_bytes(b)
 }
 
+/// A rate given in Mbit/s, in the units grammar's format ("622 Mbit/s", "1.5 Gbit/s").
 pub(crate) fn human_rate(mbps: f64) -> String {
-    if mbps >= 1000.0 {
-        format!("{:.1} Gbit/s", mbps / 1000.0)
-    } else if mbps >= 1.0 {
-        format!("{mbps:.1} Mbit/s")
-    } else {
-        format!("{:.1} kbit/s", mbps * 1000.0)
-    }
+    drsftp_units::format_rate((mbps * 1e6).round() as u64)
 }
 
 /// The one-line human summary.
@@ -501,7 +473,7 @@ fn report(
     args: &Args,
     opts: &ClientOptions,
     s: &TransferSummary,
-    auto: Option<&super::auto::AutoChoice>,
+    auto: Option<&drsftp_io::client::AutoChoice>,
 ) {
     if args.json {
         let j = json!({
@@ -637,7 +609,7 @@ mod tests {
         };
         assert_eq!(
             summary_line(&s),
-            "copied 2.0 GiB in 3.2 s: 5.4 Gbit/s, 4 streams (MODE E), buffers peak 16.0 MiB, SHA256 verified"
+            "copied 2 GiB in 3.2 s: 5.4 Gbit/s, 4 streams (MODE E), buffers peak 16 MiB, SHA256 verified"
         );
         let u = TransferSummary {
             transport: "udp",
@@ -649,9 +621,9 @@ mod tests {
         };
         assert_eq!(
             summary_line(&u),
-            "copied 2.0 GiB in 3.2 s: 5.4 Gbit/s, 1 stream (UDP blast, 3 duplicates, 0 rejected), SHA256 verified"
+            "copied 2 GiB in 3.2 s: 5.4 Gbit/s, 1 stream (UDP blast, 3 duplicates, 0 rejected), SHA256 verified"
         );
         assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_rate(0.5), "500.0 kbit/s");
+        assert_eq!(human_rate(0.5), "500 kbit/s");
     }
 }

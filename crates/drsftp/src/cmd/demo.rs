@@ -17,7 +17,7 @@ use drsftp_io::data::{DataOpts, Progress};
 use drsftp_io::server::{self, ServerParams};
 use drsftp_proto::server::ServerConfig;
 use drsftp_storage::FsStorage;
-use drsftp_tune::{parse_size, BufferPolicy};
+use drsftp_tune::BufferPolicy;
 use serde_json::json;
 
 use super::copy::{human_bytes, Bar};
@@ -40,7 +40,7 @@ Examples:
   drsftp demo --json                       # one JSON object on stdout")]
 pub struct Args {
     /// Size of the generated file: bytes, or with a binary suffix K/M/G (1G = 1 GiB).
-    #[arg(long, default_value = "1G", value_name = "SIZE", value_parser = size_arg)]
+    #[arg(long, default_value = "1G", value_name = "SIZE", value_parser = super::units_arg::size)]
     size: u64,
     /// Parallel TCP streams. More than 1 uses MODE E (extended block mode) like `drsftp copy -p N`; 1 uses plain
     /// stream mode.
@@ -67,10 +67,6 @@ pub struct Args {
     /// No progress bar and no step messages; the summary (or JSON) is still printed.
     #[arg(short, long)]
     quiet: bool,
-}
-
-fn size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s).map_err(|e| e.to_string())
 }
 
 fn policy_arg(s: &str) -> Result<BufferPolicy, String> {

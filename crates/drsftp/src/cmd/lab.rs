@@ -13,7 +13,8 @@ use drsftp_lab::daemon::{pid_alive, terminate, TermSignals};
 use drsftp_lab::{
     check_prerequisites, lab_namespaces, load_profile, remove_namespaces, Lab, LabConfig,
 };
-use drsftp_netem::{parse_duration, parse_probability, parse_queue, parse_rate, LossModel};
+use drsftp_netem::{parse_queue, LossModel};
+use drsftp_units::{parse_duration, parse_probability, parse_rate};
 
 const STATE_DIR: &str = "/run/drsftp-lab";
 
@@ -61,7 +62,9 @@ enum LabCmd {
 #[derive(clap::Args, Debug, Clone)]
 #[command(
     after_help = "Every option applies to each direction of every host pair (N hosts: N*(N-1) links).
-Durations: ns us ms s m. Rates: bit kbit mbit gbit. Probabilities: 0.1% or 0.001.
+Units (the same for every drsftp command): durations ns us ms s m h (a plain number is ms); rates in bit/s with
+a decimal prefix k m g t: 100mbit = 100Mbps = 100mb, and an upper-case B is bytes: 100MBps = 100MB/s = 800mbit;
+sizes with binary suffixes K M G (64K = 64KB = 65536 bytes); probabilities 0.1% or 0.001.
 Loss, reordering and duplication are decided per MTU packet, so such labs forward without GSO (ceiling ~1.8 Gbit/s).
 
 Profile file (--profile FILE): one step per line, `#` comments, optional last line `repeat PERIOD`; each step
@@ -81,7 +84,7 @@ pub struct UpArgs {
     /// Round-trip time (each direction gets half).
     #[arg(long, default_value = "100ms")]
     rtt: String,
-    /// Bottleneck rate per direction per host pair (e.g. 100mbit, 1gbit; 0 = unlimited).
+    /// Bottleneck rate per direction per host pair (e.g. 100mbit, 1gbit, 12.5MBps = 100mbit; 0 = unlimited).
     #[arg(long, default_value = "100mbit")]
     rate: String,
     /// Bernoulli loss per direction (e.g. 0.1%).
@@ -99,7 +102,7 @@ pub struct UpArgs {
     /// Duplication probability.
     #[arg(long)]
     duplicate: Option<String>,
-    /// Drop-tail queue: 1bdp, 2xbdp, 64KB, 12.5MB, unlimited.
+    /// Drop-tail queue: 1bdp, 2xbdp, a size (64K, 12.5M; binary), unlimited.
     #[arg(long, default_value = "1bdp")]
     queue: String,
     /// Number of hosts.

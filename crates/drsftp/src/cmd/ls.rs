@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use drsftp_io::client::{Client, ListKind};
-use drsftp_tune::parse_duration;
 use serde_json::json;
 
 use crate::url::parse_url;
@@ -22,7 +21,7 @@ pub struct Args {
     json: bool,
     /// Timeout for connecting and for each server reply, e.g. 30s.
     #[arg(long, value_name = "DURATION", default_value = "60s",
-          value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+          value_parser = super::units_arg::duration)]
     timeout: Duration,
 }
 

@@ -8,3 +8,4 @@ pub mod ls;
 pub mod plot;
 pub mod serve;
 pub mod tune;
+pub(crate) mod units_arg;

@@ -10,7 +10,9 @@ use drsftp_io::data::DataOpts;
 use drsftp_io::server::{self, ServerParams};
 use drsftp_proto::server::{ServerConfig, ThirdParty};
 use drsftp_storage::FsStorage;
-use drsftp_tune::{parse_size, BufferPolicy};
+use drsftp_tune::BufferPolicy;
+
+use super::units_arg;
 
 /// Serve DIR over GridFTP (FTP with MODE E, parallel streams, ERET/ESTO, CKSM, SBUF, the UDP blast channel).
 #[derive(clap::Args, Debug)]
@@ -38,7 +40,7 @@ pub struct Args {
     #[arg(long, default_value = "drs")]
     pub buffer: BufferPolicy,
     /// MODE E block size when sending.
-    #[arg(long, default_value = "256K", value_parser = parse_size)]
+    #[arg(long, default_value = "256K", value_parser = units_arg::size)]
     pub block_size: u64,
     /// Streams used for a MODE E send when the client sent no `OPTS RETR Parallelism`.
     #[arg(long, default_value_t = 1)]
@@ -52,9 +54,9 @@ pub struct Args {
     /// clients that do not ask for it never see it.
     #[arg(long)]
     pub no_blast: bool,
-    /// Cap on blast sending rates, e.g. 500mbit: what the server sends, and announced to clients for what they
-    /// send. Default: no cap.
-    #[arg(long, value_name = "RATE", value_parser = |s: &str| drsftp_tune::parse_rate(s).map(|r| r as u64).map_err(|e| e.to_string()))]
+    /// Cap on blast sending rates, e.g. 500mbit (bits; an upper-case B is bytes: 100MBps = 800 Mbit/s): what the
+    /// server sends, and announced to clients for what they send. Default: no cap.
+    #[arg(long, value_name = "RATE", value_parser = units_arg::rate)]
     pub blast_max_rate: Option<u64>,
     /// Print the bound control address as `listening <addr>` on stdout (for scripts using port 0).
     #[arg(long)]

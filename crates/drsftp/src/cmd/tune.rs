@@ -5,27 +5,28 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use drsftp_tune::{
-    fit, format_size, parse_duration, parse_rate, parse_size, FitPoint, Model, RecommendInput,
-};
+use drsftp_tune::{fit, FitPoint, Model, RecommendInput};
+use drsftp_units::format_size;
+
+use super::units_arg;
 
 #[derive(clap::Args, Debug)]
 #[group(id = "tune")]
 pub struct Args {
-    /// Round-trip time of the path, e.g. 50ms.
-    #[arg(long, value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    /// Round-trip time of the path, e.g. 50ms (a plain number is milliseconds).
+    #[arg(long, value_parser = units_arg::duration)]
     rtt: Option<Duration>,
-    /// Bottleneck rate, e.g. 1gbit, 100mbit, 622Mbps.
-    #[arg(long, value_parser = |s: &str| parse_rate(s).map_err(|e| e.to_string()))]
+    /// Bottleneck rate, e.g. 1gbit, 100mbit, 622Mbps (bits; an upper-case B is bytes: 100MBps = 800 Mbit/s).
+    #[arg(long, value_parser = |s: &str| units_arg::rate(s).map(|r| r as f64))]
     rate: Option<f64>,
     /// Memory budget for all streams' buffers, e.g. 64MB.
-    #[arg(long, default_value = "64M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "64M", value_parser = units_arg::size)]
     mem: u64,
     /// Most streams to recommend.
     #[arg(long, default_value_t = 32)]
     max_streams: u32,
     /// Largest per-stream buffer; default: this namespace's net.core.rmem_max.
-    #[arg(long, value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    #[arg(long, value_parser = units_arg::size)]
     max_buf: Option<u64>,
     /// Model coefficient C1' (streams x KB^C2 per ms of RTT, on --ref-rate).
     #[arg(long, default_value_t = 155.0)]
@@ -34,7 +35,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0.86)]
     c2: f64,
     /// Rate the coefficients were measured at.
-    #[arg(long, default_value = "1gbit", value_parser = |s: &str| parse_rate(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "1gbit", value_parser = |s: &str| units_arg::rate(s).map(|r| r as f64))]
     ref_rate: f64,
     /// Fit C1' and C2 from a CSV of measured optima: rtt_ms,buffer_kb,streams (header line optional).
     #[arg(long)]

@@ -212,16 +212,7 @@ pub(crate) fn axis_max(hi: f64) -> f64 {
 
 /// A byte count in binary units, e.g. `8 KiB`, `512 MiB`, `1.5 GiB`.
 pub(crate) fn human_bytes(v: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = v;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    let s = format!("{v:.1}");
-    let s = s.strip_suffix(".0").unwrap_or(&s);
-    format!("{s} {}", units[u])
+    drsftp_units::format_bytes(v.max(0.0).round() as u64)
 }
 
 /// Create `path`'s parent directory if it has one.

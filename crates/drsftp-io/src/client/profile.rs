@@ -1,11 +1,45 @@
-//! Per-path tuning profiles written by `drsftp tune calibrate` and read by `drsftp copy -p auto`: one JSON file,
-//! `$XDG_CONFIG_HOME/drsftp/paths.json` (or `~/.config/drsftp/paths.json`), keyed by the server's `host:port`.
+//! Per-path tuning profiles written by `drsftp tune calibrate` and read by `-p auto`'s start choice
+//! ([`super::auto_start`]): one JSON file, `$XDG_CONFIG_HOME/drsftp/paths.json` (or `~/.config/drsftp/paths.json`),
+//! keyed by the server's `host:port`. Here, in the library, so that any client of drsftp-io starts as
+//! `drsftp copy -p auto` does.
 
 use std::collections::BTreeMap;
+use std::io;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+
+/// Why the profile file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// Reading, writing, creating or renaming failed.
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: io::Error },
+    /// The file is not a profile file (it is left alone rather than silently replaced).
+    #[error("{}: not a path-profile file: {error}", path.display())]
+    Json {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+}
+
+type Result<T> = std::result::Result<T, ProfileError>;
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ProfileError + '_ {
+    move |error| ProfileError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
+/// The profile key of a server: `host:port`, with an IPv6 literal in brackets (`[::1]:2811`).
+pub fn path_key(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
 
 /// What calibration learned about one server path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,11 +120,12 @@ impl ProfileStore {
 
     fn load(&self) -> Result<FileFormat> {
         match std::fs::read_to_string(&self.file) {
-            Ok(t) => {
-                serde_json::from_str(&t).with_context(|| format!("parsing {}", self.file.display()))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileFormat::default()),
-            Err(e) => Err(e).with_context(|| format!("reading {}", self.file.display())),
+            Ok(t) => serde_json::from_str(&t).map_err(|error| ProfileError::Json {
+                path: self.file.clone(),
+                error,
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(FileFormat::default()),
+            Err(e) => Err(io_err(&self.file)(e)),
         }
     }
 
@@ -100,7 +135,6 @@ impl ProfileStore {
     }
 
     /// All stored profiles.
-    #[cfg(test)]
     pub fn all(&self) -> Result<Vec<PathProfile>> {
         Ok(self.load()?.paths.into_values().collect())
     }
@@ -112,15 +146,17 @@ impl ProfileStore {
         f.version = 1;
         f.paths.insert(p.host_port.clone(), p.clone());
         if let Some(dir) = self.file.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         }
         let tmp = self
             .file
             .with_extension(format!("json.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, serde_json::to_string_pretty(&f)? + "\n")
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &self.file)
-            .with_context(|| format!("writing {}", self.file.display()))
+        let text = serde_json::to_string_pretty(&f).map_err(|error| ProfileError::Json {
+            path: self.file.clone(),
+            error,
+        })? + "\n";
+        std::fs::write(&tmp, text).map_err(io_err(&tmp))?;
+        std::fs::rename(&tmp, &self.file).map_err(io_err(&self.file))
     }
 }
 
@@ -184,5 +220,11 @@ mod tests {
         // A corrupt file is an error, not silently replaced.
         std::fs::write(store.path(), "{not json").unwrap();
         assert!(store.get("a:2811").is_err());
+    }
+
+    #[test]
+    fn keys_bracket_ipv6() {
+        assert_eq!(path_key("example.org", 2811), "example.org:2811");
+        assert_eq!(path_key("::1", 2811), "[::1]:2811");
     }
 }
