@@ -50,7 +50,7 @@ pub struct DrsConfig {
     /// Number of consecutive low samples before the buffer may shrink, and the per-interval shrink factor.
     /// The factor is gentle: after a loss hole the application reads the backlog at once, so one BDP sample is
     /// inflated, and a window that falls back from it in large steps meets cubic's recovery and provokes a second
-    /// back-off (docs/drs.md, shrinking).
+    /// back-off (docs/drs.md).
     pub shrink_after: usize,
     pub shrink_factor: f64,
     /// Send SBUF probes in-band (only when the peer opted in).
