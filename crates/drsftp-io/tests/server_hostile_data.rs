@@ -187,8 +187,17 @@ async fn a_hijacker_on_another_address_cannot_inject_into_an_upload() {
 }
 
 async fn mode_e_upload(c: &mut Client, local: &Path, remote: &str) -> Result<(), String> {
+    mode_e_upload_with(c, local, remote, 2).await
+}
+
+async fn mode_e_upload_with(
+    c: &mut Client,
+    local: &Path,
+    remote: &str,
+    streams: u32,
+) -> Result<(), String> {
     let opts = ClientOptions {
-        streams: 2,
+        streams,
         mode_e: true,
         timeout: Duration::from_secs(15),
         ..ClientOptions::default()
@@ -241,7 +250,15 @@ async fn passive_listeners_do_not_outlive_their_transfer_or_session() {
         }
         let _ = c.quit().await;
     }
-    eprintln!("6 later uploads: {} failed", failed.len());
+    // And in one session, growing stream counts: each upload reuses the kept connections and opens more to the
+    // same passive port, where an earlier transfer's leftover accept loop would take them.
+    let mut c = drsftp_testkit::server::login(srv.addr).await;
+    for (i, streams) in (1..=6).enumerate() {
+        if let Err(e) = mode_e_upload_with(&mut c, &src, &format!("/w{i}"), streams).await {
+            failed.push(format!("upload {i} ({streams} streams, one session): {e}"));
+        }
+    }
+    eprintln!("12 later uploads: {} failed", failed.len());
     assert!(failed.is_empty(), "{failed:?}");
 }
 
