@@ -1,6 +1,9 @@
 //! One control connection: reads command bytes into the sans-IO `ServerSession`, writes its replies, and carries
 //! out its actions — filesystem requests on blocking threads, passive listeners, one transfer task at a time —
 //! feeding results, progress and timeouts back in. Ends on QUIT, idle timeout, peer close or server shutdown.
+//! Every task it spawns is held in an `AbortOnDrop`, and passive listeners live only here and in the transfer
+//! that uses them: a listener serves one transfer (kept only while the MODE E connections it brought are kept
+//! for the next one), a new PASV replaces it, and nothing outlives the session however it ends.
 //! Stream-mode DRS on the control channel (docs/drs.md §4.4, only after `OPTS DRS Inband=1;`): `SBUF <id> <size>`
 //! during a download resizes the running data socket's SO_SNDBUF; during an upload the receiving engine's DRS
 //! announcements go out as `126 SBUF <id> <size>`.
@@ -17,18 +20,18 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 
 use super::transfer::{self, DataCache, Job};
 use super::{fs, ServerParams};
 use crate::data::{self, Progress};
+use crate::task::AbortOnDrop;
 
 /// How often a running transfer's counters are handed to the session (for 111/112 markers).
 const PROGRESS_TICK: Duration = Duration::from_millis(500);
 
 struct Running {
     id: u64,
-    task: JoinHandle<(TransferResult, Option<DataCache>, Option<fs::SentCrc>)>,
+    task: AbortOnDrop<(TransferResult, Option<DataCache>, Option<fs::SentCrc>)>,
     progress: Arc<Progress>,
 }
 
@@ -57,6 +60,8 @@ pub(crate) async fn run(
     s.set_epoch(t0, epoch);
     let (fs_tx, mut fs_rx) = mpsc::channel::<FsResult>(1);
     let mut running: Option<Running> = None;
+    // Filesystem requests in flight (the session waits for each answer, so rarely more than one).
+    let mut fs_tasks: Vec<AbortOnDrop<()>> = vec![];
     let mut passive: Vec<Arc<TcpListener>> = vec![];
     let mut cache: Option<DataCache> = None;
     // The CRC32C of the last whole file sent, for a following CKSM; dropped by anything that may change files.
@@ -80,9 +85,10 @@ pub(crate) async fn run(
                     ) {
                         sent_crc = None;
                     }
-                    tokio::spawn(async move {
+                    fs_tasks.retain(|t| t.0.as_ref().is_some_and(|h| !h.is_finished()));
+                    fs_tasks.push(AbortOnDrop::spawn(async move {
                         let _ = tx.send(fs::execute_async(st, req, sent).await).await;
-                    });
+                    }));
                 }
                 Action::Listen { ip, count } => {
                     passive.clear();
@@ -126,17 +132,23 @@ pub(crate) async fn run(
                         cache: cache.take(),
                         progress: progress.clone(),
                         blast,
+                        accept_timeout: params.session.data_timeout,
                     };
                     running = Some(Running {
                         id,
-                        task: tokio::spawn(transfer::run(job)),
+                        task: AbortOnDrop::spawn(transfer::run(job)),
                         progress,
                     });
                 }
                 Action::Abort => {
-                    if let Some(r) = running.take() {
-                        r.task.abort();
-                        let _ = r.task.await;
+                    // ABOR, or the session's data timeout: wait for the task to be gone (its part file removed)
+                    // before the reply.
+                    if let Some(mut r) = running.take() {
+                        if let Some(t) = r.task.0.take() {
+                            t.abort();
+                            let _ = t.await;
+                        }
+                        passive.clear();
                         s.handle_transfer_done(Instant::now(), r.id, TransferResult::Aborted);
                         record_sbuf(&params, &r.progress);
                     }
@@ -168,9 +180,6 @@ pub(crate) async fn run(
         if close || s.is_closed() {
             flush(&mut s, &mut wr).await?;
             let _ = wr.shutdown().await;
-            if let Some(r) = running.take() {
-                r.task.abort();
-            }
             return Ok(());
         }
         let deadline = s.poll_timeout().map(tokio::time::Instant::from_std);
@@ -183,18 +192,22 @@ pub(crate) async fn run(
             n = rd.read(&mut buf) => {
                 let n = n?;
                 if n == 0 {
-                    if let Some(r) = running.take() { r.task.abort(); }
                     return Ok(());
                 }
                 s.handle_input(Instant::now(), &buf[..n]);
             }
             Some(r) = fs_rx.recv() => s.handle_fs(Instant::now(), r),
-            done = async { (&mut running.as_mut().expect("guarded").task).await }, if running.is_some() => {
+            done = async { running.as_mut().and_then(|r| r.task.0.as_mut()).expect("guarded").await }, if running.as_ref().is_some_and(|r| r.task.0.is_some()) => {
                 let r = running.take().expect("guarded");
                 let result = match done {
                     Ok((res, kept, crc)) => { cache = kept; sent_crc = crc; res }
                     Err(e) => TransferResult::Failed { code: 451, message: format!("transfer task: {e}") },
                 };
+                // One transfer per passive listener, unless its MODE E connections stay for the next transfer
+                // (their cache is keyed by the listeners' addresses).
+                if cache.is_none() {
+                    passive.clear();
+                }
                 s.handle_progress(Instant::now(), progress_of(&r.progress));
                 s.handle_transfer_done(Instant::now(), r.id, result);
                 record_sbuf(&params, &r.progress);
@@ -215,7 +228,6 @@ pub(crate) async fn run(
             }
             _ = sleep_until(deadline), if deadline.is_some() => s.handle_timeout(Instant::now()),
             _ = stop.changed() => {
-                if let Some(r) = running.take() { r.task.abort(); }
                 let _ = wr.write_all(b"421 Server shutting down.\r\n").await;
                 let _ = wr.shutdown().await;
                 return Ok(());
