@@ -43,6 +43,7 @@ mod sbuf;
 mod site;
 mod stat;
 mod stor;
+mod tls;
 
 /// Most packets in one blast transfer.
 pub(crate) const MAX_BLAST_PACKETS: u64 = blast::MAX_PACKETS;
@@ -220,6 +221,9 @@ pub(crate) static VERBS: &[Verb] = &[
     sbuf::DRS,
     site::SITE,
     cksm::CKSM,
+    tls::AUTH,
+    tls::PBSZ,
+    tls::PROT,
 ];
 
 /// The command row for `name` (case-insensitive) and its handler; feature-only rows are not commands.
