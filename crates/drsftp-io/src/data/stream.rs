@@ -192,6 +192,9 @@ pub async fn recv_stream(
         progress.add(r.clone());
         got.insert(r);
     }
+    // Under TLS this answers the sender's close_notify with ours (Python's ftplib waits for it in `unwrap`);
+    // on plain TCP it is the FIN the drop would send anyway.
+    let _ = sock.shutdown().await;
     Ok(DataReport {
         bytes: got.covered(),
         streams: 1,
