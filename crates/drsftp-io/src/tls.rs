@@ -91,6 +91,27 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
     Ok(Arc::new(cfg))
 }
 
+/// When the client uses TLS (`--tls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    /// Never (cleartext, as plain FTP).
+    Off,
+    /// Whenever the server's FEAT lists `AUTH TLS`; cleartext with servers that do not offer it.
+    #[default]
+    Auto,
+    /// Always: a server without `AUTH TLS` is an error.
+    Require,
+}
+
+/// The client's TLS settings for one connection.
+#[derive(Debug, Clone, Default)]
+pub struct TlsSettings {
+    /// When to use TLS.
+    pub mode: TlsMode,
+    /// What certificate to accept.
+    pub trust: Trust,
+}
+
 /// What the client trusts.
 #[derive(Debug, Clone, Default)]
 pub enum Trust {
