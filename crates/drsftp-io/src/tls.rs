@@ -258,6 +258,13 @@ impl TlsClient {
     pub async fn connect(&self, sock: TcpStream) -> io::Result<MaybeTls> {
         let c = tokio_rustls::TlsConnector::from(self.config.clone());
         let s = bounded(c.connect(self.name.clone(), sock)).await?;
+        // `Resumed` on data connections shows the control session was reused (what vsftpd-style servers demand).
+        let (_, conn) = s.get_ref();
+        tracing::debug!(
+            "TLS client handshake: {:?} {:?}",
+            conn.protocol_version(),
+            conn.handshake_kind()
+        );
         Ok(MaybeTls::Tls(Box::new(tokio_rustls::TlsStream::Client(s))))
     }
 }

@@ -222,11 +222,12 @@ impl ClientSession {
                     });
                 self.features = f;
                 if !offered {
-                    return Some(if require {
-                        Err(ClientError::TlsNotOffered)
-                    } else {
-                        Ok(Outcome::Secured(false))
-                    });
+                    if require {
+                        // Nothing more may go out on this connection: not USER, not PASS in cleartext.
+                        self.die(ClientError::TlsNotOffered);
+                        return None;
+                    }
+                    return Some(Ok(Outcome::Secured(false)));
                 }
                 run.steps
                     .push_back(Step::Cmd("AUTH TLS".into(), Kind::Auth));
@@ -243,7 +244,8 @@ impl ClientSession {
                 // Anything already behind the 234 arrived before the handshake: it is not protected, and
                 // reading it after the upgrade would let an attacker inject replies (RFC 4217 §15).
                 if self.reader.buffered() > 0 {
-                    return Some(Err(ClientError::TlsInjected));
+                    self.die(ClientError::TlsInjected);
+                    return None;
                 }
                 if !run.steps.iter().any(|s| matches!(s, Step::Cmd(..))) {
                     // No PBSZ/PROT to follow: the operation ends after the handshake (`handle_tls_started`).

@@ -420,7 +420,7 @@ impl ClientSession {
         self.events.pop_front()
     }
 
-    fn die(&mut self, err: ClientError) {
+    pub(super) fn die(&mut self, err: ClientError) {
         self.drs.reset();
         self.phase = Phase::Dead;
         self.deadline = None;
