@@ -1,5 +1,6 @@
 //! Explicit FTPS (RFC 4217) against `drsftp serve --tls-cert --tls-key --tls-required`: curl, lftp and Python's
-//! `ftplib.FTP_TLS` log in over TLS and download and upload with `PROT P` (checked by SHA-256), and a raw
+//! `ftplib.FTP_TLS` log in over TLS and download and upload with `PROT P` (checked by SHA-256; ftplib in active
+//! mode too, where the server connects but is still the TLS server), and a raw
 //! socket shows what a cleartext client gets: `530` for USER, `536` for `PROT C`, nothing read after AUTH.
 
 mod common;
@@ -129,6 +130,10 @@ with open({dl:?}, "wb") as out:
     f.retrbinary("RETR /data.bin", out.write)
 with open({local:?}, "rb") as src:
     f.storbinary("STOR /py-up.bin", src)
+# Active mode: the server opens the TCP connection and is still the TLS server (RFC 4217 section 7).
+f.set_pasv(False)
+with open({dl:?} + ".active", "wb") as out:
+    f.retrbinary("RETR /data.bin", out.write)
 names = f.nlst("/")
 assert "data.bin" in [n.rsplit("/", 1)[-1] for n in names], names
 f.quit()
@@ -142,6 +147,7 @@ f.quit()
     assert!(ok, "ftplib: {out} {err}\n{}", s.srv.log_text());
     assert_eq!(sha256_file(&dl), s.want);
     assert_eq!(sha256_file(&s.root.join("py-up.bin")), s.local_sha);
+    assert_eq!(sha256_file(&dl.with_extension("bin.active")), s.want);
 }
 
 #[test]
