@@ -10,3 +10,4 @@ pub mod data;
 pub mod drs;
 pub mod server;
 mod task;
+pub mod tls;

@@ -13,11 +13,18 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::ClientError;
+use crate::tls::{MaybeTls, TlsClient};
 
 /// A logged-in (or logging-in) control connection.
 #[derive(Debug)]
 pub(crate) struct Control {
-    sock: TcpStream,
+    /// `None` only while the TLS handshake holds the socket.
+    sock: Option<MaybeTls>,
+    /// TLS for `AUTH TLS` on this connection and for `PROT P` data connections (same config, so data
+    /// connections resume the control session).
+    tls: Option<TlsClient>,
+    /// `PROT P` was accepted: data connections are TLS.
+    data_tls: bool,
     session: ClientSession,
     out: Vec<u8>,
     out_pos: usize,
@@ -70,7 +77,9 @@ impl Control {
                     );
                     session.set_peer_ip(peer.ip());
                     return Ok(Control {
-                        sock,
+                        sock: Some(MaybeTls::Plain(sock)),
+                        tls: None,
+                        data_tls: false,
                         session,
                         out: Vec::new(),
                         out_pos: 0,
@@ -95,6 +104,46 @@ impl Control {
             addr: host_port.to_string(),
             error: last.unwrap_or_else(|| std::io::Error::other("no address worked")),
         })
+    }
+
+    /// Uses `tls` for the `AUTH TLS` handshake ([`drsftp_proto::client::Op::Secure`]) and PROT P data.
+    pub(crate) fn set_tls(&mut self, tls: TlsClient) {
+        self.tls = Some(tls);
+    }
+
+    /// Records the outcome of `Op::Secure` with `PROT P`: data connections are TLS from now on.
+    pub(crate) fn set_data_tls(&mut self, on: bool) {
+        self.data_tls = on;
+    }
+
+    /// The TLS client for data connections, when `PROT P` is in force.
+    pub(crate) fn data_tls(&self) -> Option<TlsClient> {
+        self.tls.clone().filter(|_| self.data_tls)
+    }
+
+    /// Whether the control connection is TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.sock.as_ref().is_some_and(MaybeTls::is_tls)
+    }
+
+    /// `234` to AUTH TLS: the handshake on the control socket. Any failure is final (no cleartext fallback).
+    async fn start_tls(&mut self) -> Result<(), ClientError> {
+        let tls = self
+            .tls
+            .clone()
+            .ok_or_else(|| ClientError::Tls("AUTH TLS without a TLS configuration".into()))?;
+        let plain = self
+            .sock
+            .take()
+            .and_then(MaybeTls::into_plain)
+            .ok_or_else(|| ClientError::Tls("control connection is not cleartext".into()))?;
+        let s = tls
+            .connect(plain)
+            .await
+            .map_err(|e| ClientError::Tls(format!("handshake with the server failed: {e}")))?;
+        self.sock = Some(s);
+        self.session.handle_tls_started(Instant::now());
+        Ok(())
     }
 
     /// Our end of the control connection: data listeners bind to this IP.
@@ -153,9 +202,12 @@ impl Control {
     async fn flush(&mut self) -> Result<(), ClientError> {
         self.collect_output();
         while self.out_pos < self.out.len() {
+            let pos = self.out_pos;
             let n = self
                 .sock
-                .write(&self.out[self.out_pos..])
+                .as_mut()
+                .ok_or_else(|| ClientError::Tls("control connection lost".into()))?
+                .write(&self.out[pos..])
                 .await
                 .map_err(ClientError::Control)?;
             if n == 0 {
@@ -174,6 +226,10 @@ impl Control {
         loop {
             self.flush().await?;
             if let Some(ev) = self.session.poll_event() {
+                if ev == Event::StartTls {
+                    self.start_tls().await?;
+                    continue;
+                }
                 return Ok(ev);
             }
             if self.session.is_dead() {
@@ -181,7 +237,11 @@ impl Control {
                     drsftp_proto::client::ClientError::Closed,
                 ));
             }
-            let read = self.sock.read(&mut self.buf);
+            let sock = self
+                .sock
+                .as_mut()
+                .ok_or_else(|| ClientError::Tls("control connection lost".into()))?;
+            let read = sock.read(&mut self.buf);
             let n = match self.session.poll_timeout() {
                 Some(deadline) => tokio::time::timeout_at(deadline.into(), read).await.ok(),
                 None => Some(read.await),

@@ -34,6 +34,10 @@ pub enum ClientError {
         error: io::Error,
     },
     /// Reading or writing the control connection failed.
+    #[error("TLS: {0}")]
+    /// The TLS handshake on the control connection failed (untrusted certificate, wrong fingerprint, no TLS
+    /// at all): the client never goes on in cleartext after asking for TLS.
+    Tls(String),
     #[error("control connection: {0}")]
     Control(io::Error),
     /// The server refused a command, sent something unintelligible, timed out or hung up.

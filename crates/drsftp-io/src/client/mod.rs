@@ -194,6 +194,14 @@ pub struct Client {
     timeout: Duration,
 }
 
+/// The host part of `host:port` (`[v6]:port` too), the name the server's certificate must carry.
+fn host_of(host_port: &str) -> &str {
+    match host_port.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => host_port.rsplit_once(':').map_or(host_port, |(h, _)| h),
+    }
+}
+
 /// `SIZE path`. A second ask for the same path with no other operation in between (the progress bar's, then the
 /// download's) is answered from the first: one control round trip less.
 async fn size(control: &mut Control, path: &str) -> Result<u64, ClientError> {
@@ -222,7 +230,44 @@ impl Client {
         pass: &str,
         timeout: Duration,
     ) -> Result<Client, ClientError> {
+        let off = crate::tls::TlsSettings {
+            mode: crate::tls::TlsMode::Off,
+            ..Default::default()
+        };
+        Self::connect_tls(host_port, user, pass, timeout, &off).await
+    }
+
+    /// [`Client::connect`] with explicit FTPS (RFC 4217) as `tls` says: before USER, FEAT; if it lists
+    /// `AUTH TLS` (or `tls.mode` is `Require`, which fails otherwise), `AUTH TLS`, the handshake (certificate
+    /// checked against `tls.trust` for the host of `host_port`), `PBSZ 0` and `PROT P`, so the password and
+    /// every stream-mode data connection are encrypted. A failed handshake is an error, never a cleartext retry.
+    pub async fn connect_tls(
+        host_port: &str,
+        user: &str,
+        pass: &str,
+        timeout: Duration,
+        tls: &crate::tls::TlsSettings,
+    ) -> Result<Client, ClientError> {
         let mut control = Control::connect(host_port, timeout).await?;
+        if tls.mode != crate::tls::TlsMode::Off {
+            let cfg = crate::tls::client_config(&tls.trust)
+                .map_err(|e| ClientError::Tls(e.to_string()))?;
+            let c = crate::tls::TlsClient::new(cfg, host_of(host_port))
+                .map_err(|e| ClientError::Tls(e.to_string()))?;
+            control.set_tls(c);
+            let op = Op::Secure {
+                require: tls.mode == crate::tls::TlsMode::Require,
+                protect_data: true,
+            };
+            match control.run(op).await? {
+                Outcome::Secured(on) => control.set_data_tls(on),
+                other => {
+                    return Err(ClientError::Invalid(format!(
+                        "unexpected AUTH TLS outcome {other:?}"
+                    )))
+                }
+            }
+        }
         match control
             .run(Op::Login {
                 user: user.to_string(),
@@ -235,6 +280,16 @@ impl Client {
                 "unexpected login outcome {other:?}"
             ))),
         }
+    }
+
+    /// Whether data connections are TLS (`PROT P` accepted): stream mode only for now.
+    pub fn data_protected(&self) -> bool {
+        self.control.data_tls().is_some()
+    }
+
+    /// Whether the control connection is TLS (`AUTH TLS` succeeded).
+    pub fn is_tls(&self) -> bool {
+        self.control.is_tls()
     }
 
     /// The control-channel round trip measured for free during login: the median of the USER, PASS and FEAT

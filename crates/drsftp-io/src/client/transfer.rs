@@ -94,6 +94,10 @@ pub(crate) async fn run_started(
     stall: Duration,
 ) -> Result<Moved, ClientError> {
     let begin = Instant::now();
+    if opts.tls_client.is_none() {
+        // PROT P: every data connection of this session is TLS, resuming the control session.
+        opts.tls_client = control.data_tls();
+    }
     let peer_ip = control.peer().ip();
     let mut job = Some(job);
     let mut listener: Option<TcpListener> = None;
@@ -350,7 +354,10 @@ fn plain(
             let s = socks
                 .pop()
                 .ok_or_else(|| missing("a data connection was open"))?;
-            Box::pin(async move { data::recv_stream(s, file, offset, &opts, progress).await })
+            Box::pin(async move {
+                let s = crate::tls::protect_client(s, &opts).await?;
+                data::recv_stream(s, file, offset, &opts, progress).await
+            })
         }
         DataJob::SendModeE {
             file,
@@ -369,7 +376,10 @@ fn plain(
             let s = socks
                 .pop()
                 .ok_or_else(|| missing("a data connection was open"))?;
-            Box::pin(async move { data::send_stream(s, file, range, &opts, progress).await })
+            Box::pin(async move {
+                let s = crate::tls::protect_client(s, &opts).await?;
+                data::send_stream(s, file, range, &opts, progress).await
+            })
         }
     })
 }

@@ -83,6 +83,11 @@ pub struct DataOpts {
     /// Sums what stream-mode control-channel DRS did on every transfer run with these options (`Progress::sbuf`
     /// per transfer; the server records each transfer's counts here when it ends).
     pub sbuf_observer: Option<std::sync::Arc<SbufObserver>>,
+    /// Server: the TLS configuration for `AUTH TLS` on the control channel and for `PROT P` data connections
+    /// (the server is the TLS server on both, RFC 4217 §7). `None`: no certificate, TLS is not offered.
+    pub tls_server: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// Client: TLS for `PROT P` data connections, sharing the control connection's config and resumption store.
+    pub tls_client: Option<crate::tls::TlsClient>,
 }
 
 impl Default for DataOpts {
@@ -98,6 +103,8 @@ impl Default for DataOpts {
             trace: false,
             crc32c: false,
             sbuf_observer: None,
+            tls_server: None,
+            tls_client: None,
         }
     }
 }

@@ -2,7 +2,8 @@
 //! positioned reads, one read in flight while the previous chunk is written to the socket; the receiver fills a
 //! chunk from the socket while the previous one is written to the file. With control-channel DRS enabled on
 //! `Progress::sbuf` (peer opted in), the receiver's DRS probes go to the control driver and its echoes come back,
-//! and the sender's socket is registered there so the driver can resize SO_SNDBUF (`ctrl_sbuf`).
+//! and the sender's socket is registered there so the driver can resize SO_SNDBUF (`ctrl_sbuf`). Both take a
+//! cleartext or a TLS (`PROT P`) connection ([`MaybeTls`]); MODE E stays on plain TCP.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -12,13 +13,13 @@ use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::FileHandle;
 use drsftp_tune::DrsAction;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::crc::CrcPieces;
 use super::fileio::{Pending, Placement};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::trace::StreamTrace;
 use super::{DataError, DataOpts, DataReport, Progress};
+use crate::tls::MaybeTls;
 
 /// Largest chunk a receiver collects before writing it to the file. Small enough to stay in L2 between the socket
 /// read and the file write (a 1 MiB chunk measured slower on the 2-core loopback box), large enough that the
@@ -45,15 +46,17 @@ fn one_stream(opts: &DataOpts, progress: &Arc<Progress>) -> (GaugeSet, Gauge, St
 /// Stream mode: send `range` of `file`, then shut the socket down. `range.end == u64::MAX` sends to EOF; a range
 /// running past EOF stops at EOF (the report's `bytes` says how much went).
 pub async fn send_stream(
-    mut sock: TcpStream,
+    sock: impl Into<MaybeTls>,
     file: Arc<dyn FileHandle>,
     range: Range<u64>,
     opts: &DataOpts,
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
+    // A cleartext socket or a `PROT P` one: DRS, gauges and traces look at the TCP socket underneath.
+    let mut sock: MaybeTls = sock.into();
     let (gauges, mut gauge, mut trace) = one_stream(opts, &progress);
     // The control driver resizes SO_SNDBUF when the receiver tells its buffer (`SBUF <id> <size>` / `126 SBUF`).
-    let _sbuf = progress.sbuf().register_sender(&sock, opts)?;
+    let _sbuf = progress.sbuf().register_sender(sock.tcp(), opts)?;
     let chunk = send_chunk(opts);
     let end = range.end;
     let mut pos = range.start;
@@ -88,8 +91,15 @@ pub async fn send_stream(
         progress.add(off..pos);
         sent.insert(off..pos);
         let now = Instant::now();
-        gauge.sample(&sock, now, opts.buffer, Side::Send, None);
-        trace.sample(&sock, now, got as u64, Side::Send, gauge.current(), None);
+        gauge.sample(sock.tcp(), now, opts.buffer, Side::Send, None);
+        trace.sample(
+            sock.tcp(),
+            now,
+            got as u64,
+            Side::Send,
+            gauge.current(),
+            None,
+        );
         spare = Some(buf);
     }
     sock.shutdown().await?;
@@ -107,17 +117,19 @@ pub async fn send_stream(
 
 /// Stream mode: read to EOF, writing at `offset + n`.
 pub async fn recv_stream(
-    mut sock: TcpStream,
+    sock: impl Into<MaybeTls>,
     file: Arc<dyn FileHandle>,
     offset: u64,
     opts: &DataOpts,
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
+    // A cleartext socket or a `PROT P` one: DRS, gauges and traces look at the TCP socket underneath.
+    let mut sock: MaybeTls = sock.into();
     let (gauges, mut gauge, mut trace) = one_stream(opts, &progress);
     // Stream mode has no in-band channel: probes go over the control channel, through the driver (only when it
     // enabled the link: the peer opted in).
     let link = progress.sbuf();
-    let mut drs = sockets::start_drs(&sock, opts, link.is_enabled(), None)?;
+    let mut drs = sockets::start_drs(sock.tcp(), opts, link.is_enabled(), None)?;
     let mut got = RangeSet::new();
     let mut at = offset;
     let mut spare: Option<Vec<u8>> = None;
@@ -137,7 +149,7 @@ pub async fn recv_stream(
             n += k;
             let now = Instant::now();
             if let Some(d) = drs.as_mut() {
-                for a in d.on_read(&sock, now, k as u64)? {
+                for a in d.on_read(sock.tcp(), now, k as u64)? {
                     if let DrsAction::SendSbufProbe { id, size } = a {
                         link.push_probe(id, size);
                         if link.is_one_way() {
@@ -152,9 +164,9 @@ pub async fn recv_stream(
                     d.on_sbuf_echo(at, id);
                 }
             }
-            gauge.sample(&sock, now, opts.buffer, Side::Recv, drs.as_ref());
+            gauge.sample(sock.tcp(), now, opts.buffer, Side::Recv, drs.as_ref());
             let buffer = gauge.current();
-            trace.sample(&sock, now, k as u64, Side::Recv, buffer, drs.as_ref());
+            trace.sample(sock.tcp(), now, k as u64, Side::Recv, buffer, drs.as_ref());
         }
         if let Some((r, p)) = pending.take() {
             let (b, ()) = p.wait().await?;
@@ -180,6 +192,9 @@ pub async fn recv_stream(
         progress.add(r.clone());
         got.insert(r);
     }
+    // Under TLS this answers the sender's close_notify with ours (Python's ftplib waits for it in `unwrap`);
+    // on plain TCP it is the FIN the drop would send anyway.
+    let _ = sock.shutdown().await;
     Ok(DataReport {
         bytes: got.covered(),
         streams: 1,

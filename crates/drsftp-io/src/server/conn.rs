@@ -16,8 +16,7 @@ use drsftp_proto::server::{
     Action, DataEndpoint, FsRequest, FsResult, Mode, Payload, ServerSession, TransferProgress,
     TransferResult,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
@@ -25,6 +24,7 @@ use super::transfer::{self, DataCache, Job};
 use super::{fs, ServerParams};
 use crate::data::{self, Progress};
 use crate::task::AbortOnDrop;
+use crate::tls::MaybeTls;
 
 /// How often a running transfer's counters are handed to the session (for 111/112 markers).
 const PROGRESS_TICK: Duration = Duration::from_millis(500);
@@ -35,7 +35,7 @@ struct Running {
     progress: Arc<Progress>,
 }
 
-async fn flush(s: &mut ServerSession, wr: &mut OwnedWriteHalf) -> std::io::Result<()> {
+async fn flush(s: &mut ServerSession, wr: &mut WriteHalf<MaybeTls>) -> std::io::Result<()> {
     while let Some(bytes) = s.poll_transmit() {
         wr.write_all(&bytes).await?;
     }
@@ -51,7 +51,8 @@ pub(crate) async fn run(
 ) -> std::io::Result<()> {
     let local = sock.local_addr()?;
     let _ = sock.set_nodelay(true);
-    let (mut rd, mut wr) = sock.into_split();
+    // Cleartext until `AUTH TLS` (Action::StartTls), then the same halves over TLS.
+    let (mut rd, mut wr) = tokio::io::split(MaybeTls::Plain(sock));
     let t0 = Instant::now();
     let mut s = ServerSession::new(t0, params.session.clone(), local, peer);
     let epoch = SystemTime::now()
@@ -172,6 +173,17 @@ pub(crate) async fn run(
                         Err(e) => Err(e),
                     };
                     s.handle_blast_bound(now, r.map_err(|e| e.to_string()));
+                }
+                Action::StartTls => {
+                    // The `234` goes out in cleartext; every later byte either way is TLS. The session checked
+                    // that nothing followed the AUTH line, and nothing has been read since.
+                    flush(&mut s, &mut wr).await?;
+                    let plain = rd.unsplit(wr).into_plain();
+                    let (Some(tcp), Some(cfg)) = (plain, params.data.tls_server.as_ref()) else {
+                        return Ok(());
+                    };
+                    let tls = crate::tls::accept(cfg, tcp).await?;
+                    (rd, wr) = tokio::io::split(tls);
                 }
                 Action::Close => close = true,
             }

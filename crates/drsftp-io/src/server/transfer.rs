@@ -365,6 +365,7 @@ async fn send(
         )),
         (Mode::Stream, ep) => {
             let sock = stream_socket(ep, &passive, accept, opts).await?;
+            let sock = crate::tls::protect_server(sock, plan.protect, opts).await?;
             let range = ranges.first().cloned().unwrap_or(0..0);
             let r = data::send_stream(sock, file, range, opts, progress).await?;
             Ok((r.bytes, 1, None, r.crc32c))
@@ -499,6 +500,7 @@ async fn recv(
         )),
         (Mode::Stream, ep) => {
             let sock = stream_socket(ep, &passive, accept, opts).await?;
+            let sock = crate::tls::protect_server(sock, plan.protect, opts).await?;
             data::recv_stream(sock, file, offset, opts, progress).await
         }
         (Mode::Extended, ep) => {

@@ -211,6 +211,58 @@ impl ClientSession {
                 self.phase = Phase::Dead;
                 return Some(Ok(Outcome::Closed));
             }
+            Kind::SecureFeat {
+                require,
+                protect_data,
+            } => {
+                let f = Features::parse(&reply);
+                let offered = f.has("AUTH")
+                    && f.params("AUTH").is_some_and(|p| {
+                        p.split(';').any(|m| m.trim().eq_ignore_ascii_case("TLS"))
+                    });
+                self.features = f;
+                if !offered {
+                    if require {
+                        // Nothing more may go out on this connection: not USER, not PASS in cleartext.
+                        self.die(ClientError::TlsNotOffered);
+                        return None;
+                    }
+                    return Some(Ok(Outcome::Secured(false)));
+                }
+                run.steps
+                    .push_back(Step::Cmd("AUTH TLS".into(), Kind::Auth));
+                run.steps.push_back(Step::StartTls);
+                if protect_data {
+                    run.steps.push_back(Step::Cmd("PBSZ 0".into(), Kind::Pbsz));
+                    run.steps.push_back(Step::Cmd("PROT P".into(), Kind::Prot));
+                }
+            }
+            Kind::Auth => {
+                if reply.code != 234 {
+                    return Some(Err(refused(reply)));
+                }
+                // Anything already behind the 234 arrived before the handshake: it is not protected, and
+                // reading it after the upgrade would let an attacker inject replies (RFC 4217 §15).
+                if self.reader.buffered() > 0 {
+                    self.die(ClientError::TlsInjected);
+                    return None;
+                }
+                if !run.steps.iter().any(|s| matches!(s, Step::Cmd(..))) {
+                    // No PBSZ/PROT to follow: the operation ends after the handshake (`handle_tls_started`).
+                    run.steps.push_back(Step::Cmd("NOOP".into(), Kind::Prot));
+                }
+            }
+            Kind::Pbsz => {
+                if !reply.is_ok() {
+                    return Some(Err(refused(reply)));
+                }
+            }
+            Kind::Prot => {
+                if !reply.is_ok() {
+                    return Some(Err(refused(reply)));
+                }
+                return Some(Ok(Outcome::Secured(true)));
+            }
         }
         None
     }

@@ -28,6 +28,8 @@ mod script_tests;
 mod session;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;
 mod types;
 
 pub use addr::{parse_epsv, parse_pasv, port_command};

@@ -48,6 +48,17 @@ pub(super) enum Kind {
     Cksm,
     Raw,
     Quit,
+    /// FEAT before login for [`Op::Secure`](super::Op::Secure).
+    SecureFeat {
+        require: bool,
+        protect_data: bool,
+    },
+    /// `AUTH TLS`: `234` expected.
+    Auth,
+    /// `PBSZ 0`.
+    Pbsz,
+    /// `PROT P`: ends [`Op::Secure`](super::Op::Secure).
+    Prot,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +70,8 @@ pub(super) enum Step {
     DataReady,
     /// Emit [`Event::BlastBind`], wait for `handle_blast_bound`.
     BlastBind,
+    /// Emit [`Event::StartTls`], wait for `handle_tls_started`.
+    StartTls,
 }
 
 impl ClientSession {

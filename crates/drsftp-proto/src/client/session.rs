@@ -67,7 +67,7 @@ pub(super) enum Phase {
 #[derive(Debug)]
 pub struct ClientSession {
     cfg: ClientConfig,
-    reader: ReplyReader,
+    pub(super) reader: ReplyReader,
     banner: Option<Reply>,
     out: VecDeque<Vec<u8>>,
     pub(super) events: VecDeque<Event>,
@@ -222,6 +222,17 @@ impl ClientSession {
                 [Step::Cmd(line, kind)].into()
             }
             Op::Quit => [Step::Cmd("QUIT".into(), Kind::Quit)].into(),
+            Op::Secure {
+                require,
+                protect_data,
+            } => [Step::Cmd(
+                "FEAT".into(),
+                Kind::SecureFeat {
+                    require,
+                    protect_data,
+                },
+            )]
+            .into(),
             Op::List { path, kind } => {
                 let mut s = self.prelude(Some(TransferMode::Stream));
                 s.push_back(Step::Cmd("PASV".into(), Kind::Pasv));
@@ -297,6 +308,16 @@ impl ClientSession {
     /// ([`Event::TransferStarted`]); `None` for TCP transfers. [`TransferReport::blast`] repeats it at the end.
     pub fn blast_channel(&self) -> Option<BlastChannel> {
         self.current.as_ref()?.blast.as_ref()?.channel()
+    }
+
+    /// The driver finished the TLS handshake asked for by [`Event::StartTls`]; `PBSZ`/`PROT` follow.
+    pub fn handle_tls_started(&mut self, now: Instant) {
+        if let Some(run) = self.current.as_mut() {
+            if run.parked == Some(Step::StartTls) {
+                run.parked = None;
+                self.advance(now);
+            }
+        }
     }
 
     /// The driver is setting up the connections requested by [`Event::Connect`].
@@ -399,7 +420,7 @@ impl ClientSession {
         self.events.pop_front()
     }
 
-    fn die(&mut self, err: ClientError) {
+    pub(super) fn die(&mut self, err: ClientError) {
         self.drs.reset();
         self.phase = Phase::Dead;
         self.deadline = None;
@@ -459,6 +480,12 @@ impl ClientSession {
                     run.parked = Some(Step::BlastBind);
                     self.deadline = None;
                     self.events.push_back(Event::BlastBind);
+                    return;
+                }
+                Some(Step::StartTls) => {
+                    run.parked = Some(Step::StartTls);
+                    self.deadline = None;
+                    self.events.push_back(Event::StartTls);
                     return;
                 }
                 Some(Step::DataReady) => unreachable!("DataReady is only parked, never queued"),

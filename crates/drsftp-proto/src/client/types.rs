@@ -199,6 +199,17 @@ pub enum Op {
     Command(String),
     /// `QUIT`.
     Quit,
+    /// Explicit FTPS (RFC 4217), before login: FEAT, and if it lists `AUTH TLS`: `AUTH TLS`, then
+    /// [`Event::StartTls`] (the driver runs the TLS client handshake and calls
+    /// [`handle_tls_started`](super::ClientSession::handle_tls_started)), then `PBSZ 0` and `PROT P`
+    /// (unless `protect_data` is false). Ends in [`Outcome::Secured`]; without `AUTH TLS` in FEAT it fails with
+    /// [`ClientError::TlsNotOffered`] if `require`, else ends in `Secured(false)` and the session stays cleartext.
+    Secure {
+        /// Fail when the server does not offer TLS.
+        require: bool,
+        /// Send `PBSZ 0` + `PROT P` so data connections are TLS too.
+        protect_data: bool,
+    },
 }
 
 /// How an operation ended successfully.
@@ -218,6 +229,8 @@ pub enum Outcome {
     Reply(Reply),
     /// `QUIT` answered; the control connection can be closed.
     Closed,
+    /// [`Op::Secure`] done: true if the control connection is now TLS.
+    Secured(bool),
 }
 
 /// What the server agreed to during a transfer, and what it reported.
@@ -286,6 +299,10 @@ pub enum Event {
         /// The server's receive buffer, bytes.
         size: u64,
     },
+    /// `234` to `AUTH TLS`: run the TLS client handshake on the control connection now, then call
+    /// [`handle_tls_started`](super::ClientSession::handle_tls_started). A failed handshake is fatal: never go
+    /// on in cleartext.
+    StartTls,
     /// A non-fatal refusal (text for logs).
     Notice(String),
     /// The current operation finished.
@@ -337,6 +354,12 @@ pub enum ClientError {
     /// `send_sbuf` while no file transfer command is running.
     #[error("no transfer is running")]
     NoTransfer,
+    /// TLS was required but the server's FEAT does not list `AUTH TLS`.
+    #[error("the server does not offer TLS (no `AUTH TLS` in FEAT) and TLS is required")]
+    TlsNotOffered,
+    /// The server sent bytes after its `234` to `AUTH TLS`, before the handshake: they cannot be trusted.
+    #[error("cleartext bytes after `234` to AUTH TLS")]
+    TlsInjected,
 }
 
 impl ClientError {
@@ -344,7 +367,11 @@ impl ClientError {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            ClientError::Framing(_) | ClientError::Timeout(_) | ClientError::Closed
+            ClientError::Framing(_)
+                | ClientError::Timeout(_)
+                | ClientError::Closed
+                | ClientError::TlsNotOffered
+                | ClientError::TlsInjected
         )
     }
     /// The server's reply code, if the error carries a reply.

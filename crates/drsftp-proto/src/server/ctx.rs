@@ -99,6 +99,20 @@ pub(crate) struct Login {
     pub(crate) failures: u32,
 }
 
+/// Security state (RFC 4217, verbs/tls.rs). TLS is the one mechanism; GSI (`AUTH GSSAPI`/`ADAT`) would add a
+/// `mechanism` here and its own upgrade action, with PBSZ/PROT shared.
+#[derive(Debug, Default)]
+pub(crate) struct Security {
+    /// `AUTH TLS` was accepted: the control connection is (or is becoming) TLS.
+    pub(crate) tls: bool,
+    /// The session must check, after the `AUTH` line, that no cleartext byte followed it (`session.rs`).
+    pub(crate) upgrade_requested: bool,
+    /// `PBSZ 0` was accepted (PROT needs it first).
+    pub(crate) pbsz: bool,
+    /// `PROT P`: data connections are TLS.
+    pub(crate) protect_data: bool,
+}
+
 /// Data-channel parameters: what the next transfer will use, set by the parameter verbs and read when a
 /// transfer starts (`transfer.rs`). Everything here but `rest` and `allo` persists across transfers.
 #[derive(Debug)]
@@ -130,7 +144,6 @@ pub(crate) struct DataParams {
     /// The host named with `PEER` (verbs/peer.rs): passive data connections come from it instead of the
     /// control peer (the sending server of a third-party copy).
     pub(crate) data_peer: Option<IpAddr>,
-    // A later `PROT` (data-channel protection, with TLS) belongs here.
 }
 
 impl Default for DataParams {
@@ -179,7 +192,8 @@ pub(crate) struct Ctx {
     /// The client's end of the control connection.
     pub(crate) peer: SocketAddr,
     pub(crate) login: Login,
-    // Control-channel security (`AUTH TLS`, `PBSZ`) will be a part of its own here.
+    /// Control- and data-channel security: `AUTH TLS`, `PBSZ`, `PROT` (verbs/tls.rs).
+    pub(crate) sec: Security,
     /// Working directory (absolute virtual path).
     pub(crate) cwd: String,
     /// Source path accepted by `RNFR`, valid for the very next command only.
@@ -214,6 +228,7 @@ impl Ctx {
             local,
             peer,
             login: Login::default(),
+            sec: Security::default(),
             cwd: "/".into(),
             rnfr: None,
             facts: FactSet::default(),

@@ -44,6 +44,12 @@ impl LineReader {
         }
     }
 
+    /// Whether bytes of an unfinished line (or a telnet sequence) are held: after `AUTH TLS` that means
+    /// cleartext was pipelined behind the command.
+    pub(crate) fn has_partial(&self) -> bool {
+        !self.buf.is_empty() || self.discarding || !matches!(self.telnet, Telnet::Data)
+    }
+
     /// Feeds bytes; every completed line (or overflow) is appended to `out`.
     pub(crate) fn push(&mut self, bytes: &[u8], out: &mut VecDeque<Line>) {
         for &b in bytes {

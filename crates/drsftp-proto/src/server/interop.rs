@@ -173,7 +173,7 @@ impl Pair {
                 .s
                 .handle_blast_bound(self.now, Ok((SocketAddr::new(ip, 40100), 0xfeed_f00d))),
             Action::Abort | Action::SetBuffer { .. } => {}
-            Action::Close => {}
+            Action::Close | Action::StartTls => {}
         }
     }
 

@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use super::ctx::{Ctx, Pending};
 use super::framing::{Line, LineReader};
-use super::types::{Action, FsResult, ServerConfig, TransferProgress, TransferResult};
+use super::types::{Action, FsResult, ServerConfig, TlsPolicy, TransferProgress, TransferResult};
 use super::verbs::{self, Busy};
 
 /// Most complete command lines buffered (pipelined, or waiting behind a transfer or a driver request); beyond
@@ -279,7 +279,29 @@ impl ServerSession {
                 return;
             };
             self.execute(now, line);
+            if self.ctx.sec.upgrade_requested {
+                self.start_tls();
+            }
         }
+    }
+
+    /// After `AUTH TLS` was accepted: anything already received behind the line is cleartext the peer (or a
+    /// man in the middle) injected before the handshake, and RFC 4217 §15 warns that acting on it would let
+    /// it pass as protected. So it is dropped with the connection; otherwise `234` and [`Action::StartTls`].
+    fn start_tls(&mut self) {
+        self.ctx.sec.upgrade_requested = false;
+        if !self.queue.is_empty() || self.reader.has_partial() {
+            self.queue.clear();
+            self.reader = LineReader::new(self.ctx.cfg.max_line);
+            self.ctx.sec.tls = false;
+            self.ctx.close(
+                421,
+                "Cleartext received after AUTH TLS; closing control connection.",
+            );
+            return;
+        }
+        self.ctx.reply(234, "AUTH TLS successful.");
+        self.ctx.action(Action::StartTls);
     }
 
     fn execute(&mut self, now: Instant, line: Line) {
@@ -301,6 +323,14 @@ impl ServerSession {
         };
         if v.name == "RNTO" {
             self.ctx.rnfr = rnfr;
+        }
+        if matches!(v.name, "USER" | "PASS")
+            && self.ctx.cfg.tls == TlsPolicy::Required
+            && !self.ctx.sec.tls
+        {
+            // 530 is in RFC 959's replies to USER and PASS, so every client reports it; vsftpd does the same.
+            self.ctx.reply(530, "TLS required: send AUTH TLS first.");
+            return;
         }
         if v.login && self.ctx.login.logged_in.is_none() {
             self.ctx.reply(530, "Please login with USER and PASS.");

@@ -17,7 +17,7 @@ use super::ctx::Ctx;
 use super::error::{CmdResult, CommandError};
 use super::reply;
 use super::types::{
-    Action, DataEndpoint, Mode, Payload, TransferPlan, TransferProgress, TransferResult,
+    Action, DataEndpoint, Mode, Payload, TlsPolicy, TransferPlan, TransferProgress, TransferResult,
 };
 use crate::ranges::RangeSet;
 
@@ -84,6 +84,22 @@ impl Ctx {
             ));
         }
         let endpoint = self.endpoint()?;
+        let protect = self.sec.protect_data;
+        let blast_ep = matches!(&endpoint, DataEndpoint::Blast(_));
+        let listing = matches!(payload, Payload::SendBytes(_));
+        if protect && (blast_ep || (mode == Mode::Extended && !listing)) {
+            // Stream mode only for now: MODE E's many connections and blast's UDP need their own design.
+            return Err(CommandError::Reply(
+                536,
+                "MODE E with PROT P is not supported yet.".into(),
+            ));
+        }
+        if !protect && self.cfg.tls == TlsPolicy::Required {
+            return Err(CommandError::Reply(
+                521,
+                "Data connection cannot be opened with this PROT setting.".into(),
+            ));
+        }
         if matches!(&endpoint, DataEndpoint::Blast(ep) if ep.peer.port() == 0) {
             // `BPAS` without an address (third-party set-up) and no `BPRT` yet (verbs/bprt.rs).
             return Err(CommandError::NoData(
@@ -135,6 +151,7 @@ impl Ctx {
             },
             data_peer: self.passive_peer(),
             max_connections: max_connections(self, mode, recv.is_some(), parallelism),
+            protect,
         };
         match (mode, blast, &plan.endpoint) {
             (_, Some(size), DataEndpoint::Blast(ep)) => {

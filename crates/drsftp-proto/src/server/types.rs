@@ -48,6 +48,25 @@ pub struct ServerConfig {
     /// A running transfer that moves no byte for this long ends with `426` (a never-connected data channel
     /// included: the driver's accept timeout is the same setting). Zero disables the rule.
     pub data_timeout: Duration,
+    /// Explicit FTPS (RFC 4217): whether `AUTH TLS` is offered, and whether it is required. The driver holds
+    /// the certificate; this only says what the session announces and enforces.
+    pub tls: TlsPolicy,
+}
+
+/// Control- and data-channel security policy (RFC 4217). The session only decides *when* to switch
+/// ([`Action::StartTls`]) and what the data channels carry ([`TransferPlan::protect`]); the handshake lives in
+/// the driver. A later GSI mechanism (`AUTH GSSAPI` + `ADAT`, RFC 2228) would add a mechanism beside TLS in
+/// the session's security part (`ctx.rs`, [`Action::StartTls`] becoming one of several upgrades), not here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsPolicy {
+    /// No certificate: `AUTH` gets `504`, FEAT is unchanged.
+    #[default]
+    Off,
+    /// `AUTH TLS`, `PBSZ` and `PROT` are offered; cleartext sessions are still allowed.
+    Offered,
+    /// As `Offered`, and USER/PASS before `AUTH TLS` get `530`, `PROT C` gets `536`, transfers before
+    /// `PROT P` get `521` (RFC 4217 §9), so neither passwords nor data cross the network in cleartext.
+    Required,
 }
 
 /// Which sessions may direct data connections at a host other than the control connection's peer (FTP bounce
@@ -122,6 +141,7 @@ impl Default for ServerConfig {
             blast_max_mtu: 65_535,
             third_party: ThirdParty::Auth,
             data_timeout: Duration::from_secs(60),
+            tls: TlsPolicy::Off,
         }
     }
 }
@@ -288,6 +308,9 @@ pub struct TransferPlan {
     /// or for a MODE E receive the most the client may open (`OPTS RETR Parallelism` max, else the server's
     /// `max_parallelism`). The driver closes extra connections at once.
     pub max_connections: u32,
+    /// `PROT P` (RFC 4217): every data connection of this transfer is TLS, with the server as the TLS server
+    /// whichever side connects (RFC 4217 §7). Only in stream mode for now.
+    pub protect: bool,
 }
 
 /// Something the driver must do.
@@ -320,6 +343,10 @@ pub enum Action {
         /// Requested size.
         size: u64,
     },
+    /// Flush pending replies (the `234` to `AUTH TLS`), then run a TLS server handshake on the control
+    /// connection and read every later byte through it. The session has already checked that no cleartext
+    /// byte followed the `AUTH` line; a failed handshake just closes the connection.
+    StartTls,
     /// Flush pending replies and close the control connection (QUIT, idle timeout, fatal framing error).
     Close,
 }

@@ -107,6 +107,8 @@ pub struct Args {
     /// Timeout for connecting, for each server reply, and for a transfer making no progress, e.g. 60s, 500ms.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = units_arg::duration)]
     timeout: Duration,
+    #[command(flatten)]
+    tls: super::tls_arg::TlsArgs,
     /// Write a per-stream trace of our data connections to FILE as CSV (t_s, stream, buffer_bytes, rtt_ms,
     /// bdp_bytes, bytes, mbps, rcv_wnd, rcv_ssthresh, cwnd_bytes): TCP_INFO every 50 ms or more, bounded in size.
     #[arg(long, value_name = "FILE")]
@@ -296,11 +298,21 @@ async fn copy(
     auto: &mut Option<drsftp_io::client::AutoChoice>,
 ) -> Result<TransferSummary> {
     let url = plan.remote();
-    let mut client = Client::connect(&url.authority(), &url.user, &url.pass, opts.timeout)
-        .await
-        .with_context(|| format!("logging in to {}", url.authority()))?;
+    let tls = args.tls.settings()?;
+    let mut client =
+        Client::connect_tls(&url.authority(), &url.user, &url.pass, opts.timeout, &tls)
+            .await
+            .with_context(|| format!("logging in to {}", url.authority()))?;
     let (p, udp) = (args.parallel, args.transport == "udp");
-    if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
+    if client.data_protected() {
+        // PROT P runs in stream mode only for now: one TLS data connection, no MODE E, no blast.
+        if matches!(p, Some(super::auto::Parallel::Fixed(n)) if n > 1) || args.mode_e || udp {
+            bail!("with TLS data channels (PROT P) only stream mode is supported yet: drop -p N, --mode-e and --transport udp, or use --tls off");
+        }
+        opts.streams = 1;
+        opts.mode_e = false;
+        opts.blast = None;
+    } else if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
         *auto = Some(super::auto::choose(&mut client, url, &mut opts, None).await?);
         // Online refinement from that start (uploads: we are the MODE E sender; downloads from a drsftp server:
         // OPTS RETR Parallelism=<start>,1,<max>; and the server refines).

@@ -23,6 +23,8 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "60s",
           value_parser = super::units_arg::duration)]
     timeout: Duration,
+    #[command(flatten)]
+    tls: super::tls_arg::TlsArgs,
 }
 
 /// One MLSD entry: its name and facts (lower-cased fact names).
@@ -128,9 +130,11 @@ enum Listing {
 
 async fn fetch(args: &Args) -> Result<Listing> {
     let url = parse_url(&args.url)?;
-    let mut client = Client::connect(&url.authority(), &url.user, &url.pass, args.timeout)
-        .await
-        .with_context(|| format!("logging in to {}", url.authority()))?;
+    let tls = args.tls.settings()?;
+    let mut client =
+        Client::connect_tls(&url.authority(), &url.user, &url.pass, args.timeout, &tls)
+            .await
+            .with_context(|| format!("logging in to {}", url.authority()))?;
     let listing = match client.list(&url.path, ListKind::Mlsd).await {
         Ok(text) => Listing::Mlsd(parse_mlsd(&text)),
         Err(e) if matches!(e.reply_code(), Some(500 | 502 | 504)) => {

@@ -7,5 +7,6 @@ pub mod lab;
 pub mod ls;
 pub mod plot;
 pub mod serve;
+pub mod tls_arg;
 pub mod tune;
 pub(crate) mod units_arg;

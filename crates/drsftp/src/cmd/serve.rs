@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use drsftp_io::data::DataOpts;
 use drsftp_io::server::{self, ServerParams};
-use drsftp_proto::server::{ServerConfig, ThirdParty};
+use drsftp_proto::server::{ServerConfig, ThirdParty, TlsPolicy};
 use drsftp_storage::FsStorage;
 use drsftp_tune::BufferPolicy;
 
@@ -84,6 +84,17 @@ pub struct Args {
     /// groups for good, so the server reaches only what that account may. Needs root; root itself is refused.
     #[arg(long, value_name = "USER")]
     pub run_as: Option<String>,
+    /// Offer explicit FTPS (RFC 4217: FEAT `AUTH TLS`, `PBSZ`, `PROT`) with this certificate chain (PEM).
+    /// Needs --tls-key. The data connections of `PROT P` clients are TLS too (stream mode).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Refuse cleartext: USER/PASS before `AUTH TLS` get 530, `PROT C` gets 536 and transfers before
+    /// `PROT P` get 521, so neither passwords nor data cross the network unprotected.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_required: bool,
 }
 
 /// `--third-party` values.
@@ -132,6 +143,15 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("--listen {}: no address", args.listen))?;
     let storage =
         FsStorage::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
+    let tls_server = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(drsftp_io::tls::server_config(cert, key)?),
+        _ => None,
+    };
+    let tls = match (&tls_server, args.tls_required) {
+        (None, _) => TlsPolicy::Off,
+        (Some(_), false) => TlsPolicy::Offered,
+        (Some(_), true) => TlsPolicy::Required,
+    };
     let params = ServerParams {
         session: ServerConfig {
             anonymous: args.anonymous,
@@ -142,12 +162,14 @@ pub fn run(args: Args) -> Result<()> {
             blast_max_rate: args.blast_max_rate.unwrap_or(0),
             third_party: args.third_party.into(),
             data_timeout: args.data_timeout,
+            tls,
             ..ServerConfig::default()
         },
         data: DataOpts {
             buffer: args.buffer,
             block_size: args.block_size.clamp(4096, 64 << 20) as usize,
             congestion: args.congestion.clone(),
+            tls_server,
             ..DataOpts::default()
         },
         storage: Arc::new(storage),
@@ -170,9 +192,14 @@ pub fn run(args: Args) -> Result<()> {
             println!("listening {bound}");
         }
         eprintln!(
-            "drsftp: serving {} on ftp://{bound}/ ({}buffers {}, third-party {})",
+            "drsftp: serving {} on ftp://{bound}/ ({}{}buffers {}, third-party {})",
             args.root.display(),
             if args.anonymous { "anonymous, " } else { "" },
+            match tls {
+                TlsPolicy::Off => "",
+                TlsPolicy::Offered => "TLS offered, ",
+                TlsPolicy::Required => "TLS required, ",
+            },
             args.buffer,
             ThirdParty::from(args.third_party)
         );

@@ -44,6 +44,7 @@ mod sbuf;
 mod site;
 mod stat;
 mod stor;
+mod tls;
 
 /// Most packets in one blast transfer.
 pub(crate) const MAX_BLAST_PACKETS: u64 = blast::MAX_PACKETS;
@@ -222,6 +223,9 @@ pub(crate) static VERBS: &[Verb] = &[
     site::SITE,
     cksm::CKSM,
     peer::PEER,
+    tls::AUTH,
+    tls::PBSZ,
+    tls::PROT,
 ];
 
 /// The command row for `name` (case-insensitive) and its handler; feature-only rows are not commands.

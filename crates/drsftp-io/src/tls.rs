@@ -1,0 +1,407 @@
+//! Explicit FTPS (RFC 4217) with rustls (ring provider): loading the server's PEM certificate and key, the
+//! client's trust (system roots from webpki-roots, a `--cacert` PEM, or a pinned SHA-256 fingerprint), and
+//! [`MaybeTls`], the one stream type the control pumps and the stream-mode data engine read and write, so TLS
+//! stays in this crate while the sans-IO cores only say *when* to switch (`Action::StartTls`, `TransferPlan::protect`).
+//!
+//! On every data connection the server is the TLS server and the client the TLS client, whichever side opened
+//! the TCP connection (RFC 4217 §7): that way the certificate the client checked on the control channel is the
+//! one it checks again, and the server's session cache lets the client resume the control channel's session
+//! (clients such as curl and lftp rely on that, and vsftpd's `require_ssl_reuse` demands it).
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{ring, CryptoProvider};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// TLS set-up errors (bad PEM files, an unusable fingerprint, a server name rustls cannot check).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read or holds nothing usable.
+    #[error("{path}: {msg}")]
+    Pem {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+    /// `--tls-fingerprint` is not 32 hex bytes.
+    #[error("TLS fingerprint must be 64 hex digits (SHA-256, colons allowed): {0}")]
+    Fingerprint(String),
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(ring::default_provider())
+}
+
+fn read_pem(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|e| TlsError::Pem {
+        path: path.display().to_string(),
+        msg: e.to_string(),
+    })
+}
+
+fn certs_of(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read_pem(path)?;
+    let certs: Result<Vec<_>, _> = rustls_pemfile::certs(&mut pem.as_slice()).collect();
+    let certs = certs.map_err(|e| TlsError::Pem {
+        path: path.display().to_string(),
+        msg: e.to_string(),
+    })?;
+    if certs.is_empty() {
+        return Err(TlsError::Pem {
+            path: path.display().to_string(),
+            msg: "no CERTIFICATE block".into(),
+        });
+    }
+    Ok(certs)
+}
+
+/// The server's TLS configuration from a certificate chain and a private key (PEM). Resumption is on both ways
+/// (a stateful session cache and stateless tickets) so data connections can resume the control session.
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let certs = certs_of(cert)?;
+    let pem = read_pem(key)?;
+    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut pem.as_slice())
+        .map_err(|e| TlsError::Pem {
+            path: key.display().to_string(),
+            msg: e.to_string(),
+        })?
+        .ok_or_else(|| TlsError::Pem {
+            path: key.display().to_string(),
+            msg: "no PRIVATE KEY block".into(),
+        })?;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(1024);
+    cfg.ticketer = ring::Ticketer::new()?;
+    Ok(Arc::new(cfg))
+}
+
+/// When the client uses TLS (`--tls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    /// Never (cleartext, as plain FTP).
+    Off,
+    /// Whenever the server's FEAT lists `AUTH TLS`; cleartext with servers that do not offer it.
+    #[default]
+    Auto,
+    /// Always: a server without `AUTH TLS` is an error.
+    Require,
+}
+
+/// The client's TLS settings for one connection.
+#[derive(Debug, Clone, Default)]
+pub struct TlsSettings {
+    /// When to use TLS.
+    pub mode: TlsMode,
+    /// What certificate to accept.
+    pub trust: Trust,
+}
+
+/// What the client trusts.
+#[derive(Debug, Clone, Default)]
+pub enum Trust {
+    /// The Mozilla roots shipped in webpki-roots.
+    #[default]
+    SystemRoots,
+    /// Only the CA certificates in this PEM file.
+    CaFile(std::path::PathBuf),
+    /// Exactly the end-entity certificate with this SHA-256 digest (self-signed servers); the name is not checked.
+    Fingerprint([u8; 32]),
+}
+
+/// Parses `--tls-fingerprint`: 64 hex digits, colons (as `openssl x509 -fingerprint` prints) allowed.
+pub fn parse_fingerprint(s: &str) -> Result<[u8; 32], TlsError> {
+    let hex: String = s.chars().filter(|c| *c != ':').collect();
+    let bad = || TlsError::Fingerprint(s.to_string());
+    if hex.len() != 64 {
+        return Err(bad());
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
+            .map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+/// SHA-256 of a certificate (DER), as `--tls-fingerprint` takes it.
+pub fn fingerprint(cert: &[u8]) -> [u8; 32] {
+    Sha256::digest(cert).into()
+}
+
+/// A verifier that accepts exactly one certificate by digest; handshake signatures are still checked.
+#[derive(Debug)]
+struct Pinned {
+    digest: [u8; 32],
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if fingerprint(end_entity) == self.digest {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(
+                "server certificate does not match --tls-fingerprint".into(),
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// The client's TLS configuration. One `ClientConfig` (and so one resumption store) serves the control
+/// connection and every data connection of a session, which is what lets data connections resume.
+pub fn client_config(trust: &Trust) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?;
+    let cfg = match trust {
+        Trust::SystemRoots => {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        Trust::CaFile(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in certs_of(path)? {
+                roots.add(c)?;
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        Trust::Fingerprint(digest) => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Pinned {
+                digest: *digest,
+                provider: provider(),
+            }))
+            .with_no_client_auth(),
+    };
+    Ok(Arc::new(cfg))
+}
+
+/// The client's side of TLS for one session: its configuration and the name the server's certificate must
+/// carry (the host of the URL).
+#[derive(Debug, Clone)]
+pub struct TlsClient {
+    /// Shared by the control and data connections (one resumption store).
+    pub config: Arc<rustls::ClientConfig>,
+    /// The server's name (DNS name or IP address).
+    pub name: ServerName<'static>,
+}
+
+impl TlsClient {
+    /// `host` is the URL's host; an invalid name is a configuration error.
+    pub fn new(config: Arc<rustls::ClientConfig>, host: &str) -> Result<Self, TlsError> {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let name = ServerName::try_from(host.to_string()).map_err(|e| {
+            TlsError::Config(rustls::Error::General(format!("server name {host}: {e}")))
+        })?;
+        Ok(TlsClient { config, name })
+    }
+
+    /// Runs the client handshake on `sock`. A failure is final: callers never retry in cleartext.
+    pub async fn connect(&self, sock: TcpStream) -> io::Result<MaybeTls> {
+        let c = tokio_rustls::TlsConnector::from(self.config.clone());
+        let s = bounded(c.connect(self.name.clone(), sock)).await?;
+        // `Resumed` on data connections shows the control session was reused (what vsftpd-style servers demand).
+        let (_, conn) = s.get_ref();
+        tracing::debug!(
+            "TLS client handshake: {:?} {:?}",
+            conn.protocol_version(),
+            conn.handshake_kind()
+        );
+        Ok(MaybeTls::Tls(Box::new(tokio_rustls::TlsStream::Client(s))))
+    }
+}
+
+/// Runs the server handshake on `sock`.
+pub async fn accept(cfg: &Arc<rustls::ServerConfig>, sock: TcpStream) -> io::Result<MaybeTls> {
+    let s = bounded(tokio_rustls::TlsAcceptor::from(cfg.clone()).accept(sock)).await?;
+    Ok(MaybeTls::Tls(Box::new(tokio_rustls::TlsStream::Server(s))))
+}
+
+/// Longest a data-connection handshake may take before the transfer fails (`425`-class timeout).
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+async fn bounded<T>(f: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, f)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
+}
+
+/// Server side of a data connection: TLS (server role) when the plan says `PROT P`, else as it is.
+pub(crate) async fn protect_server(
+    sock: TcpStream,
+    protect: bool,
+    opts: &crate::data::DataOpts,
+) -> Result<MaybeTls, crate::data::DataError> {
+    if !protect {
+        return Ok(MaybeTls::Plain(sock));
+    }
+    let cfg = opts.tls_server.as_ref().ok_or_else(|| {
+        crate::data::DataError::Incomplete("PROT P without a server certificate".into())
+    })?;
+    Ok(accept(cfg, sock).await?)
+}
+
+/// Client side of a data connection: TLS (client role, resuming the control session) when `opts` carries a
+/// client configuration, which the client sets exactly when it sent `PROT P`.
+pub(crate) async fn protect_client(
+    sock: TcpStream,
+    opts: &crate::data::DataOpts,
+) -> Result<MaybeTls, crate::data::DataError> {
+    match &opts.tls_client {
+        None => Ok(MaybeTls::Plain(sock)),
+        Some(c) => Ok(c.connect(sock).await?),
+    }
+}
+
+/// A TCP connection in cleartext or under TLS. The TCP socket stays reachable ([`MaybeTls::tcp`]) for the
+/// socket options and TCP_INFO samples DRS and the traces need.
+#[derive(Debug)]
+pub enum MaybeTls {
+    /// Cleartext.
+    Plain(TcpStream),
+    /// TLS, client or server side.
+    Tls(Box<tokio_rustls::TlsStream<TcpStream>>),
+}
+
+impl From<TcpStream> for MaybeTls {
+    fn from(s: TcpStream) -> Self {
+        MaybeTls::Plain(s)
+    }
+}
+
+impl MaybeTls {
+    /// The TCP socket underneath.
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            MaybeTls::Plain(s) => s,
+            MaybeTls::Tls(t) => t.get_ref().0,
+        }
+    }
+
+    /// Whether the connection is TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, MaybeTls::Tls(_))
+    }
+
+    /// The cleartext socket, if it is one (for an upgrade with `AUTH TLS`).
+    pub fn into_plain(self) -> Option<TcpStream> {
+        match self {
+            MaybeTls::Plain(s) => Some(s),
+            MaybeTls::Tls(_) => None,
+        }
+    }
+}
+
+impl AsyncRead for MaybeTls {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for MaybeTls {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_parse_with_or_without_colons() {
+        let hex = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+        let a = parse_fingerprint(hex).unwrap();
+        let colons: Vec<String> = (0..32).map(|i| hex[2 * i..2 * i + 2].to_string()).collect();
+        assert_eq!(parse_fingerprint(&colons.join(":")).unwrap(), a);
+        assert_eq!(a[1], 0x11);
+        assert!(parse_fingerprint("abcd").is_err());
+        assert!(parse_fingerprint(&"zz".repeat(32)).is_err());
+    }
+}

@@ -1,0 +1,221 @@
+//! `drsftp copy`/`ls` ⇄ `drsftp serve` over explicit FTPS in stream mode: trust by `--cacert` and by
+//! `--tls-fingerprint`; a wrong fingerprint or an untrusted CA fails with a clear error before any USER goes
+//! out; `--tls require` against a server without TLS fails; and, as root with tcpdump, a capture of a `PROT P`
+//! download with a password login holds neither the file's marker string nor the password.
+
+mod common;
+mod tlsfix;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+use tlsfix::{Pki, PASSWORD, USER};
+
+const T: Duration = Duration::from_secs(90);
+
+struct Setup {
+    dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    pki: Pki,
+    srv: ServerProcess,
+}
+
+fn setup(required: bool) -> Setup {
+    let dir = open_tempdir();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let pki = tlsfix::make(dir.path());
+    let args = tlsfix::serve_args(&pki, required);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let srv = drsftp_server(&root, &args);
+    Setup {
+        dir,
+        root,
+        pki,
+        srv,
+    }
+}
+
+/// `ftp://alice:pw@127.0.0.1:port` + path.
+fn url(s: &Setup, path: &str) -> String {
+    format!("ftp://{USER}:{PASSWORD}@{}{path}", s.srv.authority())
+}
+
+/// Runs `drsftp` with debug logging (the control dialogue, PASS masked) and returns (ok, stdout, stderr).
+fn drsftp(args: &[&str]) -> (bool, String, String) {
+    run(
+        Command::new(bin())
+            .env("RUST_LOG", "drsftp_io=debug")
+            .args(args),
+        T,
+    )
+}
+
+#[test]
+fn copy_both_ways_with_cacert_and_fingerprint() {
+    let s = setup(true);
+    let want = random_file(&s.root.join("data.bin"), 3 << 20, 31);
+    let ca = s.pki.ca.display().to_string();
+    for trust in [
+        vec!["--cacert", ca.as_str()],
+        vec!["--tls-fingerprint", s.pki.fingerprint.as_str()],
+    ] {
+        let dl = s.dir.path().join("dl.bin");
+        let _ = std::fs::remove_file(&dl);
+        let mut a = vec!["copy", "--quiet", "--tls", "require"];
+        a.extend(&trust);
+        let src = url(&s, "/data.bin");
+        let dst = dl.display().to_string();
+        a.extend([src.as_str(), dst.as_str()]);
+        let (ok, out, err) = drsftp(&a);
+        assert!(ok, "download {trust:?}: {out} {err}\n{}", s.srv.log_text());
+        assert_eq!(sha256_file(&dl), want);
+        assert!(
+            err.contains("-> AUTH TLS") && err.contains("-> PROT P"),
+            "{err}"
+        );
+
+        let mut a = vec!["copy", "--quiet"];
+        a.extend(&trust);
+        let up = url(&s, "/up.bin");
+        a.extend([dst.as_str(), up.as_str()]);
+        let (ok, out, err) = drsftp(&a);
+        assert!(ok, "upload {trust:?}: {out} {err}\n{}", s.srv.log_text());
+        assert_eq!(sha256_file(&s.root.join("up.bin")), want);
+    }
+    let (ok, out, err) = drsftp(&["ls", "--cacert", &ca, &url(&s, "/")]);
+    assert!(ok && out.contains("data.bin"), "ls: {out} {err}");
+}
+
+#[test]
+fn untrusted_certificate_fails_before_login() {
+    let s = setup(false);
+    random_file(&s.root.join("data.bin"), 1000, 32);
+    let wrong = "00:".repeat(31) + "00";
+    let other = s.pki.other_ca.display().to_string();
+    let dst = s.dir.path().join("never.bin").display().to_string();
+    for trust in [
+        vec!["--tls-fingerprint", wrong.as_str()],
+        vec!["--cacert", other.as_str()],
+        // The built-in roots do not know the test CA either, and `auto` does not fall back to cleartext.
+        vec![],
+    ] {
+        let mut a = vec!["copy", "--quiet"];
+        a.extend(&trust);
+        let src = url(&s, "/data.bin");
+        a.extend([src.as_str(), dst.as_str()]);
+        let (ok, out, err) = drsftp(&a);
+        assert!(!ok, "{trust:?} succeeded: {out}");
+        assert!(
+            err.contains("TLS: handshake with the server failed"),
+            "{trust:?}: {err}"
+        );
+        assert!(
+            !err.contains("-> USER"),
+            "USER sent after a failed handshake: {err}"
+        );
+        assert!(!std::path::Path::new(&dst).exists());
+    }
+}
+
+#[test]
+fn tls_require_against_a_cleartext_server_fails() {
+    let dir = open_tempdir();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    random_file(&root.join("data.bin"), 1000, 33);
+    let srv = drsftp_server(&root, &[]);
+    let dst = dir.path().join("x.bin").display().to_string();
+    let src = srv.url("/data.bin");
+    let (ok, _, err) = drsftp(&["copy", "--quiet", "--tls", "require", &src, &dst]);
+    assert!(!ok);
+    assert!(err.contains("does not offer TLS"), "{err}");
+    assert!(!err.contains("-> USER"), "{err}");
+    // `auto` (the default) against the same server: plain FTP, as before.
+    let (ok, out, err) = drsftp(&["copy", "--quiet", &src, &dst]);
+    assert!(ok, "{out} {err}");
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+#[test]
+fn capture_shows_neither_password_nor_data() {
+    if !is_root() {
+        eprintln!("capture_shows_neither_password_nor_data: skipped (needs root for tcpdump)");
+        return;
+    }
+    if !have("tcpdump", "capture_shows_neither_password_nor_data") {
+        return;
+    }
+    let s = setup(true);
+    const MARKER: &str = "DRSFTP-MARKER-5f0c2e7a-plaintext";
+    let mut body = Vec::new();
+    for i in 0..20_000 {
+        body.extend_from_slice(format!("{MARKER} line {i}\n").as_bytes());
+    }
+    std::fs::write(s.root.join("marked.txt"), &body).unwrap();
+    let pcap = s.dir.path().join("ftps.pcap");
+    // Every TCP packet on loopback to or from the server's control port or its (ephemeral) data ports: the
+    // capture is of the whole interface but only for the test's duration; -U writes each packet at once.
+    let mut dump = std::process::Command::new("tcpdump")
+        .args(["-i", "lo", "-U", "-s", "0", "-w"])
+        .arg(&pcap)
+        .arg("tcp")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("tcpdump");
+    // tcpdump prints "listening on lo" once the capture is open.
+    {
+        use std::io::{BufRead, BufReader};
+        let mut line = String::new();
+        let mut r = BufReader::new(dump.stderr.take().expect("stderr"));
+        let _ = r.read_line(&mut line);
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while r.read_line(&mut sink).unwrap_or(0) > 0 {}
+        });
+    }
+    let dl = s.dir.path().join("marked.dl");
+    let ca = s.pki.ca.display().to_string();
+    let (ok, out, err) = drsftp(&[
+        "copy",
+        "--quiet",
+        "--cacert",
+        &ca,
+        &url(&s, "/marked.txt"),
+        &dl.display().to_string(),
+    ]);
+    std::thread::sleep(Duration::from_millis(500));
+    // Stop tcpdump by its own pid (SIGINT flushes the file).
+    let _ = Command::new("kill")
+        .args(["-INT", &dump.id().to_string()])
+        .status();
+    let _ = dump.wait();
+    assert!(ok, "copy: {out} {err}\n{}", s.srv.log_text());
+    assert_eq!(std::fs::read(&dl).unwrap(), body);
+    let cap = std::fs::read(&pcap).expect("capture file");
+    // The copy's bytes went through the capture: far more than the file's size at 20000 lines.
+    assert!(
+        cap.len() > body.len() / 2,
+        "capture too small: {}",
+        cap.len()
+    );
+    let find = |needle: &[u8]| cap.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        !find(MARKER.as_bytes()),
+        "the file's marker is in the capture"
+    );
+    assert!(!find(PASSWORD.as_bytes()), "the password is in the capture");
+    // Sanity: what must be in cleartext is (the greeting and AUTH TLS precede the handshake).
+    assert!(
+        find(b"AUTH TLS"),
+        "no AUTH TLS in the capture: was anything captured?"
+    );
+}

@@ -1,0 +1,82 @@
+//! A throwaway PKI for the FTPS tests: a CA and a server certificate for `localhost` and 127.0.0.1 made with
+//! rcgen into a temporary directory, and a `drsftp serve` using it with a user whose password the tests look for.
+// Every test binary compiles this module but uses only part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// The password of [`USER`]: the capture test looks for it on the wire.
+pub const PASSWORD: &str = "Pw-d0nt-l3ak-7e1f";
+/// The configured user.
+pub const USER: &str = "alice";
+
+/// Certificate files in a directory.
+pub struct Pki {
+    /// The CA certificate (PEM), what clients trust.
+    pub ca: PathBuf,
+    /// The server's certificate (PEM).
+    pub cert: PathBuf,
+    /// The server's key (PEM).
+    pub key: PathBuf,
+    /// SHA-256 of the server certificate's DER, lower-case hex with colons.
+    pub fingerprint: String,
+    /// A second, unrelated CA (PEM): trusting only it must fail.
+    pub other_ca: PathBuf,
+}
+
+fn ca(name: &str) -> (rcgen::Certificate, rcgen::KeyPair) {
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, name.to_string());
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = p.self_signed(&key).expect("CA");
+    (cert, key)
+}
+
+/// A fresh CA and server certificate under `dir`.
+pub fn make(dir: &Path) -> Pki {
+    let (ca_cert, ca_key) = ca("drsftp test CA");
+    let mut p =
+        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .expect("params");
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost".to_string());
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = p.signed_by(&key, &ca_cert, &ca_key).expect("cert");
+    let (other, _) = ca("someone else's CA");
+    let pki = Pki {
+        ca: dir.join("ca.pem"),
+        cert: dir.join("server.pem"),
+        key: dir.join("server.key"),
+        fingerprint: Sha256::digest(cert.der())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+        other_ca: dir.join("other-ca.pem"),
+    };
+    std::fs::write(&pki.ca, ca_cert.pem()).expect("write");
+    std::fs::write(&pki.cert, cert.pem()).expect("write");
+    std::fs::write(&pki.key, key.serialize_pem()).expect("write");
+    std::fs::write(&pki.other_ca, other.pem()).expect("write");
+    pki
+}
+
+/// The `serve` arguments for TLS with `pki` (plus `--tls-required` if `required`) and the user.
+pub fn serve_args(pki: &Pki, required: bool) -> Vec<String> {
+    let mut a = vec![
+        "--tls-cert".to_string(),
+        pki.cert.display().to_string(),
+        "--tls-key".to_string(),
+        pki.key.display().to_string(),
+        "--user".to_string(),
+        format!("{USER}:{PASSWORD}"),
+    ];
+    if required {
+        a.push("--tls-required".into());
+    }
+    a
+}
