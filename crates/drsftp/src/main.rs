@@ -33,6 +33,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Serve a directory over GridFTP (MODE E, parallel streams, ERET/ESTO, CKSM, SBUF).
     Serve(cmd::serve::Args),
+    /// Add or update a user in a users file for `serve --users` (password from stdin or a prompt).
+    Passwd(cmd::passwd::Args),
     /// Recommend parallel streams and buffer size for a path (seed 001 model), or fit the model.
     Tune(cmd::tune::Args),
     /// WAN lab: emulated hosts in network namespaces joined by a user-space link emulator.
@@ -54,6 +56,7 @@ fn main() -> std::process::ExitCode {
         Command::Ls(args) => cmd::ls::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Passwd(args) => cmd::passwd::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Lab(args) => cmd::lab::run(args),
         Command::Plot(args) => cmd::plot::run(args),
