@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod credentials;
 mod url;
 
 use clap::{Parser, Subcommand};
@@ -47,8 +48,10 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
+    // Colour codes only on a terminal: logs written to files (the audit log) stay plain key=value text.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let result: anyhow::Result<()> = match cli.command {

@@ -127,7 +127,8 @@ enum Listing {
 }
 
 async fn fetch(args: &Args) -> Result<Listing> {
-    let url = parse_url(&args.url)?;
+    let mut url = parse_url(&args.url)?;
+    crate::credentials::fill(&mut url)?;
     let mut client = Client::connect(&url.authority(), &url.user, &url.pass, args.timeout)
         .await
         .with_context(|| format!("logging in to {}", url.authority()))?;
