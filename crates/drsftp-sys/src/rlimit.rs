@@ -13,7 +13,7 @@ pub fn nofile() -> io::Result<(u64, u64)> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((r.rlim_cur as u64, r.rlim_max as u64))
+    Ok((r.rlim_cur, r.rlim_max))
 }
 
 /// Raises the soft open-file limit to `want` (at most the hard limit); returns the soft limit now in force.
@@ -23,8 +23,8 @@ pub fn raise_nofile(want: u64) -> io::Result<u64> {
         return Ok(cur);
     }
     let r = libc::rlimit {
-        rlim_cur: want.min(max) as libc::rlim_t,
-        rlim_max: max as libc::rlim_t,
+        rlim_cur: want.min(max),
+        rlim_max: max,
     };
     // SAFETY: setrlimit reads one rlimit through a valid pointer.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
