@@ -109,7 +109,7 @@ pub struct Args {
 pub enum ThirdPartyArg {
     /// Never: only the client's own host may receive or send data (third-party only within one host).
     None,
-    /// Sessions logged in with --user (not anonymous) may name any host.
+    /// Sessions logged in as a user (--users or --user; not anonymous) may name any host.
     Auth,
     /// Every session, anonymous ones included (open servers on trusted networks, labs).
     All,
