@@ -62,7 +62,7 @@ if [ "$RECORD" = 1 ]; then
     {
         echo "# Swing trace $TAG: one download on the time-varying lab path, --buffer $BUF, cubic, 1 stream"
         echo
-        echo "Profile: docs/bench/drs-gridftp-swing.profile. Files: trace-$TAG.csv (drsftp copy --trace),"
+        echo "Profile: bench/profiles/drs-gridftp-swing.profile. Files: trace-$TAG.csv (drsftp copy --trace),"
         echo "ss-$TAG.txt (sender's cwnd/ssthresh/rtt every ~100 ms), copy-$TAG.json, nstat-$TAG.txt."
         echo
         echo '```json'

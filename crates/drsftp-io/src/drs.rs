@@ -119,8 +119,8 @@ pub fn after_connect(
     if knob == DrsKnob::WindowClamp {
         // SO_RCVBUF starts at twice DRS's window (`rcvbuf_for`), not at the ceiling: Linux re-derives the window
         // clamp from SO_RCVBUF (first full-sized segment) and advertises up to it before the first sampling
-        // interval can put DRS's clamp back, and an advertised edge is never retracted. With a ceiling-sized
-        // buffer, 48 `-p auto` joiners advertised ~2.3x their clamps (docs/bench/auto.md, fourth run).
+        // interval can put DRS's clamp back, and an advertised edge is never retracted: a ceiling-sized
+        // buffer would let many joining streams advertise far more than their clamps.
         // [`DrsStream`] raises it with the clamp (never lowers it). Whether FORCE is permitted is learned here,
         // at the starting size.
         let forced = ceiling > limits.rmem_max as u64

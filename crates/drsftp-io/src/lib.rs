@@ -9,3 +9,4 @@ pub mod client;
 pub mod data;
 pub mod drs;
 pub mod server;
+mod task;

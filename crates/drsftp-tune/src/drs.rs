@@ -48,11 +48,9 @@ pub struct DrsConfig {
     pub min_interval: Duration,
     pub max_interval: Duration,
     /// Number of consecutive low samples before the buffer may shrink, and the per-interval shrink factor.
-    /// The factor is gentle (0.9, not the 0.75 this had): after a loss hole the application reads the backlog at
-    /// once, one BDP sample is inflated (2.99 -> 6.22 MB on the time-varying lab path), and a window that falls
-    /// back from it in 0.75x steps met cubic's recovery and provoked a second back-off in 3 of 9 runs (~0.85 of the
-    /// best static buffer). 0.9 per interval with a 5 % `hysteresis` was 3 of 3 at the static buffer's rate with
-    /// ~1.1x the mean window (docs/bench/drs-gridftp.md, swing-shrink3-ab.md).
+    /// The factor is gentle: after a loss hole the application reads the backlog at once, so one BDP sample is
+    /// inflated, and a window that falls back from it in large steps meets cubic's recovery and provokes a second
+    /// back-off (docs/drs.md).
     pub shrink_after: usize,
     pub shrink_factor: f64,
     /// Send SBUF probes in-band (only when the peer opted in).
@@ -82,10 +80,8 @@ pub struct DrsConfig {
     /// slow-start sender fills the bottleneck queue, delivered bytes stop growing and only the RTT does: with the
     /// lagging estimate the BDP samples grew by less than `ramp_growth`, the ramp ended while the sender was
     /// still in slow start, and the 1.5x window held it there. Linux keeps growing cwnd in slow start up to twice
-    /// the packets in flight, so the next window step released a line-rate burst and a double back-off. On the
-    /// time-varying lab path that cost cubic 0.75-0.85 of the best static buffer in 7 of 9 runs; taking the reading
-    /// as it is gave 0.96-1.00 in 4 of 5 (docs/bench/drs-gridftp.md). SBUF-echo samples (one every few seconds)
-    /// are still smoothed.
+    /// the packets in flight, so the next window step released a line-rate burst and a double back-off; taking the
+    /// reading as it is avoids that (docs/drs.md). SBUF-echo samples (one every few seconds) are still smoothed.
     pub raw_tcp_rtt: bool,
     /// With at least this many parallel streams in the transfer ([`DrsReceiver::set_transfer`]), shrink after
     /// `parallel_shrink_after` low samples by `parallel_shrink_factor` per interval instead. One stream's shortfall

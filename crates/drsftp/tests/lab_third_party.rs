@@ -98,3 +98,57 @@ fn third_party_copy_between_two_lab_hosts_tcp_and_udp() {
     drop((a, b, strict));
     lab.down().expect("lab down");
 }
+
+/// The client on the destination's host, so the destination's passive port is reached by a third host (the
+/// source server): the copy works only because the client names the source with `PEER`, which the destination's
+/// `--third-party auth` policy allows for a configured user and refuses for an anonymous one (whose copy then
+/// fails at the data connection: the destination closes the source's connection unread, leaving no file).
+#[test]
+fn third_party_copy_names_the_sending_host_with_peer() {
+    require_lab!("third_party_copy_names_the_sending_host_with_peer");
+    let lab = drsftp_testkit::lab::up("3q", 2, Duration::from_millis(2), 500_000_000);
+    let dir = open_tempdir();
+    let (r1, r2) = (dir.path().join("h1"), dir.path().join("h2"));
+    for r in [&r1, &r2] {
+        std::fs::create_dir(r).unwrap();
+    }
+    let len = (2 << 20) + 77;
+    let want = random_file(&r1.join("src.bin"), len, 72);
+    let a = lab_server(&lab, 1, &r1, &["--third-party", "all"]);
+    let b = lab_server(
+        &lab,
+        2,
+        &r2,
+        &[
+            "--third-party",
+            "auth",
+            "--user",
+            "u:p",
+            "--data-timeout",
+            "3s",
+        ],
+    );
+    let logs = || format!("h1 log:\n{}\nh2 log:\n{}", a.log_text(), b.log_text());
+    let dst = |path: &str| format!("ftp://u:p@{}{path}", b.authority());
+    for p in ["1", "2"] {
+        let name = format!("/peer-{p}.bin");
+        let (ok, o, e) = lab_copy(&lab, 2, &["-p", p], &a.url("/src.bin"), &dst(&name));
+        assert!(ok, "-p {p} copy: {o} {e}\n{}", logs());
+        assert_eq!(json_of(&o)["mode"], "third-party", "{o}");
+        assert_eq!(sha256_file(&r2.join(&name[1..])), want);
+    }
+    // Anonymous on the destination: PEER refused, the source's connection is not accepted.
+    let (ok, o, e) = lab_copy(&lab, 2, &[], &a.url("/src.bin"), &b.url("/anon.bin"));
+    assert!(
+        !ok,
+        "anonymous copy with a foreign sender succeeded: {o} {e}"
+    );
+    assert!(
+        b.log_text().contains("refused") || format!("{o} {e}").contains("PEER"),
+        "{o} {e}\n{}",
+        logs()
+    );
+    assert!(!r2.join("anon.bin").exists());
+    drop((a, b));
+    lab.down().expect("lab down");
+}

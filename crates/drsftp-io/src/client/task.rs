@@ -4,33 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::task::JoinHandle;
-
-use crate::data::DataError;
-
-/// Aborts the task, if any, when dropped.
-pub(super) struct AbortOnDrop<T>(pub(super) Option<JoinHandle<Result<T, DataError>>>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        if let Some(t) = self.0.take() {
-            t.abort();
-        }
-    }
-}
-
-impl<T> AbortOnDrop<T> {
-    /// The task's result (a panic or abort is `Incomplete`, naming `what`); pending forever while there is no
-    /// task, so it can sit in a `select!` before the task is spawned.
-    pub(super) async fn join(&mut self, what: &str) -> Result<T, DataError> {
-        match self.0.as_mut() {
-            Some(t) => t
-                .await
-                .unwrap_or_else(|e| Err(DataError::Incomplete(format!("{what} task ended: {e}")))),
-            None => std::future::pending().await,
-        }
-    }
-}
+/// Shared with the server's session tasks (`crate::task`).
+pub(super) use crate::task::AbortOnDrop;
 
 /// Whether a running transfer is stalled: its byte count has not moved for `limit`. Other signs of life (a reply,
 /// the data task ending) count as movement through [`Stall::alive`].

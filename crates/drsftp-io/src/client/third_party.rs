@@ -2,7 +2,8 @@
 //! introduces them; the file's bytes go straight from the source server to the destination server.
 //!
 //! TCP: TYPE I and the same MODE on both, buffer sizes, `OPTS RETR Parallelism=P,P,P;` on the source (MODE E),
-//! PASV (EPSV if refused) on the destination, PORT/EPRT with that address on the source, ALLO, then STOR on the
+//! `PEER <source address>` on a destination whose FEAT lists `PEER` (a drsftp server accepts passive data
+//! connections only from the host its session names), PASV (EPSV if refused) on the destination, PORT/EPRT with that address on the source, ALLO, then STOR on the
 //! destination and RETR on the source. In MODE E the sender connects (GFD.20), which is exactly this order; in
 //! stream mode it works as classic FXP. UDP blast (`ClientOptions::blast`): `OPTS BLAST` on both (the smaller MTU
 //! if they differ), `BPAS` without an address on the destination, `BPAS <destination's address>` on the source,
@@ -237,6 +238,7 @@ async fn tcp_setup(
         let line = format!("OPTS RETR Parallelism={streams},{streams},{streams};");
         soft(s, End::Source, &line, notices).await?;
     }
+    name_sender(s, d, notices).await?;
     let addr = passive(d).await?;
     let port = port_command(addr);
     if let Err(e) = cmd(s, End::Source, &port).await {
@@ -248,6 +250,23 @@ async fn tcp_setup(
         soft(d, End::Destination, &format!("ALLO {n}"), notices).await?;
     }
     Ok(accepted)
+}
+
+/// `PEER <source address>` on a destination whose FEAT lists `PEER`: a drsftp server accepts passive data
+/// connections only from its control peer (us) otherwise, and the source server connects from its own address
+/// (its control address as we reach it). Refused (`504`, the destination's third-party policy) is only a notice:
+/// the copy still works where source and client share an address, and fails clearly at the data connection if not.
+async fn name_sender(
+    s: &Control,
+    d: &mut Control,
+    notices: &mut Vec<String>,
+) -> Result<(), ClientError> {
+    if !d.session().features().has("PEER") {
+        return Ok(());
+    }
+    let line = format!("PEER {}", s.peer().ip().to_canonical());
+    soft(d, End::Destination, &line, notices).await?;
+    Ok(())
 }
 
 /// PASV on the destination (EPSV when PASV is refused or not IPv4); a wildcard host means its control address.

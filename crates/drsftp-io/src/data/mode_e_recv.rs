@@ -51,10 +51,9 @@ struct Ctx {
 }
 
 /// The transfer's rate meter (see `Ctx::top_rate`) reads the rate over the last `RATE_WINDOW` every `RATE_TICK`.
-/// A 200 ms window read the lab's bursts: 1.1 Gbit/s on the 1 Gbit/s path at 20 ms, where 500 ms read 1.0 and the
-/// share of 64 streams then held 5.2 MiB instead of 4.5. Periods of 500 ms, read only at their end, lagged the
-/// joiners' slow start at 100 ms and took a third of its burst (docs/bench/auto.md, ninth run); the sliding
-/// window follows a ramp as closely as 200 ms periods did.
+/// A shorter window reads a path's bursts as rate above the link (inflating many streams' shares); periods read
+/// only at their end lag the joiners' slow start. A sliding window read often follows a ramp without the bursts
+/// (docs/drs.md §4.5).
 const RATE_WINDOW: Duration = Duration::from_millis(500);
 const RATE_TICK: Duration = Duration::from_millis(50);
 

@@ -69,15 +69,14 @@ pub async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<TcpStream>
     }
 }
 
-/// DRS's starting window for a connection that does not join a running transfer. With 256 KiB the sender was
-/// receive-window bound for 18-37 % of a 64 MB download's busy time (100 Mbit/s, 100 ms lab: one sampling interval
-/// of lag per doubling while slow start outran the window); 1 MiB moved it from 0.95-0.96 to 0.98-1.00 of a 16 MB
-/// buffer's rate with the same mean window (docs/bench/drs-gridftp/init-ab.md).
+/// DRS's starting window for a connection that does not join a running transfer. A smaller start leaves the sender
+/// receive-window bound while slow start outruns the window (one sampling interval of lag per doubling); 1 MiB
+/// keeps up with slow start on long paths at the same mean window (docs/drs.md).
 const FIRST_INITIAL: u64 = 1 << 20;
 
 /// The most a joining connection starts at (less if the running streams' average is less). Loss-limited streams
-/// settle far below it (~85 KB each at 40 ms and 0.1 % loss), and with 256 KiB, 63 joiners alone held as much as
-/// the 64 x 256 KiB grid case that matched `-p auto`'s throughput (docs/bench/auto.md, fifth run).
+/// settle far below it, and a larger start lets dozens of joiners alone hold as much memory as a whole
+/// fixed-buffer grid case of the same throughput (docs/drs.md §4.5).
 const JOIN_MAX_INITIAL: u64 = 128 << 10;
 
 /// Receiving side, per connection: under `Drs`, impose DRS's starting window and learn the ceiling it may grow to

@@ -1,6 +1,9 @@
 //! One control connection: reads command bytes into the sans-IO `ServerSession`, writes its replies, and carries
 //! out its actions — filesystem requests on blocking threads, passive listeners, one transfer task at a time —
 //! feeding results, progress and timeouts back in. Ends on QUIT, idle timeout, peer close or server shutdown.
+//! Every task it spawns is held in an `AbortOnDrop`, and passive listeners live only here and in the transfer
+//! that uses them: a listener serves one transfer (kept only while the MODE E connections it brought are kept
+//! for the next one), a new PASV replaces it, and nothing outlives the session however it ends.
 //! Stream-mode DRS on the control channel (docs/drs.md §4.4, only after `OPTS DRS Inband=1;`): `SBUF <id> <size>`
 //! during a download resizes the running data socket's SO_SNDBUF; during an upload the receiving engine's DRS
 //! announcements go out as `126 SBUF <id> <size>`.
@@ -21,13 +24,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 
 use super::limits::Shared;
 use super::transfer::{self, DataCache, Job};
 use super::users::Grant;
 use super::{audit, fs, ServerParams};
 use crate::data::{self, Progress};
+use crate::task::AbortOnDrop;
 
 /// How often a running transfer's counters are handed to the session (for 111/112 markers).
 const PROGRESS_TICK: Duration = Duration::from_millis(500);
@@ -36,7 +39,7 @@ struct Running {
     id: u64,
     /// What the audit log says about it: command kind and path (none for listings).
     audit: Option<(&'static str, String)>,
-    task: JoinHandle<(TransferResult, Option<DataCache>, Option<fs::SentCrc>)>,
+    task: AbortOnDrop<(TransferResult, Option<DataCache>, Option<fs::SentCrc>)>,
     progress: Arc<Progress>,
 }
 
@@ -71,6 +74,8 @@ pub(crate) async fn run(
     // The logged-in user, for the audit log.
     let mut user = String::from("-");
     let mut running: Option<Running> = None;
+    // Filesystem requests in flight (the session waits for each answer, so rarely more than one).
+    let mut fs_tasks: Vec<AbortOnDrop<()>> = vec![];
     let mut passive: Vec<Arc<TcpListener>> = vec![];
     let mut cache: Option<DataCache> = None;
     // The CRC32C of the last whole file sent, for a following CKSM; dropped by anything that may change files.
@@ -108,14 +113,15 @@ pub(crate) async fn run(
                         sent_crc = None;
                     }
                     let who = user.clone();
-                    tokio::spawn(async move {
+                    fs_tasks.retain(|t| t.0.as_ref().is_some_and(|h| !h.is_finished()));
+                    fs_tasks.push(AbortOnDrop::spawn(async move {
                         let shown = changes.then(|| req.clone());
                         let r = fs::execute_async(st, req, sent).await;
                         if let Some(req) = shown {
                             audit::fs(peer, &who, &req, &r);
                         }
                         let _ = tx.send(r).await;
-                    });
+                    }));
                 }
                 Action::CheckLogin {
                     user: name,
@@ -181,18 +187,24 @@ pub(crate) async fn run(
                         cache: cache.take(),
                         progress: progress.clone(),
                         blast,
+                        accept_timeout: params.session.data_timeout,
                     };
                     running = Some(Running {
                         id,
                         audit: what,
-                        task: tokio::spawn(transfer::run(job)),
+                        task: AbortOnDrop::spawn(transfer::run(job)),
                         progress,
                     });
                 }
                 Action::Abort => {
-                    if let Some(r) = running.take() {
-                        r.task.abort();
-                        let _ = r.task.await;
+                    // ABOR, or the session's data timeout: wait for the task to be gone (its part file removed)
+                    // before the reply.
+                    if let Some(mut r) = running.take() {
+                        if let Some(t) = r.task.0.take() {
+                            t.abort();
+                            let _ = t.await;
+                        }
+                        passive.clear();
                         if let Some((cmd, path)) = &r.audit {
                             audit::transfer(
                                 peer,
@@ -234,9 +246,6 @@ pub(crate) async fn run(
         if close || s.is_closed() {
             flush(&mut s, &mut wr).await?;
             let _ = wr.shutdown().await;
-            if let Some(r) = running.take() {
-                r.task.abort();
-            }
             return Ok(());
         }
         let deadline = s.poll_timeout().map(tokio::time::Instant::from_std);
@@ -249,7 +258,6 @@ pub(crate) async fn run(
             n = rd.read(&mut buf) => {
                 let n = n?;
                 if n == 0 {
-                    if let Some(r) = running.take() { r.task.abort(); }
                     return Ok(());
                 }
                 s.handle_input(Instant::now(), &buf[..n]);
@@ -269,12 +277,17 @@ pub(crate) async fn run(
                     }
                 }
             }
-            done = async { (&mut running.as_mut().expect("guarded").task).await }, if running.is_some() => {
+            done = async { running.as_mut().and_then(|r| r.task.0.as_mut()).expect("guarded").await }, if running.as_ref().is_some_and(|r| r.task.0.is_some()) => {
                 let r = running.take().expect("guarded");
                 let result = match done {
                     Ok((res, kept, crc)) => { cache = kept; sent_crc = crc; res }
                     Err(e) => TransferResult::Failed { code: 451, message: format!("transfer task: {e}") },
                 };
+                // One transfer per passive listener, unless its MODE E connections stay for the next transfer
+                // (their cache is keyed by the listeners' addresses).
+                if cache.is_none() {
+                    passive.clear();
+                }
                 s.handle_progress(Instant::now(), progress_of(&r.progress));
                 if let Some((cmd, path)) = &r.audit {
                     audit::transfer(peer, &user, cmd, path, r.progress.bytes(), &result);
@@ -298,7 +311,6 @@ pub(crate) async fn run(
             }
             _ = sleep_until(deadline), if deadline.is_some() => s.handle_timeout(Instant::now()),
             _ = stop.changed() => {
-                if let Some(r) = running.take() { r.task.abort(); }
                 let _ = wr.write_all(b"421 Server shutting down.\r\n").await;
                 let _ = wr.shutdown().await;
                 return Ok(());

@@ -3,8 +3,14 @@
 //! the previous transfer), hands them to the data engine (RETR/ERET with a `Parallelism` range: a dynamic MODE E
 //! send steered by `AutoSender`, see [`send_auto`]), and turns the outcome into a `TransferResult`.
 //! A whole file sent (RETR to EOF) also yields its CRC32C from the engine, for a following CKSM (`fs::SentCrc`).
+//!
+//! Passive accepts trust nobody: a connection from an address other than the plan's `data_peer` (the control
+//! peer, or the sender named with `PEER`) is closed unread and logged (target `audit`), and the accept goes on
+//! until the data timeout, so a port scanner can neither read, inject nor end the victim's transfer. A transfer
+//! takes at most `max_connections` data connections; extra ones are closed at once. Every task spawned here is
+//! held in an `AbortOnDrop`, so nothing outlives the transfer (and the transfer task dies with its session).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -17,9 +23,7 @@ use tokio::sync::mpsc;
 
 use super::fs::{self, SentCrc};
 use crate::data::{self, AutoSender, DataError, DataOpts, DataReport, Progress};
-
-/// How long to wait for the client's data connection.
-const ACCEPT_TIMEOUT: Duration = Duration::from_secs(60);
+use crate::task::AbortOnDrop;
 
 /// MODE E connections left open after EOD, keyed by where they came from: the PORT/SPOR addresses we connected
 /// to, or the passive listener addresses the client connected to.
@@ -39,6 +43,16 @@ pub(crate) struct Job {
     pub(crate) progress: Arc<Progress>,
     /// The UDP socket `BPAS` bound, for a plan on a blast channel.
     pub(crate) blast: Option<std::net::UdpSocket>,
+    /// How long to wait for a data connection (`ServerConfig::data_timeout`; zero: no limit of its own, the
+    /// session's data timer still ends the transfer).
+    pub(crate) accept_timeout: Duration,
+}
+
+/// Who may connect to the transfer's passive listeners, and for how long we wait.
+#[derive(Debug, Clone, Copy)]
+struct Accept {
+    peer: Option<IpAddr>,
+    timeout: Duration,
 }
 
 /// Run the job; returns the result for the session, the connections worth keeping, and the CRC32C of a whole file
@@ -82,7 +96,12 @@ async fn run_inner(
         cache,
         progress,
         blast,
+        accept_timeout,
     } = job;
+    let accept = Accept {
+        peer: plan.data_peer,
+        timeout: accept_timeout,
+    };
     if let DataEndpoint::Blast(ep) = &plan.endpoint {
         let sock = blast
             .ok_or_else(|| DataError::Incomplete("the UDP socket bound for BPAS is gone".into()))?;
@@ -128,7 +147,7 @@ async fn run_inner(
             }
             opts.crc32c = whole.is_some();
             let (bytes, streams, cache, crc) = send(
-                &plan, file, ranges, wire_sub, &opts, passive, cache, progress,
+                &plan, file, ranges, wire_sub, &opts, passive, accept, cache, progress,
             )
             .await?;
             if let (Some(m), Some(crc)) = (whole, crc) {
@@ -151,9 +170,19 @@ async fn run_inner(
                 ..plan
             };
             let whole = 0..len;
-            send(&plan, file, vec![whole], 0, &opts, passive, None, progress)
-                .await
-                .map(|(b, s, _, _)| (b, s, cache))
+            send(
+                &plan,
+                file,
+                vec![whole],
+                0,
+                &opts,
+                passive,
+                accept,
+                None,
+                progress,
+            )
+            .await
+            .map(|(b, s, _, _)| (b, s, cache))
         }
         Payload::RecvFile {
             path,
@@ -173,6 +202,7 @@ async fn run_inner(
                 offset,
                 &opts,
                 passive,
+                accept,
                 cache,
                 progress,
             )
@@ -260,9 +290,35 @@ fn keep(key: Vec<SocketAddr>, socks: Vec<TcpStream>) -> Option<DataCache> {
     (!socks.is_empty()).then_some(DataCache { key, socks })
 }
 
-async fn accept_one(l: &TcpListener) -> Result<TcpStream, DataError> {
-    match tokio::time::timeout(ACCEPT_TIMEOUT, l.accept()).await {
-        Ok(Ok((s, _))) => Ok(s),
+/// The next connection on `l` from the expected peer; connections from elsewhere are closed unread and
+/// logged, and the wait goes on (a hijacker must not end the victim's transfer either).
+async fn accept_peer(l: &TcpListener, peer: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    loop {
+        let (s, from) = l.accept().await?;
+        match peer {
+            Some(ip) if from.ip().to_canonical() != ip.to_canonical() => {
+                let local = l.local_addr().ok();
+                tracing::warn!(
+                    target: "audit",
+                    "data connection from {from} to passive port {local:?} refused: expected {ip}"
+                );
+                drop(s);
+            }
+            _ => return Ok(s),
+        }
+    }
+}
+
+/// [`accept_peer`] within the accept timeout.
+async fn accept_one(l: &TcpListener, a: Accept) -> Result<TcpStream, DataError> {
+    let fut = accept_peer(l, a.peer);
+    let r = if a.timeout.is_zero() {
+        Ok(fut.await)
+    } else {
+        tokio::time::timeout(a.timeout, fut).await
+    };
+    match r {
+        Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => Err(DataError::Io(e)),
         Err(_) => Err(DataError::Timeout),
     }
@@ -272,10 +328,11 @@ async fn accept_one(l: &TcpListener) -> Result<TcpStream, DataError> {
 async fn stream_socket(
     ep: &DataEndpoint,
     passive: &[Arc<TcpListener>],
+    accept: Accept,
     opts: &DataOpts,
 ) -> Result<TcpStream, DataError> {
     match ep {
-        DataEndpoint::Passive => accept_one(first_listener(passive)?).await,
+        DataEndpoint::Passive => accept_one(first_listener(passive)?, accept).await,
         DataEndpoint::Active(addrs) => connect_first(addrs, opts).await,
         DataEndpoint::Blast(_) => Err(DataError::Incomplete(
             "internal: a blast plan on the TCP path".into(),
@@ -298,6 +355,7 @@ async fn send(
     wire_sub: u64,
     opts: &DataOpts,
     passive: Vec<Arc<TcpListener>>,
+    accept: Accept,
     cache: Option<DataCache>,
     progress: Arc<Progress>,
 ) -> Result<(u64, usize, Option<DataCache>, Option<u32>), DataError> {
@@ -306,7 +364,7 @@ async fn send(
             "internal: a blast plan on the TCP path".into(),
         )),
         (Mode::Stream, ep) => {
-            let sock = stream_socket(ep, &passive, opts).await?;
+            let sock = stream_socket(ep, &passive, accept, opts).await?;
             let range = ranges.first().cloned().unwrap_or(0..0);
             let r = data::send_stream(sock, file, range, opts, progress).await?;
             Ok((r.bytes, 1, None, r.crc32c))
@@ -347,7 +405,7 @@ async fn send(
             let key = listener_key(&passive);
             let socks = match cache {
                 Some(c) if c.key == key => c.socks,
-                _ => vec![accept_one(first_listener(&passive)?).await?],
+                _ => vec![accept_one(first_listener(&passive)?, accept).await?],
             };
             let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
             Ok((r.bytes, r.streams, keep(key, r.reusable), r.crc32c))
@@ -424,12 +482,14 @@ fn listener_key(passive: &[Arc<TcpListener>]) -> Vec<SocketAddr> {
     passive.iter().filter_map(|l| l.local_addr().ok()).collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn recv(
     plan: &TransferPlan,
     file: Arc<dyn FileHandle>,
     offset: u64,
     opts: &DataOpts,
     passive: Vec<Arc<TcpListener>>,
+    accept: Accept,
     cache: Option<DataCache>,
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
@@ -438,56 +498,86 @@ async fn recv(
             "internal: a blast plan on the TCP path".into(),
         )),
         (Mode::Stream, ep) => {
-            let sock = stream_socket(ep, &passive, opts).await?;
+            let sock = stream_socket(ep, &passive, accept, opts).await?;
             data::recv_stream(sock, file, offset, opts, progress).await
         }
         (Mode::Extended, ep) => {
-            let (tx, rx) = mpsc::channel(256);
+            let max = plan.max_connections.max(1) as usize;
+            let (tx, rx) = mpsc::channel(max);
+            let mut taken = 0;
             if let Some(c) = cache {
-                for s in c.socks {
+                for s in c.socks.into_iter().take(max) {
                     let _ = tx.try_send(s);
+                    taken += 1;
                 }
             }
-            let feeder = match ep {
+            // Held: dropping it (when this transfer ends, however) stops the accept loops and closes nothing
+            // else; the listeners themselves belong to the session.
+            let _feeder = match ep {
                 DataEndpoint::Passive => {
-                    let ls = passive.clone();
-                    if ls.is_empty() {
+                    if passive.is_empty() {
                         return Err(DataError::Incomplete("no passive listener".into()));
                     }
-                    tokio::spawn(async move {
-                        let mut tasks = vec![];
-                        for l in ls {
-                            let tx = tx.clone();
-                            tasks.push(tokio::spawn(async move {
-                                while let Ok((s, _)) = l.accept().await {
-                                    if tx.send(s).await.is_err() {
-                                        break;
-                                    }
-                                }
-                            }));
-                        }
-                        for t in tasks {
-                            let _ = t.await;
-                        }
-                    })
+                    AbortOnDrop::spawn(feed(passive, accept.peer, tx, taken, max))
                 }
                 DataEndpoint::Blast(_) => unreachable!(),
                 DataEndpoint::Active(addrs) => {
                     // Also not GFD.20 (the receiver connects): one connection per address.
                     let mut socks = vec![];
-                    for a in addrs {
+                    for a in addrs.iter().take(max.saturating_sub(taken)) {
                         socks.push(data::connect(*a, opts).await?);
                     }
-                    tokio::spawn(async move {
+                    AbortOnDrop::spawn(async move {
                         for s in socks {
                             let _ = tx.send(s).await;
                         }
                     })
                 }
             };
-            let r = data::recv_mode_e(rx, file, offset, opts, progress).await;
-            feeder.abort();
-            r
+            data::recv_mode_e(rx, file, offset, opts, progress).await
+        }
+    }
+}
+
+/// A MODE E receive's accept loops: connections from the expected peer go to the receiver (it takes joiners
+/// mid-transfer, as `-p auto` uploads open them), up to `max` in all (`taken` already); any beyond are closed at
+/// once. Ends when the receiver is gone; its per-listener loops are held, so they end with it.
+async fn feed(
+    listeners: Vec<Arc<TcpListener>>,
+    peer: Option<IpAddr>,
+    tx: mpsc::Sender<TcpStream>,
+    taken: usize,
+    max: usize,
+) {
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(taken));
+    let loops: Vec<AbortOnDrop<()>> = listeners
+        .into_iter()
+        .map(|l| {
+            let tx = tx.clone();
+            let count = count.clone();
+            AbortOnDrop::spawn(async move {
+                while let Ok(s) = accept_peer(&l, peer).await {
+                    use std::sync::atomic::Ordering;
+                    if count.fetch_add(1, Ordering::Relaxed) >= max {
+                        tracing::warn!(
+                            target: "audit",
+                            "data connection from {:?} closed: the transfer has its {max} connections",
+                            s.peer_addr().ok()
+                        );
+                        continue;
+                    }
+                    if tx.send(s).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    // Awaited in place (never taken out of its guard), so dropping this future aborts every loop.
+    for mut l in loops {
+        if let Some(h) = l.0.as_mut() {
+            let _ = h.await;
         }
     }
 }

@@ -142,6 +142,9 @@ pub(crate) struct DataParams {
     /// Allow PORT/EPRT/SPOR to addresses other than the control peer's (third-party transfers) whatever
     /// [`ServerConfig::third_party`] says (`ServerSession::set_allow_foreign_data`).
     pub(crate) allow_foreign: bool,
+    /// The host named with `PEER` (verbs/peer.rs): passive data connections come from it instead of the
+    /// control peer (the sending server of a third-party copy).
+    pub(crate) data_peer: Option<IpAddr>,
     // A later `PROT` (data-channel protection, with TLS) belongs here.
 }
 
@@ -161,6 +164,7 @@ impl Default for DataParams {
             endpoint: None,
             epsv_all: false,
             allow_foreign: false,
+            data_peer: None,
         }
     }
 }
@@ -256,6 +260,16 @@ impl Ctx {
     pub(crate) fn foreign_data_allowed(&self) -> bool {
         self.data.allow_foreign
             || (self.login.logged_in.is_some() && self.cfg.third_party.allows(self.login.anonymous))
+    }
+
+    /// The only host passive data connections are accepted from: the one named with `PEER`, else the control
+    /// peer; `None` (any host) only under `ThirdParty::All` with nothing named.
+    pub(crate) fn passive_peer(&self) -> Option<IpAddr> {
+        match self.data.data_peer {
+            Some(ip) => Some(ip),
+            None if self.cfg.third_party == super::types::ThirdParty::All => None,
+            None => Some(self.peer.ip().to_canonical()),
+        }
     }
 
     /// `530` unless a user is logged in: for OPTS hooks, which the session's per-row login check does not cover.

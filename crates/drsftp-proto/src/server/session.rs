@@ -200,8 +200,8 @@ impl ServerSession {
     }
 
     /// Latest counters of the running transfer (replaces the previous ones).
-    pub fn handle_progress(&mut self, _now: Instant, p: TransferProgress) {
-        self.ctx.on_progress(p);
+    pub fn handle_progress(&mut self, now: Instant, p: TransferProgress) {
+        self.ctx.on_progress(now, p);
     }
 
     /// Transfer `id` ended: final markers, `226` or the failure reply (and `426` + `226` after ABOR); then
@@ -214,7 +214,8 @@ impl ServerSession {
         self.pump(now);
     }
 
-    /// Timers: markers of a MODE E receive, the delayed reply to a failed PASS, the pre-login deadline and the
+    /// Timers: markers of a MODE E receive, the data timeout of a running transfer ([`Action::Abort`], then
+    /// `426` once the driver reports the end), the delayed reply to a failed PASS, the pre-login deadline and the
     /// idle timeout (`421`, then [`Action::Close`]).
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.ctx.closed {
@@ -240,6 +241,7 @@ impl ServerSession {
             }
         }
         self.ctx.on_marker_timer(now);
+        self.ctx.on_data_timer(now);
         let idle = self.ctx.xfer.running.is_none() && self.ctx.pending.is_none();
         if idle && self.ctx.limits.idle_deadline.is_some_and(|d| now >= d) {
             let secs = self.ctx.cfg.idle_timeout.as_secs();
@@ -270,7 +272,10 @@ impl ServerSession {
             .limits
             .login_deadline
             .filter(|_| self.ctx.login.logged_in.is_none());
-        [marker, idle, delay, login].into_iter().flatten().min()
+        [marker, idle, self.ctx.data_deadline(), delay, login]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// True once [`Action::Close`] has been emitted.

@@ -262,6 +262,8 @@ fn long_range_lists_are_split_over_several_markers() {
 fn idle_timeout_closes_but_not_during_a_transfer() {
     let mut h = H::with_cfg(ServerConfig {
         idle_timeout: Duration::from_secs(60),
+        // The data timeout has its own test below.
+        data_timeout: Duration::ZERO,
         ..ServerConfig::default()
     });
     h.login();
@@ -287,6 +289,95 @@ fn idle_timeout_closes_but_not_during_a_transfer() {
     );
     assert_eq!(h.actions(), vec![Action::Close]);
     assert!(h.s.is_closed());
+}
+
+#[test]
+fn a_transfer_without_progress_for_the_data_timeout_ends_with_426() {
+    let mut h = H::with_cfg(ServerConfig {
+        data_timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(900),
+        ..ServerConfig::default()
+    });
+    h.login();
+    h.pasv();
+    let plan = h.retr_file("/f", 1 << 20);
+    let t0 = h.now;
+    assert_eq!(h.s.poll_timeout(), Some(t0 + Duration::from_secs(60)));
+    // Bytes moving restart the clock; the same count again does not.
+    h.advance(Duration::from_secs(50));
+    h.s.handle_progress(h.now, progress(1000, ""));
+    h.advance(Duration::from_secs(50));
+    h.s.handle_progress(h.now, progress(1000, ""));
+    h.s.handle_timeout(h.now);
+    assert!(h.actions().is_empty(), "progress 50 s ago");
+    assert_eq!(h.s.poll_timeout(), Some(t0 + Duration::from_secs(110)));
+    h.advance(Duration::from_secs(10));
+    h.s.handle_timeout(h.now);
+    assert_eq!(h.actions(), vec![Action::Abort]);
+    assert_eq!(h.s.poll_timeout(), None, "fires once");
+    h.s.handle_timeout(h.now);
+    assert!(h.actions().is_empty());
+    // The driver reports the end (aborted, or its own accept timeout): one 426 naming the timeout, no 226.
+    h.s.handle_transfer_done(h.now, plan.id, TransferResult::Aborted);
+    let out = h.out();
+    assert!(
+        out.starts_with("426 Data connection timed out: no data moved for 60 seconds"),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert_eq!(h.cmd("NOOP"), "200 NOOP command successful.\r\n");
+    // A never-connected MODE E upload: the same clock from the start.
+    h.cmd("MODE E");
+    h.send("STOR /up");
+    let r = h.out();
+    assert!(r.starts_with("125 "), "{r}");
+    let up = h.transfer();
+    h.advance(Duration::from_secs(60));
+    h.s.handle_timeout(h.now);
+    assert_eq!(h.actions(), vec![Action::Abort]);
+    h.s.handle_transfer_done(
+        h.now,
+        up.id,
+        TransferResult::Failed {
+            code: 425,
+            message: "timed out".into(),
+        },
+    );
+    let out = h.out();
+    assert!(out.contains("\r\n426 Data connection timed out"), "{out}");
+    // Zero turns the rule off.
+    let mut h = H::with_cfg(ServerConfig {
+        data_timeout: Duration::ZERO,
+        ..ServerConfig::default()
+    });
+    h.login();
+    h.pasv();
+    h.retr_file("/f", 10);
+    assert_eq!(h.s.poll_timeout(), None);
+}
+
+#[test]
+fn mode_e_receives_cap_their_connections() {
+    let mut h = H::with_cfg(ServerConfig {
+        max_parallelism: 16,
+        ..ServerConfig::default()
+    });
+    h.login();
+    h.cmd("MODE E");
+    h.pasv();
+    let stor = |h: &mut H| {
+        h.send("STOR /up");
+        h.out();
+        let p = h.transfer();
+        h.done_ok(p.id);
+        p.max_connections
+    };
+    assert_eq!(stor(&mut h), 16, "nothing negotiated: the server's max");
+    h.cmd("OPTS RETR Parallelism=4,4,4;");
+    assert_eq!(stor(&mut h), 4);
+    h.cmd("OPTS RETR Parallelism=2,1,8;");
+    assert_eq!(stor(&mut h), 8, "-p auto uploads add connections up to max");
+    assert_eq!(h.retr_file("/f", 10).max_connections, 8);
 }
 
 #[test]

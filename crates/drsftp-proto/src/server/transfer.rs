@@ -1,6 +1,7 @@
 //! The running transfer: starting it (the `150`/`125` reply and [`Action::Transfer`]), live progress, the
-//! `112` perf and `111` range markers of a MODE E receive on the marker timer, and the final replies (`226`,
-//! the driver's `4xx`/`5xx`, or `426` + `226` after ABOR).
+//! `112` perf and `111` range markers of a MODE E receive on the marker timer, the data timeout (no byte moved
+//! for `ServerConfig::data_timeout`: [`Action::Abort`], then `426`; a stalled peer must not hold a session and
+//! its part file forever), and the final replies (`226`, the driver's `4xx`/`5xx`, or `426` + `226` after ABOR).
 //!
 //! Range markers are only ever truthful: during a `Replace` upload (STOR into a part file that is discarded if
 //! the transfer fails) none are sent until the file is committed; `InPlace` uploads (APPE/ESTO/restarted STOR)
@@ -48,6 +49,10 @@ pub(crate) struct Running {
     pub(crate) aborts: u32,
     /// A stream-mode receive (STOR/APPE/restarted STOR in MODE S): the one case for `126 SBUF` notices.
     pub(crate) stream_recv: bool,
+    /// When the byte count last moved (the start, at first): the data timeout counts from here.
+    last_move: Instant,
+    /// The data timeout fired and [`Action::Abort`] went out: the end is reported as a timeout.
+    timed_out: bool,
 }
 
 impl Ctx {
@@ -128,6 +133,8 @@ impl Ctx {
             } else {
                 RangeSet::new()
             },
+            data_peer: self.passive_peer(),
+            max_connections: max_connections(self, mode, recv.is_some(), parallelism),
         };
         match (mode, blast, &plan.endpoint) {
             (_, Some(size), DataEndpoint::Blast(ep)) => {
@@ -171,6 +178,8 @@ impl Ctx {
             next_marker: None,
             aborts: 0,
             stream_recv: recv.is_some() && mode == Mode::Stream && blast.is_none(),
+            last_move: now,
+            timed_out: false,
         };
         if run.perf {
             // GFD.20: a start marker (0 bytes) per stripe, then one every interval.
@@ -183,10 +192,35 @@ impl Ctx {
         Ok(())
     }
 
-    /// Latest counters from the driver.
-    pub(crate) fn on_progress(&mut self, p: TransferProgress) {
+    /// Latest counters from the driver; a changed byte count restarts the data timeout.
+    pub(crate) fn on_progress(&mut self, now: Instant, p: TransferProgress) {
         if let Some(run) = self.xfer.running.as_mut() {
+            if p.bytes != run.progress.bytes {
+                run.last_move = now;
+            }
             run.progress = p;
+        }
+    }
+
+    /// When the running transfer times out if no byte moves before then (`None`: no transfer, the rule is off,
+    /// or it fired already).
+    pub(crate) fn data_deadline(&self) -> Option<Instant> {
+        let run = self.xfer.running.as_ref()?;
+        let limit = self.cfg.data_timeout;
+        if run.timed_out || limit.is_zero() {
+            return None;
+        }
+        run.last_move.checked_add(limit)
+    }
+
+    /// The data timer: a transfer with no progress for `data_timeout` is aborted; its `426` follows when the
+    /// driver reports the end ([`Ctx::finish_transfer`]).
+    pub(crate) fn on_data_timer(&mut self, now: Instant) {
+        if self.data_deadline().is_some_and(|d| now >= d) {
+            if let Some(run) = self.xfer.running.as_mut() {
+                run.timed_out = true;
+                self.action(Action::Abort);
+            }
         }
     }
 
@@ -218,6 +252,19 @@ impl Ctx {
             return;
         };
         let ts = self.epoch_at(now);
+        let r = match r {
+            // The driver's own report of a transfer the data timer stopped (its accept timeout may win the race).
+            TransferResult::Aborted | TransferResult::Failed { .. } if run.timed_out => {
+                let secs = self.cfg.data_timeout.as_secs_f64();
+                TransferResult::Failed {
+                    code: 426,
+                    message: format!(
+                        "Data connection timed out: no data moved for {secs} seconds; transfer aborted."
+                    ),
+                }
+            }
+            r => r,
+        };
         match r {
             TransferResult::Ok { bytes, .. } => {
                 if run.perf {
@@ -251,6 +298,27 @@ impl Ctx {
         }
         self.xfer.done += 1;
         self.touch(now);
+    }
+}
+
+/// [`TransferPlan::max_connections`]: a send uses its `parallelism` (or the top of its `-p auto` range); a MODE E
+/// receive takes the connections the client opens, up to what it negotiated with `OPTS RETR Parallelism` (the
+/// top of its range: `-p auto` uploads add connections mid-transfer) or, if it said nothing (globus-url-copy
+/// uploads), the server's `max_parallelism`. Never unbounded: each connection costs a task and buffers.
+fn max_connections(ctx: &Ctx, mode: Mode, recv: bool, parallelism: u32) -> u32 {
+    let cap = ctx.cfg.max_parallelism.max(1);
+    match (mode, recv) {
+        (Mode::Stream, _) => 1,
+        (Mode::Extended, false) => ctx
+            .data
+            .parallelism_range
+            .map_or(parallelism, |(_, max)| max.max(parallelism))
+            .clamp(1, cap),
+        (Mode::Extended, true) => match (ctx.data.parallelism_range, ctx.data.parallelism) {
+            (Some((_, max)), p) => max.max(p.unwrap_or(1)).clamp(1, cap),
+            (None, Some(p)) => p.clamp(1, cap),
+            (None, None) => cap,
+        },
     }
 }
 

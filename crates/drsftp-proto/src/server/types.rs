@@ -50,8 +50,13 @@ pub struct ServerConfig {
     /// Largest path MTU accepted in `OPTS BLAST` (smaller requests are kept, larger ones clamped).
     pub blast_max_mtu: u32,
     /// Which logins may send data-channel addresses other than the control peer's host (PORT/EPRT/SPOR,
-    /// `BPAS <addr>`, `BPRT`): what a third-party (server-to-server) transfer between two hosts needs.
+    /// `BPAS <addr>`, `BPRT`, `PEER`): what a third-party (server-to-server) transfer between two hosts needs.
+    /// Passive data connections are accepted only from the control peer's address, or from the host the session
+    /// named with `PEER` (verbs/peer.rs); `All` alone also accepts them from any host.
     pub third_party: ThirdParty,
+    /// A running transfer that moves no byte for this long ends with `426` (a never-connected data channel
+    /// included: the driver's accept timeout is the same setting). Zero disables the rule.
+    pub data_timeout: Duration,
 }
 
 /// Which sessions may direct data connections at a host other than the control connection's peer (FTP bounce
@@ -137,6 +142,7 @@ impl Default for ServerConfig {
             blast_max_rate: 0,
             blast_max_mtu: 65_535,
             third_party: ThirdParty::Auth,
+            data_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -295,6 +301,14 @@ pub struct TransferPlan {
     /// sender with the packets wholly inside them acknowledged (`drsftp_blast::resume::packets_within`, the
     /// same rule the client applies), so only the rest is sent. Empty otherwise.
     pub resume: crate::ranges::RangeSet,
+    /// [`DataEndpoint::Passive`]: the only host whose data connections the driver may accept (the control
+    /// peer's address, or the one named with `PEER`); connections from any other address are closed unread and
+    /// the driver keeps waiting. `None`: any host (`ThirdParty::All` without `PEER`).
+    pub data_peer: Option<IpAddr>,
+    /// Most data connections the transfer may use (accepted or opened, cached ones included): `parallelism`,
+    /// or for a MODE E receive the most the client may open (`OPTS RETR Parallelism` max, else the server's
+    /// `max_parallelism`). The driver closes extra connections at once.
+    pub max_connections: u32,
 }
 
 /// Something the driver must do.

@@ -50,9 +50,8 @@ pub struct Args {
     tcp_bs: Option<u64>,
     /// Buffer policy for our data sockets: `kernel` (Linux autotuning), `drs` (user-space Dynamic Right-Sizing), or
     /// a fixed size such as 4M. Default: the --tcp-bs size if given, else drs (it matches autotuning's throughput
-    /// with ~1/3.5 of its receive memory, and keeps working where tcp_rmem[2] is below the BDP). Files under
-    /// ~32 MB finish 5-20 % faster with `kernel` on hosts with a generous tcp_rmem.
-    // Both measured in docs/bench/drs-gridftp.md.
+    /// with a fraction of its receive memory, and keeps working where tcp_rmem[2] is below the BDP).
+    // Measured in docs/bench/drs-gridftp.md.
     #[arg(long, value_name = "drs|kernel|SIZE", value_parser = policy_arg)]
     buffer: Option<BufferPolicy>,
     /// TCP congestion control for our data sockets (TCP_CONGESTION), e.g. `cubic` or `bbr`. Only the sending

@@ -89,6 +89,11 @@ pub struct Args {
     /// Print the bound control address as `listening <addr>` on stdout (for scripts using port 0).
     #[arg(long)]
     pub print_addr: bool,
+    /// End a transfer that moves no data for this long with 426 (its part file is removed): a stalled download
+    /// or upload, or a data connection that never arrives (also the wait for passive connections), e.g. 60s or
+    /// 2m. 0 disables it.
+    #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = units_arg::duration)]
+    pub data_timeout: std::time::Duration,
     /// Who may point data connections at a host other than their own (PORT/EPRT/SPOR, `BPAS <addr>`, BPRT).
     /// Plain FTP servers refuse that (reply 504) to stop "FTP bounce" attacks, where a client makes the server
     /// connect to, and send data to, a third machine (port scans, spoofed traffic from the server's address,
@@ -96,6 +101,11 @@ pub struct Args {
     /// servers) need exactly that: the client tells server A to connect to server B's data port, so the
     /// address is foreign whenever A and B are different hosts. Globus gridftp-server allows third-party
     /// transfers by default. Ports below 1024 are refused in every case.
+    /// Passive data connections (PASV/EPSV/SPAS) are accepted only from the client's own address; others are
+    /// closed unread (no data-port hijacking). For a third-party copy the client names the sending server's
+    /// address first with the PEER command (drsftp's client does so when FEAT lists PEER), which the same
+    /// policy allows or refuses. Clients that do not send PEER (globus-url-copy between two servers) need
+    /// `all`, under which passive connections come from any host unless PEER named one.
     #[arg(long, value_enum, default_value_t = ThirdPartyArg::Auth, value_name = "WHO")]
     pub third_party: ThirdPartyArg,
     /// After binding the listener and opening --root, switch the whole process to this user (name or uid) and its
@@ -111,7 +121,8 @@ pub enum ThirdPartyArg {
     None,
     /// Sessions logged in as a user (--users or --user; not anonymous) may name any host.
     Auth,
-    /// Every session, anonymous ones included (open servers on trusted networks, labs).
+    /// Every session, anonymous ones included, and passive data connections from any host unless PEER named
+    /// one (open servers on trusted networks, labs, globus-url-copy third-party copies).
     All,
 }
 
@@ -170,6 +181,7 @@ pub fn run(args: Args) -> Result<()> {
             blast: !args.no_blast,
             blast_max_rate: args.blast_max_rate.unwrap_or(0),
             third_party: args.third_party.into(),
+            data_timeout: args.data_timeout,
             ..ServerConfig::default()
         },
         data: DataOpts {

@@ -63,7 +63,7 @@ mod tests {
             feat,
             "211-Extensions supported:\r\n UTF8\r\n MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n \
              MDTM\r\n REST STREAM\r\n PARALLEL\r\n ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
-             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n BLAST BPRT\r\n211 End.\r\n"
+             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n PEER\r\n BLAST BPRT\r\n211 End.\r\n"
         );
         // Our own client reads it as a GridFTP server with checksums.
         let mut rd = ReplyReader::new();
@@ -80,7 +80,7 @@ mod tests {
         const WITHOUT_BLAST: &str = "211-Extensions supported:\r\n UTF8\r\n \
              MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n MDTM\r\n REST STREAM\r\n PARALLEL\r\n \
              ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
-             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n211 End.\r\n";
+             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n PEER\r\n211 End.\r\n";
         let with_blast = WITHOUT_BLAST.replace("211 End.", " BLAST BPRT\r\n211 End.");
         assert_eq!(H::new().cmd("FEAT"), with_blast);
         let mut h = H::with_cfg(ServerConfig {

@@ -37,6 +37,7 @@ mod nav;
 mod opts_retr;
 mod params;
 mod pasv;
+mod peer;
 mod port;
 mod rest;
 mod retr;
@@ -238,6 +239,7 @@ pub(crate) static VERBS: &[Verb] = &[
     sbuf::DRS,
     site::SITE,
     cksm::CKSM,
+    peer::PEER,
 ];
 
 /// The command row for `name` (case-insensitive) and its handler; feature-only rows are not commands.

@@ -388,8 +388,8 @@ mod tests {
         );
         assert_eq!(
             h.s.poll_timeout(),
-            None,
-            "no markers when sending, no idle timeout while transferring"
+            Some(h.now + std::time::Duration::from_secs(60)),
+            "no markers when sending, no idle timeout while transferring: only the data timeout"
         );
         assert_eq!(h.done_ok(plan.id), "226 Transfer complete.\r\n");
         // The endpoint is kept for the next transfer (Globus -fast reuses data channels).

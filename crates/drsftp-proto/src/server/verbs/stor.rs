@@ -157,7 +157,11 @@ mod tests {
         );
         let plan = h.transfer();
         assert_eq!(plan.payload, recv("/up", WriteMode::Replace, 0, Some(1000)));
-        assert_eq!(h.s.poll_timeout(), None, "stream-mode receive: no markers");
+        assert_eq!(
+            h.s.poll_timeout(),
+            Some(h.now + std::time::Duration::from_secs(60)),
+            "stream-mode receive: no markers, only the data timeout"
+        );
         h.done_ok(plan.id);
         h.cmd("REST 4096");
         h.cmd("STOR up");
