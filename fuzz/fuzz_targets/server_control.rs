@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use arbitrary::Arbitrary;
 use drsftp_proto::ranges::RangeSet;
 use drsftp_proto::server::{
-    Action, FsResult, ServerConfig, ServerSession, TransferProgress, TransferResult,
+    Action, FsResult, LoginVerdict, ServerConfig, ServerSession, TransferProgress, TransferResult,
 };
 use drsftp_storage::{EntryKind, Metadata, StorageError};
 use libfuzzer_sys::fuzz_target;
@@ -149,7 +149,6 @@ fuzz_target!(|input: Input| {
     let mut now = Instant::now();
     let cfg = ServerConfig {
         anonymous: input.anonymous,
-        users: vec![("u".into(), "p".into())],
         max_line: 16 + usize::from(input.max_line) * 4,
         marker_interval: Duration::from_secs(1),
         ..ServerConfig::default()
@@ -233,6 +232,16 @@ fuzz_target!(|input: Input| {
             out.extend_from_slice(&b);
         }
         while let Some(a) = s.poll_action() {
+            if let Action::CheckLogin { user, password } = &a {
+                // The fake credential store: user `u`, password `p`.
+                let ok = user == "u" && password.0 == "p";
+                let verdict = if ok {
+                    LoginVerdict::Granted { read_only: false }
+                } else {
+                    LoginVerdict::Denied
+                };
+                s.handle_login(now, verdict);
+            }
             if let Action::Transfer(p) = a {
                 assert!(p.parallelism >= 1);
                 transfer = Some(p.id);

@@ -118,6 +118,8 @@ impl Bench {
             .args([
                 "serve",
                 "--anonymous",
+                // Uploads too, as before anonymous sessions became read-only.
+                "--anonymous-write",
                 "--listen",
                 "198.18.0.1:2811",
                 "--log",

@@ -153,16 +153,19 @@ fn assert_sndbuf_follows(c: &SbufCounts) {
 
 async fn start_server(root: &std::path::Path) -> (TestServer, Arc<SbufObserver>) {
     let observer = Arc::new(SbufObserver::default());
-    let params = ServerParams {
-        session: ServerConfig::default(),
-        data: DataOpts {
-            buffer: BufferPolicy::Drs,
-            sbuf_observer: Some(observer.clone()),
-            drs_max: DRS_MAX,
-            ..DataOpts::default()
-        },
-        storage: Arc::new(PacedStorage(FsStorage::new(root).unwrap())),
+    // The test uploads anonymously.
+    let session = ServerConfig {
+        anonymous_write: true,
+        ..ServerConfig::default()
     };
+    let data = DataOpts {
+        buffer: BufferPolicy::Drs,
+        sbuf_observer: Some(observer.clone()),
+        drs_max: DRS_MAX,
+        ..DataOpts::default()
+    };
+    let storage = Arc::new(PacedStorage(FsStorage::new(root).unwrap()));
+    let params = ServerParams::new(session, data, storage);
     (TestServer::start(params).await, observer)
 }
 

@@ -118,11 +118,11 @@ async fn serve(root: &Path, shared: Option<f64>) -> (String, TestServer) {
             })
         }),
     };
-    let params = ServerParams {
-        session: ServerConfig::default(),
-        data: DataOpts::default(),
-        storage: Arc::new(storage),
-    };
+    let params = ServerParams::new(
+        ServerConfig::default(),
+        DataOpts::default(),
+        Arc::new(storage),
+    );
     let srv = TestServer::start(params).await;
     (srv.addr.to_string(), srv)
 }

@@ -81,6 +81,17 @@ impl FsStorage {
         &self.root
     }
 
+    /// The directory at virtual path `v` served as a tree of its own (a per-user root): resolved beneath this
+    /// root once, here, so nothing outside this root is reachable from it either.
+    pub fn subtree(&self, v: &str) -> Result<FsStorage> {
+        let v = clean(v)?;
+        let dir = self.dir.sub_root(rel(&v)).map_err(|e| resolve_err(&v, e))?;
+        Ok(FsStorage {
+            root: self.root.join(rel(&v)),
+            dir: Arc::new(dir),
+        })
+    }
+
     /// How paths are resolved beneath the root.
     pub fn strategy(&self) -> ResolveStrategy {
         self.dir.strategy()

@@ -279,3 +279,30 @@ fn escape_errors_are_550_with_a_clear_message() {
         assert_eq!(e.reply_code(), 550);
     }
 }
+
+/// A per-user root (`FsStorage::subtree`) is resolved beneath the served root: a symlink leading out, `..` or a
+/// file is refused, and the subtree's own paths never reach its parent, let alone the outside.
+#[test]
+fn subtrees_are_confined_like_the_root() {
+    for strategy in strategies() {
+        let (base, root, s) = setup(strategy);
+        symlink(base.path().join("outdir"), root.join("out")).unwrap();
+        assert!(s.subtree("/out").is_err(), "{strategy:?}: escaping link");
+        assert!(s.subtree("/f").is_err(), "{strategy:?}: a file");
+        assert!(s.subtree("/missing").is_err(), "{strategy:?}: missing");
+        // `..` clamps at the served root, so this is the root itself, never its parent.
+        let top = s.subtree("/../..").unwrap();
+        assert!(top.stat("/f").is_ok());
+        fs::write(root.join("a/mine"), b"mine").unwrap();
+        let a = s.subtree("a").unwrap();
+        assert_eq!(a.stat("/mine").unwrap().size, 4);
+        let outside = ["/f", "/../f", "../f", "/../../secret", "/../out/secret"];
+        for p in outside {
+            assert!(a.stat(p).is_err(), "{strategy:?}: {p}");
+        }
+        // (never_exposes may create files inside `a`: after the checks above.)
+        for p in outside {
+            never_exposes(&a, p);
+        }
+    }
+}

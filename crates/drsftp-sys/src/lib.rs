@@ -5,6 +5,7 @@
 pub mod netns;
 pub mod privs;
 pub mod resolve;
+pub mod rlimit;
 pub mod sockopt;
 pub mod tcp_info;
 pub mod tun;

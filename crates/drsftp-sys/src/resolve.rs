@@ -389,6 +389,17 @@ impl Root {
         self.strategy
     }
 
+    /// The directory `path` resolved beneath this root (same rules as every other operation, so it cannot lead
+    /// out), opened as a root of its own: a per-user root inside the served tree.
+    pub fn sub_root(&self, path: &Path) -> io::Result<Root> {
+        let flags = (OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC).bits();
+        let fd = self.open_beneath(path, flags, 0)?;
+        Ok(Root {
+            fd,
+            strategy: self.strategy,
+        })
+    }
+
     /// [`resolve_beneath`] from this root.
     pub fn open_beneath(&self, path: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
         resolve_with(self.strategy, self.fd.as_fd(), path, flags, mode)

@@ -122,12 +122,19 @@ pub fn drsftp_server(bin: &Path, root: &Path, extra: &[&str]) -> ServerProcess {
 }
 
 /// Runs `cmd` (the drsftp binary, or a command that runs it, e.g. in a lab host) as `serve --listen <listen>
-/// --anonymous --print-addr --root <root> <extra>`, its stderr going to `<root>.serve.log`, and waits for the
+/// --anonymous --anonymous-write --print-addr --root <root> <extra>` (the suites upload anonymously), its stderr going to `<root>.serve.log`, and waits for the
 /// address it announces.
 pub fn drsftp_serve(mut cmd: Command, listen: &str, root: &Path, extra: &[&str]) -> ServerProcess {
     let log = root.with_extension("serve.log");
     let mut child = cmd
-        .args(["serve", "--listen", listen, "--anonymous", "--print-addr"])
+        .args([
+            "serve",
+            "--listen",
+            listen,
+            "--anonymous",
+            "--anonymous-write",
+            "--print-addr",
+        ])
         .arg("--root")
         .arg(root)
         .args(extra)
@@ -165,13 +172,17 @@ mod in_process {
     use drsftp_storage::FsStorage;
     use tokio::task::JoinHandle;
 
-    /// Server parameters with defaults, serving the local tree `root`.
+    /// Server parameters with defaults, serving the local tree `root`, except that anonymous sessions may
+    /// write (the suites upload anonymously; the read-only default has its own tests).
     pub fn fs_params(root: &Path) -> ServerParams {
-        ServerParams {
-            session: ServerConfig::default(),
-            data: DataOpts::default(),
-            storage: Arc::new(FsStorage::new(root).expect("served root")),
-        }
+        ServerParams::new(
+            ServerConfig {
+                anonymous_write: true,
+                ..ServerConfig::default()
+            },
+            DataOpts::default(),
+            Arc::new(FsStorage::new(root).expect("served root")),
+        )
     }
 
     /// An anonymous login at `addr`.

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod credentials;
 mod url;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Serve a directory over GridFTP (MODE E, parallel streams, ERET/ESTO, CKSM, SBUF).
     Serve(cmd::serve::Args),
+    /// Add or update a user in a users file for `serve --users` (password from stdin or a prompt).
+    Passwd(cmd::passwd::Args),
     /// Recommend parallel streams and buffer size for a path (seed 001 model), or fit the model.
     Tune(cmd::tune::Args),
     /// WAN lab: emulated hosts in network namespaces joined by a user-space link emulator.
@@ -45,8 +48,10 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
+    // Colour codes only on a terminal: logs written to files (the audit log) stay plain key=value text.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let result: anyhow::Result<()> = match cli.command {
@@ -54,6 +59,7 @@ fn main() -> std::process::ExitCode {
         Command::Ls(args) => cmd::ls::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Passwd(args) => cmd::passwd::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Lab(args) => cmd::lab::run(args),
         Command::Plot(args) => cmd::plot::run(args),

@@ -22,6 +22,10 @@ pub struct FtpUrl {
     pub port: u16,
     /// Server path, percent-decoded, starting with '/' unless empty. Sent to the server as is.
     pub path: String,
+    /// The URL named a user (else `user` is the default and `credentials::fill` may take one from netrc).
+    pub user_given: bool,
+    /// The URL carried a password (visible in `ps`: `credentials::fill` warns).
+    pub pass_given: bool,
 }
 
 impl FtpUrl {
@@ -117,11 +121,11 @@ pub fn parse_url(s: &str) -> Result<FtpUrl> {
         Some(i) => (Some(&auth[..i]), &auth[i + 1..]),
         None => (None, auth),
     };
-    let (user, pass) = match userinfo {
-        None => ("anonymous".to_string(), "drsftp@".to_string()),
+    let (user, pass, user_given, pass_given) = match userinfo {
+        None => ("anonymous".to_string(), "drsftp@".to_string(), false, false),
         Some(ui) => match ui.split_once(':') {
-            Some((u, p)) => (percent_decode(u)?, percent_decode(p)?),
-            None => (percent_decode(ui)?, "drsftp@".to_string()),
+            Some((u, p)) => (percent_decode(u)?, percent_decode(p)?, true, true),
+            None => (percent_decode(ui)?, "drsftp@".to_string(), true, false),
         },
     };
     let (host, port) = if let Some(h) = hostport.strip_prefix('[') {
@@ -157,6 +161,8 @@ pub fn parse_url(s: &str) -> Result<FtpUrl> {
         bail!("path contains a control character");
     }
     Ok(FtpUrl {
+        user_given,
+        pass_given,
         user,
         pass,
         host,

@@ -88,7 +88,13 @@ impl Servers {
             let log = std::fs::File::create(work.join(format!("serve-{cc}-{i}.log")))?;
             let mut child = lab
                 .exec(2, &exe.to_string_lossy())
-                .args(["serve", "--anonymous", "--print-addr", "--root"])
+                .args([
+                    "serve",
+                    "--anonymous",
+                    "--anonymous-write",
+                    "--print-addr",
+                    "--root",
+                ])
                 .arg(work.join("srv"))
                 .args(["--listen", &format!("{}:{port}", lab.addr(2))])
                 .args(["--buffer", &p.policy.to_string(), "--congestion", cc])

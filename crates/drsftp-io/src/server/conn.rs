@@ -7,21 +7,27 @@
 //! Stream-mode DRS on the control channel (docs/drs.md §4.4, only after `OPTS DRS Inband=1;`): `SBUF <id> <size>`
 //! during a download resizes the running data socket's SO_SNDBUF; during an upload the receiving engine's DRS
 //! announcements go out as `126 SBUF <id> <size>`.
+//! Logins are checked on the blocking pool (argon2), against the server-wide per-address failure count; a user
+//! with a root of their own is served from it for the rest of the session. Logins, namespace changes and
+//! transfers are logged as `tracing` events with target `audit` ([`super::audit`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use drsftp_proto::server::{
-    Action, DataEndpoint, FsRequest, FsResult, Mode, Payload, ServerSession, TransferProgress,
-    TransferResult,
+    Action, AuditEvent, DataEndpoint, FsResult, LoginVerdict, Mode, Payload, ServerSession,
+    TransferProgress, TransferResult,
 };
+use drsftp_storage::Storage;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
+use super::limits::Shared;
 use super::transfer::{self, DataCache, Job};
-use super::{fs, ServerParams};
+use super::users::Grant;
+use super::{audit, fs, ServerParams};
 use crate::data::{self, Progress};
 use crate::task::AbortOnDrop;
 use crate::tls::MaybeTls;
@@ -31,6 +37,8 @@ const PROGRESS_TICK: Duration = Duration::from_millis(500);
 
 struct Running {
     id: u64,
+    /// What the audit log says about it: command kind and path (none for listings).
+    audit: Option<(&'static str, String)>,
     task: AbortOnDrop<(TransferResult, Option<DataCache>, Option<fs::SentCrc>)>,
     progress: Arc<Progress>,
 }
@@ -47,6 +55,7 @@ pub(crate) async fn run(
     sock: TcpStream,
     peer: SocketAddr,
     params: Arc<ServerParams>,
+    shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let local = sock.local_addr()?;
@@ -60,6 +69,11 @@ pub(crate) async fn run(
         .map_or(0.0, |d| d.as_secs_f64());
     s.set_epoch(t0, epoch);
     let (fs_tx, mut fs_rx) = mpsc::channel::<FsResult>(1);
+    let (login_tx, mut login_rx) = mpsc::channel::<Option<Grant>>(1);
+    // The tree this session serves: the server's until a user with a root of their own logs in.
+    let mut storage: Arc<dyn Storage> = params.storage.clone();
+    // The logged-in user, for the audit log.
+    let mut user = String::from("-");
     let mut running: Option<Running> = None;
     // Filesystem requests in flight (the session waits for each answer, so rarely more than one).
     let mut fs_tasks: Vec<AbortOnDrop<()>> = vec![];
@@ -73,23 +87,63 @@ pub(crate) async fn run(
     let mut close = false;
     loop {
         flush(&mut s, &mut wr).await?;
+        while let Some(ev) = s.poll_event() {
+            let AuditEvent::Login {
+                user: name,
+                anonymous,
+                ok,
+                read_only,
+            } = &ev;
+            audit::login(peer, name, *anonymous, *ok, *read_only);
+            if *ok {
+                user.clone_from(name);
+                if *anonymous {
+                    storage = params.storage.clone();
+                }
+            }
+        }
         while let Some(action) = s.poll_action() {
             let now = Instant::now();
             match action {
                 Action::Fs(req) => {
-                    let st = params.storage.clone();
+                    let st = storage.clone();
                     let tx = fs_tx.clone();
                     let sent = sent_crc.clone();
-                    if !matches!(
-                        req,
-                        FsRequest::Stat(_) | FsRequest::List(_) | FsRequest::Checksum { .. }
-                    ) {
+                    let changes = audit::changes(&req);
+                    if changes {
                         sent_crc = None;
                     }
+                    let who = user.clone();
                     fs_tasks.retain(|t| t.0.as_ref().is_some_and(|h| !h.is_finished()));
                     fs_tasks.push(AbortOnDrop::spawn(async move {
-                        let _ = tx.send(fs::execute_async(st, req, sent).await).await;
+                        let shown = changes.then(|| req.clone());
+                        let r = fs::execute_async(st, req, sent).await;
+                        if let Some(req) = shown {
+                            audit::fs(peer, &who, &req, &r);
+                        }
+                        let _ = tx.send(r).await;
                     }));
+                }
+                Action::CheckLogin {
+                    user: name,
+                    password,
+                } => {
+                    if shared.login_blocked(peer.ip(), now) {
+                        s.handle_login(now, LoginVerdict::Blocked);
+                    } else {
+                        let users = params.users.clone();
+                        let tx = login_tx.clone();
+                        // argon2 takes tens of milliseconds of CPU by design: never on the runtime's threads.
+                        tokio::spawn(async move {
+                            let grant = tokio::task::spawn_blocking(move || {
+                                users.verify(&name, &password.0)
+                            })
+                            .await
+                            .ok()
+                            .flatten();
+                            let _ = tx.send(grant).await;
+                        });
+                    }
                 }
                 Action::Listen { ip, count } => {
                     passive.clear();
@@ -124,10 +178,11 @@ pub(crate) async fn run(
                         progress.sbuf().enable(receiving);
                     }
                     let id = plan.id;
+                    let what = audit::transfer_of(&plan.payload);
                     let blast = super::blast::take_socket(&plan, &mut blast_sock);
                     let job = Job {
                         plan,
-                        storage: params.storage.clone(),
+                        storage: storage.clone(),
                         opts: params.data.clone(),
                         passive: passive.clone(),
                         cache: cache.take(),
@@ -137,6 +192,7 @@ pub(crate) async fn run(
                     };
                     running = Some(Running {
                         id,
+                        audit: what,
                         task: AbortOnDrop::spawn(transfer::run(job)),
                         progress,
                     });
@@ -150,6 +206,16 @@ pub(crate) async fn run(
                             let _ = t.await;
                         }
                         passive.clear();
+                        if let Some((cmd, path)) = &r.audit {
+                            audit::transfer(
+                                peer,
+                                &user,
+                                cmd,
+                                path,
+                                r.progress.bytes(),
+                                &TransferResult::Aborted,
+                            );
+                        }
                         s.handle_transfer_done(Instant::now(), r.id, TransferResult::Aborted);
                         record_sbuf(&params, &r.progress);
                     }
@@ -209,6 +275,20 @@ pub(crate) async fn run(
                 s.handle_input(Instant::now(), &buf[..n]);
             }
             Some(r) = fs_rx.recv() => s.handle_fs(Instant::now(), r),
+            Some(grant) = login_rx.recv() => {
+                let now = Instant::now();
+                match grant {
+                    Some(g) => {
+                        shared.login_succeeded(peer.ip());
+                        storage = g.storage.unwrap_or_else(|| params.storage.clone());
+                        s.handle_login(now, LoginVerdict::Granted { read_only: g.read_only });
+                    }
+                    None => {
+                        shared.login_failed(peer.ip(), now);
+                        s.handle_login(now, LoginVerdict::Denied);
+                    }
+                }
+            }
             done = async { running.as_mut().and_then(|r| r.task.0.as_mut()).expect("guarded").await }, if running.as_ref().is_some_and(|r| r.task.0.is_some()) => {
                 let r = running.take().expect("guarded");
                 let result = match done {
@@ -221,6 +301,9 @@ pub(crate) async fn run(
                     passive.clear();
                 }
                 s.handle_progress(Instant::now(), progress_of(&r.progress));
+                if let Some((cmd, path)) = &r.audit {
+                    audit::transfer(peer, &user, cmd, path, r.progress.bytes(), &result);
+                }
                 s.handle_transfer_done(Instant::now(), r.id, result);
                 record_sbuf(&params, &r.progress);
             }

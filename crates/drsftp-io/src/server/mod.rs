@@ -1,12 +1,20 @@
 //! GridFTP server driver: the accept loop and its shutdown. Each control connection runs one task
 //! ([`conn`]) that pumps bytes through the sans-IO `drsftp_proto::server::ServerSession` and carries out its
 //! actions: filesystem requests on blocking threads ([`fs`]) and transfers on the data engine ([`transfer`]) or,
-//! for a `BPAS` channel, on the UDP blast data path ([`blast`]).
+//! for a `BPAS` channel, on the UDP blast data path ([`blast`]). [`users`] checks logins (argon2id) and gives
+//! each user its tree; [`limits`] caps sessions and failed logins per address. Security-relevant events are
+//! `tracing` events with target `audit`.
 
+mod audit;
 mod blast;
 mod conn;
 mod fs;
+mod limits;
 mod transfer;
+mod users;
+
+pub use limits::ServerLimits;
+pub use users::{hash_password, Grant, UserEntry, Users, UsersError, UsersFile};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,9 +33,29 @@ pub struct ServerParams {
     pub session: ServerConfig,
     /// Data-channel settings (buffer policy, block size).
     pub data: DataOpts,
-    /// The served tree.
+    /// The served tree (anonymous sessions, and users without a root of their own).
     pub storage: Arc<dyn Storage>,
+    /// Accounts besides anonymous (checked for `Action::CheckLogin`).
+    pub users: Arc<Users>,
+    /// Session and failed-login limits.
+    pub limits: ServerLimits,
 }
+
+impl ServerParams {
+    /// `session` and `data` settings serving `storage`, no accounts, default limits.
+    pub fn new(session: ServerConfig, data: DataOpts, storage: Arc<dyn Storage>) -> ServerParams {
+        ServerParams {
+            session,
+            data,
+            storage,
+            users: Arc::default(),
+            limits: ServerLimits::default(),
+        }
+    }
+}
+
+/// The reply to a connection beyond `--max-sessions` / `--max-sessions-per-ip`.
+const TOO_MANY: &[u8] = b"421 Too many sessions, try again later.\r\n";
 
 /// A handle to stop a running server: dropping it or calling [`Shutdown::trigger`] ends the accept loop and
 /// every session (running transfers are aborted, sessions get `421`).
@@ -55,6 +83,7 @@ pub async fn serve(
     params: ServerParams,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    let shared = Arc::new(limits::Shared::new(params.limits));
     let params = Arc::new(params);
     let mut stop = shutdown.clone();
     loop {
@@ -69,10 +98,20 @@ pub async fn serve(
                         continue;
                     }
                 };
+                let Some(slot) = shared.open_session(peer.ip()) else {
+                    // Refused at once, without a task: the greeting-sized reply fits the socket buffer, and
+                    // dropping the socket frees the descriptor now.
+                    let _ = sock.try_write(TOO_MANY);
+                    tracing::info!(target: "audit", event = "refused", peer = %peer, reason = "too many sessions");
+                    continue;
+                };
                 let params = params.clone();
                 let stop = shutdown.clone();
+                let shared = shared.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = conn::run(sock, peer, params, stop).await {
+                    // Held for the task's life: given back however the session ends (also on panic or abort).
+                    let _slot = slot;
+                    if let Err(e) = conn::run(sock, peer, params, shared, stop).await {
                         tracing::debug!("session {peer}: {e}");
                     }
                 });

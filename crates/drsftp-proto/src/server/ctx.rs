@@ -14,7 +14,9 @@ use super::error::CommandError;
 use super::listing::FactSet;
 use super::reply;
 use super::transfer::Running;
-use super::types::{Action, DataEndpoint, FsRequest, FsResult, Mode, ServerConfig};
+use super::types::{
+    Action, AuditEvent, DataEndpoint, FsRequest, FsResult, LoginVerdict, Mode, ServerConfig,
+};
 use crate::ranges::RangeSet;
 
 /// Continuation run with the driver's answer to an [`Action::Fs`].
@@ -27,8 +29,17 @@ pub(crate) type ListenCont =
 pub(crate) type BlastCont =
     Box<dyn FnOnce(&mut Ctx, Instant, Result<(SocketAddr, u64), String>) + Send>;
 
+/// Continuation run with the driver's verdict on an [`Action::CheckLogin`].
+pub(crate) type LoginCont = Box<dyn FnOnce(&mut Ctx, Instant, LoginVerdict) + Send>;
+/// Continuation run when a [`Pending::Delay`] expires.
+pub(crate) type DelayCont = Box<dyn FnOnce(&mut Ctx, Instant) + Send>;
+
 /// The driver request the session waits for; no command is processed until it is answered.
 pub(crate) enum Pending {
+    /// Waiting for `handle_login`.
+    Login(LoginCont),
+    /// Waiting for the clock (the reply to a failed PASS): `handle_timeout` at or after `until` runs `then`.
+    Delay { until: Instant, then: DelayCont },
     /// Waiting for `handle_fs`.
     Fs(FsCont),
     /// Waiting for `handle_listening`.
@@ -63,6 +74,8 @@ impl fmt::Debug for Pending {
             Pending::Fs(_) => "Pending::Fs",
             Pending::Listen(_) => "Pending::Listen",
             Pending::BlastBind(_) => "Pending::BlastBind",
+            Pending::Login(_) => "Pending::Login",
+            Pending::Delay { .. } => "Pending::Delay",
         })
     }
 }
@@ -95,6 +108,8 @@ pub(crate) struct Login {
     pub(crate) logged_in: Option<String>,
     /// The login in `logged_in` is an anonymous one (for [`ServerConfig::third_party`]).
     pub(crate) anonymous: bool,
+    /// The session may not change the tree: verb rows marked `writes` are refused by the dispatcher.
+    pub(crate) read_only: bool,
     /// Failed `PASS` attempts (the session closes after `MAX_LOGIN_FAILURES`, verbs/login.rs).
     pub(crate) failures: u32,
 }
@@ -176,11 +191,14 @@ pub(crate) struct Xfer {
     pub(crate) done: u64,
 }
 
-/// Session limits. Only the idle timer today; per-session limits (transfers, bytes, time) will join it.
+/// Session limits: the idle timer and the pre-login deadline; per-session limits (transfers, bytes, time) will
+/// join them.
 #[derive(Debug)]
 pub(crate) struct Limits {
     /// When an idle session is closed (`421`); restarted by each command ([`Ctx::touch`]).
     pub(crate) idle_deadline: Option<Instant>,
+    /// When a session that has not logged in is closed (`421`); `None` once logged in.
+    pub(crate) login_deadline: Option<Instant>,
 }
 
 /// Session state shared by the session loop and the verb handlers.
@@ -209,6 +227,8 @@ pub(crate) struct Ctx {
     pub(crate) closed: bool,
     out: Vec<u8>,
     actions: VecDeque<Action>,
+    /// Audit events for the driver's log ([`super::ServerSession::poll_event`]).
+    events: VecDeque<AuditEvent>,
     next_id: u64,
     /// `(instant, epoch seconds)` pairing from `set_epoch`; else timestamps count from `started`.
     epoch: Option<(Instant, f64)>,
@@ -223,6 +243,7 @@ impl Ctx {
         peer: SocketAddr,
     ) -> Self {
         let idle_deadline = now.checked_add(cfg.idle_timeout);
+        let login_deadline = now.checked_add(cfg.login_timeout);
         Ctx {
             cfg,
             local,
@@ -234,11 +255,15 @@ impl Ctx {
             facts: FactSet::default(),
             data: DataParams::default(),
             xfer: Xfer::default(),
-            limits: Limits { idle_deadline },
+            limits: Limits {
+                idle_deadline,
+                login_deadline,
+            },
             pending: None,
             closed: false,
             out: Vec::new(),
             actions: VecDeque::new(),
+            events: VecDeque::new(),
             next_id: 1,
             epoch: None,
             started: now,
@@ -333,6 +358,53 @@ impl Ctx {
 
     pub(crate) fn take_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// Removes a queued [`Action::CheckLogin`] (test drivers answer it themselves).
+    #[cfg(test)]
+    pub(crate) fn take_check_login(&mut self) -> Option<(String, String)> {
+        let i = self
+            .actions
+            .iter()
+            .position(|a| matches!(a, Action::CheckLogin { .. }))?;
+        match self.actions.remove(i)? {
+            Action::CheckLogin { user, password } => Some((user, password.0)),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn event(&mut self, e: AuditEvent) {
+        self.events.push_back(e);
+    }
+
+    pub(crate) fn take_event(&mut self) -> Option<AuditEvent> {
+        self.events.pop_front()
+    }
+
+    /// Asks the driver to check `user`/`password`; `k` gets the verdict. Commands wait until then.
+    pub(crate) fn check_login(
+        &mut self,
+        user: String,
+        password: String,
+        k: impl FnOnce(&mut Ctx, Instant, LoginVerdict) + Send + 'static,
+    ) {
+        self.action(Action::CheckLogin {
+            user,
+            password: super::types::Secret(password),
+        });
+        self.pending = Some(Pending::Login(Box::new(k)));
+    }
+
+    /// Runs `then` at `until` (via `handle_timeout`); commands wait until then.
+    pub(crate) fn delay(
+        &mut self,
+        until: Instant,
+        then: impl FnOnce(&mut Ctx, Instant) + Send + 'static,
+    ) {
+        self.pending = Some(Pending::Delay {
+            until,
+            then: Box::new(then),
+        });
     }
 
     /// Asks the driver to run `req`; `k` gets the answer. Commands wait until then.

@@ -246,6 +246,18 @@ fn run(cfg: ServerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
             out.extend_from_slice(&b);
         }
         while let Some(a) = s.poll_action() {
+            if let Action::CheckLogin { user, password } = &a {
+                // The fake credential store: user `u`, password `p`.
+                let ok = user == "u" && password.0 == "p";
+                s.handle_login(
+                    now,
+                    if ok {
+                        LoginVerdict::Granted { read_only: false }
+                    } else {
+                        LoginVerdict::Denied
+                    },
+                );
+            }
             if let Action::SetBuffer { .. } = a {
                 prop_assert!(s.drs_inband(), "SBUF <id> <size> accepted without OPTS DRS");
             }
@@ -278,7 +290,6 @@ fn config() -> impl Strategy<Value = ServerConfig> {
             max_line,
             marker_interval: Duration::from_secs(marker),
             anonymous,
-            users: vec![("u".into(), "p".into())],
             idle_timeout: Duration::from_secs(300),
             default_parallelism: par,
             max_parallelism: par,

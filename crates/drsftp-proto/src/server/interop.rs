@@ -58,7 +58,12 @@ impl Pair {
         c.set_peer_ip("127.0.0.1".parse().unwrap());
         let local: SocketAddr = "127.0.0.1:2811".parse().unwrap();
         let peer: SocketAddr = "127.0.0.1:50000".parse().unwrap();
-        let mut s = ServerSession::new(now, ServerConfig::default(), local, peer);
+        // The clients upload anonymously.
+        let cfg = ServerConfig {
+            anonymous_write: true,
+            ..ServerConfig::default()
+        };
+        let mut s = ServerSession::new(now, cfg, local, peer);
         s.set_epoch(now, 1_795_359_163.0);
         let st = MemStorage::new();
         st.put(
@@ -122,6 +127,8 @@ impl Pair {
 
     fn server_action(&mut self, a: Action) {
         match a {
+            // Anonymous logins never reach the driver; any other user is refused here.
+            Action::CheckLogin { .. } => self.s.handle_login(self.now, LoginVerdict::Denied),
             Action::Fs(req) => {
                 let r = run_fs(&self.st, req);
                 self.s.handle_fs(self.now, r);

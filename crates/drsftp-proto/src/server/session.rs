@@ -19,8 +19,12 @@
 //!   the client opted in to DRS (`OPTS DRS Inband=1;`); [`TransferPlan::inband_drs`](super::TransferPlan::inband_drs) says whether the MODE E
 //!   data channels may carry SBUF headers (0x02/0x01), and [`ServerSession::send_sbuf_notice`] sends
 //!   `126 SBUF <id> <size>` while receiving in stream mode.
+//! * [`Action::CheckLogin`]: check the credentials off the event loop (they are hashed), then call
+//!   `handle_login` once with the verdict (and pick the user's storage for the rest of the session).
 //! * [`Action::Close`]: write the queued replies, then close the control connection; `is_closed` is then true.
-//! * Call `handle_timeout` at (or after) [`ServerSession::poll_timeout`], and `set_epoch` once at the start so
+//! * Drain [`ServerSession::poll_event`] too: audit events (logins) for the driver's log.
+//! * Call `handle_timeout` at (or after) [`ServerSession::poll_timeout`] (it also ends the delay after a failed
+//!   PASS and the pre-login deadline), and `set_epoch` once at the start so
 //!   perf markers carry wall-clock time.
 //!
 //! QUIT during a transfer is deferred like other commands: it runs after the transfer's final reply (RFC 959
@@ -32,7 +36,10 @@ use std::time::Instant;
 
 use super::ctx::{Ctx, Pending};
 use super::framing::{Line, LineReader};
-use super::types::{Action, FsResult, ServerConfig, TlsPolicy, TransferProgress, TransferResult};
+use super::types::{
+    Action, AuditEvent, FsResult, LoginVerdict, ServerConfig, TlsPolicy, TransferProgress,
+    TransferResult,
+};
 use super::verbs::{self, Busy};
 
 /// Most complete command lines buffered (pipelined, or waiting behind a transfer or a driver request); beyond
@@ -134,6 +141,25 @@ impl ServerSession {
         });
     }
 
+    /// The driver's verdict on the pending [`Action::CheckLogin`]. Ignored if none is pending.
+    pub fn handle_login(&mut self, now: Instant, verdict: LoginVerdict) {
+        self.resume(now, |pending| match pending {
+            Pending::Login(k) => Ok(move |ctx: &mut Ctx| k(ctx, now, verdict)),
+            other => Err(other),
+        });
+    }
+
+    /// Removes a queued [`Action::CheckLogin`] and returns its user and password (test drivers).
+    #[cfg(test)]
+    pub(crate) fn take_check_login(&mut self) -> Option<(String, String)> {
+        self.ctx.take_check_login()
+    }
+
+    /// Next audit event (logins) for the driver's log.
+    pub fn poll_event(&mut self) -> Option<AuditEvent> {
+        self.ctx.take_event()
+    }
+
     /// The answer to the pending [`Action::Listen`]: the bound addresses, or why binding failed (`425`).
     pub fn handle_listening(&mut self, now: Instant, result: Result<Vec<SocketAddr>, String>) {
         self.resume(now, |pending| match pending {
@@ -190,10 +216,30 @@ impl ServerSession {
     }
 
     /// Timers: markers of a MODE E receive, the data timeout of a running transfer ([`Action::Abort`], then
-    /// `426` once the driver reports the end), and the idle timeout (`421`, then [`Action::Close`]).
+    /// `426` once the driver reports the end), the delayed reply to a failed PASS, the pre-login deadline and the
+    /// idle timeout (`421`, then [`Action::Close`]).
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.ctx.closed {
             return;
+        }
+        if self.ctx.login.logged_in.is_none()
+            && self.ctx.limits.login_deadline.is_some_and(|d| now >= d)
+        {
+            let secs = self.ctx.cfg.login_timeout.as_secs();
+            self.ctx.close(
+                421,
+                &format!("Login timeout ({secs} seconds): closing control connection."),
+            );
+            return;
+        }
+        if matches!(self.ctx.pending, Some(Pending::Delay { until, .. }) if now >= until) {
+            self.resume(now, |pending| match pending {
+                Pending::Delay { then, .. } => Ok(move |ctx: &mut Ctx| then(ctx, now)),
+                other => Err(other),
+            });
+            if self.ctx.closed {
+                return;
+            }
         }
         self.ctx.on_marker_timer(now);
         self.ctx.on_data_timer(now);
@@ -218,7 +264,16 @@ impl ServerSession {
         } else {
             None
         };
-        [marker, idle, self.ctx.data_deadline()]
+        let delay = match self.ctx.pending {
+            Some(Pending::Delay { until, .. }) => Some(until),
+            _ => None,
+        };
+        let login = self
+            .ctx
+            .limits
+            .login_deadline
+            .filter(|_| self.ctx.login.logged_in.is_none());
+        [marker, idle, self.ctx.data_deadline(), delay, login]
             .into_iter()
             .flatten()
             .min()
@@ -334,6 +389,11 @@ impl ServerSession {
         }
         if v.login && self.ctx.login.logged_in.is_none() {
             self.ctx.reply(530, "Please login with USER and PASS.");
+            return;
+        }
+        if v.writes && self.ctx.login.read_only {
+            let (code, text) = verbs::READ_ONLY_REPLY;
+            self.ctx.reply(code, text);
             return;
         }
         if let Err(e) = run(&mut self.ctx, now, arg) {

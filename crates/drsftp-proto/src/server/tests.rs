@@ -296,6 +296,7 @@ fn a_transfer_without_progress_for_the_data_timeout_ends_with_426() {
     let mut h = H::with_cfg(ServerConfig {
         data_timeout: Duration::from_secs(60),
         idle_timeout: Duration::from_secs(900),
+        anonymous_write: true,
         ..ServerConfig::default()
     });
     h.login();
@@ -360,6 +361,7 @@ fn a_transfer_without_progress_for_the_data_timeout_ends_with_426() {
 fn mode_e_receives_cap_their_connections() {
     let mut h = H::with_cfg(ServerConfig {
         max_parallelism: 16,
+        anonymous_write: true,
         ..ServerConfig::default()
     });
     h.login();

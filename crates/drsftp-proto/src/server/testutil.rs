@@ -37,12 +37,28 @@ pub(crate) fn dir(name: &str) -> Metadata {
 pub(crate) struct H {
     pub(crate) s: ServerSession,
     pub(crate) now: Instant,
+    /// Users the fake driver accepts (name, password, read-only): `Action::CheckLogin` is answered at once.
+    pub(crate) users: Vec<(String, String, bool)>,
 }
 
 impl H {
-    /// Default config, control connection 127.0.0.1:2811 ← 127.0.0.1:50000; the greeting is consumed.
+    /// Default config but anonymous sessions may write (most verb tests log in anonymously and write),
+    /// control connection 127.0.0.1:2811 ← 127.0.0.1:50000; the greeting is consumed.
     pub(crate) fn new() -> Self {
-        Self::with_cfg(ServerConfig::default())
+        Self::with_cfg(ServerConfig {
+            anonymous_write: true,
+            ..ServerConfig::default()
+        })
+    }
+
+    /// `cfg`, and a fake driver that accepts `users` (name, password, read-only).
+    pub(crate) fn with_users(cfg: ServerConfig, users: &[(&str, &str, bool)]) -> Self {
+        let mut h = Self::with_cfg(cfg);
+        h.users = users
+            .iter()
+            .map(|(u, p, ro)| (u.to_string(), p.to_string(), *ro))
+            .collect();
+        h
     }
 
     pub(crate) fn with_cfg(cfg: ServerConfig) -> Self {
@@ -61,6 +77,7 @@ impl H {
         let mut h = H {
             s: ServerSession::new(now, cfg, local, peer),
             now,
+            users: vec![],
         };
         let greeting = h.out();
         assert!(greeting.starts_with("220 "), "{greeting}");
@@ -73,6 +90,24 @@ impl H {
 
     pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
         self.s.handle_input(self.now, bytes);
+        if !self.users.is_empty() {
+            while let Some((user, password)) = self.s.take_check_login() {
+                let verdict = match self.users.iter().find(|(u, _, _)| *u == user) {
+                    Some((_, p, ro)) if *p == password => LoginVerdict::Granted { read_only: *ro },
+                    _ => LoginVerdict::Denied,
+                };
+                self.s.handle_login(self.now, verdict);
+            }
+        }
+    }
+
+    /// Moves the clock to the session's next timer and fires it; returns the replies.
+    pub(crate) fn fire(&mut self) -> String {
+        if let Some(t) = self.s.poll_timeout() {
+            self.now = self.now.max(t);
+            self.s.handle_timeout(self.now);
+        }
+        self.out()
     }
 
     /// Sends `line` + CRLF.

@@ -14,8 +14,17 @@ use crate::ranges::RangeSet;
 pub struct ServerConfig {
     /// Accept `anonymous`/`ftp` logins with any password.
     pub anonymous: bool,
-    /// Static user/password pairs (in addition to anonymous, if enabled).
-    pub users: Vec<(String, String)>,
+    /// Anonymous sessions may change the tree (STOR, DELE, RNFR/RNTO, MKD, RMD ...). Off (the default): they are
+    /// read-only and every verb row marked `writes` gets `550 Permission denied: read-only session.`
+    pub anonymous_write: bool,
+    /// Close a connection that has not logged in this long after it connected (`421`), so idle unauthenticated
+    /// connections cannot hold session slots.
+    pub login_timeout: Duration,
+    /// Delays of the `530` after failed PASS attempts on one connection (the n-th failure waits
+    /// `login_delays[min(n-1, len-1)]`), so one connection gets few guesses per second.
+    pub login_delays: Vec<Duration>,
+    /// Failed PASS attempts on one connection before `421` and close.
+    pub max_login_failures: u32,
     /// Text of the `220` greeting.
     pub banner: String,
     /// Longest accepted command line, bytes (longer lines get `500` and are discarded up to the next CRLF).
@@ -123,11 +132,23 @@ impl std::str::FromStr for ThirdParty {
     }
 }
 
+/// The default delays of `530` after a failed PASS: 0.5 s, 1 s, 2 s, 4 s, then 5 s.
+pub const DEFAULT_LOGIN_DELAYS: [Duration; 5] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(5),
+];
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             anonymous: true,
-            users: vec![],
+            anonymous_write: false,
+            login_timeout: Duration::from_secs(30),
+            login_delays: DEFAULT_LOGIN_DELAYS.to_vec(),
+            max_login_failures: 3,
             banner: "drsftp GridFTP server ready.".into(),
             max_line: 4096,
             idle_timeout: Duration::from_secs(900),
@@ -347,8 +368,56 @@ pub enum Action {
     /// connection and read every later byte through it. The session has already checked that no cleartext
     /// byte followed the `AUTH` line; a failed handshake just closes the connection.
     StartTls,
+    /// Check a (non-anonymous) login off the event loop (password hashing takes tens of milliseconds) and call
+    /// `handle_login` with the verdict. No command runs until then.
+    CheckLogin {
+        /// Name from USER.
+        user: String,
+        /// Text of PASS (never printed by `Debug`).
+        password: Secret,
+    },
     /// Flush pending replies and close the control connection (QUIT, idle timeout, fatal framing error).
     Close,
+}
+
+/// A password on its way to the driver: `Debug` prints `<redacted>` so logging an action never leaks it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// The driver's verdict on an [`Action::CheckLogin`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoginVerdict {
+    /// Good credentials; `read_only` sessions get `550` for every verb that changes the tree.
+    Granted {
+        /// The user may not change the tree.
+        read_only: bool,
+    },
+    /// Unknown user or wrong password: `530` after the failure delay.
+    Denied,
+    /// Too many recent failures from this address: `421` and close, whatever the password.
+    Blocked,
+}
+
+/// What the session reports for the audit log (the driver logs it with its clock and the peer address).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditEvent {
+    /// A PASS was answered.
+    Login {
+        /// Name from USER (truncated to 64 characters).
+        user: String,
+        /// An anonymous login.
+        anonymous: bool,
+        /// `230` (true) or refused.
+        ok: bool,
+        /// The session is read-only.
+        read_only: bool,
+    },
 }
 
 /// How a transfer ended, from the driver.

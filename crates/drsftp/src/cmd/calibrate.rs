@@ -67,7 +67,8 @@ pub struct Args {
 
 pub fn run(sub: &Sub) -> Result<()> {
     let Sub::Calibrate(args) = sub;
-    let url = parse_url(&args.url)?;
+    let mut url = parse_url(&args.url)?;
+    crate::credentials::fill(&mut url)?;
     let bufs: Vec<u64> = split(&args.buffers)
         .map(|b| super::units_arg::size(b).map_err(anyhow::Error::msg))
         .collect::<Result<_>>()

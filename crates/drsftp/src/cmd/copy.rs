@@ -153,6 +153,16 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// Every server URL of the plan, to complete their logins.
+    fn remotes_mut(&mut self) -> Vec<&mut FtpUrl> {
+        match self {
+            Plan::Download { remote, .. } | Plan::Upload { remote, .. } => vec![remote],
+            Plan::ThirdParty { src, dst } => vec![src, dst],
+        }
+    }
+}
+
 fn plan(src: &str, dst: &str) -> Result<Plan> {
     match (parse_endpoint(src)?, parse_endpoint(dst)?) {
         (Endpoint::Remote(remote), Endpoint::Local(mut local)) => {
@@ -230,7 +240,13 @@ fn options(args: &Args) -> ClientOptions {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let plan = match plan(&args.src, &args.dst) {
+    let planned = plan(&args.src, &args.dst).and_then(|mut p| {
+        for u in p.remotes_mut() {
+            crate::credentials::fill(u)?;
+        }
+        Ok(p)
+    });
+    let plan = match planned {
         Ok(p) => p,
         Err(e) => {
             if args.json {

@@ -296,14 +296,11 @@ async fn demo(
     let generate_seconds = t0.elapsed().as_secs_f64();
 
     let storage = FsStorage::new(&root).with_context(|| format!("serving {}", root.display()))?;
-    let params = ServerParams {
-        session: ServerConfig {
-            anonymous: true,
-            ..ServerConfig::default()
-        },
-        data: DataOpts::default(),
-        storage: Arc::new(storage),
+    let session = ServerConfig {
+        anonymous: true,
+        ..ServerConfig::default()
     };
+    let params = ServerParams::new(session, DataOpts::default(), Arc::new(storage));
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
     let (addr, shutdown, task) = server::spawn(listen, params)
         .await

@@ -129,7 +129,8 @@ enum Listing {
 }
 
 async fn fetch(args: &Args) -> Result<Listing> {
-    let url = parse_url(&args.url)?;
+    let mut url = parse_url(&args.url)?;
+    crate::credentials::fill(&mut url)?;
     let tls = args.tls.settings()?;
     let mut client =
         Client::connect_tls(&url.authority(), &url.user, &url.pass, args.timeout, &tls)

@@ -5,6 +5,7 @@ pub mod copy;
 pub mod demo;
 pub mod lab;
 pub mod ls;
+pub mod passwd;
 pub mod plot;
 pub mod serve;
 pub mod tls_arg;

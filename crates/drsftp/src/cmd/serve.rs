@@ -4,10 +4,11 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use drsftp_io::data::DataOpts;
-use drsftp_io::server::{self, ServerParams};
+use drsftp_io::server::{self, ServerLimits, ServerParams, Users, UsersFile};
 use drsftp_proto::server::{ServerConfig, ThirdParty, TlsPolicy};
 use drsftp_storage::FsStorage;
 use drsftp_tune::BufferPolicy;
@@ -24,12 +25,39 @@ pub struct Args {
     /// are refused).
     #[arg(long)]
     pub root: PathBuf,
-    /// Accept anonymous logins (user `anonymous` or `ftp`, any password).
+    /// Accept anonymous logins (user `anonymous` or `ftp`, any password). Anonymous sessions are read-only
+    /// (STOR, APPE, ESTO, DELE, RNFR/RNTO, MKD, RMD get `550 Permission denied: read-only session.`) unless
+    /// --anonymous-write.
     #[arg(long)]
     pub anonymous: bool,
-    /// Accept this login, as USER:PASSWORD (repeatable).
+    /// Let anonymous sessions change the tree (uploads, deletes, renames, directories).
+    #[arg(long, requires = "anonymous")]
+    pub anonymous_write: bool,
+    /// Users file (TOML: name, argon2id hash, optional root inside --root, read_only), written by
+    /// `drsftp passwd`. Refused if group- or world-writable.
+    #[arg(long, value_name = "FILE")]
+    pub users: Option<PathBuf>,
+    /// Accept this login, as USER:PASSWORD (repeatable). Deprecated: the password is visible in `ps`; use
+    /// --users with a file written by `drsftp passwd`.
     #[arg(long = "user", value_name = "USER:PASSWORD")]
-    pub users: Vec<String>,
+    pub user: Vec<String>,
+    /// Most control connections open at once; more get `421 Too many sessions, try again later.` and are
+    /// closed at once.
+    #[arg(long, default_value_t = ServerLimits::default().max_sessions)]
+    pub max_sessions: usize,
+    /// Most control connections open at once from one client address.
+    #[arg(long, default_value_t = ServerLimits::default().max_sessions_per_ip)]
+    pub max_sessions_per_ip: usize,
+    /// Failed logins from one address (within 10 minutes) after which its logins get `421` until the 10 minutes
+    /// since its last failure have passed. Each connection also gets 3 attempts, answered after 0.5 s, 1 s, 2 s.
+    #[arg(long, default_value_t = ServerLimits::default().max_failures_per_ip)]
+    pub max_login_failures_per_ip: u32,
+    /// Close a connection that has not logged in within this time (`421`).
+    #[arg(long, default_value = "30s", value_parser = units_arg::duration)]
+    pub login_timeout: Duration,
+    /// Close a logged-in session idle (no command, no transfer) for this long (`421`).
+    #[arg(long, default_value = "15m", value_parser = units_arg::duration)]
+    pub idle_timeout: Duration,
     /// Address advertised in PASV/SPAS replies (default: the address the client connected to).
     #[arg(long, value_name = "IP")]
     pub data_interface: Option<IpAddr>,
@@ -102,7 +130,7 @@ pub struct Args {
 pub enum ThirdPartyArg {
     /// Never: only the client's own host may receive or send data (third-party only within one host).
     None,
-    /// Sessions logged in with --user (not anonymous) may name any host.
+    /// Sessions logged in as a user (--users or --user; not anonymous) may name any host.
     Auth,
     /// Every session, anonymous ones included, and passive data connections from any host unless PEER named
     /// one (open servers on trusted networks, labs, globus-url-copy third-party copies).
@@ -119,22 +147,28 @@ impl From<ThirdPartyArg> for ThirdParty {
     }
 }
 
-fn parse_users(list: &[String]) -> Result<Vec<(String, String)>> {
-    list.iter()
-        .map(|u| {
-            u.split_once(':')
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .with_context(|| format!("--user {u:?}: expected USER:PASSWORD"))
-        })
-        .collect()
+/// The accounts from --users and --user (hashed now, so nothing compares plain passwords later).
+fn load_users(args: &Args, base: &FsStorage) -> Result<Users> {
+    let mut users = Users::new();
+    if let Some(path) = &args.users {
+        let file = UsersFile::load(path)?;
+        users.add_file(&file, base)?;
+    }
+    for u in &args.user {
+        let (name, password) = u
+            .split_once(':')
+            .with_context(|| format!("--user {:?}: expected USER:PASSWORD", u.split(':').next()))?;
+        eprintln!(
+            "drsftp: warning: --user puts {name}'s password on the command line, where `ps` shows it to every \
+             local user; write a users file with `drsftp passwd` and use --users"
+        );
+        users.add_password(name, password)?;
+    }
+    Ok(users)
 }
 
 /// Run the server until interrupted.
 pub fn run(args: Args) -> Result<()> {
-    let users = parse_users(&args.users)?;
-    if !args.anonymous && users.is_empty() {
-        bail!("nobody could log in: pass --anonymous and/or --user USER:PASSWORD");
-    }
     let addr: SocketAddr = args
         .listen
         .to_socket_addrs()
@@ -152,10 +186,16 @@ pub fn run(args: Args) -> Result<()> {
         (Some(_), false) => TlsPolicy::Offered,
         (Some(_), true) => TlsPolicy::Required,
     };
+    let users = load_users(&args, &storage)?;
+    if !args.anonymous && users.is_empty() {
+        bail!("nobody could log in: pass --anonymous, --users FILE and/or --user USER:PASSWORD");
+    }
     let params = ServerParams {
         session: ServerConfig {
             anonymous: args.anonymous,
-            users,
+            anonymous_write: args.anonymous_write,
+            login_timeout: args.login_timeout,
+            idle_timeout: args.idle_timeout,
             data_interface: args.data_interface,
             default_parallelism: args.default_parallelism.max(1),
             blast: !args.no_blast,
@@ -173,6 +213,13 @@ pub fn run(args: Args) -> Result<()> {
             ..DataOpts::default()
         },
         storage: Arc::new(storage),
+        users: Arc::new(users),
+        limits: ServerLimits {
+            max_sessions: args.max_sessions.max(1),
+            max_sessions_per_ip: args.max_sessions_per_ip.max(1),
+            max_failures_per_ip: args.max_login_failures_per_ip.max(1),
+            ..ServerLimits::default()
+        },
     };
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
@@ -194,7 +241,11 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!(
             "drsftp: serving {} on ftp://{bound}/ ({}{}buffers {}, third-party {})",
             args.root.display(),
-            if args.anonymous { "anonymous, " } else { "" },
+            match (args.anonymous, args.anonymous_write) {
+                (true, true) => "anonymous read-write, ",
+                (true, false) => "anonymous read-only, ",
+                _ => "",
+            },
             match tls {
                 TlsPolicy::Off => "",
                 TlsPolicy::Offered => "TLS offered, ",

@@ -216,6 +216,7 @@ mod tests {
         let mut h = H::with_cfg(ServerConfig {
             blast_max_rate: 800_000_000,
             blast_max_mtu: 9000,
+            anonymous_write: true,
             ..ServerConfig::default()
         });
         assert!(h.cmd("FEAT").contains("\r\n BLAST BPRT\r\n"));

@@ -8,13 +8,13 @@ use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{FsRequest, FsResult};
 
-pub(super) const MKD: Verb = Verb::cmd("MKD", mkd);
-pub(super) const XMKD: Verb = Verb::cmd("XMKD", mkd);
-pub(super) const RMD: Verb = Verb::cmd("RMD", rmd);
-pub(super) const XRMD: Verb = Verb::cmd("XRMD", rmd);
-pub(super) const DELE: Verb = Verb::cmd("DELE", dele);
-pub(super) const RNFR: Verb = Verb::cmd("RNFR", rnfr);
-pub(super) const RNTO: Verb = Verb::cmd("RNTO", rnto);
+pub(super) const MKD: Verb = Verb::cmd("MKD", mkd).writes();
+pub(super) const XMKD: Verb = Verb::cmd("XMKD", mkd).writes();
+pub(super) const RMD: Verb = Verb::cmd("RMD", rmd).writes();
+pub(super) const XRMD: Verb = Verb::cmd("XRMD", rmd).writes();
+pub(super) const DELE: Verb = Verb::cmd("DELE", dele).writes();
+pub(super) const RNFR: Verb = Verb::cmd("RNFR", rnfr).writes();
+pub(super) const RNTO: Verb = Verb::cmd("RNTO", rnto).writes();
 
 /// Runs `req`; on `Done` replies `code text`.
 fn simple(ctx: &mut Ctx, req: FsRequest, code: u16, text: String) {

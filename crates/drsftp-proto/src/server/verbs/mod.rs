@@ -12,6 +12,7 @@
 //!    lists it first; the registry test refuses a position already taken. Add `.opts(hook)` if the verb takes
 //!    `OPTS AUTH ...`, `.busy(...)` if it may run during a transfer, `.feat_from(at, fn)` if its line depends on
 //!    the config or session. Related verbs (PBSZ, PROT) may share the file, one row each.
+//!    Add `.writes()` if the verb changes the tree: the dispatcher then refuses it in read-only sessions.
 //! 2. Here: `mod auth;` and one line `auth::AUTH,` in [`VERBS`], where HELP should list it.
 //!
 //! Nothing else changes: the session, FEAT, OPTS and HELP read the table. State the verb keeps goes in a part
@@ -45,6 +46,11 @@ mod site;
 mod stat;
 mod stor;
 mod tls;
+
+/// The reply to a verb marked `writes` in a read-only session. RFC 959 lists 550 ("file unavailable, e.g. no
+/// access") for every one of these verbs (STOR, APPE, DELE, RNFR, MKD, RMD); 532 ("need account for storing
+/// files") would invite clients to send ACCT, which this server does not have.
+pub(crate) const READ_ONLY_REPLY: (u16, &str) = (550, "Permission denied: read-only session.");
 
 /// Most packets in one blast transfer.
 pub(crate) const MAX_BLAST_PACKETS: u64 = blast::MAX_PACKETS;
@@ -98,6 +104,10 @@ pub(crate) struct Verb {
     pub(crate) run: Option<Handler>,
     /// The command needs a logged-in user.
     pub(crate) login: bool,
+    /// The command changes the tree (uploads, deletes, renames, directories): a read-only session (anonymous
+    /// without `anonymous_write`, or a read-only user) gets [`READ_ONLY_REPLY`] from the dispatcher, so no
+    /// handler has to remember the check.
+    pub(crate) writes: bool,
     pub(crate) busy: Busy,
     /// What the row announces in FEAT.
     pub(crate) feat: Option<Feat>,
@@ -112,6 +122,7 @@ impl Verb {
             name,
             run: Some(run),
             login: true,
+            writes: false,
             busy: Busy::Defer,
             feat: None,
             opts: None,
@@ -124,6 +135,7 @@ impl Verb {
             name,
             run: None,
             login: false,
+            writes: false,
             busy: Busy::Defer,
             feat: None,
             opts: None,
@@ -133,6 +145,12 @@ impl Verb {
     /// The command is accepted before login.
     pub(crate) const fn before_login(mut self) -> Verb {
         self.login = false;
+        self
+    }
+
+    /// The command changes the tree: refused in read-only sessions.
+    pub(crate) const fn writes(mut self) -> Verb {
+        self.writes = true;
         self
     }
 
@@ -297,7 +315,19 @@ pub(crate) fn required<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::VERBS;
+    use super::{lookup, VERBS};
+
+    /// The verbs that change the tree are exactly the rows marked `writes` (SITE only sets buffer sizes here;
+    /// blast uploads are STOR/APPE/ESTO over a BPAS channel, so they are covered by those rows).
+    #[test]
+    fn writing_verbs_are_marked() {
+        let writes: Vec<&str> = VERBS.iter().filter(|v| v.writes).map(|v| v.name).collect();
+        assert_eq!(
+            writes,
+            ["MKD", "XMKD", "RMD", "XRMD", "DELE", "RNFR", "RNTO", "STOR", "APPE", "ESTO"]
+        );
+        assert!(!lookup("RETR").unwrap().0.writes);
+    }
 
     #[test]
     fn names_and_feat_positions_are_unique() {

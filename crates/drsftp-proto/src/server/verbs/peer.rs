@@ -49,11 +49,13 @@ mod tests {
     use crate::server::{ServerConfig, ThirdParty};
 
     fn session(policy: ThirdParty, anonymous: bool) -> H {
-        let mut h = H::with_cfg(ServerConfig {
-            third_party: policy,
-            users: vec![("u".into(), "p".into())],
-            ..ServerConfig::default()
-        });
+        let mut h = H::with_users(
+            ServerConfig {
+                third_party: policy,
+                ..ServerConfig::default()
+            },
+            &[("u", "p", false)],
+        );
         if anonymous {
             h.login();
         } else {

@@ -228,11 +228,13 @@ mod tests {
         use crate::server::{ServerConfig, ThirdParty};
         assert_eq!(ServerConfig::default().third_party, ThirdParty::Auth);
         let session = |policy: ThirdParty, anonymous: bool| {
-            let mut h = H::with_cfg(ServerConfig {
-                users: vec![("alice".into(), "s3cret".into())],
-                third_party: policy,
-                ..ServerConfig::default()
-            });
+            let mut h = H::with_users(
+                ServerConfig {
+                    third_party: policy,
+                    ..ServerConfig::default()
+                },
+                &[("alice", "s3cret", false)],
+            );
             if anonymous {
                 h.login();
             } else {

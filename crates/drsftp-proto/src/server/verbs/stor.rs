@@ -18,9 +18,9 @@ use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::{FsRequest, FsResult, Mode, Payload};
 
-pub(super) const STOR: Verb = Verb::cmd("STOR", stor);
-pub(super) const APPE: Verb = Verb::cmd("APPE", appe);
-pub(super) const ESTO: Verb = Verb::cmd("ESTO", esto).feat(80, &["ESTO"]);
+pub(super) const STOR: Verb = Verb::cmd("STOR", stor).writes();
+pub(super) const APPE: Verb = Verb::cmd("APPE", appe).writes();
+pub(super) const ESTO: Verb = Verb::cmd("ESTO", esto).writes().feat(80, &["ESTO"]);
 
 /// Write mode and first-byte offset implied by REST for a STOR in `mode`.
 pub(crate) fn plan_recv(rest: Option<&Rest>, mode: Mode) -> Result<(WriteMode, u64), CommandError> {
