@@ -127,6 +127,9 @@ pub(crate) struct DataParams {
     /// Allow PORT/EPRT/SPOR to addresses other than the control peer's (third-party transfers) whatever
     /// [`ServerConfig::third_party`] says (`ServerSession::set_allow_foreign_data`).
     pub(crate) allow_foreign: bool,
+    /// More addresses of this server's host beyond the control connection's local one (from the driver,
+    /// `ServerSession::add_own_addrs`): a foreign data address naming one of them is refused (bounce protection).
+    pub(crate) own_addrs: Vec<IpAddr>,
     // A later `PROT` (data-channel protection, with TLS) belongs here.
 }
 
@@ -146,6 +149,7 @@ impl Default for DataParams {
             endpoint: None,
             epsv_all: false,
             allow_foreign: false,
+            own_addrs: Vec::new(),
         }
     }
 }
@@ -231,6 +235,15 @@ impl Ctx {
     pub(crate) fn foreign_data_allowed(&self) -> bool {
         self.data.allow_foreign
             || (self.login.logged_in.is_some() && self.cfg.third_party.allows(self.login.anonymous))
+    }
+
+    /// Whether `ip` is one of this server's own addresses: the control connection's local address, the data
+    /// interface, or one the driver added.
+    pub(crate) fn is_own_addr(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        ip == self.local.ip().to_canonical()
+            || self.cfg.data_interface.map(|d| d.to_canonical()) == Some(ip)
+            || self.data.own_addrs.iter().any(|o| o.to_canonical() == ip)
     }
 
     /// `530` unless a user is logged in: for OPTS hooks, which the session's per-row login check does not cover.

@@ -99,12 +99,18 @@ impl Ctx {
             } => Some((*write_mode, *offset)),
             _ => None,
         };
+        // The driver opens `parallelism` connections to every SPOR address: keep the total within
+        // max_parallelism, so one RETR cannot aim 16 × 64 connections at a named host.
+        let targets = match &endpoint {
+            DataEndpoint::Active(addrs) => addrs.len().max(1) as u32,
+            _ => 1,
+        };
         let parallelism = match mode {
             Mode::Extended => self
                 .data
                 .parallelism
                 .unwrap_or(self.cfg.default_parallelism)
-                .clamp(1, self.cfg.max_parallelism.max(1)),
+                .clamp(1, (self.cfg.max_parallelism / targets).max(1)),
             Mode::Stream => 1,
         };
         let parallelism_range = match (mode, &payload) {

@@ -67,7 +67,10 @@ pub struct Args {
     /// RFC 2577). GridFTP third-party copies (`drsftp copy ftp://A/x ftp://B/y`, globus-url-copy between two
     /// servers) need exactly that: the client tells server A to connect to server B's data port, so the
     /// address is foreign whenever A and B are different hosts. Globus gridftp-server allows third-party
-    /// transfers by default. Ports below 1024 are refused in every case.
+    /// transfers by default. Ports below 1024 are refused in every case, and unless `all` a foreign address is
+    /// never loopback, link-local, multicast, unspecified, broadcast (or their IPv4-mapped forms) or this
+    /// server's own address: a third-party receiver is another host, and those would aim the server at
+    /// services only it or its link can reach. A client's own address (even 127.0.0.1) is always allowed.
     #[arg(long, value_enum, default_value_t = ThirdPartyArg::Auth, value_name = "WHO")]
     pub third_party: ThirdPartyArg,
     /// After binding the listener and opening --root, switch the whole process to this user (name or uid) and its
@@ -81,9 +84,11 @@ pub struct Args {
 pub enum ThirdPartyArg {
     /// Never: only the client's own host may receive or send data (third-party only within one host).
     None,
-    /// Sessions logged in with --user (not anonymous) may name any host.
+    /// Sessions logged in with --user (not anonymous) may name other hosts (not loopback, link-local,
+    /// multicast or this server's own addresses).
     Auth,
-    /// Every session, anonymous ones included (open servers on trusted networks, labs).
+    /// Every session, anonymous ones included, and any address, loopback, link-local and the server's own
+    /// included (open servers on trusted networks, labs).
     All,
 }
 
