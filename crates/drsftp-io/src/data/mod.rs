@@ -167,11 +167,16 @@ impl Progress {
     pub fn sbuf(&self) -> &SbufLink {
         &self.sbuf
     }
-    pub(crate) fn add(&self, range: std::ops::Range<u64>) {
+    /// Counts `range` as moved; returns how many disjoint ranges are now held (O(log n): `RangeSet`).
+    pub(crate) fn add(&self, range: std::ops::Range<u64>) -> usize {
         self.bytes
             .fetch_add(range.end - range.start, Ordering::Relaxed);
-        if let Ok(mut r) = self.ranges.lock() {
-            r.insert(range);
+        match self.ranges.lock() {
+            Ok(mut r) => {
+                r.insert(range);
+                r.len()
+            }
+            Err(_) => 0,
         }
     }
     /// One stream's TCP_INFO reading after a block: `last` holds that stream's previous (acked, sent, retrans)

@@ -318,17 +318,13 @@ fn markers(run: &mut Running, ts: f64, bytes: Option<u64>, ranges: bool) -> Vec<
 /// `111 Range Marker a-b,...` for the ranges received since the last one (relative to `marker_base`), split
 /// into lines of at most [`MAX_MARKER_TEXT`] characters of ranges.
 fn range_markers(run: &mut Running) -> Vec<u8> {
-    let mut fresh = RangeSet::new();
-    for r in run.progress.ranges.ranges() {
-        for g in run.reported.gaps(r.clone()) {
-            fresh.insert(g);
-        }
-    }
+    // O(n log n) in the ranges, once per marker: never per block.
+    let fresh = run.progress.ranges.difference(&run.reported);
     run.reported.extend(&fresh);
     let base = run.marker_base;
     let mut out = Vec::new();
     let mut text = String::new();
-    for r in fresh.ranges() {
+    for r in fresh.iter() {
         let item = format!(
             "{}-{}",
             r.start.saturating_sub(base),
