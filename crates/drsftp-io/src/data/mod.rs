@@ -73,6 +73,10 @@ pub struct DataOpts {
     pub inband_sbuf: bool,
     /// Largest buffer DRS may grow a stream to.
     pub drs_max: u64,
+    /// The buffer sizes were asked for by the peer (a client's SBUF or `SITE *BUFSIZE` on the server): set them
+    /// only with the plain options, which the kernel caps at rmem_max/wmem_max, never with FORCE as root. The
+    /// operator's own `--buffer` (false here) may still be forced past the caps.
+    pub peer_buffers: bool,
     /// TCP congestion control for every data socket (TCP_CONGESTION, e.g. "cubic"), set before listen/connect;
     /// accepted sockets inherit it from the listener. `None`: the namespace's default.
     pub congestion: Option<String>,
@@ -98,6 +102,7 @@ impl Default for DataOpts {
             trace: false,
             crc32c: false,
             sbuf_observer: None,
+            peer_buffers: false,
         }
     }
 }

@@ -4,6 +4,8 @@
 //! for a `BPAS` channel, on the UDP blast data path ([`blast`]).
 
 mod blast;
+#[cfg(test)]
+pub(crate) use blast::bind as blast_bind_for_tests;
 mod conn;
 mod fs;
 mod transfer;
