@@ -28,6 +28,13 @@ pub struct SenderConfig {
     pub ack_delay_allowance: Duration,
     /// Give up (`SenderEvent::Failed`) after this long without a valid ack.
     pub idle_timeout: Duration,
+    /// Give up this long after the start if no valid ack has come at all: nothing proves a receiver is there
+    /// (a client can name any address for the data channel), so a blast must not reflect off a silent port.
+    pub first_ack_timeout: Duration,
+    /// Most datagram bytes (headers included, resends counted) sent before the first valid ack: the first
+    /// RTT's budget. Before an ack the pacer runs at `rate.initial_rate_bps` (10 Mbit/s), which reaches the
+    /// default 512 KiB after ~0.4 s, so this gates only paths whose first RTT is longer than that.
+    pub unacked_budget: u64,
     /// Tail hedging: once every packet has been sent, a resend round may send each of its packets several times
     /// (enough copies that all are lost with probability ≤ 10⁻³ at the measured loss rate), so the round's own
     /// losses do not cost one more round trip. The extra copies go out only when nothing else is eligible, in
@@ -48,6 +55,8 @@ impl Default for SenderConfig {
             reorder_threshold: 3,
             ack_delay_allowance: Duration::from_millis(25),
             idle_timeout: Duration::from_secs(30),
+            first_ack_timeout: Duration::from_secs(1),
+            unacked_budget: 512 * 1024,
             tail_hedge: true,
             hedge_budget: 0.02,
             max_copies: 3,
@@ -161,7 +170,8 @@ impl Batch {
 pub enum SenderEvent {
     /// The receiver holds every packet.
     Complete,
-    /// No valid ack for `idle_timeout`.
+    /// No valid ack for `idle_timeout`, or none at all within `first_ack_timeout`
+    /// ([`Sender::heard_from_receiver`] tells which).
     Failed,
 }
 
@@ -184,6 +194,8 @@ pub struct SenderStats {
     pub loss_timeouts: u64,
     /// Highest resend round reached.
     pub max_round: u64,
+    /// Datagram bytes sent before the first valid ack (at most `SenderConfig::unacked_budget`).
+    pub unacked_bytes: u64,
     pub rejects: RejectCounts,
 }
 
@@ -214,6 +226,8 @@ pub struct Sender<P: NextPacket = Circular> {
     pacer: Pacer,
     highest_gen: u64,
     last_heard: Instant,
+    /// A valid ack (or completion) has come: the receiver is there and wants the data.
+    heard: bool,
     /// Hedge copies waiting for idle link time: (seq, round).
     hedge_queue: VecDeque<(u64, u64)>,
     hedge_round: Option<(u64, u8)>,
@@ -280,10 +294,11 @@ impl<P: NextPacket> Sender<P> {
         if cfg.window_packets == 0
             || cfg.max_copies == 0
             || cfg.idle_timeout.is_zero()
+            || cfg.first_ack_timeout.is_zero()
             || !(0.0..=1.0).contains(&cfg.hedge_budget)
         {
             return Err(ConfigError::Invalid(
-                "window_packets, max_copies, idle_timeout must be positive, hedge_budget in [0, 1]",
+                "window_packets, max_copies, idle_timeout, first_ack_timeout must be positive, hedge_budget in [0, 1]",
             ));
         }
         let r = &cfg.rate;
@@ -330,6 +345,7 @@ impl<P: NextPacket> Sender<P> {
             pacer: Pacer::new(now),
             highest_gen: 0,
             last_heard: now,
+            heard: false,
             hedge_queue: VecDeque::new(),
             hedge_round: None,
             idle: false,
@@ -362,6 +378,23 @@ impl<P: NextPacket> Sender<P> {
     /// True once the receiver holds everything (or the sender failed).
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// Whether a valid ack (or completion) has come from the receiver yet.
+    pub fn heard_from_receiver(&self) -> bool {
+        self.heard
+    }
+
+    /// Why nothing more may be sent at `now` whatever the pacer says: before the first ack, the unacked budget
+    /// is spent; after it, acks have stopped for longer than a few loss timeouts and one probe is in flight. So
+    /// an address that never acks gets at most `unacked_budget` bytes, and one that stops acking a trickle of
+    /// one datagram per loss timeout until `idle_timeout`, not the whole rate.
+    fn ack_gated(&self, now: Instant) -> bool {
+        if !self.heard {
+            return self.stats.unacked_bytes + self.wire_len as u64 > self.cfg.unacked_budget;
+        }
+        let silence = (self.loss_timeout() * 4).max(self.cfg.first_ack_timeout);
+        now.saturating_duration_since(self.last_heard) > silence && !self.inflight.is_empty()
     }
 
     pub fn poll_event(&mut self) -> Option<SenderEvent> {
@@ -446,7 +479,7 @@ impl<P: NextPacket> Sender<P> {
                 self.wake = Some(self.pacer.next_at());
                 break;
             }
-            if self.inflight.len() as u64 >= self.rate.inflight_cap() {
+            if self.inflight.len() as u64 >= self.rate.inflight_cap() || self.ack_gated(now) {
                 break;
             }
             let pick = if self.idle {
@@ -524,6 +557,9 @@ impl<P: NextPacket> Sender<P> {
             }
             self.stats.max_round = self.stats.max_round.max(round);
             self.stats.datagrams += 1;
+            if !self.heard {
+                self.stats.unacked_bytes += self.wire_len as u64;
+            }
             self.inflight
                 .insert(seq, InflightEntry { tx, sent_at: now });
             self.records.push_back((tx, seq));
@@ -551,6 +587,9 @@ impl<P: NextPacket> Sender<P> {
             return None;
         }
         let mut t = self.last_heard + self.cfg.idle_timeout;
+        if !self.heard {
+            t = t.min(self.epoch + self.cfg.first_ack_timeout);
+        }
         if let Some(&(_, seq)) = self.records.front() {
             if let Some(e) = self.inflight.get(&seq) {
                 t = t.min(e.sent_at + self.loss_timeout());
@@ -572,7 +611,8 @@ impl<P: NextPacket> Sender<P> {
             return;
         }
         self.expire(now);
-        if now >= self.last_heard + self.cfg.idle_timeout {
+        let unheard = !self.heard && now >= self.epoch + self.cfg.first_ack_timeout;
+        if unheard || now >= self.last_heard + self.cfg.idle_timeout {
             self.done = true;
             self.events.push_back(SenderEvent::Failed);
         }
@@ -615,6 +655,7 @@ impl<P: NextPacket> Sender<P> {
                     return Err(Reject::SeqOutOfRange);
                 }
                 self.last_heard = now;
+                self.heard = true;
                 self.stats.receiver_duplicates = self.stats.receiver_duplicates.max(c.dups);
                 self.stats.receiver_datagrams = self.stats.receiver_datagrams.max(c.rx_total);
                 self.mark_acked(0, self.total);
@@ -659,6 +700,7 @@ impl<P: NextPacket> Sender<P> {
         }
         let fresh = s.generation > self.highest_gen;
         self.last_heard = now;
+        self.heard = true;
         self.stats.ack_datagrams += 1;
         self.mark_acked(0, s.cum);
         for (x, y) in a.held_runs() {

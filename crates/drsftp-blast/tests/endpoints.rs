@@ -156,29 +156,78 @@ fn stale_and_foreign_acks_are_rejected() {
     );
 }
 
-#[test]
-fn silent_receiver_fails_the_sender_after_idle_timeout() {
-    let cfg = SenderConfig {
-        idle_timeout: Duration::from_secs(5),
-        ..Default::default()
-    };
-    let (_p, data, mut tx, _rx, t0) = setup(1 << 20, cfg);
+/// Drives `tx` alone on the virtual clock (nobody acks) until it fails or `until`; returns when it stopped.
+fn run_unacked(tx: &mut Sender, data: &[u8], from: Instant, until: Instant) -> Instant {
     let mut b = Batch::new();
-    let mut now = t0;
-    while now < t0 + Duration::from_secs(10) {
+    let mut now = from;
+    while now < until && !tx.is_done() {
         b.clear();
-        tx.poll_transmit(now, 64, &data[..], &mut b).unwrap();
+        tx.poll_transmit(now, 64, data, &mut b).unwrap();
         let Some(t) = tx.poll_timeout() else { break };
         now = t.max(now + Duration::from_micros(1));
         tx.handle_timeout(now);
     }
+    now
+}
+
+/// The reflection attack: a data address that never acks (a victim's silent port). Before any ack proves a
+/// receiver is there, the sender spends at most `unacked_budget` (512 KiB) and gives up after
+/// `first_ack_timeout` (1 s). The code before this check paced at 10 Mbit/s and resent every second until
+/// `idle_timeout`: 4000+ datagrams (~6 MB) in 5 s, 74 MB in 60 s through the driver.
+#[test]
+fn silent_receiver_gets_at_most_the_unacked_budget_and_fails_within_a_second() {
+    let cfg = SenderConfig {
+        idle_timeout: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let (p, data, mut tx, _rx, t0) = setup(64 << 20, cfg);
+    let end = run_unacked(&mut tx, &data, t0, t0 + Duration::from_secs(120));
     assert!(tx.is_done());
     assert_eq!(tx.poll_event(), Some(SenderEvent::Failed));
-    assert!(now <= t0 + Duration::from_secs(5) + ms(2));
-    // Without acks the sender kept pacing at the initial rate, resending each packet once its loss timer (1 s
-    // before any RTT sample) expired, round after round: FOBS's greed, bounded by the pacer.
+    assert!(!tx.heard_from_receiver());
+    assert!(
+        end <= t0 + Duration::from_secs(1) + ms(2),
+        "gave up after {:?}",
+        end - t0
+    );
     let s = tx.stats();
-    assert!(s.datagrams > 3000 && s.max_round >= 3, "{s:?}");
+    let bytes = s.datagrams * p.wire_len() as u64;
+    assert!(bytes <= 512 * 1024, "{bytes} bytes: {s:?}");
+    assert_eq!(s.unacked_bytes, bytes);
+    assert_eq!(s.resent, 0, "{s:?}");
+}
+
+/// Once acks stop after a good start, the sender keeps going only as a trickle (one datagram per loss timeout
+/// after a silence of four loss timeouts, at least `first_ack_timeout`), not at the rate it had, until
+/// `idle_timeout` fails it.
+#[test]
+fn acks_that_stop_shrink_the_sender_to_a_trickle() {
+    let cfg = SenderConfig {
+        idle_timeout: Duration::from_secs(10),
+        ..Default::default()
+    };
+    let (p, data, mut tx, mut rx, t0) = setup(64 << 20, cfg);
+    let mut b = Batch::new();
+    tx.poll_transmit(t0, 1000, &data[..], &mut b).unwrap();
+    for d in b.iter() {
+        rx.handle_datagram(t0 + ms(5), d).unwrap();
+    }
+    rx.handle_timeout(t0 + ms(10));
+    while let Some(a) = rx.poll_transmit() {
+        tx.handle_input(t0 + ms(10), &a).unwrap();
+    }
+    assert!(tx.heard_from_receiver());
+    let before = tx.stats().datagrams;
+    let end = run_unacked(&mut tx, &data, t0 + ms(10), t0 + Duration::from_secs(60));
+    assert_eq!(tx.poll_event(), Some(SenderEvent::Failed));
+    assert!(end <= t0 + ms(10) + Duration::from_secs(10) + ms(2));
+    let s = tx.stats();
+    let bytes = (s.datagrams - before) * p.wire_len() as u64;
+    // At most ~1 s at 10 Mbit/s, then a datagram per loss timeout: far below 10 s at the rate.
+    assert!(
+        bytes <= 2 << 20,
+        "{bytes} bytes after the acks stopped: {s:?}"
+    );
 }
 
 #[test]

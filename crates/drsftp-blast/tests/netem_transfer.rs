@@ -111,7 +111,12 @@ fn resume_from_receiver_checkpoint() {
     let params = TransferParams::for_mtu(77, data.len() as u64, 1500).unwrap();
     let mut out = vec![0u8; data.len()];
     let mut rx = Receiver::new(params, ReceiverConfig::default(), t0).unwrap();
-    let mut tx = Sender::new(params, SenderConfig::default(), t0).unwrap();
+    // Session 1 never feeds acks back (it only builds the receiver's checkpoint): lift the unacked budget.
+    let cfg = SenderConfig {
+        unacked_budget: u64::MAX,
+        ..SenderConfig::default()
+    };
+    let mut tx = Sender::new(params, cfg, t0).unwrap();
     let mut batch = Batch::new();
     // Session 1: lossless, but the process dies after some datagrams; every fifth one was lost.
     let mut n = 0;

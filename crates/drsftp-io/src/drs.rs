@@ -60,8 +60,10 @@ pub fn prepare_socket(
     match policy {
         BufferPolicy::Kernel | BufferPolicy::Drs => {}
         BufferPolicy::Fixed(b) => {
-            sockopt::set_buf_best(fd, Dir::Recv, b as usize, limits.rmem_max).map_err(e)?;
-            sockopt::set_buf_best(fd, Dir::Send, b as usize, limits.wmem_max).map_err(e)?;
+            sockopt::set_buf_best(fd, Dir::Recv, b as usize, limits.force_cap(Dir::Recv))
+                .map_err(e)?;
+            sockopt::set_buf_best(fd, Dir::Send, b as usize, limits.force_cap(Dir::Send))
+                .map_err(e)?;
         }
     }
     Ok(())
@@ -123,7 +125,8 @@ pub fn after_connect(
         // buffer would let many joining streams advertise far more than their clamps.
         // [`DrsStream`] raises it with the clamp (never lowers it). Whether FORCE is permitted is learned here,
         // at the starting size.
-        let forced = ceiling > limits.rmem_max as u64
+        let forced = limits.force
+            && ceiling > limits.rmem_max as u64
             && sockopt::set_recv_buf_force(fd, rcvbuf_for(start)).is_ok();
         if !forced {
             sockopt::set_recv_buf(fd, rcvbuf_for(start)).map_err(io::Error::other)?;
@@ -162,7 +165,7 @@ fn apply_knob(
 ) -> io::Result<()> {
     match knob {
         DrsKnob::RecvBuf => {
-            sockopt::set_buf_best(fd, Dir::Recv, n as usize, limits.rmem_max)
+            sockopt::set_buf_best(fd, Dir::Recv, n as usize, limits.force_cap(Dir::Recv))
                 .map_err(io::Error::other)?;
         }
         DrsKnob::WindowClamp => {
@@ -534,8 +537,13 @@ impl DrsStream {
         }
         let want = rcvbuf_for(want) as u64;
         if want > self.rcvbuf {
-            sockopt::set_buf_best(fd, Dir::Recv, want as usize, self.limits.rmem_max)
-                .map_err(io::Error::other)?;
+            sockopt::set_buf_best(
+                fd,
+                Dir::Recv,
+                want as usize,
+                self.limits.force_cap(Dir::Recv),
+            )
+            .map_err(io::Error::other)?;
             self.rcvbuf = want;
         }
         Ok(())
@@ -583,7 +591,11 @@ impl DrsSendStream {
     pub fn new(initial: u64, limits: BufLimits, max_buf: u64) -> Self {
         DrsSendStream {
             tx: DrsSender::new(initial, 64 * 1024, max_buf),
-            limits,
+            // Every size here is the peer's SBUF request: never FORCE past wmem_max for it.
+            limits: BufLimits {
+                force: false,
+                ..limits
+            },
             classifier: LimitClassifier::new(),
         }
     }
@@ -606,8 +618,13 @@ impl DrsSendStream {
         while let Some(a) = self.tx.poll_action() {
             match a {
                 DrsAction::SetSendBuf(n) => {
-                    sockopt::set_buf_best(fd, Dir::Send, n as usize, self.limits.wmem_max)
-                        .map_err(io::Error::other)?;
+                    sockopt::set_buf_best(
+                        fd,
+                        Dir::Send,
+                        n as usize,
+                        self.limits.force_cap(Dir::Send),
+                    )
+                    .map_err(io::Error::other)?;
                 }
                 DrsAction::SbufReply { size, .. } => reply = size,
                 _ => {}

@@ -301,6 +301,22 @@ pub struct BufLimits {
     pub rmem_max: usize,
     /// net.core.wmem_max: cap for SO_SNDBUF (before doubling).
     pub wmem_max: usize,
+    /// Whether sizes set with these limits may use SO_RCVBUFFORCE/SO_SNDBUFFORCE past rmem_max/wmem_max (as
+    /// root). `true` from [`buf_limits`]: right for sizes the operator configured. Clear it for sizes a peer asked
+    /// for (SBUF, `SITE *BUFSIZE`, in-band SBUF): a remote client must not pin kernel memory past the host's caps.
+    pub force: bool,
+}
+
+impl BufLimits {
+    /// The `cap` to pass to [`set_buf_best`] for `dir`: rmem_max/wmem_max when FORCE is allowed, else no cap at
+    /// all, so the plain option is always used (and the kernel caps it at rmem_max/wmem_max).
+    pub fn force_cap(&self, dir: Dir) -> usize {
+        match (self.force, dir) {
+            (false, _) => usize::MAX,
+            (true, Dir::Recv) => self.rmem_max,
+            (true, Dir::Send) => self.wmem_max,
+        }
+    }
 }
 
 /// Parse a /proc/sys triple such as "4096\t131072\t33554432\n".
@@ -346,6 +362,7 @@ pub fn buf_limits() -> Result<BufLimits> {
         tcp_wmem: proc_triple("/proc/sys/net/ipv4/tcp_wmem")?,
         rmem_max: proc_one("/proc/sys/net/core/rmem_max")?,
         wmem_max: proc_one("/proc/sys/net/core/wmem_max")?,
+        force: true,
     })
 }
 

@@ -68,6 +68,9 @@ pub struct BlastOpts {
     pub max_burst: u32,
     /// Socket buffer to request in each direction (forced past rmem_max/wmem_max when allowed), bytes.
     pub socket_buffer: usize,
+    /// Whether `socket_buffer` may be forced past rmem_max/wmem_max (SO_*BUFFORCE, as root). The server clears
+    /// it: any client's `BPAS` binds a socket, and those must not pin kernel memory beyond the host's caps.
+    pub force_buffers: bool,
     /// Give up after this long without hearing from the peer.
     pub idle_timeout: Duration,
     /// Receiver: after completion keep answering for up to this long after the last datagram.
@@ -90,6 +93,7 @@ impl Default for BlastOpts {
             gro: true,
             max_burst: 128,
             socket_buffer: 32 << 20,
+            force_buffers: true,
             idle_timeout: Duration::from_secs(60),
             linger: Duration::from_secs(3),
             resume: true,
@@ -170,8 +174,16 @@ pub fn random_id() -> u64 {
 pub fn bind(ip: IpAddr, port: u16, opts: &BlastOpts) -> std::io::Result<std::net::UdpSocket> {
     let sock = std::net::UdpSocket::bind(SocketAddr::new(ip, port))?;
     sock.set_nonblocking(true)?;
-    let limits = sockopt::buf_limits().ok();
-    let (rcap, wcap) = limits.map_or((0, 0), |l| (l.rmem_max, l.wmem_max));
+    let limits = sockopt::buf_limits().ok().map(|l| sockopt::BufLimits {
+        force: l.force && opts.force_buffers,
+        ..l
+    });
+    let (rcap, wcap) = limits.map_or((0, 0), |l| {
+        (
+            l.force_cap(sockopt::Dir::Recv),
+            l.force_cap(sockopt::Dir::Send),
+        )
+    });
     let _ = sockopt::set_buf_best(&sock, sockopt::Dir::Recv, opts.socket_buffer, rcap);
     let _ = sockopt::set_buf_best(
         &sock,

@@ -109,6 +109,16 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
         while let Some(ev) = tx.poll_event() {
             match ev {
                 SenderEvent::Complete => done = true,
+                // No ack at all: nothing was ever listening at `peer` (or it is not a blast receiver), and the
+                // core stopped after its unacked budget; say so rather than a bare timeout.
+                SenderEvent::Failed if !tx.heard_from_receiver() => {
+                    return Err(DataError::Incomplete(format!(
+                        "blast: no acknowledgement from the receiver at {peer} within {:?} \
+                         ({} bytes sent); giving up",
+                        config(&opts).first_ack_timeout,
+                        tx.stats().unacked_bytes
+                    )))
+                }
                 SenderEvent::Failed => return Err(DataError::Timeout),
             }
         }

@@ -313,8 +313,55 @@ async fn cancel_stops_the_thread_and_idle_times_out() {
     )
     .await
     .unwrap_err();
-    assert!(matches!(e, DataError::Timeout), "{e}");
+    // Never acknowledged at all: the clear "no receiver" error, not a bare timeout.
+    assert!(e.to_string().contains("no acknowledgement"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(3));
+}
+
+/// Reflection: a blast aimed at a UDP port that is bound but never acknowledges (a victim's service). With the
+/// default 60 s idle timeout the old sender paced 10 Mbit/s at it and resent every second (~74 MB before it gave
+/// up); now it sends at most the unacked budget (512 KiB) and fails with a clear error within ~1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_port_gets_at_most_the_unacked_budget() {
+    let o = opts_default_idle();
+    let s = bind(lo(), 0, &o).unwrap();
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let victim = sink.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    // Counts what reaches the victim (reading does not answer: the port stays silent).
+    let counter = std::thread::spawn(move || {
+        let (mut bytes, mut buf) = (0u64, vec![0u8; 65536]);
+        while !stop2.load(Ordering::Relaxed) {
+            if let Ok(n) = sink.recv(&mut buf) {
+                bytes += n as u64 + 28;
+            }
+        }
+        bytes
+    });
+    let params = TransferParams::for_mtu(3, 64 << 20, 1500).unwrap();
+    let file: Arc<dyn FileHandle> = Arc::new(BytesFile::new(random_bytes(64 << 20, 2)));
+    let t = Instant::now();
+    let e = send(s, victim, params, file, 0, &o, Arc::new(Progress::new()))
+        .await
+        .unwrap_err();
+    let took = t.elapsed();
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let bytes = counter.join().unwrap();
+    eprintln!("silent port: {bytes} bytes in {took:?}: {e}");
+    assert!(e.to_string().contains("no acknowledgement"), "{e}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(bytes <= 1 << 20, "{bytes} bytes reached the silent port");
+}
+
+fn opts_default_idle() -> BlastOpts {
+    BlastOpts {
+        linger: Duration::from_millis(300),
+        ..BlastOpts::default()
+    }
 }
 
 #[test]

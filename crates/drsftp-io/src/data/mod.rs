@@ -73,6 +73,10 @@ pub struct DataOpts {
     pub inband_sbuf: bool,
     /// Largest buffer DRS may grow a stream to.
     pub drs_max: u64,
+    /// The buffer sizes were asked for by the peer (a client's SBUF or `SITE *BUFSIZE` on the server): set them
+    /// only with the plain options, which the kernel caps at rmem_max/wmem_max, never with FORCE as root. The
+    /// operator's own `--buffer` (false here) may still be forced past the caps.
+    pub peer_buffers: bool,
     /// TCP congestion control for every data socket (TCP_CONGESTION, e.g. "cubic"), set before listen/connect;
     /// accepted sockets inherit it from the listener. `None`: the namespace's default.
     pub congestion: Option<String>,
@@ -105,6 +109,7 @@ impl Default for DataOpts {
             sbuf_observer: None,
             tls_server: None,
             tls_client: None,
+            peer_buffers: false,
         }
     }
 }
@@ -174,11 +179,16 @@ impl Progress {
     pub fn sbuf(&self) -> &SbufLink {
         &self.sbuf
     }
-    pub(crate) fn add(&self, range: std::ops::Range<u64>) {
+    /// Counts `range` as moved; returns how many disjoint ranges are now held (O(log n): `RangeSet`).
+    pub(crate) fn add(&self, range: std::ops::Range<u64>) -> usize {
         self.bytes
             .fetch_add(range.end - range.start, Ordering::Relaxed);
-        if let Ok(mut r) = self.ranges.lock() {
-            r.insert(range);
+        match self.ranges.lock() {
+            Ok(mut r) => {
+                r.insert(range);
+                r.len()
+            }
+            Err(_) => 0,
         }
     }
     /// One stream's TCP_INFO reading after a block: `last` holds that stream's previous (acked, sent, retrans)

@@ -27,6 +27,11 @@ use super::{DataError, DataOpts, DataReport, Progress};
 /// whatever count a header announces, and keeps the chunk cache-hot between the socket read and the file write.
 pub(crate) const CHUNK: usize = super::stream::RECV_CHUNK;
 
+/// Most disjoint byte ranges a transfer may leave open at once. Real senders' blocks merge into a handful of
+/// ranges (about one per stream); a peer that scatters tiny blocks with gaps between them would otherwise grow
+/// the range sets and every `111` marker without bound, so the transfer fails (426) instead.
+pub(crate) const MAX_RANGES: usize = 16_384;
+
 /// After the last EOD, how long connections that are idle or mid-way may take to hand their sockets back.
 const DRAIN: Duration = Duration::from_millis(200);
 
@@ -448,8 +453,13 @@ async fn send_probe(sock: &mut TcpStream, h: Header) -> Result<(), DataError> {
 async fn finish_writes(c: &mut Conn, ctx: &Ctx) -> Result<(), DataError> {
     if let Some((r, p)) = c.pending.take() {
         let (buf, ()) = p.wait().await?;
-        ctx.progress.add(r.clone());
+        let held = ctx.progress.add(r.clone());
         c.ranges.insert(r);
+        if held > MAX_RANGES {
+            return Err(DataError::Incomplete(format!(
+                "MODE E blocks too fragmented: more than {MAX_RANGES} separate byte ranges"
+            )));
+        }
         c.spare = Some(buf);
     }
     Ok(())

@@ -628,7 +628,7 @@ async fn read_requests(mut rd: ReadHalf<'_>, ctx: &Ctx, rev: &Reverse) -> Result
                                 / 2) as u64;
                             tx.insert(crate::drs::DrsSendStream::new(
                                 now_buf,
-                                sockets::limits()?,
+                                sockets::limits(&ctx.opts)?,
                                 ctx.opts.drs_max,
                             ))
                         }

@@ -28,9 +28,12 @@ const GAUGE_INTERVAL: Duration = Duration::from_millis(100);
 const WINDOW_INTERVAL: Duration = Duration::from_millis(20);
 
 /// The namespace's buffer limits, as an `io::Error` on failure. Read on every call: values are per network
-/// namespace, and a socket set-up is rare enough that four small /proc reads do not matter.
-pub(crate) fn limits() -> io::Result<BufLimits> {
-    sockopt::buf_limits().map_err(io::Error::other)
+/// namespace, and a socket set-up is rare enough that four small /proc reads do not matter. FORCE past
+/// rmem_max/wmem_max only when the sizes are not a peer's request ([`DataOpts::peer_buffers`]).
+pub(crate) fn limits(opts: &DataOpts) -> io::Result<BufLimits> {
+    let mut l = sockopt::buf_limits().map_err(io::Error::other)?;
+    l.force &= !opts.peer_buffers;
+    Ok(l)
 }
 
 fn new_socket(addr: SocketAddr, opts: &DataOpts) -> io::Result<Socket> {
@@ -39,7 +42,7 @@ fn new_socket(addr: SocketAddr, opts: &DataOpts) -> io::Result<Socket> {
         sockopt::set_congestion(&s, cc).map_err(io::Error::other)?;
     }
     if opts.buffer != BufferPolicy::Kernel {
-        drs::prepare_socket(&s, opts.buffer, &limits()?, opts.drs_max)?;
+        drs::prepare_socket(&s, opts.buffer, &limits(opts)?, opts.drs_max)?;
     }
     Ok(s)
 }
@@ -94,7 +97,7 @@ pub(crate) fn start_drs(
     if opts.buffer != BufferPolicy::Drs {
         return Ok(None);
     }
-    let limits = limits()?;
+    let limits = limits(opts)?;
     let base = DrsConfig {
         min_buf: drs::min_buf_for(sock, DrsConfig::default().min_buf),
         ..DrsConfig::default()

@@ -18,13 +18,19 @@ pub(crate) fn opts(ep: &BlastEndpoint) -> BlastOpts {
     BlastOpts {
         max_rate: ep.max_rate,
         ack_every: ep.ack_every,
+        force_buffers: false,
         ..BlastOpts::default()
     }
 }
 
 /// Binds a blast socket for `BPAS` and draws its transfer id.
 pub(crate) fn bind(ip: IpAddr) -> std::io::Result<(std::net::UdpSocket, u64)> {
-    let sock = blast::bind(ip, 0, &BlastOpts::default())?;
+    // Any client's BPAS gets one: never forced past rmem_max/wmem_max.
+    let opts = BlastOpts {
+        force_buffers: false,
+        ..BlastOpts::default()
+    };
+    let sock = blast::bind(ip, 0, &opts)?;
     Ok((sock, blast::random_id()))
 }
 

@@ -7,6 +7,8 @@
 
 mod audit;
 mod blast;
+#[cfg(test)]
+pub(crate) use blast::bind as blast_bind_for_tests;
 mod conn;
 mod fs;
 mod limits;

@@ -116,7 +116,9 @@ async fn run_inner(
         .await;
     }
     if let Some(b) = plan.tcp_buffer {
+        // The client's size (already capped at max_buffer by the session): never forced past rmem_max/wmem_max.
         opts.buffer = BufferPolicy::Fixed(b);
+        opts.peer_buffers = true;
     }
     // MODE E SBUF headers (0x02/0x01) only for a client that sent OPTS DRS Inband=1; (never for Globus).
     opts.inband_sbuf = plan.inband_drs;

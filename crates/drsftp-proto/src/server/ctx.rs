@@ -159,6 +159,9 @@ pub(crate) struct DataParams {
     /// The host named with `PEER` (verbs/peer.rs): passive data connections come from it instead of the
     /// control peer (the sending server of a third-party copy).
     pub(crate) data_peer: Option<IpAddr>,
+    /// More addresses of this server's host beyond the control connection's local one (from the driver,
+    /// `ServerSession::add_own_addrs`): a foreign data address naming one of them is refused (bounce protection).
+    pub(crate) own_addrs: Vec<IpAddr>,
 }
 
 impl Default for DataParams {
@@ -178,6 +181,7 @@ impl Default for DataParams {
             epsv_all: false,
             allow_foreign: false,
             data_peer: None,
+            own_addrs: Vec::new(),
         }
     }
 }
@@ -285,6 +289,15 @@ impl Ctx {
             None if self.cfg.third_party == super::types::ThirdParty::All => None,
             None => Some(self.peer.ip().to_canonical()),
         }
+    }
+
+    /// Whether `ip` is one of this server's own addresses: the control connection's local address, the data
+    /// interface, or one the driver added.
+    pub(crate) fn is_own_addr(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        ip == self.local.ip().to_canonical()
+            || self.cfg.data_interface.map(|d| d.to_canonical()) == Some(ip)
+            || self.data.own_addrs.iter().any(|o| o.to_canonical() == ip)
     }
 
     /// `530` unless a user is logged in: for OPTS hooks, which the session's per-row login check does not cover.

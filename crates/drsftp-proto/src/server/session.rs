@@ -31,7 +31,7 @@
 //! §4.1.1), then the session closes.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use super::ctx::{Ctx, Pending};
@@ -102,6 +102,13 @@ impl ServerSession {
     /// `504` (FTP bounce protection, RFC 2577). Ports below 1024 are refused either way.
     pub fn set_allow_foreign_data(&mut self, allow: bool) {
         self.ctx.data.allow_foreign = allow;
+    }
+
+    /// More addresses of this server's own host (the control connection's local address is always one): a
+    /// foreign data address naming one is refused unless [`ThirdParty::All`](crate::server::ThirdParty::All), so a
+    /// client cannot aim the server at its own services.
+    pub fn add_own_addrs(&mut self, addrs: impl IntoIterator<Item = IpAddr>) {
+        self.ctx.data.own_addrs.extend(addrs);
     }
 
     /// Bytes read from the control connection, in any chunking.

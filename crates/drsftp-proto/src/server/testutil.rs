@@ -69,7 +69,7 @@ impl H {
         Self::build(ServerConfig::default(), local, peer)
     }
 
-    fn build(cfg: ServerConfig, local: &str, peer: &str) -> Self {
+    pub(crate) fn build(cfg: ServerConfig, local: &str, peer: &str) -> Self {
         // The only clock read: a base for virtual time.
         let now = Instant::now();
         let local: SocketAddr = local.parse().unwrap();

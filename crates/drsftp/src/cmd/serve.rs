@@ -100,7 +100,10 @@ pub struct Args {
     /// RFC 2577). GridFTP third-party copies (`drsftp copy ftp://A/x ftp://B/y`, globus-url-copy between two
     /// servers) need exactly that: the client tells server A to connect to server B's data port, so the
     /// address is foreign whenever A and B are different hosts. Globus gridftp-server allows third-party
-    /// transfers by default. Ports below 1024 are refused in every case.
+    /// transfers by default. Ports below 1024 are refused in every case, and unless `all` a foreign address is
+    /// never loopback, link-local, multicast, unspecified, broadcast (or their IPv4-mapped forms) or this
+    /// server's own address: a third-party receiver is another host, and those would aim the server at
+    /// services only it or its link can reach. A client's own address (even 127.0.0.1) is always allowed.
     /// Passive data connections (PASV/EPSV/SPAS) are accepted only from the client's own address; others are
     /// closed unread (no data-port hijacking). For a third-party copy the client names the sending server's
     /// address first with the PEER command (drsftp's client does so when FEAT lists PEER), which the same
@@ -130,10 +133,12 @@ pub struct Args {
 pub enum ThirdPartyArg {
     /// Never: only the client's own host may receive or send data (third-party only within one host).
     None,
-    /// Sessions logged in as a user (--users or --user; not anonymous) may name any host.
+    /// Sessions logged in as a user (--users or --user; not anonymous) may name other hosts (not loopback,
+    /// link-local, multicast or this server's own addresses).
     Auth,
-    /// Every session, anonymous ones included, and passive data connections from any host unless PEER named
-    /// one (open servers on trusted networks, labs, globus-url-copy third-party copies).
+    /// Every session, anonymous ones included, any address (loopback, link-local and the server's own
+    /// included), and passive data connections from any host unless PEER named one (open servers on trusted
+    /// networks, labs, globus-url-copy third-party copies).
     All,
 }
 

@@ -9,6 +9,7 @@ mod fuzz;
 mod hostile;
 mod inband;
 mod mode_e;
+mod peer_buffers;
 mod slow;
 mod stream;
 

@@ -4,8 +4,9 @@
 //! transfer id, so two servers introduced by a client share one channel. `BPAS <address>` (two-party, one step)
 //! is unchanged and still handled in `blast.rs`. FEAT advertises the pair as ` BLAST BPRT`.
 //!
-//! A BPRT address is as trusted as a PORT address: the same bounce protection applies (port ≥ 1024, and the
-//! control peer's host unless the server allows foreign data addresses); acks and data then go only to that
+//! A BPRT address is as trusted as a PORT address: the same bounce protection applies (`port::check_target`:
+//! port ≥ 1024, the control peer's host unless the login may do third-party transfers, and never loopback,
+//! link-local, multicast or the server's own addresses unless `--third-party all`); acks and data then go only to that
 //! address and datagrams from any other are dropped. A transfer on a channel whose peer is still unknown gets `425`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -188,7 +189,14 @@ mod tests {
         // Bounce protection as for PORT.
         assert!(h.cmd("BPRT 10,0,0,1,156,64 Id=1").starts_with("504 "));
         assert!(h.cmd("BPRT 127,0,0,1,0,21 Id=1").starts_with("504 "));
-        assert!(h.cmd("BPRT |2|::1|40000| Id=1").starts_with("522 "));
+        // A foreign loopback address (::1 is not the peer's 127.0.0.1), and link-local even where third-party
+        // transfers are allowed.
+        assert!(h.cmd("BPRT |2|::1|40000| Id=1").starts_with("504 "));
+        assert!(h.cmd("BPRT 127,0,0,2,156,64 Id=1").starts_with("504 "));
+        h.s.set_allow_foreign_data(true);
+        let r = h.cmd("BPRT 169,254,169,254,156,64 Id=1");
+        assert!(r.starts_with("504 ") && r.contains("link-local"), "{r}");
+        assert!(h.cmd("BPRT |2|2001:db8::1|40000| Id=1").starts_with("522 "));
         // Still usable after the refusals.
         assert!(h.cmd("BPRT 127,0,0,1,156,64 Id=1").starts_with("200 "));
     }
