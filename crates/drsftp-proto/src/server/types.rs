@@ -335,6 +335,9 @@ pub struct TransferPlan {
 }
 
 /// Something the driver must do.
+// A session queues a handful of actions and a transfer plan is one per transfer, so the size of the largest
+// variant costs nothing worth a Box (and a Box would change every driver's match).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Run a filesystem request and call `handle_fs`.
