@@ -7,22 +7,14 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use drsftp_storage::{
-    EntryKind, FileHandle, FsStorage, MemStorage, ResolveStrategy, Storage, StorageError,
-    WriteMode, MAX_COMPONENT_LEN, MAX_PATH_LEN,
+    EntryKind, FsStorage, MemStorage, ResolveStrategy, Storage, StorageError, WriteMode,
+    MAX_COMPONENT_LEN, MAX_PATH_LEN,
 };
 
-const SECRET: &[u8] = b"outside secret";
+mod common;
+use common::read_all;
 
-fn read_all(h: &dyn FileHandle) -> Vec<u8> {
-    let mut out = vec![0u8; h.len().unwrap() as usize];
-    let mut pos = 0;
-    while pos < out.len() {
-        let n = h.read_at(&mut out[pos..], pos as u64).unwrap();
-        assert!(n > 0);
-        pos += n;
-    }
-    out
-}
+const SECRET: &[u8] = b"outside secret";
 
 /// base/{secret, outdir/secret} outside; base/root served, with root/f ("in") and root/a/ (empty).
 fn setup(strategy: ResolveStrategy) -> (tempfile::TempDir, PathBuf, FsStorage) {

@@ -10,16 +10,8 @@ use drsftp_storage::{
     ResolveStrategy, Storage, StorageError, WriteMode,
 };
 
-fn read_all(h: &dyn FileHandle) -> Vec<u8> {
-    let mut out = vec![0u8; h.len().unwrap() as usize];
-    let mut pos = 0;
-    while pos < out.len() {
-        let n = h.read_at(&mut out[pos..], pos as u64).unwrap();
-        assert!(n > 0, "short file");
-        pos += n;
-    }
-    out
-}
+mod common;
+use common::read_all;
 
 fn read(s: &dyn Storage, p: &str) -> Vec<u8> {
     read_all(&*s.open_read(p).unwrap())

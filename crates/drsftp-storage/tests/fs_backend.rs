@@ -6,25 +6,15 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
 
-use drsftp_storage::{
-    is_part_name, EntryKind, FileHandle, FsStorage, Storage, StorageError, WriteMode,
-};
+use drsftp_storage::{is_part_name, EntryKind, FsStorage, Storage, StorageError, WriteMode};
+
+mod common;
+use common::read_all;
 
 fn setup() -> (tempfile::TempDir, FsStorage) {
     let dir = tempfile::tempdir().unwrap();
     let s = FsStorage::new(dir.path()).unwrap();
     (dir, s)
-}
-
-fn read_all(h: &dyn FileHandle) -> Vec<u8> {
-    let mut out = vec![0u8; h.len().unwrap() as usize];
-    let mut pos = 0;
-    while pos < out.len() {
-        let n = h.read_at(&mut out[pos..], pos as u64).unwrap();
-        assert!(n > 0);
-        pos += n;
-    }
-    out
 }
 
 fn part_files(dir: &Path) -> Vec<String> {
