@@ -296,7 +296,11 @@ pub(crate) async fn protect_server(
     let cfg = opts.tls_server.as_ref().ok_or_else(|| {
         crate::data::DataError::Incomplete("PROT P without a server certificate".into())
     })?;
-    Ok(accept(cfg, sock).await?)
+    // No new session tickets on a data connection: it resumes the control session's, and tickets an uploading
+    // client never reads make its close an RST that can overtake the last data (curl, ftplib).
+    let mut data_cfg = (**cfg).clone();
+    data_cfg.send_tls13_tickets = 0;
+    Ok(accept(&Arc::new(data_cfg), sock).await?)
 }
 
 /// Client side of a data connection: TLS (client role, resuming the control session) when `opts` carries a
