@@ -11,6 +11,9 @@ use crate::policy::{Circular, NextPacket, Pick, SendView};
 use crate::rate::{AckInput, Pacer, RateConfig, RateController};
 use crate::wire::{self, AckPacket, DataPacket, Message, TransferParams};
 
+/// Acks that stop for four loss timeouts, and never less than this, shrink the sender to one datagram in flight.
+const ACK_SILENCE_FLOOR: Duration = Duration::from_secs(1);
+
 /// Sender tuning.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SenderConfig {
@@ -30,6 +33,9 @@ pub struct SenderConfig {
     pub idle_timeout: Duration,
     /// Give up this long after the start if no valid ack has come at all: nothing proves a receiver is there
     /// (a client can name any address for the data channel), so a blast must not reflect off a silent port.
+    /// It spans three initial loss timeouts (1 s each), so a lossy path gets two resend rounds to get one ack
+    /// through before the sender gives up (at 45% loss each way a one-round limit failed small transfers).
+    /// The bytes sent meanwhile stay within `unacked_budget` however long this is.
     pub first_ack_timeout: Duration,
     /// Most datagram bytes (headers included, resends counted) sent before the first valid ack: the first
     /// RTT's budget. Before an ack the pacer runs at `rate.initial_rate_bps` (10 Mbit/s), which reaches the
@@ -55,7 +61,7 @@ impl Default for SenderConfig {
             reorder_threshold: 3,
             ack_delay_allowance: Duration::from_millis(25),
             idle_timeout: Duration::from_secs(30),
-            first_ack_timeout: Duration::from_secs(1),
+            first_ack_timeout: Duration::from_secs(3),
             unacked_budget: 512 * 1024,
             tail_hedge: true,
             hedge_budget: 0.02,
@@ -393,7 +399,7 @@ impl<P: NextPacket> Sender<P> {
         if !self.heard {
             return self.stats.unacked_bytes + self.wire_len as u64 > self.cfg.unacked_budget;
         }
-        let silence = (self.loss_timeout() * 4).max(self.cfg.first_ack_timeout);
+        let silence = (self.loss_timeout() * 4).max(ACK_SILENCE_FLOOR);
         now.saturating_duration_since(self.last_heard) > silence && !self.inflight.is_empty()
     }
 

@@ -172,10 +172,10 @@ fn run_unacked(tx: &mut Sender, data: &[u8], from: Instant, until: Instant) -> I
 
 /// The reflection attack: a data address that never acks (a victim's silent port). Before any ack proves a
 /// receiver is there, the sender spends at most `unacked_budget` (512 KiB) and gives up after
-/// `first_ack_timeout` (1 s). The code before this check paced at 10 Mbit/s and resent every second until
+/// `first_ack_timeout` (3 s). The code before this check paced at 10 Mbit/s and resent every second until
 /// `idle_timeout`: 4000+ datagrams (~6 MB) in 5 s, 74 MB in 60 s through the driver.
 #[test]
-fn silent_receiver_gets_at_most_the_unacked_budget_and_fails_within_a_second() {
+fn silent_receiver_gets_at_most_the_unacked_budget_and_fails_at_the_first_ack_timeout() {
     let cfg = SenderConfig {
         idle_timeout: Duration::from_secs(60),
         ..Default::default()
@@ -186,7 +186,7 @@ fn silent_receiver_gets_at_most_the_unacked_budget_and_fails_within_a_second() {
     assert_eq!(tx.poll_event(), Some(SenderEvent::Failed));
     assert!(!tx.heard_from_receiver());
     assert!(
-        end <= t0 + Duration::from_secs(1) + ms(2),
+        end <= t0 + Duration::from_secs(3) + ms(2),
         "gave up after {:?}",
         end - t0
     );
@@ -194,11 +194,46 @@ fn silent_receiver_gets_at_most_the_unacked_budget_and_fails_within_a_second() {
     let bytes = s.datagrams * p.wire_len() as u64;
     assert!(bytes <= 512 * 1024, "{bytes} bytes: {s:?}");
     assert_eq!(s.unacked_bytes, bytes);
-    assert_eq!(s.resent, 0, "{s:?}");
+}
+
+/// A lossy path can lose the first round's acks: the sender must resend and wait for a later ack, not give up
+/// at its first loss timeout. Here every ack before 1.5 s is lost (two rounds, the first at t0 and the resend at
+/// the 1 s loss timeout); the transfer completes. With `first_ack_timeout` equal to the 1 s initial loss
+/// timeout it failed, which is how the FOBS order property test caught it at 45% loss.
+#[test]
+fn first_acks_lost_still_complete() {
+    let (_p, data, mut tx, mut rx, t0) = setup(20 * 1400, SenderConfig::default());
+    let heal = t0 + ms(1500);
+    let mut b = Batch::new();
+    let mut now = t0;
+    while now < t0 + Duration::from_secs(10) && !(tx.is_done() && rx.is_complete()) {
+        b.clear();
+        tx.poll_transmit(now, 64, &data[..], &mut b).unwrap();
+        for d in b.iter() {
+            let _ = rx.handle_datagram(now + ms(5), d);
+        }
+        rx.handle_timeout(now + ms(10));
+        while let Some(a) = rx.poll_transmit() {
+            if now + ms(10) >= heal {
+                tx.handle_input(now + ms(10), &a).unwrap();
+            }
+        }
+        let next = [tx.poll_timeout(), rx.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now + ms(10));
+        now = next.max(now + ms(10));
+        tx.handle_timeout(now);
+    }
+    assert!(tx.heard_from_receiver());
+    assert!(rx.is_complete(), "receiver incomplete at {:?}", now - t0);
+    assert!(tx.is_done());
+    assert_eq!(tx.poll_event(), Some(SenderEvent::Complete));
 }
 
 /// Once acks stop after a good start, the sender keeps going only as a trickle (one datagram per loss timeout
-/// after a silence of four loss timeouts, at least `first_ack_timeout`), not at the rate it had, until
+/// after a silence of four loss timeouts, at least 1 s), not at the rate it had, until
 /// `idle_timeout` fails it.
 #[test]
 fn acks_that_stop_shrink_the_sender_to_a_trickle() {

@@ -28,8 +28,11 @@ pub(super) fn same_host(from: Option<SocketAddr>, peer: SocketAddr) -> bool {
 }
 
 pub(super) fn config(opts: &BlastOpts) -> SenderConfig {
+    let first_ack = SenderConfig::default().first_ack_timeout;
     let mut cfg = SenderConfig {
         idle_timeout: opts.idle_timeout,
+        // Without any ack, the idle timeout would fire first anyway; keep the message's figure true.
+        first_ack_timeout: first_ack.min(opts.idle_timeout),
         // Real receivers and forwarders on a busy host hold acks for tens of ms now and then; a tighter loss
         // timer would resend everything in flight each time (ack coverage still finds real losses at once).
         ack_delay_allowance: Duration::from_millis(60),

@@ -320,7 +320,8 @@ async fn cancel_stops_the_thread_and_idle_times_out() {
 
 /// Reflection: a blast aimed at a UDP port that is bound but never acknowledges (a victim's service). With the
 /// default 60 s idle timeout the old sender paced 10 Mbit/s at it and resent every second (~74 MB before it gave
-/// up); now it sends at most the unacked budget (512 KiB) and fails with a clear error within ~1 s.
+/// up); now it sends at most the unacked budget (512 KiB) and fails with a clear error after the first-ack
+/// timeout (3 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_port_gets_at_most_the_unacked_budget() {
     let o = opts_default_idle();
@@ -353,7 +354,7 @@ async fn silent_port_gets_at_most_the_unacked_budget() {
     let bytes = counter.join().unwrap();
     eprintln!("silent port: {bytes} bytes in {took:?}: {e}");
     assert!(e.to_string().contains("no acknowledgement"), "{e}");
-    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
     assert!(bytes <= 1 << 20, "{bytes} bytes reached the silent port");
 }
 
