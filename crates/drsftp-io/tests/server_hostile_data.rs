@@ -382,3 +382,49 @@ async fn a_never_connected_mode_e_upload_ends() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty());
 }
+
+/// Bounce toward the server itself: a logged-in user (third-party allowed) names one of the host's own
+/// non-loopback addresses as the data address. The session knew only the address the client reached
+/// (127.0.0.1), so before the driver told it every interface address, `PORT <eth0 address>` was accepted and the
+/// server connected to itself.
+#[tokio::test]
+async fn port_toward_another_of_the_servers_own_addresses_is_refused() {
+    let own: Vec<IpAddr> = drsftp_sys::ifaddrs::local_addrs()
+        .into_iter()
+        .filter(|ip| match ip {
+            IpAddr::V4(v4) => !v4.is_loopback() && !v4.is_link_local() && !v4.is_unspecified(),
+            IpAddr::V6(_) => false,
+        })
+        .collect();
+    if own.is_empty() {
+        println!("SKIPPED port_toward_another_of_the_servers_own_addresses_is_refused (no IPv4 address besides loopback)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = fs_params(dir.path());
+    let mut users = drsftp_io::server::Users::new();
+    users.add_password("alice", "right").unwrap();
+    p.users = Arc::new(users);
+    let srv = start("127.0.0.1", p).await;
+    let (rd, wr) = TcpStream::connect(srv.addr).await.unwrap().into_split();
+    let mut c = Ctl {
+        rd: BufReader::new(rd),
+        wr,
+    };
+    assert!(c.reply().await.starts_with("220"));
+    assert!(c.cmd("USER alice").await.starts_with("331"));
+    assert!(c.cmd("PASS right").await.starts_with("230"));
+    for ip in own {
+        let o = match ip {
+            IpAddr::V4(v4) => v4.octets(),
+            IpAddr::V6(_) => unreachable!(),
+        };
+        let r = c
+            .cmd(&format!("PORT {},{},{},{},195,80", o[0], o[1], o[2], o[3]))
+            .await;
+        assert!(
+            r.starts_with("5") && r.contains("own address"),
+            "PORT toward {ip}: {r}"
+        );
+    }
+}

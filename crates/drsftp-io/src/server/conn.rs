@@ -64,6 +64,9 @@ pub(crate) async fn run(
     let (mut rd, mut wr) = tokio::io::split(MaybeTls::Plain(sock));
     let t0 = Instant::now();
     let mut s = ServerSession::new(t0, params.session.clone(), local, peer);
+    // Every address of this host, not only the one the client reached: a third-party data address naming any
+    // of them would make the server connect to itself (bounce). Read per session, as interfaces come and go.
+    s.add_own_addrs(drsftp_sys::ifaddrs::local_addrs());
     let epoch = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
