@@ -273,6 +273,27 @@ impl Storage for FsStorage {
         Ok(out)
     }
 
+    fn list_each(&self, path: &str, f: &mut dyn FnMut(Metadata) -> bool) -> Result<()> {
+        let v = clean(path)?;
+        check_visible_name(&v)?;
+        let dir_fd = self
+            .dir
+            .open_beneath(rel(&v), libc::O_PATH | libc::O_DIRECTORY, 0)
+            .map_err(|e| resolve_err(&v, e))?;
+        // As in `list`, relative to this very directory fd, one getdents batch at a time.
+        resolve::for_each_name_at(dir_fd.as_fd(), |raw| {
+            let name = raw.to_string_lossy();
+            if is_part_name(&name) {
+                return true;
+            }
+            match self.entry_metadata(&dir_fd, &v, raw, &name) {
+                Some(md) => f(md),
+                None => true,
+            }
+        })
+        .map_err(|e| StorageError::from_io(&v, e))
+    }
+
     fn open_read(&self, path: &str) -> Result<Arc<dyn FileHandle>> {
         let v = clean(path)?;
         check_visible_name(&v)?;

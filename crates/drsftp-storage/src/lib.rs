@@ -98,6 +98,17 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn stat(&self, path: &str) -> Result<Metadata>;
     /// Entries of directory `path`, sorted by name, without `.` and `..`.
     fn list(&self, path: &str) -> Result<Vec<Metadata>>;
+    /// Calls `f` with each entry of directory `path` (without `.` and `..`), in no particular order, until it
+    /// returns false: how listings reach a data connection without holding a huge directory in memory. An error
+    /// opening the directory is returned before any entry; entries that vanish meanwhile are skipped.
+    fn list_each(&self, path: &str, f: &mut dyn FnMut(Metadata) -> bool) -> Result<()> {
+        for m in self.list(path)? {
+            if !f(m) {
+                break;
+            }
+        }
+        Ok(())
+    }
     /// Open an existing regular file for reading.
     fn open_read(&self, path: &str) -> Result<Arc<dyn FileHandle>>;
     /// Begin an upload to `path`.

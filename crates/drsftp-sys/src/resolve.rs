@@ -336,6 +336,18 @@ pub fn rename_at(
 
 /// Names in directory `dir` (any fd to it, `O_PATH` included), without `.` and `..`, in directory order.
 pub fn read_dir_at(dir: BorrowedFd<'_>) -> io::Result<Vec<OsString>> {
+    let mut out = Vec::new();
+    for_each_name_at(dir, |name| {
+        out.push(name.to_os_string());
+        true
+    })?;
+    Ok(out)
+}
+
+/// Calls `f` with each name in directory `dir` (any fd to it), without `.` and `..`, in directory order, as
+/// getdents returns them: nothing is collected, so a huge directory costs no memory. Stops early when `f`
+/// returns false.
+pub fn for_each_name_at(dir: BorrowedFd<'_>, mut f: impl FnMut(&OsStr) -> bool) -> io::Result<()> {
     // Re-open the very directory (not its name) for reading: getdents needs a readable fd, and `.` relative to
     // the fd cannot be swapped by anyone.
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
@@ -343,15 +355,14 @@ pub fn read_dir_at(dir: BorrowedFd<'_>) -> io::Result<Vec<OsString>> {
         fcntl::openat(Some(dir.as_raw_fd()), ".", flags, Mode::empty())
     })?);
     let mut d = nix::dir::Dir::from(fd).map_err(err)?;
-    let mut out = Vec::new();
     for entry in d.iter() {
         let entry = entry.map_err(err)?;
         let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            out.push(OsStr::from_bytes(name).to_os_string());
+        if name != b"." && name != b".." && !f(OsStr::from_bytes(name)) {
+            break;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Flush directory `dir` to stable storage (after a rename into it), through a readable fd to the same inode.

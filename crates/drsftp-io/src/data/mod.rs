@@ -45,6 +45,7 @@ pub use ctrl_sbuf::{SbufCounts, SbufLink, SbufObserver};
 pub use mode_e_recv::recv_mode_e;
 pub use mode_e_send::{send_mode_e, send_mode_e_dynamic, SendControl};
 pub use sockets::{connect, listen};
+pub(crate) use stream::finish_send;
 pub use stream::{recv_stream, send_stream};
 
 use std::sync::atomic::{AtomicU64, Ordering};

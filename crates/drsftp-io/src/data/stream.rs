@@ -102,21 +102,7 @@ pub async fn send_stream(
         );
         spare = Some(buf);
     }
-    sock.shutdown().await?;
-    if sock.is_tls() {
-        // A TLS 1.3 server sends session tickets after the handshake; a sender that closes with them unread
-        // makes its kernel answer with RST, which can reach the receiver before the last data does (seen as
-        // `426 … Connection reset by peer` on uploads). Reading to the peer's close_notify makes the close a FIN.
-        let mut sink = [0u8; 4096];
-        let drain = async {
-            while let Ok(n) = sock.read(&mut sink).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), drain).await;
-    }
+    finish_send(&mut sock).await?;
     Ok(DataReport {
         bytes: sent.covered(),
         streams: 1,
@@ -127,6 +113,26 @@ pub async fn send_stream(
         traces: vec![trace.finish()],
         crc32c: if opts.crc32c { crc.whole() } else { None },
     })
+}
+
+/// The sender's end of a stream-mode connection: EOF by shutdown, and under TLS a wait (at most 5 s) for the
+/// peer's close_notify. A TLS 1.3 server sends session tickets after the handshake; a sender that closes with
+/// them unread makes its kernel answer with RST, which can reach the receiver before the last data does (seen
+/// as `426 … Connection reset by peer` on uploads). Reading to the peer's close_notify makes the close a FIN.
+pub(crate) async fn finish_send(sock: &mut MaybeTls) -> std::io::Result<()> {
+    sock.shutdown().await?;
+    if sock.is_tls() {
+        let mut sink = [0u8; 4096];
+        let drain = async {
+            while let Ok(n) = sock.read(&mut sink).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), drain).await;
+    }
+    Ok(())
 }
 
 /// Stream mode: read to EOF, writing at `offset + n`.

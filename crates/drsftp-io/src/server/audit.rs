@@ -48,7 +48,7 @@ pub(crate) fn transfer_of(p: &Payload) -> Option<(&'static str, String)> {
     match p {
         Payload::SendFile { path, .. } => Some(("retr", path.clone())),
         Payload::RecvFile { path, .. } => Some(("stor", path.clone())),
-        Payload::SendBytes(_) => None,
+        Payload::SendBytes(_) | Payload::SendListing { .. } => None,
     }
 }
 

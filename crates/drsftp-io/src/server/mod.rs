@@ -12,6 +12,7 @@ pub(crate) use blast::bind as blast_bind_for_tests;
 mod conn;
 mod fs;
 mod limits;
+mod listing;
 mod transfer;
 mod users;
 

@@ -164,6 +164,12 @@ async fn run_inner(
             }
             Ok((bytes, streams, cache))
         }
+        Payload::SendListing { path, format } => {
+            let sock = stream_socket(&plan.endpoint, &passive, accept, &opts).await?;
+            let sock = crate::tls::protect_server(sock, plan.protect, &opts).await?;
+            let bytes = super::listing::send(sock, storage, path, format, progress).await?;
+            Ok((bytes, 1, cache))
+        }
         Payload::SendBytes(bytes) => {
             let len = bytes.len() as u64;
             let file: Arc<dyn FileHandle> = Arc::new(BytesFile::new(bytes));
@@ -243,7 +249,7 @@ async fn run_blast(
             let r = super::blast::recv(ep, sock, part.handle(), offset, size, progress).await;
             finish_upload(part, r, write_mode, offset, expected, vec![]).await
         }
-        Payload::SendBytes(_) => Err(DataError::Incomplete(
+        Payload::SendBytes(_) | Payload::SendListing { .. } => Err(DataError::Incomplete(
             "listings do not go over BLAST".into(),
         )),
     }

@@ -44,6 +44,8 @@ struct Pair {
     st: MemStorage,
     now: Instant,
     plans: Vec<TransferPlan>,
+    /// The bytes of each streamed directory listing, as the driver would send them.
+    listings: Vec<Vec<u8>>,
     events: Vec<Event>,
     /// Bytes the fake client "uploads".
     upload: Vec<u8>,
@@ -77,6 +79,7 @@ impl Pair {
             st,
             now,
             plans: vec![],
+            listings: vec![],
             events: vec![],
             upload: b"uploaded bytes".repeat(100),
             log: vec![],
@@ -147,6 +150,18 @@ impl Pair {
                         (ranges.iter().map(|r| r.end - r.start).sum(), ranges.clone())
                     }
                     Payload::SendBytes(b) => (b.len() as u64, vec![0..b.len() as u64]),
+                    Payload::SendListing { path, format } => {
+                        let mut b = vec![];
+                        self.st
+                            .list_each(path, &mut |m| {
+                                format.push_line(&m, &mut b);
+                                true
+                            })
+                            .unwrap();
+                        let n = b.len() as u64;
+                        self.listings.push(b);
+                        (n, vec![0..n])
+                    }
                     Payload::RecvFile {
                         path,
                         write_mode,
@@ -291,8 +306,10 @@ fn our_client_against_our_server() {
     assert!(matches!(listed, Outcome::Listed(r) if r.code == 226));
     assert!(matches!(
         &p.plans.last().unwrap().payload,
-        Payload::SendBytes(b) if String::from_utf8_lossy(b).contains("type=file;size=100000;")
+        Payload::SendListing { path, .. } if path == "/tmp/src"
     ));
+    let listing = String::from_utf8_lossy(p.listings.last().unwrap()).into_owned();
+    assert!(listing.contains("type=file;size=100000;"), "{listing}");
     let sum = p.op(Op::Checksum {
         algorithm: "ADLER32".into(),
         offset: 0,

@@ -225,6 +225,58 @@ pub(crate) fn mlsx_line(m: &Metadata, name: &str, set: FactSet) -> String {
     format!("{} {}", facts(m, set), clean_name(name))
 }
 
+/// Which listing a data connection carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// `LIST`: `ls -l` style lines.
+    List,
+    /// `NLST`: bare names.
+    Nlst,
+    /// `MLSD`: RFC 3659 facts and name.
+    Mlsd,
+}
+
+/// How a directory's entries become listing lines, fixed when the transfer starts (the session's clock and its
+/// `OPTS MLST` facts), so the driver can format entries as it reads them from the directory
+/// ([`Payload::SendListing`](super::Payload::SendListing)) instead of holding the whole listing in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListFormat {
+    kind: ListKind,
+    now: Option<i64>,
+    facts: FactSet,
+}
+
+impl ListFormat {
+    pub(crate) fn new(kind: ListKind, now: Option<i64>, facts: FactSet) -> ListFormat {
+        ListFormat { kind, now, facts }
+    }
+
+    /// Which listing this is.
+    pub fn kind(&self) -> ListKind {
+        self.kind
+    }
+
+    /// One entry's line in this format, without the CRLF.
+    pub fn line(&self, m: &Metadata) -> String {
+        self.line_named(m, &m.name)
+    }
+
+    /// `m`'s line under the name `name` (LIST of a file names it as the client did).
+    pub(crate) fn line_named(&self, m: &Metadata, name: &str) -> String {
+        match self.kind {
+            ListKind::List => list_line(m, name, self.now),
+            ListKind::Nlst => clean_name(name),
+            ListKind::Mlsd => mlsx_line(m, name, self.facts),
+        }
+    }
+
+    /// Appends `m`'s line and its CRLF to `out`.
+    pub fn push_line(&self, m: &Metadata, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.line(m).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 /// Listing bytes: each line followed by CRLF.
 pub(crate) fn to_bytes(lines: &[String]) -> Vec<u8> {
     let mut out = Vec::with_capacity(lines.iter().map(|l| l.len() + 2).sum());

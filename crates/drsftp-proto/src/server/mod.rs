@@ -30,5 +30,6 @@ mod tests;
 #[cfg(test)]
 mod testutil;
 
+pub use listing::{ListFormat, ListKind};
 pub use session::{ServerSession, MAX_QUEUED_COMMANDS};
 pub use types::*;

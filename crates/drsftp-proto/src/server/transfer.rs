@@ -57,7 +57,7 @@ pub(crate) struct Running {
 
 impl Ctx {
     /// Starts a transfer on the current data endpoint: queues the preliminary reply and [`Action::Transfer`],
-    /// consumes ALLO. Listings (`SendBytes`) always go in stream mode.
+    /// consumes ALLO. Listings (`SendBytes`, `SendListing`) always go in stream mode.
     pub(crate) fn start_transfer(
         &mut self,
         now: Instant,
@@ -86,7 +86,7 @@ impl Ctx {
         let endpoint = self.endpoint()?;
         let protect = self.sec.protect_data;
         let blast_ep = matches!(&endpoint, DataEndpoint::Blast(_));
-        let listing = matches!(payload, Payload::SendBytes(_));
+        let listing = payload.is_listing();
         if protect && (blast_ep || (mode == Mode::Extended && !listing)) {
             // Stream mode only for now: MODE E's many connections and blast's UDP need their own design.
             return Err(CommandError::Reply(
@@ -112,7 +112,7 @@ impl Ctx {
             }
             _ => None,
         };
-        let listing = matches!(payload, Payload::SendBytes(_));
+        let listing = payload.is_listing();
         let mode = if listing { Mode::Stream } else { mode };
         let recv = match &payload {
             Payload::RecvFile {
@@ -349,7 +349,7 @@ fn max_connections(ctx: &Ctx, mode: Mode, recv: bool, parallelism: u32) -> u32 {
 fn blast_size(payload: &Payload, ascii: bool, packet: usize) -> Result<u64, CommandError> {
     let size =
         match payload {
-            Payload::SendBytes(_) => {
+            Payload::SendBytes(_) | Payload::SendListing { .. } => {
                 return Err(CommandError::NoData(
                     "Listings need PASV or EPSV, not a BLAST channel.".into(),
                 ))

@@ -267,6 +267,15 @@ pub enum Payload {
     },
     /// Server sends these bytes (a listing) over stream mode.
     SendBytes(Vec<u8>),
+    /// Server sends a directory's listing over stream mode, formatting entries as the driver reads them
+    /// (`Storage::list_each`), so a directory of any size costs no more memory than a few lines. A directory
+    /// that cannot be read by then fails the transfer (`451`).
+    SendListing {
+        /// Absolute virtual path of the directory.
+        path: String,
+        /// How each entry becomes a line.
+        format: crate::server::ListFormat,
+    },
     /// Server receives a file (STOR/APPE/ESTO).
     RecvFile {
         /// Absolute virtual path.
@@ -279,6 +288,13 @@ pub enum Payload {
         /// Expected size, if announced with ALLO (a short transfer is then an error).
         expected: Option<u64>,
     },
+}
+
+impl Payload {
+    /// A directory listing (always stream mode, never over blast).
+    pub fn is_listing(&self) -> bool {
+        matches!(self, Payload::SendBytes(_) | Payload::SendListing { .. })
+    }
 }
 
 /// Data transfer mode.

@@ -1,35 +1,27 @@
 //! LIST, NLST and MLSD: directory listings sent over the data channel, always in stream mode (whatever MODE
-//! says). The driver is asked to stat the path, then to list it if it is a directory; LIST and NLST of a file
-//! list that file, MLSD of a file is `501` (RFC 3659 §7.1). LIST/NLST ignore leading `ls` options (`-la`).
+//! says). The driver is asked to stat the path; a directory's listing is streamed by the driver, which formats
+//! entries as it reads them (`Payload::SendListing`), so no listing is ever held whole in memory. LIST and NLST
+//! of a file list that file, MLSD of a file is `501` (RFC 3659 §7.1). LIST/NLST ignore leading `ls` options.
 
 use std::time::Instant;
 
-use drsftp_storage::{EntryKind, Metadata};
+use drsftp_storage::EntryKind;
 
 use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::CmdResult;
-use crate::server::listing;
+use crate::server::listing::{self, ListFormat, ListKind};
 use crate::server::types::{FsRequest, FsResult, Mode, Payload};
 
 pub(super) const MLSD: Verb = Verb::cmd("MLSD", mlsd);
 pub(super) const LIST: Verb = Verb::cmd("LIST", list);
 pub(super) const NLST: Verb = Verb::cmd("NLST", nlst);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    List,
-    Nlst,
-    Mlsd,
-}
-
-impl Kind {
-    fn verb(self) -> &'static str {
-        match self {
-            Kind::List => "LIST",
-            Kind::Nlst => "NLST",
-            Kind::Mlsd => "MLSD",
-        }
+fn verb(kind: ListKind) -> &'static str {
+    match kind {
+        ListKind::List => "LIST",
+        ListKind::Nlst => "NLST",
+        ListKind::Mlsd => "MLSD",
     }
 }
 
@@ -45,24 +37,19 @@ fn strip_options(arg: &str) -> &str {
     }
 }
 
-fn entry_line(ctx: &Ctx, now: Instant, kind: Kind, m: &Metadata, name: &str) -> String {
-    match kind {
-        Kind::List => listing::list_line(m, name, ctx.epoch_secs(now)),
-        Kind::Nlst => listing::clean_name(name),
-        Kind::Mlsd => listing::mlsx_line(m, name, ctx.facts),
-    }
+fn format(ctx: &Ctx, now: Instant, kind: ListKind) -> ListFormat {
+    ListFormat::new(kind, ctx.epoch_secs(now), ctx.facts)
 }
 
-fn send(ctx: &mut Ctx, now: Instant, kind: Kind, path: &str, lines: &[String]) {
-    let bytes = listing::to_bytes(lines);
-    let what = format!("{} {path}", kind.verb());
-    if let Err(e) = ctx.start_transfer(now, Payload::SendBytes(bytes), Mode::Stream, what) {
+fn send(ctx: &mut Ctx, now: Instant, kind: ListKind, path: &str, payload: Payload) {
+    let what = format!("{} {path}", verb(kind));
+    if let Err(e) = ctx.start_transfer(now, payload, Mode::Stream, what) {
         ctx.refuse(&e);
     }
 }
 
-fn listing_cmd(ctx: &mut Ctx, arg: &str, kind: Kind) -> CmdResult {
-    let arg = if kind == Kind::Mlsd {
+fn listing_cmd(ctx: &mut Ctx, arg: &str, kind: ListKind) -> CmdResult {
+    let arg = if kind == ListKind::Mlsd {
         arg
     } else {
         strip_options(arg)
@@ -76,24 +63,22 @@ fn listing_cmd(ctx: &mut Ctx, arg: &str, kind: Kind) -> CmdResult {
         arg.to_string()
     };
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, now, r| match r {
+        // A directory streams: the driver reads and formats its entries as the data connection takes them.
         FsResult::Stat(m) if m.kind == EntryKind::Dir => {
-            ctx.fs(FsRequest::List(path.clone()), move |ctx, now, r| match r {
-                FsResult::List(entries) => {
-                    let lines: Vec<String> = entries
-                        .iter()
-                        .map(|e| entry_line(ctx, now, kind, e, &e.name))
-                        .collect();
-                    send(ctx, now, kind, &path, &lines);
-                }
-                other => ctx.fs_failed(other),
-            })
+            let format = format(ctx, now, kind);
+            let payload = Payload::SendListing {
+                path: path.clone(),
+                format,
+            };
+            send(ctx, now, kind, &path, payload);
         }
-        FsResult::Stat(_) if kind == Kind::Mlsd => {
+        FsResult::Stat(_) if kind == ListKind::Mlsd => {
             ctx.reply(501, &format!("{path}: not a directory."))
         }
         FsResult::Stat(m) => {
-            let line = entry_line(ctx, now, kind, &m, &given);
-            send(ctx, now, kind, &path, &[line]);
+            let line = format(ctx, now, kind).line_named(&m, &given);
+            let bytes = listing::to_bytes(&[line]);
+            send(ctx, now, kind, &path, Payload::SendBytes(bytes));
         }
         other => ctx.fs_failed(other),
     });
@@ -102,25 +87,39 @@ fn listing_cmd(ctx: &mut Ctx, arg: &str, kind: Kind) -> CmdResult {
 
 /// `LIST [-opts] [path]`.
 fn list(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
-    listing_cmd(ctx, arg, Kind::List)
+    listing_cmd(ctx, arg, ListKind::List)
 }
 
 /// `NLST [-opts] [path]`.
 fn nlst(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
-    listing_cmd(ctx, arg, Kind::Nlst)
+    listing_cmd(ctx, arg, ListKind::Nlst)
 }
 
 /// `MLSD [path]`.
 fn mlsd(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
-    listing_cmd(ctx, arg, Kind::Mlsd)
+    listing_cmd(ctx, arg, ListKind::Mlsd)
 }
 
 #[cfg(test)]
 mod tests {
     use super::strip_options;
     use crate::server::testutil::{dir, file, H};
-    use crate::server::{FsRequest, FsResult, Mode, Payload};
+    use crate::server::{FsRequest, FsResult, ListKind, Mode, Payload};
     use drsftp_storage::{EntryKind, Metadata};
+
+    /// What the driver would send for a `SendListing` of `entries` (in the order it reads them).
+    fn render(p: &Payload, path: &str, kind: ListKind, entries: &[Metadata]) -> String {
+        let Payload::SendListing { path: p, format } = p else {
+            panic!("{p:?}")
+        };
+        assert_eq!(p, path);
+        assert_eq!(format.kind(), kind);
+        let mut out = vec![];
+        for e in entries {
+            format.push_line(e, &mut out);
+        }
+        String::from_utf8(out).unwrap()
+    }
 
     fn entries() -> Vec<Metadata> {
         let mut sub = dir("sub");
@@ -139,17 +138,13 @@ mod tests {
         );
         h.pasv();
         h.send("MLSD /d");
-        h.fs(FsRequest::Stat("/d".into()), FsResult::Stat(dir("d")));
-        let r = h.fs(FsRequest::List("/d".into()), FsResult::List(entries()));
+        let r = h.fs(FsRequest::Stat("/d".into()), FsResult::Stat(dir("d")));
         assert_eq!(r, "150 Opening ASCII mode data connection for MLSD /d.\r\n");
         let plan = h.transfer();
         assert_eq!(plan.mode, Mode::Stream);
         assert!(!plan.ascii);
-        let Payload::SendBytes(b) = plan.payload else {
-            panic!("{:?}", plan.payload)
-        };
         assert_eq!(
-            String::from_utf8(b).unwrap(),
+            render(&plan.payload, "/d", ListKind::Mlsd, &entries()),
             "type=file;size=1024;modify=20261122145117;perm=adfwr;UNIX.mode=0644; a.dat\r\n\
              type=dir;size=0;modify=20261122145117;perm=cdfmpel;UNIX.mode=0755; sub\r\n\
              type=file;size=1;modify=20261122145117;perm=adfwr;UNIX.mode=0644; z??fake\r\n"
@@ -172,12 +167,8 @@ mod tests {
         h.pasv();
         h.send("LIST -la");
         h.fs(FsRequest::Stat("/".into()), FsResult::Stat(dir("/")));
-        h.fs(FsRequest::List("/".into()), FsResult::List(entries()));
         let plan = h.transfer();
-        let Payload::SendBytes(b) = plan.payload else {
-            panic!()
-        };
-        let text = String::from_utf8(b).unwrap();
+        let text = render(&plan.payload, "/", ListKind::List, &entries());
         assert!(
             text.starts_with("-rw-r--r-- 1 ftp ftp         1024 Nov 22 14:51 a.dat\r\ndrwxr-xr-x "),
             "{text}"
@@ -202,11 +193,8 @@ mod tests {
         o.kind = EntryKind::Other;
         h.send("LIST");
         h.fs(FsRequest::Stat("/".into()), FsResult::Stat(dir("/")));
-        h.fs(FsRequest::List("/".into()), FsResult::List(vec![o]));
-        let Payload::SendBytes(b) = h.transfer().payload else {
-            panic!()
-        };
-        assert!(b.starts_with(b"?rw-r--r--"));
+        let text = render(&h.transfer().payload, "/", ListKind::List, &[o]);
+        assert!(text.starts_with("?rw-r--r--"), "{text}");
     }
 
     #[test]
