@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use drsftp_proto::server::{FsRequest, FsResult};
+use drsftp_proto::server::{FsRequest, FsResult, STAT_LIST_LIMIT};
 use drsftp_storage::{checksum, ChecksumAlg, Storage, StorageError};
 
 /// File timestamps are coarse (the kernel's tick, seconds on some filesystems): a write within the same tick as the
@@ -61,7 +61,15 @@ impl SentCrc {
 pub(crate) fn execute(storage: &Arc<dyn Storage>, req: FsRequest) -> FsResult {
     let r: Result<FsResult, StorageError> = match req {
         FsRequest::Stat(p) => storage.stat(&p).map(FsResult::Stat),
-        FsRequest::List(p) => storage.list(&p).map(FsResult::List),
+        FsRequest::List(p) => {
+            let mut v = Vec::new();
+            storage
+                .list_each(&p, &mut |m| {
+                    v.push(m);
+                    v.len() <= STAT_LIST_LIMIT
+                })
+                .map(|_| FsResult::List(v))
+        }
         FsRequest::Mkdir(p) => storage.mkdir(&p).map(|_| FsResult::Done),
         FsRequest::Rmdir(p) => storage.rmdir(&p).map(|_| FsResult::Done),
         FsRequest::Remove(p) => storage.remove(&p).map(|_| FsResult::Done),

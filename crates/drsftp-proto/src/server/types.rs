@@ -167,6 +167,9 @@ impl Default for ServerConfig {
     }
 }
 
+/// Most entries `STAT <dir>` shows over the control connection; past it the reply says to use MLSD or LIST.
+pub const STAT_LIST_LIMIT: usize = 10_000;
+
 /// A filesystem request; the driver runs it on its `Storage` and answers with [`ServerSession::handle_fs`].
 /// Paths are already resolved against the session's working directory (absolute virtual paths).
 ///
@@ -175,7 +178,9 @@ impl Default for ServerConfig {
 pub enum FsRequest {
     /// `Storage::stat` → [`FsResult::Stat`].
     Stat(String),
-    /// `Storage::list` → [`FsResult::List`].
+    /// At most [`STAT_LIST_LIMIT`] + 1 entries of a directory (`Storage::list_each`), in any order →
+    /// [`FsResult::List`]. Only `STAT <dir>` asks: its listing goes over the control connection, so it is
+    /// capped; data-connection listings stream (`Payload::SendListing`).
     List(String),
     /// `Storage::mkdir` → [`FsResult::Done`].
     Mkdir(String),

@@ -9,7 +9,7 @@ use super::{Busy, Verb};
 use crate::server::ctx::Ctx;
 use crate::server::error::CmdResult;
 use crate::server::listing;
-use crate::server::types::{DataEndpoint, FsRequest, FsResult, Mode};
+use crate::server::types::{DataEndpoint, FsRequest, FsResult, Mode, STAT_LIST_LIMIT};
 
 pub(super) const STAT: Verb = Verb::cmd("STAT", stat).busy(Busy::Inline);
 
@@ -65,12 +65,20 @@ fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     ctx.fs(FsRequest::Stat(path.clone()), move |ctx, now, r| match r {
         FsResult::Stat(m) if m.kind == EntryKind::Dir => {
             ctx.fs(FsRequest::List(path.clone()), move |ctx, now, r| match r {
-                FsResult::List(entries) => {
+                FsResult::List(mut entries) => {
                     let when = ctx.epoch_secs(now);
-                    let body: Vec<String> = entries
+                    let more = entries.len() > STAT_LIST_LIMIT;
+                    entries.truncate(STAT_LIST_LIMIT);
+                    entries.sort_by(|a, b| a.name.cmp(&b.name));
+                    let mut body: Vec<String> = entries
                         .iter()
                         .map(|e| format!(" {}", listing::list_line(e, &e.name, when)))
                         .collect();
+                    if more {
+                        body.push(format!(
+                            " (only the first {STAT_LIST_LIMIT} entries; use MLSD or LIST for all)"
+                        ));
+                    }
                     ctx.reply_multi(213, &format!("Status of {path}:"), &body, "End of status.");
                 }
                 other => ctx.fs_failed(other),
@@ -94,6 +102,33 @@ fn stat(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
 mod tests {
     use crate::server::testutil::{dir, file, H};
     use crate::server::{FsRequest, FsResult, TransferProgress};
+
+    /// A directory's STAT goes over the control connection, so it shows at most STAT_LIST_LIMIT entries,
+    /// sorted, and says there are more (the driver stops reading the directory one entry past the limit).
+    #[test]
+    fn stat_of_a_huge_directory_is_capped() {
+        use crate::server::STAT_LIST_LIMIT;
+        let mut h = H::new();
+        h.login();
+        h.send("STAT /d");
+        h.fs(FsRequest::Stat("/d".into()), FsResult::Stat(dir("d")));
+        let entries = (0..=STAT_LIST_LIMIT)
+            .rev()
+            .map(|i| file(&format!("f{i:06}"), 1))
+            .collect();
+        let s = h.fs(FsRequest::List("/d".into()), FsResult::List(entries));
+        let lines: Vec<&str> = s.split_terminator("\r\n").collect();
+        assert_eq!(
+            lines.len(),
+            STAT_LIST_LIMIT + 3,
+            "header, entries, note, end"
+        );
+        // The first STAT_LIST_LIMIT the directory gave (here f010000 down to f000001), shown sorted.
+        assert!(lines[1].ends_with(" f000001"), "{}", lines[1]);
+        assert!(lines[STAT_LIST_LIMIT].ends_with(" f010000"));
+        assert!(lines[STAT_LIST_LIMIT + 1].contains("only the first 10000 entries"));
+        assert_eq!(lines[STAT_LIST_LIMIT + 2], "213 End of status.");
+    }
 
     #[test]
     fn stat_forms() {
