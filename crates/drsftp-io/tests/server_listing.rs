@@ -15,6 +15,7 @@ use drsftp_storage::{
 };
 use drsftp_testkit::server::TestServer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
@@ -88,7 +89,7 @@ impl Storage for Big {
     }
 }
 
-async fn reply(rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> String {
+async fn reply(rd: &mut BufReader<OwnedReadHalf>) -> String {
     loop {
         let mut line = String::new();
         timeout(Duration::from_secs(30), rd.read_line(&mut line))
@@ -103,31 +104,45 @@ async fn reply(rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> String {
     }
 }
 
+/// Logs in anonymously, opens an EPSV data connection and sends `cmd`, which must get `150`.
+async fn listing(
+    srv: &TestServer,
+    cmd: &str,
+) -> (OwnedWriteHalf, BufReader<OwnedReadHalf>, TcpStream) {
+    let (rd, mut wr) = TcpStream::connect(srv.addr).await.unwrap().into_split();
+    let mut rd = BufReader::new(rd);
+    assert!(reply(&mut rd).await.starts_with("220"));
+    for (c, want) in [
+        ("USER anonymous", "331"),
+        ("PASS x", "230"),
+        ("EPSV", "229"),
+    ] {
+        wr.write_all(format!("{c}\r\n").as_bytes()).await.unwrap();
+        let r = reply(&mut rd).await;
+        assert!(r.starts_with(want), "{c}: {r}");
+        if c == "EPSV" {
+            let port: u16 = r
+                .split("|||")
+                .nth(1)
+                .and_then(|p| p.split('|').next())
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("EPSV reply {r}"));
+            let data = TcpStream::connect((srv.addr.ip(), port)).await.unwrap();
+            wr.write_all(format!("{cmd}\r\n").as_bytes()).await.unwrap();
+            let r = reply(&mut rd).await;
+            assert!(r.starts_with("150"), "{cmd}: {r}");
+            return (wr, rd, data);
+        }
+    }
+    unreachable!()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_listing_is_streamed_to_a_slow_reader() {
     let big = Arc::new(Big::default());
     let params = ServerParams::new(ServerConfig::default(), DataOpts::default(), big.clone());
     let srv = TestServer::start(params).await;
-    let (rd, mut wr) = TcpStream::connect(srv.addr).await.unwrap().into_split();
-    let mut rd = BufReader::new(rd);
-    assert!(reply(&mut rd).await.starts_with("220"));
-    for (cmd, want) in [("USER anonymous", "331"), ("PASS x", "230")] {
-        wr.write_all(format!("{cmd}\r\n").as_bytes()).await.unwrap();
-        let r = reply(&mut rd).await;
-        assert!(r.starts_with(want), "{cmd}: {r}");
-    }
-    wr.write_all(b"EPSV\r\n").await.unwrap();
-    let r = reply(&mut rd).await;
-    let port: u16 = r
-        .split("|||")
-        .nth(1)
-        .unwrap()
-        .trim_end_matches([')', '|', '\r', '\n', '.'])
-        .parse()
-        .unwrap();
-    let mut data = TcpStream::connect((srv.addr.ip(), port)).await.unwrap();
-    wr.write_all(b"MLSD /big\r\n").await.unwrap();
-    assert!(reply(&mut rd).await.starts_with("150"));
+    let (_ctl, mut rd, mut data) = listing(&srv, "MLSD /big").await;
     // The client reads nothing for a second: the server may fill the socket buffers and its chunks, no more.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let stalled = big.taken.load(Ordering::Relaxed);
@@ -158,26 +173,8 @@ async fn an_unreadable_directory_fails_the_listing_after_150() {
     let big = Arc::new(Big::default());
     let params = ServerParams::new(ServerConfig::default(), DataOpts::default(), big);
     let srv = TestServer::start(params).await;
-    let (rd, mut wr) = TcpStream::connect(srv.addr).await.unwrap().into_split();
-    let mut rd = BufReader::new(rd);
-    assert!(reply(&mut rd).await.starts_with("220"));
-    for cmd in ["USER anonymous", "PASS x"] {
-        wr.write_all(format!("{cmd}\r\n").as_bytes()).await.unwrap();
-        reply(&mut rd).await;
-    }
     // `/` stats as a directory but its entries cannot be read (list_each refuses it).
-    wr.write_all(b"EPSV\r\n").await.unwrap();
-    let r = reply(&mut rd).await;
-    let port: u16 = r
-        .split("|||")
-        .nth(1)
-        .unwrap()
-        .trim_end_matches([')', '|', '\r', '\n', '.'])
-        .parse()
-        .unwrap();
-    let mut data = TcpStream::connect((srv.addr.ip(), port)).await.unwrap();
-    wr.write_all(b"LIST /\r\n").await.unwrap();
-    assert!(reply(&mut rd).await.starts_with("150"));
+    let (_ctl, mut rd, mut data) = listing(&srv, "LIST /").await;
     let mut got = Vec::new();
     let _ = timeout(Duration::from_secs(10), data.read_to_end(&mut got)).await;
     assert!(got.is_empty(), "{} bytes", got.len());

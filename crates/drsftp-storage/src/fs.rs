@@ -248,27 +248,11 @@ impl Storage for FsStorage {
     }
 
     fn list(&self, path: &str) -> Result<Vec<Metadata>> {
-        let v = clean(path)?;
-        check_visible_name(&v)?;
-        let dir_fd = self
-            .dir
-            .open_beneath(rel(&v), libc::O_PATH | libc::O_DIRECTORY, 0)
-            .map_err(|e| resolve_err(&v, e))?;
-        // Entries are read from, and described relative to, this very directory fd: swapping the directory's
-        // name for a symlink now changes nothing.
-        let names =
-            resolve::read_dir_at(dir_fd.as_fd()).map_err(|e| StorageError::from_io(&v, e))?;
         let mut out = Vec::new();
-        for raw in names {
-            let name = raw.to_string_lossy().into_owned();
-            if is_part_name(&name) {
-                continue;
-            }
-            // An entry that vanished or cannot be read while listing is skipped.
-            if let Some(md) = self.entry_metadata(&dir_fd, &v, &raw, &name) {
-                out.push(md);
-            }
-        }
+        self.list_each(path, &mut |m| {
+            out.push(m);
+            true
+        })?;
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }
@@ -280,7 +264,9 @@ impl Storage for FsStorage {
             .dir
             .open_beneath(rel(&v), libc::O_PATH | libc::O_DIRECTORY, 0)
             .map_err(|e| resolve_err(&v, e))?;
-        // As in `list`, relative to this very directory fd, one getdents batch at a time.
+        // Entries are read from, and described relative to, this very directory fd (one getdents batch at a
+        // time): swapping the directory's name for a symlink now changes nothing. An entry that vanished or
+        // cannot be read while listing is skipped.
         resolve::for_each_name_at(dir_fd.as_fd(), |raw| {
             let name = raw.to_string_lossy();
             if is_part_name(&name) {
