@@ -45,7 +45,12 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // Parsed in two steps so `serve --config` can ask which flags the command line itself set.
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
     // Colour codes only on a terminal: logs written to files (the audit log) stay plain key=value text.
@@ -58,7 +63,10 @@ fn main() -> std::process::ExitCode {
         Command::Copy(args) => cmd::copy::run(args),
         Command::Ls(args) => cmd::ls::run(args),
         Command::Demo(args) => cmd::demo::run(args),
-        Command::Serve(args) => cmd::serve::run(args),
+        Command::Serve(args) => match matches.subcommand_matches("serve") {
+            Some(m) => cmd::serve::run(args, m),
+            None => unreachable!("the serve subcommand was parsed"),
+        },
         Command::Passwd(args) => cmd::passwd::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Lab(args) => cmd::lab::run(args),

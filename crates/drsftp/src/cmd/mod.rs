@@ -8,6 +8,7 @@ pub mod ls;
 pub mod passwd;
 pub mod plot;
 pub mod serve;
+pub mod serve_config;
 pub mod tls_arg;
 pub mod tune;
 pub(crate) mod units_arg;
