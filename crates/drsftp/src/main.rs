@@ -42,6 +42,8 @@ enum Command {
     Lab(cmd::lab::Args),
     /// SVG plots of a `copy --trace` CSV or of a GridFTP buffer-policy run's CSVs.
     Plot(cmd::plot::Args),
+    /// Check this host's TCP settings (and the path to a server) for bulk transfers; prints sysctl fixes.
+    Doctor(cmd::doctor::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -60,7 +62,11 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result: anyhow::Result<()> = match cli.command {
-        Command::Copy(args) => cmd::copy::run(args),
+        // Defaults and host aliases from ~/.config/drsftp/config.toml (cmd/client_config.rs).
+        Command::Copy(args) => match matches.subcommand_matches("copy") {
+            Some(m) => cmd::client_config::apply(args, m).and_then(cmd::copy::run),
+            None => cmd::copy::run(args),
+        },
         Command::Ls(args) => cmd::ls::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => match matches.subcommand_matches("serve") {
@@ -71,6 +77,7 @@ fn main() -> std::process::ExitCode {
         Command::Tune(args) => cmd::tune::run(args),
         Command::Lab(args) => cmd::lab::run(args),
         Command::Plot(args) => cmd::plot::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -3,7 +3,8 @@
 //! sizes; SIGHUP to a real server process while a download is held open mid-transfer (it completes, and a user
 //! added to the users file meanwhile can log in); `--data-ports` keeping PASV, EPSV, SPAS and BPAS in range and
 //! answering 425 when the range is used up; IPv6 end to end on `[::1]` (skipped with a reason without IPv6
-//! loopback); and the Debian package metadata.
+//! loopback); the Debian package metadata; and `drsftp copy` defaults and host aliases from
+//! `$XDG_CONFIG_HOME/drsftp/config.toml`.
 
 mod common;
 
@@ -538,4 +539,59 @@ fn debian_metadata_names_files_that_exist() {
         assert!(list.contains(f), "{f} not in the package:\n{list}");
     }
     let _ = std::fs::remove_file(&deb_path);
+}
+
+#[test]
+fn client_config_gives_copy_defaults_and_host_aliases() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("srv");
+    std::fs::create_dir(&root).unwrap();
+    let want = random_file(&root.join("f.bin"), 1 << 20, 9);
+    let (srv, _) = serve(
+        d.path(),
+        &[
+            "--root",
+            root.to_str().unwrap(),
+            "--anonymous",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let xdg = d.path().join("xdg");
+    std::fs::create_dir_all(xdg.join("drsftp")).unwrap();
+    std::fs::write(
+        xdg.join("drsftp/config.toml"),
+        format!(
+            "[copy]\nparallel = 3\njson = true\n\n[hosts.lab]\nhost = \"{}\"\n",
+            srv.addr
+        ),
+    )
+    .unwrap();
+    let copy_with = |extra: &[&str], out: &Path| {
+        run(
+            Command::new(bin())
+                .arg("copy")
+                .arg("ftp://lab/f.bin")
+                .arg(out)
+                .args(extra)
+                .env("XDG_CONFIG_HOME", &xdg)
+                .env("HOME", "/nonexistent"),
+            T,
+        )
+    };
+    // The alias reaches the server; [copy] asks for 3 streams and a JSON summary.
+    let got = d.path().join("a.bin");
+    let (ok, out, err) = copy_with(&[], &got);
+    assert!(ok, "{err}");
+    assert_eq!(sha256_file(&got), want);
+    assert_eq!(json_of(&out)["streams"], 3, "{out}");
+    // The command line wins over the file.
+    let got = d.path().join("b.bin");
+    let (ok, out, err) = copy_with(&["-p", "2"], &got);
+    assert!(ok, "{err}");
+    assert_eq!(json_of(&out)["streams"], 2, "{out}");
+    // An unknown key is named.
+    std::fs::write(xdg.join("drsftp/config.toml"), "[copy]\nparalel = 3\n").unwrap();
+    let (ok, _, err) = copy_with(&[], &d.path().join("c.bin"));
+    assert!(!ok && err.contains("unknown key \"paralel\""), "{err}");
 }

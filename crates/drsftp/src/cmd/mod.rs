@@ -1,8 +1,10 @@
 //! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
 pub mod auto;
 pub mod calibrate;
+pub mod client_config;
 pub mod copy;
 pub mod demo;
+pub mod doctor;
 pub mod lab;
 pub mod ls;
 pub mod passwd;

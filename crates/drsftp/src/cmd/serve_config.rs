@@ -23,7 +23,12 @@ fn command() -> clap::Command {
 }
 
 /// The tokens one TOML `key = value` stands for.
-fn tokens(arg: &clap::Arg, key: &str, v: &toml::Value, out: &mut Vec<String>) -> Result<()> {
+pub(crate) fn tokens(
+    arg: &clap::Arg,
+    key: &str,
+    v: &toml::Value,
+    out: &mut Vec<String>,
+) -> Result<()> {
     let flag = matches!(arg.get_action(), ArgAction::SetTrue);
     let scalar = |v: &toml::Value| -> Result<String> {
         Ok(match v {
@@ -56,7 +61,7 @@ fn tokens(arg: &clap::Arg, key: &str, v: &toml::Value, out: &mut Vec<String>) ->
 }
 
 /// The tokens the command line gave for `arg` (from its raw values, so they are parsed again identically).
-fn cli_tokens(arg: &clap::Arg, long: &str, m: &ArgMatches, out: &mut Vec<String>) {
+pub(crate) fn cli_tokens(arg: &clap::Arg, long: &str, m: &ArgMatches, out: &mut Vec<String>) {
     let id = arg.get_id().as_str();
     if m.value_source(id) != Some(ValueSource::CommandLine) {
         return;
