@@ -343,6 +343,10 @@ pub fn run(args: Args, cli: &clap::ArgMatches) -> Result<()> {
     };
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
+        // Handlers first: a SIGHUP sent as soon as the address is printed must reload, not kill.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
         let (listener, bound) = server::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
@@ -399,9 +403,6 @@ pub fn run(args: Args, cli: &clap::ArgMatches) -> Result<()> {
             args.data_ports
                 .map_or(String::new(), |(lo, hi)| format!(", data ports {lo}-{hi}")),
         );
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut hup = signal(SignalKind::hangup())?;
         loop {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => break,
