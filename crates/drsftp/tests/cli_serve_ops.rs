@@ -189,8 +189,21 @@ fn packaged_config_serves_logs_and_counts_transfers() {
     let dest = format!("ftp://alice@{}/up.bin", srv.addr);
     let (ok, _, err) = copy(&[up.to_str().unwrap(), &dest]);
     assert!(ok, "{err}\n{}", srv.log_text());
+    // A blast download: its UDP port comes from the config's data-ports too.
+    let udp = d.path().join("udp.bin");
+    let url = format!("ftp://alice@{}/up.bin", srv.addr);
+    let (ok, _, err) = copy(&[&url, udp.to_str().unwrap(), "--transport", "udp"]);
+    assert!(ok, "{err}\n{}", srv.log_text());
+    assert_eq!(sha256_file(&udp), sha256_file(&up));
 
-    let lines = log_lines(&xlog, 2);
+    let lines = log_lines(&xlog, 3);
+    let blast = lines
+        .iter()
+        .find(|l| l["transport"] == "udp")
+        .expect("blast logged");
+    assert_eq!(blast["command"], "RETR");
+    assert_eq!(blast["bytes"], 1 << 20);
+    assert_eq!(blast["buffer"], "blast");
     let retr = lines
         .iter()
         .find(|l| l["path"] == "/big.bin")
@@ -215,7 +228,7 @@ fn packaged_config_serves_logs_and_counts_transfers() {
     let delta = |name: &str| sample(&after, name) - sample(&before, name);
     assert_eq!(
         delta("drsftp_sent_bytes_total"),
-        (3 << 20) as f64,
+        (4 << 20) as f64,
         "{after}"
     );
     assert_eq!(
@@ -225,7 +238,7 @@ fn packaged_config_serves_logs_and_counts_transfers() {
     );
     assert_eq!(
         delta("drsftp_transfers_total{direction=\"out\",result=\"ok\"}"),
-        1.0,
+        2.0,
         "{after}"
     );
     assert_eq!(
@@ -235,7 +248,12 @@ fn packaged_config_serves_logs_and_counts_transfers() {
     );
     assert_eq!(
         delta("drsftp_transfer_throughput_bytes_per_second_count"),
-        2.0,
+        3.0,
+        "{after}"
+    );
+    // Loopback loses nothing; the blast counters are on the page all the same.
+    assert!(
+        after.contains("drsftp_blast_resent_datagrams_total "),
         "{after}"
     );
     assert_eq!(
