@@ -4,7 +4,7 @@
 //! added to the users file meanwhile can log in); `--data-ports` keeping PASV, EPSV, SPAS and BPAS in range and
 //! answering 425 when the range is used up; IPv6 end to end on `[::1]` (skipped with a reason without IPv6
 //! loopback); the Debian package metadata; and `drsftp copy` defaults and host aliases from
-//! `$XDG_CONFIG_HOME/drsftp/config.toml`.
+//! `$XDG_CONFIG_HOME/drsftp/config.toml`; and `drsftp doctor` measuring a real server.
 
 mod common;
 
@@ -612,4 +612,54 @@ fn client_config_gives_copy_defaults_and_host_aliases() {
     std::fs::write(xdg.join("drsftp/config.toml"), "[copy]\nparalel = 3\n").unwrap();
     let (ok, _, err) = copy_with(&[], &d.path().join("c.bin"));
     assert!(!ok && err.contains("unknown key \"paralel\""), "{err}");
+}
+
+#[test]
+fn doctor_reports_host_facts_and_measures_a_server() {
+    let d = tempfile::tempdir().unwrap();
+    let (srv, _) = serve(
+        d.path(),
+        &[
+            "--root",
+            d.path().to_str().unwrap(),
+            "--anonymous",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let (ok, out, err) = run(
+        Command::new(bin())
+            .args([
+                "doctor",
+                &srv.url("/"),
+                "--rate",
+                "10gbit",
+                "--json",
+                "--path",
+            ])
+            .arg(d.path()),
+        T,
+    );
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    // The host facts are this machine's.
+    if let Ok(v) = std::fs::read_to_string("/proc/sys/net/core/rmem_max") {
+        assert_eq!(r["host"]["rmem_max"], v.trim().parse::<u64>().unwrap());
+    }
+    let rtt = r["path"]["rtt_s"].as_f64().unwrap();
+    assert!(rtt > 0.0 && rtt < 0.5, "loopback RTT {rtt}");
+    // BDP = rate × RTT.
+    let bdp = r["bdp_bytes"].as_u64().unwrap();
+    assert_eq!(bdp, (1e10 / 8.0 * rtt) as u64);
+    assert!(r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["topic"] == "congestion"));
+    // A server that is not there is an error, not a report.
+    let (ok, _, err) = run(
+        Command::new(bin()).args(["doctor", "ftp://127.0.0.1:1/"]),
+        T,
+    );
+    assert!(!ok && err.contains("connect"), "{err}");
 }
