@@ -283,15 +283,21 @@ fn sighup_reloads_users_while_a_transfer_runs() {
         format!("root = {:?}\nusers = {:?}\nmax-sessions = 8\n", root, users),
     )
     .unwrap();
-    let (srv, _) = serve(
+    let xlog = d.path().join("transfers.jsonl");
+    let (srv, metrics) = serve(
         d.path(),
         &[
             "--config",
             config.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
+            "--transfer-log",
+            xlog.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:0",
         ],
     );
+    let metrics = metrics.unwrap();
 
     // alice starts a stream-mode download and reads only its first MiB: the server's sends block on the window.
     let mut raw = Raw::connect(srv.addr);
@@ -307,6 +313,15 @@ fn sighup_reloads_users_while_a_transfer_runs() {
     assert!(r.starts_with("150"), "{r}");
     let mut got = vec![0u8; 1 << 20];
     data.read_exact(&mut got).unwrap();
+    let page = scrape(metrics);
+    assert_eq!(sample(&page, "drsftp_sessions_active"), 1.0, "{page}");
+    assert!(
+        sample(&page, "drsftp_data_buffer_bytes") > 0.0,
+        "the running transfer's buffers: {page}"
+    );
+    // logrotate moves the transfer log away before the reload.
+    let rotated = d.path().join("transfers.jsonl.1");
+    std::fs::rename(&xlog, &rotated).unwrap();
 
     // bob is added, then SIGHUP.
     let mut bob = Raw::connect(srv.addr);
@@ -348,6 +363,11 @@ fn sighup_reloads_users_while_a_transfer_runs() {
         raw.cmd("NOOP").starts_with("200"),
         "alice's session survived the reload"
     );
+    // The reopened log (a new file at the old path) holds the transfer; the rotated one is empty.
+    let lines = log_lines(&xlog, 1);
+    assert_eq!(lines[0]["bytes"], len);
+    assert_eq!(lines[0]["transport"], "tcp-stream");
+    assert_eq!(std::fs::read_to_string(&rotated).unwrap(), "");
 }
 
 #[test]
