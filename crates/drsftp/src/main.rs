@@ -42,10 +42,17 @@ enum Command {
     Lab(cmd::lab::Args),
     /// SVG plots of a `copy --trace` CSV or of a GridFTP buffer-policy run's CSVs.
     Plot(cmd::plot::Args),
+    /// Check this host's TCP settings (and the path to a server) for bulk transfers; prints sysctl fixes.
+    Doctor(cmd::doctor::Args),
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // Parsed in two steps so `serve --config` can ask which flags the command line itself set.
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
     // Colour codes only on a terminal: logs written to files (the audit log) stay plain key=value text.
@@ -55,14 +62,22 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result: anyhow::Result<()> = match cli.command {
-        Command::Copy(args) => cmd::copy::run(args),
+        // Defaults and host aliases from ~/.config/drsftp/config.toml (cmd/client_config.rs).
+        Command::Copy(args) => match matches.subcommand_matches("copy") {
+            Some(m) => cmd::client_config::apply(args, m).and_then(cmd::copy::run),
+            None => cmd::copy::run(args),
+        },
         Command::Ls(args) => cmd::ls::run(args),
         Command::Demo(args) => cmd::demo::run(args),
-        Command::Serve(args) => cmd::serve::run(args),
+        Command::Serve(args) => match matches.subcommand_matches("serve") {
+            Some(m) => cmd::serve::run(args, m),
+            None => unreachable!("the serve subcommand was parsed"),
+        },
         Command::Passwd(args) => cmd::passwd::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Lab(args) => cmd::lab::run(args),
         Command::Plot(args) => cmd::plot::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

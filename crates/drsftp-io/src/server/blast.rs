@@ -24,14 +24,24 @@ pub(crate) fn opts(ep: &BlastEndpoint) -> BlastOpts {
 }
 
 /// Binds a blast socket for `BPAS` and draws its transfer id.
-pub(crate) fn bind(ip: IpAddr) -> std::io::Result<(std::net::UdpSocket, u64)> {
+pub(crate) fn bind(
+    ip: IpAddr,
+    ops: &super::ServerOps,
+) -> std::io::Result<(std::net::UdpSocket, u64)> {
     // Any client's BPAS gets one: never forced past rmem_max/wmem_max.
     let opts = BlastOpts {
         force_buffers: false,
         ..BlastOpts::default()
     };
-    let sock = blast::bind(ip, 0, &opts)?;
+    // In --data-ports when set, like the TCP passive listeners (firewalls open one range for both).
+    let sock = ops.bind_udp(|port| blast::bind(ip, port, &opts))?;
     Ok((sock, blast::random_id()))
+}
+
+/// [`bind`] on any port (tests).
+#[cfg(test)]
+pub(crate) fn bind_any_port(ip: IpAddr) -> std::io::Result<(std::net::UdpSocket, u64)> {
+    bind(ip, &super::ServerOps::default())
 }
 
 fn params(ep: &BlastEndpoint, size: u64) -> Result<TransferParams, DataError> {
@@ -54,6 +64,7 @@ pub(crate) async fn send(
     range: std::ops::Range<u64>,
     held: &drsftp_proto::ranges::RangeSet,
     progress: Arc<Progress>,
+    metrics: Option<&super::metrics::Metrics>,
 ) -> Result<(u64, usize), DataError> {
     let len = file.len().map_err(DataError::Storage)?;
     if len < range.end {
@@ -78,6 +89,9 @@ pub(crate) async fn send(
         "blast send to {}: {} bytes, {} datagrams ({} resent), {} duplicates at the receiver, {} rejected, {:.2} s",
         ep.peer, r.bytes, r.datagrams, r.resent, r.duplicates, r.rejected, r.seconds
     );
+    if let Some(m) = metrics {
+        m.blast(r.resent, r.duplicates, 0);
+    }
     Ok((r.bytes, 1))
 }
 
@@ -89,6 +103,7 @@ pub(crate) async fn recv(
     offset: u64,
     size: u64,
     progress: Arc<Progress>,
+    metrics: Option<&super::metrics::Metrics>,
 ) -> Result<DataReport, DataError> {
     let p = params(ep, size)?;
     let (r, linger) = blast::recv(sock, ep.peer, p, file, offset, &opts(ep), progress).await?;
@@ -97,6 +112,9 @@ pub(crate) async fn recv(
         "blast receive from {}: {} bytes, {} datagrams, {} duplicates, {} rejected ({} foreign), {} socket drops, {:.2} s",
         ep.peer, r.bytes, r.datagrams, r.duplicates, r.rejected, r.foreign, r.socket_drops, r.seconds
     );
+    if let Some(m) = metrics {
+        m.blast(0, r.duplicates, r.socket_drops);
+    }
     Ok(DataReport {
         bytes: r.bytes,
         streams: 1,

@@ -25,10 +25,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use super::limits::Shared;
+use super::ops::{Done, TransferInfo};
 use super::transfer::{self, DataCache, Job};
 use super::users::Grant;
 use super::{audit, fs, ServerParams};
-use crate::data::{self, Progress};
+use crate::data::Progress;
 use crate::task::AbortOnDrop;
 use crate::tls::MaybeTls;
 
@@ -41,6 +42,8 @@ struct Running {
     audit: Option<(&'static str, String)>,
     task: AbortOnDrop<(TransferResult, Option<DataCache>, Option<fs::SentCrc>)>,
     progress: Arc<Progress>,
+    /// What the transfer log and metrics say about it (none for listings).
+    info: Option<TransferInfo>,
 }
 
 async fn flush(s: &mut ServerSession, wr: &mut WriteHalf<MaybeTls>) -> std::io::Result<()> {
@@ -132,9 +135,17 @@ pub(crate) async fn run(
                     password,
                 } => {
                     if shared.login_blocked(peer.ip(), now) {
+                        if let Some(m) = &params.ops.metrics {
+                            m.login_failed();
+                        }
                         s.handle_login(now, LoginVerdict::Blocked);
                     } else {
-                        let users = params.users.clone();
+                        // The users of the last reload (SIGHUP), else those the server started with.
+                        let users = params
+                            .ops
+                            .live
+                            .users()
+                            .unwrap_or_else(|| params.users.clone());
                         let tx = login_tx.clone();
                         // argon2 takes tens of milliseconds of CPU by design: never on the runtime's threads.
                         tokio::spawn(async move {
@@ -153,7 +164,8 @@ pub(crate) async fn run(
                     let mut addrs = vec![];
                     let mut err = None;
                     for _ in 0..count.max(1) {
-                        match data::listen(SocketAddr::new(ip, 0), &params.data).await {
+                        // In --data-ports if set; a range with no free port fails the bind, which is 425.
+                        match params.ops.listen(ip, &params.data).await {
                             Ok(l) => {
                                 if let Ok(a) = l.local_addr() {
                                     addrs.push(a);
@@ -182,6 +194,10 @@ pub(crate) async fn run(
                     }
                     let id = plan.id;
                     let what = audit::transfer_of(&plan.payload);
+                    let info = TransferInfo::of(&plan, &params.data.buffer);
+                    if let (Some(m), Some(_)) = (&params.ops.metrics, &info) {
+                        m.track(&progress);
+                    }
                     let blast = super::blast::take_socket(&plan, &mut blast_sock);
                     let job = Job {
                         plan,
@@ -192,12 +208,14 @@ pub(crate) async fn run(
                         progress: progress.clone(),
                         blast,
                         accept_timeout: params.session.data_timeout,
+                        metrics: params.ops.metrics.clone(),
                     };
                     running = Some(Running {
                         id,
                         audit: what,
                         task: AbortOnDrop::spawn(transfer::run(job)),
                         progress,
+                        info,
                     });
                 }
                 Action::Abort => {
@@ -219,6 +237,7 @@ pub(crate) async fn run(
                                 &TransferResult::Aborted,
                             );
                         }
+                        transfer_done(&params, &r, peer, &user, &TransferResult::Aborted, None);
                         s.handle_transfer_done(Instant::now(), r.id, TransferResult::Aborted);
                         record_sbuf(&params, &r.progress);
                     }
@@ -234,7 +253,7 @@ pub(crate) async fn run(
                 }
                 Action::BlastBind { ip } => {
                     blast_sock = None;
-                    let r = match super::blast::bind(ip) {
+                    let r = match super::blast::bind(ip, &params.ops) {
                         Ok((sock, id)) => sock.local_addr().map(|a| {
                             blast_sock = Some(sock);
                             (a, id)
@@ -288,6 +307,9 @@ pub(crate) async fn run(
                     }
                     None => {
                         shared.login_failed(peer.ip(), now);
+                        if let Some(m) = &params.ops.metrics {
+                            m.login_failed();
+                        }
                         s.handle_login(now, LoginVerdict::Denied);
                     }
                 }
@@ -307,6 +329,7 @@ pub(crate) async fn run(
                 if let Some((cmd, path)) = &r.audit {
                     audit::transfer(peer, &user, cmd, path, r.progress.bytes(), &result);
                 }
+                transfer_done(&params, &r, peer, &user, &result, sent_crc.as_ref().map(|c| c.crc));
                 s.handle_transfer_done(Instant::now(), r.id, result);
                 record_sbuf(&params, &r.progress);
             }
@@ -349,6 +372,28 @@ fn record_sbuf(params: &ServerParams, p: &Progress) {
         if let Some(o) = &params.data.sbuf_observer {
             o.record(&c);
         }
+    }
+}
+
+/// Reports a file transfer's end to the transfer log and metrics.
+fn transfer_done(
+    params: &ServerParams,
+    r: &Running,
+    peer: SocketAddr,
+    user: &str,
+    result: &TransferResult,
+    crc32c: Option<u32>,
+) {
+    if let Some(info) = &r.info {
+        params.ops.transfer_done(&Done {
+            info,
+            peer,
+            user,
+            result,
+            progress_bytes: r.progress.bytes(),
+            streams_seen: r.progress.streams(),
+            crc32c,
+        });
     }
 }
 

@@ -51,7 +51,9 @@ struct Counts {
 /// The session counters and the failure map of one server.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// The limits at start-up; `live` replaces them after a reload.
     limits: ServerLimits,
+    live: Arc<super::ops::Live>,
     sessions: Arc<Mutex<Counts>>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
@@ -77,9 +79,15 @@ impl Drop for SessionSlot {
 }
 
 impl Shared {
-    pub(crate) fn new(limits: ServerLimits) -> Shared {
+    /// The limits in force now (a reload may have replaced the start-up ones).
+    fn limits(&self) -> ServerLimits {
+        self.live.limits().unwrap_or(self.limits)
+    }
+
+    pub(crate) fn new(limits: ServerLimits, live: Arc<super::ops::Live>) -> Shared {
         Shared {
             limits,
+            live,
             sessions: Arc::default(),
             failures: Mutex::default(),
         }
@@ -88,9 +96,10 @@ impl Shared {
     /// A slot for a new session from `ip`, or `None` when a limit is reached.
     pub(crate) fn open_session(&self, ip: IpAddr) -> Option<SessionSlot> {
         let ip = ip.to_canonical();
+        let limits = self.limits();
         let mut c = lock(&self.sessions);
         let here = c.per_ip.get(&ip).copied().unwrap_or(0);
-        if c.total >= self.limits.max_sessions || here >= self.limits.max_sessions_per_ip {
+        if c.total >= limits.max_sessions || here >= limits.max_sessions_per_ip {
             return None;
         }
         c.total += 1;
@@ -110,17 +119,18 @@ impl Shared {
     /// True if `ip` has had too many failed logins recently.
     pub(crate) fn login_blocked(&self, ip: IpAddr, now: Instant) -> bool {
         let ip = ip.to_canonical();
+        let limits = self.limits();
         let f = lock(&self.failures);
         f.get(&ip).is_some_and(|&(n, last)| {
-            n >= self.limits.max_failures_per_ip
-                && now.saturating_duration_since(last) < self.limits.failure_window
+            n >= limits.max_failures_per_ip
+                && now.saturating_duration_since(last) < limits.failure_window
         })
     }
 
     /// Counts a failed login from `ip`. The count restarts once `failure_window` has passed since the last one.
     pub(crate) fn login_failed(&self, ip: IpAddr, now: Instant) {
         let ip = ip.to_canonical();
-        let window = self.limits.failure_window;
+        let window = self.limits().failure_window;
         let mut f = lock(&self.failures);
         if !f.contains_key(&ip) && f.len() >= MAX_TRACKED {
             f.retain(|_, &mut (_, last)| now.saturating_duration_since(last) < window);
@@ -150,11 +160,14 @@ mod tests {
 
     #[test]
     fn slots_are_counted_and_given_back() {
-        let s = Shared::new(ServerLimits {
-            max_sessions: 3,
-            max_sessions_per_ip: 2,
-            ..ServerLimits::default()
-        });
+        let s = Shared::new(
+            ServerLimits {
+                max_sessions: 3,
+                max_sessions_per_ip: 2,
+                ..ServerLimits::default()
+            },
+            Arc::default(),
+        );
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let a1 = s.open_session(a).unwrap();
@@ -176,12 +189,37 @@ mod tests {
     }
 
     #[test]
-    fn failures_block_an_address_for_a_window() {
-        let s = Shared::new(ServerLimits {
-            max_failures_per_ip: 3,
-            failure_window: Duration::from_secs(60),
+    fn a_reload_changes_the_limits_of_new_sessions_only() {
+        let live: Arc<super::super::ops::Live> = Arc::default();
+        let s = Shared::new(
+            ServerLimits {
+                max_sessions: 1,
+                ..ServerLimits::default()
+            },
+            live.clone(),
+        );
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let first = s.open_session(ip).unwrap();
+        assert!(s.open_session(ip).is_none());
+        live.set_limits(ServerLimits {
+            max_sessions: 2,
             ..ServerLimits::default()
         });
+        let second = s.open_session(ip).unwrap();
+        assert!(s.open_session(ip).is_none());
+        drop((first, second));
+    }
+
+    #[test]
+    fn failures_block_an_address_for_a_window() {
+        let s = Shared::new(
+            ServerLimits {
+                max_failures_per_ip: 3,
+                failure_window: Duration::from_secs(60),
+                ..ServerLimits::default()
+            },
+            Arc::default(),
+        );
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         let t = Instant::now();
         for _ in 0..3 {

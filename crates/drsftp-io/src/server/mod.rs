@@ -8,16 +8,22 @@
 mod audit;
 mod blast;
 #[cfg(test)]
-pub(crate) use blast::bind as blast_bind_for_tests;
+pub(crate) use blast::bind_any_port as blast_bind_for_tests;
 mod conn;
 mod fs;
 mod limits;
 mod listing;
+pub mod metrics;
+mod ops;
 mod transfer;
 mod users;
+pub mod xferlog;
 
 pub use limits::ServerLimits;
+pub use metrics::Metrics;
+pub use ops::{DataPorts, DataPortsError, Live, ServerOps};
 pub use users::{hash_password, Grant, UserEntry, Users, UsersError, UsersFile};
+pub use xferlog::TransferLog;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,6 +48,8 @@ pub struct ServerParams {
     pub users: Arc<Users>,
     /// Session and failed-login limits.
     pub limits: ServerLimits,
+    /// Reloadable settings, data-port range, transfer log, metrics.
+    pub ops: ServerOps,
 }
 
 impl ServerParams {
@@ -53,6 +61,7 @@ impl ServerParams {
             storage,
             users: Arc::default(),
             limits: ServerLimits::default(),
+            ops: ServerOps::default(),
         }
     }
 }
@@ -86,7 +95,7 @@ pub async fn serve(
     params: ServerParams,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let shared = Arc::new(limits::Shared::new(params.limits));
+    let shared = Arc::new(limits::Shared::new(params.limits, params.ops.live.clone()));
     let params = Arc::new(params);
     let mut stop = shutdown.clone();
     loop {
@@ -111,9 +120,11 @@ pub async fn serve(
                 let params = params.clone();
                 let stop = shutdown.clone();
                 let shared = shared.clone();
+                let gauge = params.ops.metrics.as_ref().map(|m| m.session());
                 tokio::spawn(async move {
                     // Held for the task's life: given back however the session ends (also on panic or abort).
                     let _slot = slot;
+                    let _gauge = gauge;
                     if let Err(e) = conn::run(sock, peer, params, shared, stop).await {
                         tracing::debug!("session {peer}: {e}");
                     }

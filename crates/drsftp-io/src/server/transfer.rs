@@ -46,6 +46,8 @@ pub(crate) struct Job {
     /// How long to wait for a data connection (`ServerConfig::data_timeout`; zero: no limit of its own, the
     /// session's data timer still ends the transfer).
     pub(crate) accept_timeout: Duration,
+    /// Where blast transfers count their loss and duplicates.
+    pub(crate) metrics: Option<Arc<super::metrics::Metrics>>,
 }
 
 /// Who may connect to the transfer's passive listeners, and for how long we wait.
@@ -97,6 +99,7 @@ async fn run_inner(
         progress,
         blast,
         accept_timeout,
+        metrics,
     } = job;
     let accept = Accept {
         peer: plan.data_peer,
@@ -112,6 +115,7 @@ async fn run_inner(
             &plan.resume,
             storage,
             progress,
+            metrics.as_deref(),
         )
         .await;
     }
@@ -228,6 +232,7 @@ async fn run_blast(
     resume: &drsftp_proto::ranges::RangeSet,
     storage: Arc<dyn Storage>,
     progress: Arc<Progress>,
+    metrics: Option<&super::metrics::Metrics>,
 ) -> Result<(u64, usize, Option<DataCache>), DataError> {
     match payload {
         // The session announced the size from its stat: send exactly that (no `to_eof` re-reading).
@@ -235,7 +240,7 @@ async fn run_blast(
             let file = blocking(move || storage.open_read(&path)).await?;
             let range = ranges.first().cloned().unwrap_or(0..0);
             let (bytes, streams) =
-                super::blast::send(ep, sock, file, range, resume, progress).await?;
+                super::blast::send(ep, sock, file, range, resume, progress, metrics).await?;
             Ok((bytes, streams, None))
         }
         Payload::RecvFile {
@@ -246,7 +251,8 @@ async fn run_blast(
         } => {
             let size = expected.unwrap_or(0);
             let part = blocking(move || storage.open_write(&path, write_mode)).await?;
-            let r = super::blast::recv(ep, sock, part.handle(), offset, size, progress).await;
+            let r =
+                super::blast::recv(ep, sock, part.handle(), offset, size, progress, metrics).await;
             finish_upload(part, r, write_mode, offset, expected, vec![]).await
         }
         Payload::SendBytes(_) | Payload::SendListing { .. } => Err(DataError::Incomplete(

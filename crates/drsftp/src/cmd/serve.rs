@@ -1,5 +1,7 @@
 //! `drsftp serve`: run the GridFTP server on a directory until Ctrl-C / SIGTERM, then shut down cleanly
-//! (running transfers are aborted and their part files removed; sessions get `421`).
+//! (running transfers are aborted and their part files removed; sessions get `421`). Settings may come from a
+//! TOML file (`--config`, see `serve_config`); SIGHUP re-reads it with the users file, applies the users and
+//! session limits to new logins and connections and reopens the transfer log, without touching running sessions.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -8,12 +10,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use drsftp_io::data::DataOpts;
-use drsftp_io::server::{self, ServerLimits, ServerParams, Users, UsersFile};
+use drsftp_io::server::{
+    self, DataPorts, Metrics, ServerLimits, ServerOps, ServerParams, TransferLog, Users, UsersFile,
+};
 use drsftp_proto::server::{ServerConfig, ThirdParty, TlsPolicy};
 use drsftp_storage::FsStorage;
 use drsftp_tune::BufferPolicy;
 
-use super::units_arg;
+use super::{serve_config, units_arg};
 
 /// Serve DIR over GridFTP (FTP with MODE E, parallel streams, ERET/ESTO, CKSM, SBUF, the UDP blast channel).
 #[derive(clap::Args, Debug)]
@@ -21,10 +25,20 @@ pub struct Args {
     /// Control-channel address to listen on (GridFTP's usual port is 2811; port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:2811")]
     pub listen: String,
-    /// Directory served as `/`. Nothing outside it is reachable (`..`, absolute paths and symlinks pointing out
-    /// are refused).
+    /// Read settings from this TOML file: each key is a long flag of `drsftp serve` with the same value syntax
+    /// (`root = "/srv/data"`, `data-ports = "50000-51000"`, `max-sessions = 256`, `anonymous = true`,
+    /// `user = ["a:b"]`). Flags on the command line win over the file; an unknown key is an error. SIGHUP
+    /// re-reads it (users, limits; the transfer log is reopened); other changes need a restart.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective configuration (command line over --config over defaults) as TOML, without secrets,
+    /// and exit.
     #[arg(long)]
-    pub root: PathBuf,
+    pub print_config: bool,
+    /// Directory served as `/`. Nothing outside it is reachable (`..`, absolute paths and symlinks pointing out
+    /// are refused). Required, here or in --config.
+    #[arg(long, required_unless_present = "config")]
+    pub root: Option<PathBuf>,
     /// Accept anonymous logins (user `anonymous` or `ftp`, any password). Anonymous sessions are read-only
     /// (STOR, APPE, ESTO, DELE, RNFR/RNTO, MKD, RMD get `550 Permission denied: read-only session.`) unless
     /// --anonymous-write.
@@ -86,9 +100,25 @@ pub struct Args {
     /// server sends, and announced to clients for what they send. Default: no cap.
     #[arg(long, value_name = "RATE", value_parser = units_arg::rate)]
     pub blast_max_rate: Option<u64>,
-    /// Print the bound control address as `listening <addr>` on stdout (for scripts using port 0).
+    /// Print the bound control address as `listening <addr>` on stdout (for scripts using port 0), then, with
+    /// --metrics, `metrics <addr>`.
     #[arg(long)]
     pub print_addr: bool,
+    /// Bind every passive data listener (PASV, EPSV, SPAS, and the UDP ports of BPAS) in this port range, for a
+    /// firewall that opens only these, e.g. 50000-51000. When every port is in use the command gets `425`.
+    /// Default: any free port.
+    #[arg(long, value_name = "LOW-HIGH", value_parser = data_ports)]
+    pub data_ports: Option<(u16, u16)>,
+    /// Append one JSON line per file transfer to FILE (time, user, peer, command, path, bytes, seconds, streams,
+    /// transport, buffer policy, checksum, reply code, result). Written by its own thread; reopened on SIGHUP
+    /// (log rotation).
+    #[arg(long, value_name = "FILE")]
+    pub transfer_log: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (sessions, failed logins, transfers by result, bytes,
+    /// throughput histogram, data-buffer bytes, blast loss). No user names, paths or addresses appear there;
+    /// bind it on loopback or a management network, e.g. 127.0.0.1:9721.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
     /// End a transfer that moves no data for this long with 426 (its part file is removed): a stalled download
     /// or upload, or a data connection that never arrives (also the wait for passive connections), e.g. 60s or
     /// 2m. 0 disables it.
@@ -152,6 +182,30 @@ impl From<ThirdPartyArg> for ThirdParty {
     }
 }
 
+/// `--data-ports LOW-HIGH`.
+fn data_ports(s: &str) -> Result<(u16, u16), String> {
+    s.parse::<DataPorts>()
+        .map(|p| p.bounds())
+        .map_err(|e| e.to_string())
+}
+
+/// Resolve `--listen`/`--metrics` (a name or an address; IPv6 in brackets: `[::1]:2811`).
+fn socket_addr(flag: &str, s: &str) -> Result<SocketAddr> {
+    s.to_socket_addrs()
+        .with_context(|| format!("{flag} {s}"))?
+        .next()
+        .with_context(|| format!("{flag} {s}: no address"))
+}
+
+fn limits_of(args: &Args) -> ServerLimits {
+    ServerLimits {
+        max_sessions: args.max_sessions.max(1),
+        max_sessions_per_ip: args.max_sessions_per_ip.max(1),
+        max_failures_per_ip: args.max_login_failures_per_ip.max(1),
+        ..ServerLimits::default()
+    }
+}
+
 /// The accounts from --users and --user (hashed now, so nothing compares plain passwords later).
 fn load_users(args: &Args, base: &FsStorage) -> Result<Users> {
     let mut users = Users::new();
@@ -172,16 +226,63 @@ fn load_users(args: &Args, base: &FsStorage) -> Result<Users> {
     Ok(users)
 }
 
-/// Run the server until interrupted.
-pub fn run(args: Args) -> Result<()> {
-    let addr: SocketAddr = args
-        .listen
-        .to_socket_addrs()
-        .with_context(|| format!("--listen {}", args.listen))?
-        .next()
-        .with_context(|| format!("--listen {}: no address", args.listen))?;
+/// What a reload (SIGHUP) needs: the command line to merge the config file under again, and the served tree
+/// users' roots are opened beneath.
+struct Reload {
+    cli: clap::ArgMatches,
+    storage: Arc<FsStorage>,
+    ops: ServerOps,
+}
+
+impl Reload {
+    /// Re-reads --config and the users file; applies users and limits to what comes next, reopens the
+    /// transfer log. On any error nothing changes (the server keeps its current settings).
+    async fn run(&self) -> Result<()> {
+        let (args, _, _) = serve_config::resolve(&self.cli)?;
+        let storage = self.storage.clone();
+        let users = tokio::task::spawn_blocking(move || {
+            let users = load_users(&args, &storage)?;
+            if !args.anonymous && users.is_empty() {
+                bail!("nobody could log in with the new settings");
+            }
+            Ok((users, limits_of(&args)))
+        })
+        .await??;
+        let (users, limits) = users;
+        let n = users.len();
+        self.ops.live.set_users(Arc::new(users));
+        self.ops.live.set_limits(limits);
+        if let Some(log) = &self.ops.transfer_log {
+            log.reopen();
+        }
+        tracing::info!(target: "audit", event = "reload", users = n, max_sessions = limits.max_sessions);
+        eprintln!("drsftp: reloaded: {n} user(s), limits {limits:?}");
+        Ok(())
+    }
+}
+
+/// Run the server until interrupted. `cli` holds the command line's own matches (which flags it set).
+pub fn run(args: Args, cli: &clap::ArgMatches) -> Result<()> {
+    let (args, matches, _config) = match args.config {
+        Some(_) => serve_config::resolve(cli)?,
+        None => (args, cli.clone(), None),
+    };
+    if args.print_config {
+        print!("{}", serve_config::print(&matches));
+        return Ok(());
+    }
+    let root = args
+        .root
+        .clone()
+        .context("--root (or root in --config) is required")?;
+    let addr = socket_addr("--listen", &args.listen)?;
+    let metrics_addr = args
+        .metrics
+        .as_deref()
+        .map(|m| socket_addr("--metrics", m))
+        .transpose()?;
     let storage =
-        FsStorage::new(&args.root).with_context(|| format!("--root {}", args.root.display()))?;
+        Arc::new(FsStorage::new(&root).with_context(|| format!("--root {}", root.display()))?);
     let tls_server = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(drsftp_io::tls::server_config(cert, key)?),
         _ => None,
@@ -195,6 +296,19 @@ pub fn run(args: Args) -> Result<()> {
     if !args.anonymous && users.is_empty() {
         bail!("nobody could log in: pass --anonymous, --users FILE and/or --user USER:PASSWORD");
     }
+    let transfer_log = args
+        .transfer_log
+        .as_deref()
+        .map(|p| TransferLog::open(p).with_context(|| format!("--transfer-log {}", p.display())))
+        .transpose()?;
+    let ops = ServerOps {
+        data_ports: args
+            .data_ports
+            .map(|(lo, hi)| Arc::new(DataPorts::new(lo, hi))),
+        transfer_log,
+        metrics: metrics_addr.map(|_| Arc::new(Metrics::new())),
+        ..ServerOps::default()
+    };
     let params = ServerParams {
         session: ServerConfig {
             anonymous: args.anonymous,
@@ -217,21 +331,34 @@ pub fn run(args: Args) -> Result<()> {
             tls_server,
             ..DataOpts::default()
         },
-        storage: Arc::new(storage),
+        storage: storage.clone(),
         users: Arc::new(users),
-        limits: ServerLimits {
-            max_sessions: args.max_sessions.max(1),
-            max_sessions_per_ip: args.max_sessions_per_ip.max(1),
-            max_failures_per_ip: args.max_login_failures_per_ip.max(1),
-            ..ServerLimits::default()
-        },
+        limits: limits_of(&args),
+        ops: ops.clone(),
+    };
+    let reload = Reload {
+        cli: cli.clone(),
+        storage,
+        ops: ops.clone(),
     };
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
+        // Handlers first: a SIGHUP sent as soon as the address is printed must reload, not kill.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
         let (listener, bound) = server::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
-        // The privileged work is done (port bound, root directory open as an fd): drop before the accept loop
+        let metrics_listener = match metrics_addr {
+            Some(a) => Some(
+                tokio::net::TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("--metrics: cannot listen on {a}"))?,
+            ),
+            None => None,
+        };
+        // The privileged work is done (ports bound, root directory open as an fd): drop before the accept loop
         // starts, so no session is ever served as root.
         if let Some(user) = &args.run_as {
             let id = drsftp_sys::privs::drop_privileges(user)
@@ -243,9 +370,24 @@ pub fn run(args: Args) -> Result<()> {
         if args.print_addr {
             println!("listening {bound}");
         }
+        let _metrics_task = match (metrics_listener, &ops.metrics) {
+            (Some(l), Some(m)) => {
+                let a = l.local_addr()?;
+                if args.print_addr {
+                    println!("metrics {a}");
+                }
+                eprintln!("drsftp: metrics on http://{a}/metrics");
+                // Ends with the runtime when the server stops.
+                Some(tokio::spawn(drsftp_io::server::metrics::serve(
+                    l,
+                    m.clone(),
+                )))
+            }
+            _ => None,
+        };
         eprintln!(
-            "drsftp: serving {} on ftp://{bound}/ ({}{}buffers {}, third-party {})",
-            args.root.display(),
+            "drsftp: serving {} on ftp://{bound}/ ({}{}buffers {}, third-party {}{})",
+            root.display(),
             match (args.anonymous, args.anonymous_write) {
                 (true, true) => "anonymous read-write, ",
                 (true, false) => "anonymous read-only, ",
@@ -257,12 +399,20 @@ pub fn run(args: Args) -> Result<()> {
                 TlsPolicy::Required => "TLS required, ",
             },
             args.buffer,
-            ThirdParty::from(args.third_party)
+            ThirdParty::from(args.third_party),
+            args.data_ports
+                .map_or(String::new(), |(lo, hi)| format!(", data ports {lo}-{hi}")),
         );
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break,
+                _ = term.recv() => break,
+                _ = hup.recv() => {
+                    if let Err(e) = reload.run().await {
+                        eprintln!("drsftp: reload failed, settings unchanged: {e:#}");
+                    }
+                }
+            }
         }
         eprintln!("drsftp: shutting down");
         let _ = shutdown.send(true);
