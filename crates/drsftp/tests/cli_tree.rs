@@ -257,3 +257,114 @@ fn files_from_copies_the_listed_pairs() {
     let (ok, _, e) = drsftp(&["copy", "--files-from", list.to_str().unwrap()]);
     assert!(!ok && e.contains("line 2"), "{e}");
 }
+
+/// A hostile FTP server on loopback: its MLSD of `/t` lists `../escape`, an absolute path, `a/b`, a `..` file
+/// and a directory whose own listing climbs again; only `good` (and `sub/fine`) are real files. Answers
+/// USER/PASS/FEAT/PASV/EPSV/PORT/MLSD/RETR/SIZE/MDTM, 200 to the rest.
+fn hostile_server(abs: String) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{TcpListener, TcpStream};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(c) = c else { break };
+            let abs = abs.clone();
+            std::thread::spawn(move || {
+                let mut w = c.try_clone().unwrap();
+                let mut r = BufReader::new(c);
+                let _ = w.write_all(b"220 hostile\r\n");
+                let mut pasv: Option<TcpListener> = None;
+                let mut port_to: Option<String> = None;
+                let data = |pasv: &mut Option<TcpListener>, port_to: &Option<String>| -> TcpStream {
+                    match pasv.take() {
+                        Some(l) => l.accept().unwrap().0,
+                        None => TcpStream::connect(port_to.as_deref().unwrap()).unwrap(),
+                    }
+                };
+                let mut line = String::new();
+                while r.read_line(&mut line).unwrap_or(0) > 0 {
+                    let cmd = line.trim_end().to_string();
+                    line.clear();
+                    let (verb, arg) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
+                    let reply: String = match verb.to_ascii_uppercase().as_str() {
+                        "USER" => "331 pass\r\n".into(),
+                        "PASS" => "230 in\r\n".into(),
+                        "FEAT" => "211-Features:\r\n SIZE\r\n MDTM\r\n MLST type*;size*;modify*;\r\n211 End\r\n".into(),
+                        "PASV" | "EPSV" => {
+                            let dl = TcpListener::bind("127.0.0.1:0").unwrap();
+                            let p = dl.local_addr().unwrap().port();
+                            pasv = Some(dl);
+                            if verb.eq_ignore_ascii_case("EPSV") {
+                                format!("229 Entering Extended Passive Mode (|||{p}|)\r\n")
+                            } else {
+                                format!("227 Entering Passive Mode (127,0,0,1,{},{})\r\n", p >> 8, p & 255)
+                            }
+                        }
+                        "PORT" => {
+                            let n: Vec<u16> = arg.split(',').filter_map(|x| x.parse().ok()).collect();
+                            port_to = Some(format!("{}.{}.{}.{}:{}", n[0], n[1], n[2], n[3], n[4] * 256 + n[5]));
+                            "200 ok\r\n".into()
+                        }
+                        "MLSD" => {
+                            let listing = if arg.ends_with("sub") {
+                                "type=file;size=4; fine\r\ntype=dir; ../../up\r\n".to_string()
+                            } else {
+                                format!(
+                                    "type=cdir; .\r\ntype=file;size=5; ../escape\r\ntype=file;size=5; {abs}\r\n\
+                                     type=file;size=5; a/b\r\ntype=file;size=5; ..\r\ntype=dir; sub\r\n\
+                                     type=file;size=5;modify=20200101000000; good\r\n"
+                                )
+                            };
+                            let _ = w.write_all(b"150 here\r\n");
+                            let mut d = data(&mut pasv, &port_to);
+                            let _ = d.write_all(listing.as_bytes());
+                            drop(d);
+                            "226 done\r\n".into()
+                        }
+                        "SIZE" if arg.ends_with("/good") => "213 5\r\n".into(),
+                        "SIZE" if arg.ends_with("/fine") => "213 4\r\n".into(),
+                        "MDTM" => "213 20200101000000\r\n".into(),
+                        "RETR" if arg.ends_with("/good") || arg.ends_with("/fine") => {
+                            let _ = w.write_all(b"150 here\r\n");
+                            let mut d = data(&mut pasv, &port_to);
+                            let _ = d.write_all(if arg.ends_with("/good") { b"hello" } else { b"fine" });
+                            drop(d);
+                            "226 done\r\n".into()
+                        }
+                        "SIZE" | "RETR" => "550 no\r\n".into(),
+                        "QUIT" => {
+                            let _ = w.write_all(b"221 bye\r\n");
+                            break;
+                        }
+                        _ => "200 ok\r\n".into(),
+                    };
+                    let _ = w.write_all(reply.as_bytes());
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_hostile_listing_cannot_write_outside_the_destination() {
+    let dir = open_tempdir();
+    let abs = dir.path().join("absolute-victim");
+    let port = hostile_server(abs.to_str().unwrap().to_string());
+    let out = dir.path().join("deep/out");
+    let (ok, o, e) = drsftp(&["copy", "-r", "--json", "-p", "1", &format!("ftp://127.0.0.1:{port}/t"), out.to_str().unwrap()]);
+    assert!(ok, "{o} {e}");
+    let j = json_of(&o);
+    assert_eq!(j["copied"].as_u64(), Some(2), "{j}");
+    let mut want = BTreeMap::new();
+    want.insert("good".to_string(), sha256(b"hello"));
+    want.insert("sub".to_string(), "dir".to_string());
+    want.insert("sub/fine".to_string(), sha256(b"fine"));
+    assert_eq!(tree(&out), want);
+    // Nothing above the destination: only deep/out exists under the temp dir's deep/, no escape, no victim.
+    assert_eq!(tree(&dir.path().join("deep")).len(), 4, "{:?}", tree(&dir.path().join("deep")));
+    assert!(!abs.exists() && !dir.path().join("deep/escape").exists() && !dir.path().join("up").exists());
+    assert!(e.contains("refused"), "{e}");
+    assert_eq!(mtime(&out.join("good")), 1_577_836_800);
+}

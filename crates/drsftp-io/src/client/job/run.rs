@@ -275,7 +275,9 @@ async fn one_file(w: &mut Worker, shared: &Shared, task: &FileTask) -> FileRecor
                 if let Some(s) = task.size {
                     total.fetch_sub(s.min(total.load(Ordering::Relaxed)), Ordering::Relaxed);
                 }
-                return record(FileStatus::Skipped(why), None, None, vec![]);
+                let mut r = record(FileStatus::Skipped(why), None, None, vec![]);
+                r.attempts = 0;
+                return r;
             }
             Err(e) => {
                 let again = transient(&e);

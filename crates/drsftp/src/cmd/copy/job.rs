@@ -222,17 +222,18 @@ pub(super) fn run(args: Args) -> Result<()> {
     let result = rt.block_on(async {
         let work = async {
             let job = build(&args, &opts).await?;
+            let ends = (job.src_server.clone(), job.dst_server.clone());
             let bar = JobBar::start(args.quiet, progress.clone());
             let report = drsftp_io::client::job::run(job, &opts, progress.clone()).await;
             bar.finish();
-            Ok::<_, anyhow::Error>(report)
+            Ok::<_, anyhow::Error>((report, ends))
         };
         tokio::select! {
             r = work => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         }
     });
-    let report = match result {
+    let (report, ends) = match result {
         Ok(r) => r,
         Err(e) => {
             if args.json {
@@ -247,7 +248,7 @@ pub(super) fn run(args: Args) -> Result<()> {
     let failed = report.count(|s| *s == FileStatus::Failed);
     let n = report.records.len();
     if args.json {
-        let mut j = job_json(&report, &src_name, &dst_name, &opts);
+        let mut j = job_json(&report, &src_name, &dst_name, &opts, &ends);
         if failed > 0 {
             j["error"] = json!(format!("{failed} of {n} files failed"));
         }
@@ -259,7 +260,7 @@ pub(super) fn run(args: Args) -> Result<()> {
         }
         for r in &report.records {
             for note in &r.notes {
-                eprintln!("drsftp: note: {}: {note}", r.dst);
+                eprintln!("drsftp: note: {}: {note}", shown(&r.dst, &ends.1));
             }
         }
         if !args.json {
@@ -270,8 +271,8 @@ pub(super) fn run(args: Args) -> Result<()> {
         for r in report.records.iter().filter(|r| r.status == FileStatus::Failed) {
             eprintln!(
                 "drsftp: failed: {} -> {}: {}",
-                r.src,
-                r.dst,
+                shown(&r.src, &ends.0),
+                shown(&r.dst, &ends.1),
                 r.error.as_deref().unwrap_or("?")
             );
         }
@@ -309,11 +310,21 @@ fn status_name(s: &FileStatus) -> &'static str {
     }
 }
 
-fn record_json(r: &FileRecord) -> serde_json::Value {
+/// A location as the user would write it: a local path, or the server's URL.
+fn shown(l: &Loc, server: &Option<Server>) -> String {
+    match (l, server) {
+        (Loc::Remote(p), Some(s)) => format!("ftp://{}{p}", s.authority),
+        _ => l.to_string(),
+    }
+}
+
+type Ends = (Option<Server>, Option<Server>);
+
+fn record_json(r: &FileRecord, ends: &Ends) -> serde_json::Value {
     let s = r.summary.as_ref();
     json!({
-        "source": r.src.to_string(),
-        "destination": r.dst.to_string(),
+        "source": shown(&r.src, &ends.0),
+        "destination": shown(&r.dst, &ends.1),
         "status": status_name(&r.status),
         "reason": match &r.status { FileStatus::Skipped(w) => Some(w.clone()), _ => None },
         "attempts": r.attempts,
@@ -332,7 +343,13 @@ fn record_json(r: &FileRecord) -> serde_json::Value {
 
 /// The job's JSON: the single-file summary's common keys (source, destination, bytes, seconds, mbps, mode) plus
 /// counts and one record per file.
-fn job_json(r: &JobReport, src: &str, dst: &str, opts: &JobOptions) -> serde_json::Value {
+fn job_json(
+    r: &JobReport,
+    src: &str,
+    dst: &str,
+    opts: &JobOptions,
+    ends: &Ends,
+) -> serde_json::Value {
     let bytes = r.bytes();
     json!({
         "source": src,
@@ -350,7 +367,7 @@ fn job_json(r: &JobReport, src: &str, dst: &str, opts: &JobOptions) -> serde_jso
         "buffer_policy": opts.transfer.buffer.to_string(),
         "verified": r.records.iter().all(|x| x.status != FileStatus::Copied || x.summary.as_ref().is_some_and(|s| s.verified)),
         "notices": r.notes,
-        "records": r.records.iter().map(record_json).collect::<Vec<_>>(),
+        "records": r.records.iter().map(|x| record_json(x, ends)).collect::<Vec<_>>(),
     })
 }
 
