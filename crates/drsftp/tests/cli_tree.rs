@@ -50,8 +50,9 @@ fn tree(root: &Path) -> BTreeMap<String, String> {
 }
 
 /// The source tree: awkward names, nesting, an empty directory, a 12 MiB file (parallel streams with -p 4) and
-/// small ones, modification times in 2020. Returns its expected `tree()`.
-fn make_tree(src: &Path) -> BTreeMap<String, String> {
+/// small ones, modification times in 2020. Returns its expected `tree()`. `unicode`: the `ünïcødé dir` file too
+/// (globus-gridftp-server 13 answers 550 to every non-ASCII path, even with the UTF8 feature it lists).
+fn make_tree(src: &Path, unicode: bool) -> BTreeMap<String, String> {
     for d in ["nested/a/b", "empty/inner", "ünïcødé dir", "-dash dir"] {
         std::fs::create_dir_all(src.join(d)).unwrap();
     }
@@ -64,6 +65,10 @@ fn make_tree(src: &Path) -> BTreeMap<String, String> {
         ("zero", 0),
     ];
     for (i, (f, len)) in files.iter().enumerate() {
+        if !unicode && !f.is_ascii() {
+            std::fs::remove_dir(src.join("ünïcødé dir")).unwrap();
+            continue;
+        }
         let p = src.join(f);
         random_file(&p, *len, 100 + i as u64);
         let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 1000);
@@ -86,7 +91,7 @@ fn tree_download_upload_and_third_party_with_awkward_names() {
     let (ra, rb) = (dir.path().join("a"), dir.path().join("b"));
     std::fs::create_dir_all(ra.join("tree")).unwrap();
     std::fs::create_dir_all(&rb).unwrap();
-    let want = make_tree(&ra.join("tree"));
+    let want = make_tree(&ra.join("tree"), true);
     let (a, b) = (drsftp_server(&ra, &[]), drsftp_server(&rb, &[]));
 
     // Download.
@@ -367,4 +372,35 @@ fn a_hostile_listing_cannot_write_outside_the_destination() {
     assert!(!abs.exists() && !dir.path().join("deep/escape").exists() && !dir.path().join("up").exists());
     assert!(e.contains("refused"), "{e}");
     assert_eq!(mtime(&out.join("good")), 1_577_836_800);
+}
+
+#[test]
+fn tree_both_ways_against_globus_gridftp_server() {
+    let Some((dir, srv)) = globus::start_in_tempdir(
+        "tree_both_ways_against_globus_gridftp_server",
+        "drsftp-it",
+        &[],
+    ) else {
+        return;
+    };
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let want = make_tree(&src, false);
+    // Globus serves anonymous users as `nobody`: the tree must be readable and the upload target writable.
+    chmod(dir.path(), 0o777);
+    // The server's home is `/`: URL paths are host paths.
+    let url = |p: &Path| srv.url(p.to_str().unwrap());
+    let down = dir.path().join("down");
+    let j = copy_ok(&["-r", "-p", "4", &url(&src), down.to_str().unwrap()], "download from globus");
+    assert_eq!(tree(&down), want, "{j}");
+    assert_eq!(j["verified"], true, "{j}");
+    assert_eq!(mtime(&down.join("plain.bin")), 1_600_000_000);
+    let up = dir.path().join("up");
+    let j = copy_ok(&["-r", "-p", "4", down.to_str().unwrap(), &url(&up)], "upload to globus");
+    assert_eq!(tree(&up), want, "{j}");
+    // Globus lists MFMT: the uploaded files keep their times, so an mtime rerun moves nothing.
+    assert_eq!(mtime(&up.join("nested/a/b/deep.bin")), mtime(&src.join("nested/a/b/deep.bin")));
+    let j = copy_ok(&["-r", down.to_str().unwrap(), &url(&up)], "upload rerun");
+    assert_eq!((j["skipped"].as_u64(), j["bytes"].as_u64()), (Some(5), Some(0)), "{j}");
+    srv.settle();
 }
