@@ -34,7 +34,11 @@ fn tree(root: &Path) -> BTreeMap<String, String> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
         for e in std::fs::read_dir(dir).expect("read_dir") {
             let p = e.expect("entry").path();
-            let rel = p.strip_prefix(root).expect("prefix").to_string_lossy().into_owned();
+            let rel = p
+                .strip_prefix(root)
+                .expect("prefix")
+                .to_string_lossy()
+                .into_owned();
             let m = std::fs::symlink_metadata(&p).expect("meta");
             if m.is_dir() {
                 out.insert(rel, "dir".into());
@@ -72,17 +76,30 @@ fn make_tree(src: &Path, unicode: bool) -> BTreeMap<String, String> {
         let p = src.join(f);
         random_file(&p, *len, 100 + i as u64);
         let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 1000);
-        std::fs::File::options().write(true).open(&p).unwrap().set_modified(when).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
     }
     tree(src)
 }
 
 fn mtime(p: &Path) -> u64 {
-    std::fs::metadata(p).unwrap().modified().unwrap().duration_since(UNIX_EPOCH).unwrap().as_secs()
+    std::fs::metadata(p)
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 fn records(j: &Value) -> &Vec<Value> {
-    j["records"].as_array().unwrap_or_else(|| panic!("no records in {j}"))
+    j["records"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no records in {j}"))
 }
 
 #[test]
@@ -96,22 +113,44 @@ fn tree_download_upload_and_third_party_with_awkward_names() {
 
     // Download.
     let out = dir.path().join("out");
-    let j = copy_ok(&["-r", "-p", "4", &a.url("/tree/"), out.to_str().unwrap()], "download");
+    let j = copy_ok(
+        &["-r", "-p", "4", &a.url("/tree/"), out.to_str().unwrap()],
+        "download",
+    );
     assert_eq!(tree(&out), want, "download: {j}");
-    assert_eq!((j["files"].as_u64(), j["copied"].as_u64(), j["failed"].as_u64()), (Some(6), Some(6), Some(0)), "{j}");
+    assert_eq!(
+        (
+            j["files"].as_u64(),
+            j["copied"].as_u64(),
+            j["failed"].as_u64()
+        ),
+        (Some(6), Some(6), Some(0)),
+        "{j}"
+    );
     assert_eq!(j["verified"], true, "{j}");
     for r in records(&j) {
         let dst = r["destination"].as_str().unwrap();
         assert_eq!(r["status"], "copied", "{r}");
         // Streams follow the size: 12 MiB over -p 4 gets 3 (4 MiB each), small files stream mode on one.
         if dst.ends_with("deep.bin") {
-            assert_eq!((r["streams"].as_u64(), r["wire_mode"].as_str()), (Some(3), Some("E")), "{r}");
+            assert_eq!(
+                (r["streams"].as_u64(), r["wire_mode"].as_str()),
+                (Some(3), Some("E")),
+                "{r}"
+            );
         } else {
-            assert_eq!((r["streams"].as_u64(), r["wire_mode"].as_str()), (Some(1), Some("S")), "{r}");
+            assert_eq!(
+                (r["streams"].as_u64(), r["wire_mode"].as_str()),
+                (Some(1), Some("S")),
+                "{r}"
+            );
         }
     }
     // The server's modification times are kept (whole seconds).
-    assert_eq!(mtime(&out.join("nested/a/b/deep.bin")), mtime(&ra.join("tree/nested/a/b/deep.bin")));
+    assert_eq!(
+        mtime(&out.join("nested/a/b/deep.bin")),
+        mtime(&ra.join("tree/nested/a/b/deep.bin"))
+    );
     assert_eq!(mtime(&out.join("plain.bin")), 1_600_000_000);
 
     // Rerun: every --sync mode finds everything there and moves nothing.
@@ -122,26 +161,58 @@ fn tree_download_upload_and_third_party_with_awkward_names() {
             args.extend(["--sync", m]);
         }
         let j = copy_ok(&args, "download rerun");
-        assert_eq!((j["skipped"].as_u64(), j["bytes"].as_u64()), (Some(6), Some(0)), "--sync {mode:?}: {j}");
+        assert_eq!(
+            (j["skipped"].as_u64(), j["bytes"].as_u64()),
+            (Some(6), Some(0)),
+            "--sync {mode:?}: {j}"
+        );
     }
-    let j = copy_ok(&["-r", "--sync", "none", &a.url("/tree/"), out.to_str().unwrap()], "sync none");
+    let j = copy_ok(
+        &[
+            "-r",
+            "--sync",
+            "none",
+            &a.url("/tree/"),
+            out.to_str().unwrap(),
+        ],
+        "sync none",
+    );
     assert_eq!(j["copied"].as_u64(), Some(6), "{j}");
 
     // Upload, with a symlink leaving the tree (skipped with a note) and one inside it (copied as a file).
     std::fs::write(dir.path().join("secret"), b"do not upload").unwrap();
     std::os::unix::fs::symlink(dir.path().join("secret"), out.join("escape")).unwrap();
-    let (ok, o, e) = drsftp(&["copy", "-r", "--json", out.to_str().unwrap(), &b.url("/in/up")]);
+    let (ok, o, e) = drsftp(&[
+        "copy",
+        "-r",
+        "--json",
+        out.to_str().unwrap(),
+        &b.url("/in/up"),
+    ]);
     assert!(ok, "upload: {o} {e}");
     let j = json_of(&o);
     assert!(e.contains("escape") && e.contains("leaves the tree"), "{e}");
     assert_eq!(tree(&rb.join("in/up")), want, "upload: {j}");
-    let j = copy_ok(&["-r", out.to_str().unwrap(), &b.url("/in/up")], "upload rerun");
-    assert_eq!((j["skipped"].as_u64(), j["bytes"].as_u64()), (Some(6), Some(0)), "{j}");
+    let j = copy_ok(
+        &["-r", out.to_str().unwrap(), &b.url("/in/up")],
+        "upload rerun",
+    );
+    assert_eq!(
+        (j["skipped"].as_u64(), j["bytes"].as_u64()),
+        (Some(6), Some(0)),
+        "{j}"
+    );
 
     // Third-party: server A to server B, no data through us.
-    let j = copy_ok(&["-r", "-p", "2", &a.url("/tree"), &b.url("/tp/")], "third-party");
+    let j = copy_ok(
+        &["-r", "-p", "2", &a.url("/tree"), &b.url("/tp/")],
+        "third-party",
+    );
     assert_eq!(tree(&rb.join("tp")), want, "third-party: {j}");
-    let j = copy_ok(&["-r", &a.url("/tree"), &b.url("/tp/"), "--sync", "size"], "third-party rerun");
+    let j = copy_ok(
+        &["-r", &a.url("/tree"), &b.url("/tp/"), "--sync", "size"],
+        "third-party rerun",
+    );
     assert_eq!(j["bytes"].as_u64(), Some(0), "{j}");
 }
 
@@ -157,14 +228,27 @@ fn a_failed_file_does_not_stop_the_job() {
     let out = dir.path().join("out");
     // A non-empty directory where b.bin must go: its rename fails (a local error, not retried).
     std::fs::create_dir_all(out.join("b.bin/x")).unwrap();
-    let (ok, o, e) = drsftp(&["copy", "-r", "--json", &srv.url("/t"), out.to_str().unwrap()]);
+    let (ok, o, e) = drsftp(&[
+        "copy",
+        "-r",
+        "--json",
+        &srv.url("/t"),
+        out.to_str().unwrap(),
+    ]);
     assert!(!ok, "the job must fail: {o} {e}");
     let j = json_of(&o);
-    assert_eq!((j["copied"].as_u64(), j["failed"].as_u64()), (Some(2), Some(1)), "{j}");
+    assert_eq!(
+        (j["copied"].as_u64(), j["failed"].as_u64()),
+        (Some(2), Some(1)),
+        "{j}"
+    );
     assert!(e.contains("failed:") && e.contains("b.bin"), "{e}");
     assert!(e.contains("1 of 3 files failed"), "{e}");
     for n in ["a.bin", "c.bin"] {
-        assert_eq!(sha256_file(&out.join(n)), sha256_file(&root.join("t").join(n)));
+        assert_eq!(
+            sha256_file(&out.join(n)),
+            sha256_file(&root.join("t").join(n))
+        );
     }
     let left: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
@@ -193,11 +277,19 @@ fn retries_ride_out_a_server_that_starts_late() {
         drsftp(&["copy", "-r", "--retries", "4", "--json", &url, &out_s])
     });
     std::thread::sleep(Duration::from_millis(1500));
-    let _srv = drsftp_serve(Command::new(bin()), &format!("127.0.0.1:{port}"), &root, &[]);
+    let _srv = drsftp_serve(
+        Command::new(bin()),
+        &format!("127.0.0.1:{port}"),
+        &root,
+        &[],
+    );
     let (ok, o, e) = client.join().unwrap();
     assert!(ok, "{o} {e}");
     assert_eq!(json_of(&o)["copied"].as_u64(), Some(1));
-    assert_eq!(sha256_file(&out.join("sub/f.bin")), sha256_file(&root.join("t/sub/f.bin")));
+    assert_eq!(
+        sha256_file(&out.join("sub/f.bin")),
+        sha256_file(&root.join("t/sub/f.bin"))
+    );
 }
 
 #[test]
@@ -213,13 +305,24 @@ fn a_killed_job_is_finished_by_a_rerun() {
     let srv = drsftp_server(&root, &[]);
     let out = dir.path().join("out");
     let mut child = Command::new(bin())
-        .args(["copy", "-r", "--quiet", "--concurrency", "1", &srv.url("/t"), out.to_str().unwrap()])
+        .args([
+            "copy",
+            "-r",
+            "--quiet",
+            "--concurrency",
+            "1",
+            &srv.url("/t"),
+            out.to_str().unwrap(),
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let count = |out: &Path| -> usize {
-        tree(out).iter().filter(|(k, v)| *v != "dir" && !k.contains("drsftp-part")).count()
+        tree(out)
+            .iter()
+            .filter(|(k, v)| *v != "dir" && !k.contains("drsftp-part"))
+            .count()
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while (!out.exists() || count(&out) < 10) && Instant::now() < deadline {
@@ -231,8 +334,15 @@ fn a_killed_job_is_finished_by_a_rerun() {
     assert!(before >= 10, "{before} files before the kill");
     let j = copy_ok(&["-r", &srv.url("/t"), out.to_str().unwrap()], "rerun");
     let skipped = j["skipped"].as_u64().unwrap() as usize;
-    assert!(skipped >= before, "skipped {skipped}, {before} were complete: {j}");
-    assert_eq!(j["copied"].as_u64().unwrap() as usize, n as usize - skipped, "{j}");
+    assert!(
+        skipped >= before,
+        "skipped {skipped}, {before} were complete: {j}"
+    );
+    assert_eq!(
+        j["copied"].as_u64().unwrap() as usize,
+        n as usize - skipped,
+        "{j}"
+    );
     assert_eq!(tree(&out), tree(&root.join("t")), "after the rerun");
 }
 
@@ -248,15 +358,30 @@ fn files_from_copies_the_listed_pairs() {
     std::fs::create_dir_all(&out).unwrap();
     let list = dir.path().join("list.txt");
     let mut text = String::from("# pairs\n");
-    text.push_str(&format!("\"{}\" '{}'\n", srv.url("/one file"), out.join("first copy").display()));
-    text.push_str(&format!("{} {}/  # into the directory\n", srv.url("/two"), out.display()));
+    text.push_str(&format!(
+        "\"{}\" '{}'\n",
+        srv.url("/one file"),
+        out.join("first copy").display()
+    ));
+    text.push_str(&format!(
+        "{} {}/  # into the directory\n",
+        srv.url("/two"),
+        out.display()
+    ));
     std::fs::write(&list, text).unwrap();
     let j = copy_ok(&["--files-from", list.to_str().unwrap()], "files-from");
     assert_eq!(j["copied"].as_u64(), Some(2), "{j}");
     assert_eq!(sha256_file(&out.join("first copy")), a);
     assert_eq!(sha256_file(&out.join("two")), b);
-    let j = copy_ok(&["--files-from", list.to_str().unwrap()], "files-from rerun");
-    assert_eq!((j["skipped"].as_u64(), j["bytes"].as_u64()), (Some(2), Some(0)), "{j}");
+    let j = copy_ok(
+        &["--files-from", list.to_str().unwrap()],
+        "files-from rerun",
+    );
+    assert_eq!(
+        (j["skipped"].as_u64(), j["bytes"].as_u64()),
+        (Some(2), Some(0)),
+        "{j}"
+    );
     // A bad line is refused with its number before anything moves.
     std::fs::write(&list, "a b\nonly-one\n").unwrap();
     let (ok, _, e) = drsftp(&["copy", "--files-from", list.to_str().unwrap()]);
@@ -281,12 +406,13 @@ fn hostile_server(abs: String) -> u16 {
                 let _ = w.write_all(b"220 hostile\r\n");
                 let mut pasv: Option<TcpListener> = None;
                 let mut port_to: Option<String> = None;
-                let data = |pasv: &mut Option<TcpListener>, port_to: &Option<String>| -> TcpStream {
-                    match pasv.take() {
-                        Some(l) => l.accept().unwrap().0,
-                        None => TcpStream::connect(port_to.as_deref().unwrap()).unwrap(),
-                    }
-                };
+                let data =
+                    |pasv: &mut Option<TcpListener>, port_to: &Option<String>| -> TcpStream {
+                        match pasv.take() {
+                            Some(l) => l.accept().unwrap().0,
+                            None => TcpStream::connect(port_to.as_deref().unwrap()).unwrap(),
+                        }
+                    };
                 let mut line = String::new();
                 while r.read_line(&mut line).unwrap_or(0) > 0 {
                     let cmd = line.trim_end().to_string();
@@ -358,7 +484,15 @@ fn a_hostile_listing_cannot_write_outside_the_destination() {
     let abs = dir.path().join("absolute-victim");
     let port = hostile_server(abs.to_str().unwrap().to_string());
     let out = dir.path().join("deep/out");
-    let (ok, o, e) = drsftp(&["copy", "-r", "--json", "-p", "1", &format!("ftp://127.0.0.1:{port}/t"), out.to_str().unwrap()]);
+    let (ok, o, e) = drsftp(&[
+        "copy",
+        "-r",
+        "--json",
+        "-p",
+        "1",
+        &format!("ftp://127.0.0.1:{port}/t"),
+        out.to_str().unwrap(),
+    ]);
     assert!(ok, "{o} {e}");
     let j = json_of(&o);
     assert_eq!(j["copied"].as_u64(), Some(2), "{j}");
@@ -368,8 +502,17 @@ fn a_hostile_listing_cannot_write_outside_the_destination() {
     want.insert("sub/fine".to_string(), sha256(b"fine"));
     assert_eq!(tree(&out), want);
     // Nothing above the destination: only deep/out exists under the temp dir's deep/, no escape, no victim.
-    assert_eq!(tree(&dir.path().join("deep")).len(), 4, "{:?}", tree(&dir.path().join("deep")));
-    assert!(!abs.exists() && !dir.path().join("deep/escape").exists() && !dir.path().join("up").exists());
+    assert_eq!(
+        tree(&dir.path().join("deep")).len(),
+        4,
+        "{:?}",
+        tree(&dir.path().join("deep"))
+    );
+    assert!(
+        !abs.exists()
+            && !dir.path().join("deep/escape").exists()
+            && !dir.path().join("up").exists()
+    );
     assert!(e.contains("refused"), "{e}");
     assert_eq!(mtime(&out.join("good")), 1_577_836_800);
 }
@@ -391,16 +534,29 @@ fn tree_both_ways_against_globus_gridftp_server() {
     // The server's home is `/`: URL paths are host paths.
     let url = |p: &Path| srv.url(p.to_str().unwrap());
     let down = dir.path().join("down");
-    let j = copy_ok(&["-r", "-p", "4", &url(&src), down.to_str().unwrap()], "download from globus");
+    let j = copy_ok(
+        &["-r", "-p", "4", &url(&src), down.to_str().unwrap()],
+        "download from globus",
+    );
     assert_eq!(tree(&down), want, "{j}");
     assert_eq!(j["verified"], true, "{j}");
     assert_eq!(mtime(&down.join("plain.bin")), 1_600_000_000);
     let up = dir.path().join("up");
-    let j = copy_ok(&["-r", "-p", "4", down.to_str().unwrap(), &url(&up)], "upload to globus");
+    let j = copy_ok(
+        &["-r", "-p", "4", down.to_str().unwrap(), &url(&up)],
+        "upload to globus",
+    );
     assert_eq!(tree(&up), want, "{j}");
     // Globus lists MFMT: the uploaded files keep their times, so an mtime rerun moves nothing.
-    assert_eq!(mtime(&up.join("nested/a/b/deep.bin")), mtime(&src.join("nested/a/b/deep.bin")));
+    assert_eq!(
+        mtime(&up.join("nested/a/b/deep.bin")),
+        mtime(&src.join("nested/a/b/deep.bin"))
+    );
     let j = copy_ok(&["-r", down.to_str().unwrap(), &url(&up)], "upload rerun");
-    assert_eq!((j["skipped"].as_u64(), j["bytes"].as_u64()), (Some(5), Some(0)), "{j}");
+    assert_eq!(
+        (j["skipped"].as_u64(), j["bytes"].as_u64()),
+        (Some(5), Some(0)),
+        "{j}"
+    );
     srv.settle();
 }

@@ -209,7 +209,9 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
             let name = remote
                 .file_name()
                 .filter(|_| !remote.is_dir_like())
-                .with_context(|| format!("{remote} names a directory; give a file URL, or -r for a tree"))?
+                .with_context(|| {
+                    format!("{remote} names a directory; give a file URL, or -r for a tree")
+                })?
                 .to_string();
             if local.is_dir() || dst.ends_with('/') {
                 local.push(name);
@@ -218,10 +220,7 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
         }
         (Endpoint::Local(local), Endpoint::Remote(mut remote)) => {
             if local.is_dir() {
-                bail!(
-                    "{} is a directory; copy a tree with -r",
-                    local.display()
-                );
+                bail!("{} is a directory; copy a tree with -r", local.display());
             }
             if remote.is_dir_like() {
                 let name = local
@@ -235,7 +234,9 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
             let name = src
                 .file_name()
                 .filter(|_| !src.is_dir_like())
-                .with_context(|| format!("{src} names a directory; give a file URL, or -r for a tree"))?
+                .with_context(|| {
+                    format!("{src} names a directory; give a file URL, or -r for a tree")
+                })?
                 .to_string();
             if dst.is_dir_like() {
                 dst = dst.join(&name);

@@ -183,7 +183,11 @@ impl std::str::FromStr for SyncMode {
             "size" => SyncMode::Size,
             "mtime" => SyncMode::Mtime,
             "checksum" | "cksm" => SyncMode::Checksum,
-            _ => return Err(format!("{s:?}: expected none, exists, size, mtime or checksum")),
+            _ => {
+                return Err(format!(
+                    "{s:?}: expected none, exists, size, mtime or checksum"
+                ))
+            }
         })
     }
 }
@@ -231,7 +235,9 @@ pub fn sync_verdict(mode: SyncMode, src: Meta, dst: Option<Meta>) -> SyncVerdict
         SyncMode::None => false,
         SyncMode::Exists => true,
         SyncMode::Size => same_size,
-        SyncMode::Mtime => same_size && matches!((src.mtime, dst.mtime), (Some(s), Some(d)) if d >= s),
+        SyncMode::Mtime => {
+            same_size && matches!((src.mtime, dst.mtime), (Some(s), Some(d)) if d >= s)
+        }
         SyncMode::Checksum if same_size => return SyncVerdict::CompareChecksums,
         SyncMode::Checksum => false,
     };
@@ -462,25 +468,52 @@ mod tests {
         };
         use SyncVerdict::*;
         assert_eq!(sync_verdict(SyncMode::Mtime, m(5, 100), None), Copy);
-        assert_eq!(sync_verdict(SyncMode::None, m(5, 100), Some(m(5, 100))), Copy);
-        assert_eq!(sync_verdict(SyncMode::Exists, m(5, 100), Some(m(0, 0))), Skip);
+        assert_eq!(
+            sync_verdict(SyncMode::None, m(5, 100), Some(m(5, 100))),
+            Copy
+        );
+        assert_eq!(
+            sync_verdict(SyncMode::Exists, m(5, 100), Some(m(0, 0))),
+            Skip
+        );
         assert_eq!(sync_verdict(SyncMode::Size, m(5, 100), Some(m(5, 0))), Skip);
-        assert_eq!(sync_verdict(SyncMode::Size, m(5, 100), Some(m(4, 100))), Copy);
-        assert_eq!(sync_verdict(SyncMode::Mtime, m(5, 100), Some(m(5, 100))), Skip);
-        assert_eq!(sync_verdict(SyncMode::Mtime, m(5, 100), Some(m(5, 101))), Skip);
-        assert_eq!(sync_verdict(SyncMode::Mtime, m(5, 100), Some(m(5, 99))), Copy);
-        assert_eq!(sync_verdict(SyncMode::Mtime, m(5, 100), Some(m(6, 200))), Copy);
+        assert_eq!(
+            sync_verdict(SyncMode::Size, m(5, 100), Some(m(4, 100))),
+            Copy
+        );
+        assert_eq!(
+            sync_verdict(SyncMode::Mtime, m(5, 100), Some(m(5, 100))),
+            Skip
+        );
+        assert_eq!(
+            sync_verdict(SyncMode::Mtime, m(5, 100), Some(m(5, 101))),
+            Skip
+        );
+        assert_eq!(
+            sync_verdict(SyncMode::Mtime, m(5, 100), Some(m(5, 99))),
+            Copy
+        );
+        assert_eq!(
+            sync_verdict(SyncMode::Mtime, m(5, 100), Some(m(6, 200))),
+            Copy
+        );
         let unknown = Meta {
             size: None,
             mtime: None,
         };
         assert_eq!(sync_verdict(SyncMode::Size, unknown, Some(unknown)), Copy);
-        assert_eq!(sync_verdict(SyncMode::Mtime, m(5, 100), Some(unknown)), Copy);
+        assert_eq!(
+            sync_verdict(SyncMode::Mtime, m(5, 100), Some(unknown)),
+            Copy
+        );
         assert_eq!(
             sync_verdict(SyncMode::Checksum, m(5, 100), Some(m(5, 1))),
             CompareChecksums
         );
-        assert_eq!(sync_verdict(SyncMode::Checksum, m(5, 100), Some(m(6, 1))), Copy);
+        assert_eq!(
+            sync_verdict(SyncMode::Checksum, m(5, 100), Some(m(6, 1))),
+            Copy
+        );
         assert_eq!("CHECKSUM".parse::<SyncMode>(), Ok(SyncMode::Checksum));
         assert!("often".parse::<SyncMode>().is_err());
     }
@@ -500,10 +533,7 @@ mod tests {
                 None
             ]
         );
-        let long = RetryPolicy {
-            retries: 40,
-            ..p
-        };
+        let long = RetryPolicy { retries: 40, ..p };
         assert_eq!(long.delay(40), Some(Duration::from_secs(30)));
         assert_eq!(RetryPolicy { retries: 0, ..p }.delay(1), None);
         assert!(transient_reply(421) && transient_reply(451) && transient_reply(426));
@@ -546,7 +576,10 @@ mod tests {
         assert_eq!(e.line, 2);
         assert!(e.message.contains("found 1 field"));
         assert_eq!(parse_files_from("a b c").unwrap_err().line, 1);
-        assert!(parse_files_from("\"a b").unwrap_err().message.contains("unterminated"));
+        assert!(parse_files_from("\"a b")
+            .unwrap_err()
+            .message
+            .contains("unterminated"));
         assert!(parse_files_from("").unwrap().is_empty());
     }
 }

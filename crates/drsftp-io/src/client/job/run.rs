@@ -11,7 +11,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use super::plan::{self, Meta, SyncMode, SyncVerdict};
 use super::walk::mtime_of;
-use super::{FileRecord, FileStatus, FileTask, Job, JobOptions, JobProgress, JobReport, Loc, Server};
+use super::{
+    FileRecord, FileStatus, FileTask, Job, JobOptions, JobProgress, JobReport, Loc, Server,
+};
 use crate::client::profile::ProfileStore;
 use crate::client::{Client, ClientError, TransferSummary};
 use crate::data::Progress;
@@ -218,7 +220,8 @@ async fn worker(shared: Arc<Shared>) {
             FileStatus::Failed => {
                 p.files_failed.fetch_add(1, Ordering::Relaxed);
                 if let Some(s) = task.size {
-                    p.bytes_total.fetch_sub(s.min(p.bytes_total()), Ordering::Relaxed);
+                    p.bytes_total
+                        .fetch_sub(s.min(p.bytes_total()), Ordering::Relaxed);
                 }
             }
             _ => {
@@ -234,7 +237,7 @@ async fn worker(shared: Arc<Shared>) {
 
 /// What an attempt ended in.
 enum Done {
-    Copied(TransferSummary, Vec<String>),
+    Copied(Box<TransferSummary>, Vec<String>),
     Skipped(String),
 }
 
@@ -268,7 +271,7 @@ async fn one_file(w: &mut Worker, shared: &Shared, task: &FileTask) -> FileRecor
                     .bytes_done
                     .fetch_add(s.bytes, Ordering::Relaxed);
                 let error = (!errors.is_empty()).then(|| errors.join("; "));
-                return record(FileStatus::Copied, Some(s), error, notes);
+                return record(FileStatus::Copied, Some(*s), error, notes);
             }
             Ok(Done::Skipped(why)) => {
                 let total = &shared.progress.bytes_total;
@@ -308,7 +311,8 @@ async fn session<'a>(
     opts: &JobOptions,
 ) -> Result<&'a mut Client, ClientError> {
     if slot.is_none() {
-        let server = server.ok_or_else(|| ClientError::Invalid("no server for a remote path".into()))?;
+        let server =
+            server.ok_or_else(|| ClientError::Invalid("no server for a remote path".into()))?;
         *slot = Some(connect(server, opts).await?);
     }
     slot.as_mut()
@@ -316,7 +320,12 @@ async fn session<'a>(
 }
 
 /// The stream cap of this worker: `-p N`, or `-p auto`'s start choice on `client` (once per worker).
-async fn streams_cap(w: &mut Worker, client: &mut Client, server: &Server, opts: &JobOptions) -> u32 {
+async fn streams_cap(
+    w: &mut Worker,
+    client: &mut Client,
+    server: &Server,
+    opts: &JobOptions,
+) -> u32 {
     if client.data_protected() {
         w.protected = true;
     }
@@ -364,7 +373,9 @@ async fn remote_meta(
     };
     let mtime = if with_time {
         match c.command(&format!("MDTM {path}")).await {
-            Ok(r) if r.starts_with("213") => r.split_whitespace().nth(1).and_then(plan::parse_modify),
+            Ok(r) if r.starts_with("213") => {
+                r.split_whitespace().nth(1).and_then(plan::parse_modify)
+            }
             Ok(_) => None,
             Err(e) if e.reply_code().is_some() => None,
             Err(e) => return Err(e),
@@ -407,15 +418,14 @@ async fn attempt(
 ) -> Result<Done, ClientError> {
     let (opts, job) = (&shared.opts, &shared.job);
     let need_time = true; // downloads and MFMT keep the source's time; mtime sync compares it
-    // The source's facts: from the walk, else asked now.
+                          // The source's facts: from the walk, else asked now.
     let src_meta = match (&task.src, task.size, task.mtime) {
         (_, Some(size), Some(mtime)) => Meta {
             size: Some(size),
             mtime: Some(mtime),
         },
-        (Loc::Local(p), ..) => local_meta(p).ok_or_else(|| {
-            ClientError::local(p, std::io::Error::other("not a regular file"))
-        })?,
+        (Loc::Local(p), ..) => local_meta(p)
+            .ok_or_else(|| ClientError::local(p, std::io::Error::other("not a regular file")))?,
         (Loc::Remote(p), ..) => {
             let c = session(&mut w.src, job.src_server.as_ref(), opts).await?;
             let m = remote_meta(c, p, need_time).await?.ok_or_else(|| {
@@ -526,7 +536,7 @@ async fn attempt(
             ))
         }
     };
-    Ok(Done::Copied(summary, notes))
+    Ok(Done::Copied(Box::new(summary), notes))
 }
 
 /// Sets this file's stream count and mode from its size and the worker's cap (see
@@ -596,7 +606,12 @@ async fn same_checksum(
 
 /// `MFMT` the uploaded file to the source's time if the server lists MFMT (Globus does, drsftp serve does not);
 /// a refusal is a note.
-async fn keep_remote_mtime(c: &mut Client, path: &str, mtime: Option<i64>, notes: &mut Vec<String>) {
+async fn keep_remote_mtime(
+    c: &mut Client,
+    path: &str,
+    mtime: Option<i64>,
+    notes: &mut Vec<String>,
+) {
     let Some(t) = mtime else {
         return;
     };
@@ -642,10 +657,58 @@ fn remove_stale_parts(dest: &Path, notes: &mut Vec<String>) {
         let Ok(pid) = pid.parse::<u32>() else {
             continue;
         };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            if std::fs::remove_file(e.path()).is_ok() {
-                notes.push(format!("removed a stale part file of process {pid}"));
-            }
+        if pid != std::process::id()
+            && !Path::new(&format!("/proc/{pid}")).exists()
+            && std::fs::remove_file(e.path()).is_ok()
+        {
+            notes.push(format!("removed a stale part file of process {pid}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_retried() {
+        let io = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let connect = ClientError::Connect {
+            addr: "127.0.0.1:1".into(),
+            error: io(),
+        };
+        assert!(transient(&connect));
+        assert!(transient(&ClientError::Stalled(Duration::from_secs(60))));
+        assert!(transient(&ClientError::Control(io())));
+        assert!(transient(&ClientError::SizeMismatch {
+            what: "f".into(),
+            expected: 2,
+            got: 1
+        }));
+        // A local file that cannot be written, or a request that makes no sense, fails the same way again.
+        assert!(!transient(&ClientError::local("/x", io())));
+        assert!(!transient(&ClientError::Invalid("no".into())));
+    }
+
+    #[test]
+    fn small_files_get_one_stream_and_kernel_buffers() {
+        let mut o = crate::client::ClientOptions {
+            streams: 8,
+            mode_e: true,
+            buffer: drsftp_tune::BufferPolicy::Drs,
+            ..Default::default()
+        };
+        per_file(&mut o, Some(64 << 10), 8, false);
+        assert_eq!((o.streams, o.mode_e), (1, false));
+        assert_eq!(o.buffer, drsftp_tune::BufferPolicy::Kernel);
+        let mut o = crate::client::ClientOptions {
+            buffer: drsftp_tune::BufferPolicy::Drs,
+            ..Default::default()
+        };
+        per_file(&mut o, Some(100 << 20), 8, false);
+        assert_eq!(o.streams, 8);
+        assert_eq!(o.buffer, drsftp_tune::BufferPolicy::Drs);
+        per_file(&mut o, Some(100 << 20), 8, true);
+        assert_eq!((o.streams, o.mode_e), (1, false));
     }
 }

@@ -118,8 +118,10 @@ fn walk_local(
                     }
                 },
                 Err(e) => {
-                    job.notes
-                        .push(format!("{}: dangling symlink ({e}), skipped", path.display()));
+                    job.notes.push(format!(
+                        "{}: dangling symlink ({e}), skipped",
+                        path.display()
+                    ));
                     continue;
                 }
             }
@@ -170,7 +172,12 @@ async fn walk_remote(
     };
     job.dirs.push(dst.clone());
     // Depth-first with an explicit stack; each directory is listed once.
-    let mut stack = vec![(Loc::Remote(root.to_string()), dst.clone(), 0usize, Some(first))];
+    let mut stack = vec![(
+        Loc::Remote(root.to_string()),
+        dst.clone(),
+        0usize,
+        Some(first),
+    )];
     while let Some((dir, to, depth, listed)) = stack.pop() {
         let Loc::Remote(dir_path) = &dir else {
             continue;
@@ -180,7 +187,8 @@ async fn walk_remote(
             None => match client.list(dir_path, ListKind::Mlsd).await {
                 Ok(t) => t,
                 Err(e) if e.reply_code().is_some() => {
-                    job.notes.push(format!("{dir_path}: cannot list ({e}), skipped"));
+                    job.notes
+                        .push(format!("{dir_path}: cannot list ({e}), skipped"));
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -207,9 +215,9 @@ async fn walk_remote(
                     job.dirs.push(into.clone());
                     subdirs.push((from, into, depth + 1, None));
                 }
-                EntryKind::Other(t) => job
-                    .notes
-                    .push(format!("{from}: type {t}, not a file or directory, skipped")),
+                EntryKind::Other(t) => job.notes.push(format!(
+                    "{from}: type {t}, not a file or directory, skipped"
+                )),
             }
         }
         // Reversed so the stack pops them in name order.
@@ -243,7 +251,15 @@ mod tests {
         assert_eq!(job.files[1].size, Some(1));
         let dirs: Vec<String> = job.dirs.iter().map(|d| d.to_string()).collect();
         assert_eq!(dirs, ["/d/empty", "/d/sub dir", "/d/sub dir/ünï"]);
-        assert!(job.notes.iter().any(|n| n.contains("leaves the tree")), "{:?}", job.notes);
-        assert!(job.notes.iter().any(|n| n.contains("dirlink")), "{:?}", job.notes);
+        assert!(
+            job.notes.iter().any(|n| n.contains("leaves the tree")),
+            "{:?}",
+            job.notes
+        );
+        assert!(
+            job.notes.iter().any(|n| n.contains("dirlink")),
+            "{:?}",
+            job.notes
+        );
     }
 }

@@ -199,11 +199,13 @@ pub(super) fn run(args: Args) -> Result<()> {
             Concurrency::Auto => None,
             Concurrency::Fixed(n) => Some(n),
         },
-        sync: args.sync.unwrap_or(if args.recursive || args.files_from.is_some() {
-            SyncMode::Mtime
-        } else {
-            SyncMode::None
-        }),
+        sync: args
+            .sync
+            .unwrap_or(if args.recursive || args.files_from.is_some() {
+                SyncMode::Mtime
+            } else {
+                SyncMode::None
+            }),
         retry: plan::RetryPolicy {
             retries: args.retries,
             ..plan::RetryPolicy::default()
@@ -268,7 +270,11 @@ pub(super) fn run(args: Args) -> Result<()> {
         }
     }
     if failed > 0 {
-        for r in report.records.iter().filter(|r| r.status == FileStatus::Failed) {
+        for r in report
+            .records
+            .iter()
+            .filter(|r| r.status == FileStatus::Failed)
+        {
             eprintln!(
                 "drsftp: failed: {} -> {}: {}",
                 shown(&r.src, &ends.0),
@@ -401,7 +407,11 @@ impl JobBar {
                 b.set_position(p.bytes());
                 let failed = p.files_failed();
                 b.set_message(if failed > 0 {
-                    format!("files {}/{} ({failed} failed)", p.files_done(), p.files_total())
+                    format!(
+                        "files {}/{} ({failed} failed)",
+                        p.files_done(),
+                        p.files_total()
+                    )
                 } else {
                     format!("files {}/{}", p.files_done(), p.files_total())
                 });
