@@ -86,6 +86,21 @@ fn make_tree(src: &Path, unicode: bool) -> BTreeMap<String, String> {
     tree(src)
 }
 
+/// Complete files below `root` while a job may be writing into it (no hashing; part files and entries that
+/// vanish while we look are not counted).
+fn complete_files(root: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => complete_files(&e.path()),
+            Ok(t) if t.is_file() && !e.file_name().to_string_lossy().contains("drsftp-part") => 1,
+            _ => 0,
+        })
+        .sum()
+}
+
 fn mtime(p: &Path) -> u64 {
     std::fs::metadata(p)
         .unwrap()
@@ -318,12 +333,7 @@ fn a_killed_job_is_finished_by_a_rerun() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let count = |out: &Path| -> usize {
-        tree(out)
-            .iter()
-            .filter(|(k, v)| *v != "dir" && !k.contains("drsftp-part"))
-            .count()
-    };
+    let count = complete_files;
     let deadline = Instant::now() + Duration::from_secs(60);
     while (!out.exists() || count(&out) < 10) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
@@ -559,4 +569,58 @@ fn tree_both_ways_against_globus_gridftp_server() {
         "{j}"
     );
     srv.settle();
+}
+
+#[test]
+fn a_server_restarted_mid_job_is_retried() {
+    let dir = open_tempdir();
+    let root = dir.path().join("root");
+    let n = 150;
+    std::fs::create_dir_all(root.join("t")).unwrap();
+    for i in 0..n {
+        random_file(&root.join(format!("t/f{i:03}.bin")), 256 << 10, 1000 + i);
+    }
+    let port = drsftp_testkit::server::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let srv = drsftp_serve(Command::new(bin()), &listen, &root, &[]);
+    let out = dir.path().join("out");
+    let (url, out_s) = (srv.url("/t"), out.to_str().unwrap().to_string());
+    let client = std::thread::spawn(move || {
+        drsftp(&[
+            "copy",
+            "-r",
+            "--json",
+            "--concurrency",
+            "1",
+            "--retries",
+            "5",
+            &url,
+            &out_s,
+        ])
+    });
+    let count = complete_files;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count(&out) < 10 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Killed by PID mid-job; back on the same port 300 ms later.
+    let at_kill = count(&out);
+    drop(srv);
+    std::thread::sleep(Duration::from_millis(300));
+    let _srv = drsftp_serve(Command::new(bin()), &listen, &root, &[]);
+    let (ok, o, e) = client.join().unwrap();
+    assert!(ok, "{o} {e}");
+    let j = json_of(&o);
+    assert_eq!(j["copied"].as_u64(), Some(n), "{j}");
+    assert_eq!(tree(&out), tree(&root.join("t")));
+    let retried = records(&j)
+        .iter()
+        .filter(|r| r["attempts"].as_u64() > Some(1))
+        .count();
+    // Unless the whole job beat the kill, the file in flight (or the next one, on the dead session) needed
+    // another attempt.
+    assert!(
+        retried > 0 || at_kill == n as usize,
+        "no file was retried: {j}"
+    );
 }
