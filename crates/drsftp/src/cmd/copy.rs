@@ -134,7 +134,8 @@ pub struct Args {
     /// left next to the destination; discard them and start afresh (docs/blast.md "Resume").
     #[arg(long)]
     no_resume: bool,
-    /// Print exactly one JSON object with the result (or the error) on stdout.
+    /// Print exactly one JSON object with the result (or the error) on stdout. For -r and --files-from: the job's
+    /// counts (files, copied, skipped, failed, bytes, seconds, mbps) and a record per file in `records`.
     #[arg(long)]
     json: bool,
     /// No progress bar and no summary line.

@@ -13,6 +13,10 @@ use crate::client::{Client, ClientError, ListKind};
 /// Deepest directory nesting a walk follows: a server listing an endless chain of directories stops here.
 const MAX_DEPTH: usize = 256;
 
+/// Most entries a remote walk takes: a server inventing directories in every listing makes the walk fail here
+/// instead of exhausting memory.
+const MAX_ENTRIES: usize = 10_000_000;
+
 /// Unix seconds of a local file's modification time.
 pub(super) fn mtime_of(m: &std::fs::Metadata) -> Option<i64> {
     let t = m.modified().ok()?;
@@ -195,6 +199,11 @@ async fn walk_remote(
             },
         };
         let (entries, notes) = plan::parse_mlsd(&text);
+        if job.files.len() + job.dirs.len() + entries.len() > MAX_ENTRIES {
+            return Err(ClientError::Invalid(format!(
+                "the remote tree lists more than {MAX_ENTRIES} entries; copy it in parts"
+            )));
+        }
         job.notes
             .extend(notes.into_iter().map(|n| format!("{dir_path}: {n}")));
         let mut subdirs = Vec::new();
