@@ -624,3 +624,60 @@ fn a_server_restarted_mid_job_is_retried() {
         "no file was retried: {j}"
     );
 }
+
+#[test]
+fn a_killed_upload_is_finished_by_a_rerun() {
+    let dir = open_tempdir();
+    let (src, root) = (dir.path().join("src"), dir.path().join("root"));
+    std::fs::create_dir_all(&root).unwrap();
+    let n = 120;
+    for i in 0..n {
+        let p = src.join(format!("d{}/f{i:03}.bin", i % 3));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        random_file(&p, 256 << 10, 5000 + i);
+    }
+    let srv = drsftp_server(&root, &[]);
+    let up = root.join("up");
+    let mut child = Command::new(bin())
+        .args([
+            "copy",
+            "-r",
+            "--quiet",
+            "--concurrency",
+            "1",
+            src.to_str().unwrap(),
+            &srv.url("/up"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while complete_files(&up) < 10 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = complete_files(&up);
+    assert!(before >= 10, "{before} files before the kill");
+    let j = copy_ok(
+        &["-r", src.to_str().unwrap(), &srv.url("/up")],
+        "upload rerun",
+    );
+    let skipped = j["skipped"].as_u64().unwrap() as usize;
+    assert!(
+        skipped + 1 >= before,
+        "skipped {skipped}, {before} were there: {j}"
+    );
+    assert_eq!(
+        j["copied"].as_u64().unwrap() as usize,
+        n as usize - skipped,
+        "{j}"
+    );
+    // The server's part file of the killed upload is gone once the server notices the closed connection.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tree(&up) != tree(&src) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(tree(&up), tree(&src), "after the rerun");
+}
