@@ -394,7 +394,7 @@ impl JobBar {
         let bar = ProgressBar::new(0);
         bar.set_style(
             ProgressStyle::with_template(
-                "{bar:32.cyan/blue} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} {msg}",
+                "{bar:20.cyan/blue} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} {msg}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
@@ -408,12 +408,12 @@ impl JobBar {
                 let failed = p.files_failed();
                 b.set_message(if failed > 0 {
                     format!(
-                        "files {}/{} ({failed} failed)",
+                        "{}/{} files, {failed} failed",
                         p.files_done(),
                         p.files_total()
                     )
                 } else {
-                    format!("files {}/{}", p.files_done(), p.files_total())
+                    format!("{}/{} files", p.files_done(), p.files_total())
                 });
             }
         });
