@@ -44,9 +44,10 @@ pub async fn plan_tree(
                     .map_err(|e| ClientError::local(root, e))?;
                 walk_local(&canon, root, &dst, &mut job, 0)?;
             } else {
+                let name = root.file_name().map(|n| n.to_string_lossy().into_owned());
                 job.files.push(FileTask {
                     src: src.clone(),
-                    dst,
+                    dst: file_destination(dst, name.as_deref()),
                     size: Some(meta.len()),
                     mtime: mtime_of(&meta),
                 });
@@ -65,6 +66,19 @@ pub async fn plan_tree(
         }
     }
     Ok(job)
+}
+
+/// Where a single source file named `name` goes when `-r` was given a file: into `dst` if it names a directory
+/// (an existing local one, or a URL path ending in '/'), else to `dst` itself.
+fn file_destination(dst: Loc, name: Option<&str>) -> Loc {
+    let into = match &dst {
+        Loc::Local(p) => p.is_dir(),
+        Loc::Remote(p) => p.ends_with('/'),
+    };
+    match name.and_then(|n| plan::safe_component(n).ok()) {
+        Some(n) if into => dst.join(n),
+        _ => dst,
+    }
 }
 
 /// Adds what the local directory `dir` holds (beneath `canon_root`, the walk's canonical root) to `job`, under
@@ -164,9 +178,10 @@ async fn walk_remote(
         Err(e) if e.reply_code().is_some_and(|c| c >= 500) => {
             // Not a directory (or no MLSD): a file source is copied as one file.
             let size = client.size(root).await.map_err(|_| e)?;
+            let name = root.trim_end_matches('/').rsplit('/').next();
             job.files.push(FileTask {
                 src: Loc::Remote(root.to_string()),
-                dst: dst.clone(),
+                dst: file_destination(dst.clone(), name),
                 size: Some(size),
                 mtime: None,
             });
@@ -238,6 +253,29 @@ async fn walk_remote(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_single_file_goes_into_a_directory_destination() {
+        let d = tempfile::tempdir().unwrap();
+        let local = Loc::Local(d.path().to_path_buf());
+        assert_eq!(
+            file_destination(local, Some("f")),
+            Loc::Local(d.path().join("f"))
+        );
+        let named = Loc::Local(d.path().join("new"));
+        assert_eq!(file_destination(named.clone(), Some("f")), named);
+        let url_dir = Loc::Remote("/in/".into());
+        assert_eq!(
+            file_destination(url_dir, Some("f")),
+            Loc::Remote("/in/f".into())
+        );
+        let url_file = Loc::Remote("/in/g".into());
+        assert_eq!(file_destination(url_file.clone(), Some("f")), url_file);
+        assert_eq!(
+            file_destination(Loc::Remote("/in/".into()), Some("..")),
+            Loc::Remote("/in/".into())
+        );
+    }
 
     #[test]
     fn local_walk_skips_links_leaving_the_tree() {
