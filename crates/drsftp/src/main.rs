@@ -26,7 +26,7 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Copy one file to or from a GridFTP/FTP server (stream mode or MODE E with parallel streams).
+    /// Copy a file or a tree (-r, --files-from) to, from or between GridFTP/FTP servers.
     Copy(cmd::copy::Args),
     /// List a directory on a GridFTP/FTP server (MLSD, falling back to LIST/NLST).
     Ls(cmd::ls::Args),

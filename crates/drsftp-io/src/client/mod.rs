@@ -17,6 +17,7 @@ mod blast;
 mod control;
 mod download;
 mod error;
+pub mod job;
 mod local;
 mod observe;
 pub mod profile;

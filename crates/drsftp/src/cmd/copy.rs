@@ -2,7 +2,8 @@
 //! E with parallel streams or over the UDP blast channel (`--transport udp`, TCP if the server lacks it), optionally a
 //! section (`--off/--len`), verified with CKSM afterwards. Shows a progress bar
 //! on a terminal and ends with a one-line summary (stderr) or one JSON object (stdout, `--json`). Two ftp:// URLs
-//! make a third-party (server-to-server) copy ([`third_party`]).
+//! make a third-party (server-to-server) copy ([`third_party`]). `-r`, `--files-from` and `--sync` make a
+//! multi-file job instead ([`job`]).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use drsftp_io::blast::BlastOpts;
+use drsftp_io::client::job::plan::SyncMode;
 use drsftp_io::client::{Client, ClientOptions, Partial, TransferMode, TransferSummary};
 use drsftp_io::data::Progress;
 use drsftp_tune::BufferPolicy;
@@ -20,6 +22,7 @@ use serde_json::json;
 use super::units_arg;
 use crate::url::{parse_endpoint, Endpoint, FtpUrl};
 
+mod job;
 mod third_party;
 
 #[derive(clap::Args, Debug)]
@@ -28,16 +31,49 @@ mod third_party;
 drsftp copy ./big.bin ftp://user:pass@host:2811/incoming/ --tcp-bs 4M\n  \
 drsftp copy ftp://host/f part.bin --off 1000 --len 5000000 --json\n  \
 drsftp copy --transport udp ftp://host/big.bin /tmp/ --max-rate 500mbit\n  \
-drsftp copy -p 4 ftp://hostA:2811/data/big.bin ftp://hostB:2811/incoming/   (third-party, server to server)"
+drsftp copy -p 4 ftp://hostA:2811/data/big.bin ftp://hostB:2811/incoming/   (third-party, server to server)\n  \
+drsftp copy -r ftp://host:2811/run42/ ./run42/            (a tree; rerun to finish an interrupted job)\n  \
+drsftp copy -r ./results/ ftp://host:2811/in/results/ --concurrency 4 --sync checksum\n  \
+drsftp copy --files-from list.txt --retries 5 --json      (lines: SOURCE DESTINATION)"
 )]
 pub struct Args {
     /// Source: a local file, or ftp://[user[:pass]@]host[:port]/path (user defaults to anonymous). With an ftp://
     /// destination too, the copy is third-party: the data goes straight from one server to the other (stream mode
     /// unless -p N > 1 or --mode-e; --transport udp needs `BLAST BPRT` on the destination).
-    src: String,
+    /// With -r, a directory whose contents are copied (symlinks are followed only to files inside the tree).
+    #[arg(required_unless_present = "files_from")]
+    src: Option<String>,
     /// Destination: a local file or directory (a directory gets the source's file name), or an ftp:// URL (a URL
-    /// ending in '/' gets the local file name).
-    dst: String,
+    /// ending in '/' gets the local file name). With -r, the directory that receives what SRC holds (created if
+    /// missing, like globus-url-copy -r and `rsync SRC/ DST/`).
+    #[arg(required_unless_present = "files_from")]
+    dst: Option<String>,
+    /// Copy a directory tree: every file and directory below SRC (empty ones too), many files at once
+    /// (--concurrency), each verified, skipping what DST already holds (--sync), modification times kept where the
+    /// destination allows (local files; servers that list MFMT). Rerun the same command to finish an
+    /// interrupted job.
+    #[arg(short = 'r', long)]
+    recursive: bool,
+    /// Copy the pairs listed in FILE instead of SRC DST: one `SOURCE DESTINATION` per line (like
+    /// globus-url-copy -f), "double" or 'single' quotes around names with spaces, # comments. All pairs go the
+    /// same way between the same servers; destination directories must exist on a server.
+    #[arg(long, value_name = "FILE", conflicts_with = "recursive")]
+    files_from: Option<PathBuf>,
+    /// Skip files the destination already holds: `none`, `exists`, `size` (same size), `mtime` (same size and
+    /// the destination not older), `checksum` (same size and CKSM). Default: mtime with -r and --files-from, none
+    /// for one file.
+    #[arg(long, value_name = "MODE", value_parser = sync_arg)]
+    sync: Option<SyncMode>,
+    /// -r and --files-from: files moving at once, each over its own control session (a pair for third-party
+    /// copies). `auto`: one per file, at most 8 (4 when files average 256 MiB or more, which already use parallel
+    /// streams).
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = job::concurrency_arg)]
+    concurrency: job::Concurrency,
+    /// -r and --files-from: times a file is tried again after a transient failure (connection lost or refused,
+    /// timeout, 4xx reply, size or checksum mismatch), after waits of 0.5 s, 1 s, 2 s, ... (at most 30 s). A file
+    /// that still fails is listed at the end and the exit status is non-zero; the other files go on.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    retries: u32,
     /// Parallel TCP streams. More than 1 uses MODE E (extended block mode) with that many streams, like
     /// globus-url-copy -p; 1 uses plain stream mode unless --mode-e is given. `auto` (the default when none of -p,
     /// --tcp-bs, --buffer is given) picks the count from the control-channel RTT, the path profile of
@@ -98,7 +134,8 @@ pub struct Args {
     /// left next to the destination; discard them and start afresh (docs/blast.md "Resume").
     #[arg(long)]
     no_resume: bool,
-    /// Print exactly one JSON object with the result (or the error) on stdout.
+    /// Print exactly one JSON object with the result (or the error) on stdout. For -r and --files-from: the job's
+    /// counts (files, copied, skipped, failed, bytes, seconds, mbps) and a record per file in `records`.
     #[arg(long)]
     json: bool,
     /// No progress bar and no summary line.
@@ -117,6 +154,10 @@ pub struct Args {
 
 /// Most streams `-p auto`'s online refinement may grow an upload to (as its start choice's cap).
 const AUTO_MAX_STREAMS: u32 = 64;
+
+fn sync_arg(s: &str) -> Result<SyncMode, String> {
+    s.parse()
+}
 
 fn policy_arg(s: &str) -> Result<BufferPolicy, String> {
     s.parse::<BufferPolicy>().map_err(|e| e.to_string())
@@ -169,7 +210,9 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
             let name = remote
                 .file_name()
                 .filter(|_| !remote.is_dir_like())
-                .with_context(|| format!("{remote} names a directory; give a file URL"))?
+                .with_context(|| {
+                    format!("{remote} names a directory; give a file URL, or -r for a tree")
+                })?
                 .to_string();
             if local.is_dir() || dst.ends_with('/') {
                 local.push(name);
@@ -178,10 +221,7 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
         }
         (Endpoint::Local(local), Endpoint::Remote(mut remote)) => {
             if local.is_dir() {
-                bail!(
-                    "{} is a directory; drsftp copy moves one file",
-                    local.display()
-                );
+                bail!("{} is a directory; copy a tree with -r", local.display());
             }
             if remote.is_dir_like() {
                 let name = local
@@ -195,7 +235,9 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
             let name = src
                 .file_name()
                 .filter(|_| !src.is_dir_like())
-                .with_context(|| format!("{src} names a directory; give a file URL"))?
+                .with_context(|| {
+                    format!("{src} names a directory; give a file URL, or -r for a tree")
+                })?
                 .to_string();
             if dst.is_dir_like() {
                 dst = dst.join(&name);
@@ -240,7 +282,14 @@ fn options(args: &Args) -> ClientOptions {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let planned = plan(&args.src, &args.dst).and_then(|mut p| {
+    if job::wanted(&args) {
+        return job::run(args);
+    }
+    let (src, dst) = (
+        args.src.clone().unwrap_or_default(),
+        args.dst.clone().unwrap_or_default(),
+    );
+    let planned = plan(&src, &dst).and_then(|mut p| {
         for u in p.remotes_mut() {
             crate::credentials::fill(u)?;
         }
@@ -252,7 +301,7 @@ pub fn run(args: Args) -> Result<()> {
             if args.json {
                 println!(
                     "{}",
-                    json!({"error": format!("{e:#}"), "source": args.src, "destination": args.dst})
+                    json!({"error": format!("{e:#}"), "source": src, "destination": dst})
                 );
             }
             return Err(e);

@@ -1,0 +1,312 @@
+//! Walking a source tree into a [`Job`]: local trees with `std::fs` (symlinks followed only to files inside the
+//! tree), remote trees with MLSD (names checked by `plan::safe_component`, so a hostile listing cannot name a path
+//! outside the destination). The contents of the source directory go into the destination directory, as with
+//! globus-url-copy `-r` and `rsync SRC/ DST/`.
+
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use super::plan::{self, EntryKind};
+use super::{run, FileTask, Job, JobOptions, Loc};
+use crate::client::{Client, ClientError, ListKind};
+
+/// Deepest directory nesting a walk follows: a server listing an endless chain of directories stops here.
+const MAX_DEPTH: usize = 256;
+
+/// Most entries a remote walk takes: a server inventing directories in every listing makes the walk fail here
+/// instead of exhausting memory.
+const MAX_ENTRIES: usize = 10_000_000;
+
+/// Unix seconds of a local file's modification time.
+pub(super) fn mtime_of(m: &std::fs::Metadata) -> Option<i64> {
+    let t = m.modified().ok()?;
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).ok(),
+        Err(e) => i64::try_from(e.duration().as_secs()).ok().map(|s| -s),
+    }
+}
+
+/// Expands `src` (a directory, or a single file) into `job` (whose servers are set): the directories to create
+/// under `dst` and the files to move. A remote source is listed over one control session of the job's options.
+pub async fn plan_tree(
+    mut job: Job,
+    src: Loc,
+    dst: Loc,
+    opts: &JobOptions,
+) -> Result<Job, ClientError> {
+    match &src {
+        Loc::Local(root) => {
+            let meta = std::fs::metadata(root).map_err(|e| ClientError::local(root, e))?;
+            if meta.is_dir() {
+                job.dirs.push(dst.clone());
+                let canon = root
+                    .canonicalize()
+                    .map_err(|e| ClientError::local(root, e))?;
+                walk_local(&canon, root, &dst, &mut job, 0)?;
+            } else {
+                let name = root.file_name().map(|n| n.to_string_lossy().into_owned());
+                job.files.push(FileTask {
+                    src: src.clone(),
+                    dst: file_destination(dst, name.as_deref()),
+                    size: Some(meta.len()),
+                    mtime: mtime_of(&meta),
+                });
+            }
+        }
+        Loc::Remote(root) => {
+            let server = job.src_server.clone().ok_or_else(|| {
+                ClientError::Invalid("a remote source needs the source server".into())
+            })?;
+            let mut client = run::connect_retrying(&server, opts).await?;
+            let r = walk_remote(&mut client, root, &dst, &mut job).await;
+            if let Err(e) = client.quit().await {
+                tracing::debug!("QUIT: {e}");
+            }
+            r?;
+        }
+    }
+    Ok(job)
+}
+
+/// Where a single source file named `name` goes when `-r` was given a file: into `dst` if it names a directory
+/// (an existing local one, or a URL path ending in '/'), else to `dst` itself.
+fn file_destination(dst: Loc, name: Option<&str>) -> Loc {
+    let into = match &dst {
+        Loc::Local(p) => p.is_dir(),
+        Loc::Remote(p) => p.ends_with('/'),
+    };
+    match name.and_then(|n| plan::safe_component(n).ok()) {
+        Some(n) if into => dst.join(n),
+        _ => dst,
+    }
+}
+
+/// Adds what the local directory `dir` holds (beneath `canon_root`, the walk's canonical root) to `job`, under
+/// `dst`.
+fn walk_local(
+    canon_root: &Path,
+    dir: &Path,
+    dst: &Loc,
+    job: &mut Job,
+    depth: usize,
+) -> Result<(), ClientError> {
+    if depth > MAX_DEPTH {
+        job.notes.push(format!(
+            "{}: deeper than {MAX_DEPTH} levels, not copied",
+            dir.display()
+        ));
+        return Ok(());
+    }
+    let mut entries: Vec<(String, PathBuf)> = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| ClientError::local(dir, e))? {
+        let e = e.map_err(|e| ClientError::local(dir, e))?;
+        let path = e.path();
+        match e.file_name().into_string() {
+            Ok(n) if plan::safe_component(&n).is_ok() => entries.push((n, path)),
+            // FTP paths are UTF-8 text on one line: such a name cannot be sent.
+            _ => job.notes.push(format!(
+                "{}: name is not UTF-8 or holds a line break, skipped",
+                path.display()
+            )),
+        }
+    }
+    entries.sort();
+    for (name, path) in entries {
+        let lmeta = std::fs::symlink_metadata(&path).map_err(|e| ClientError::local(&path, e))?;
+        let meta = if lmeta.file_type().is_symlink() {
+            // A link is followed only to a regular file inside the tree: a link leading out of it (or a
+            // directory link, which could loop) would copy what the user did not ask for.
+            match path.canonicalize() {
+                Ok(t) if !t.starts_with(canon_root) => {
+                    job.notes.push(format!(
+                        "{}: symlink to {} leaves the tree, skipped",
+                        path.display(),
+                        t.display()
+                    ));
+                    continue;
+                }
+                Ok(t) => match std::fs::metadata(&t) {
+                    Ok(m) if m.is_file() => m,
+                    _ => {
+                        job.notes.push(format!(
+                            "{}: symlink to a directory or special file, skipped",
+                            path.display()
+                        ));
+                        continue;
+                    }
+                },
+                Err(e) => {
+                    job.notes.push(format!(
+                        "{}: dangling symlink ({e}), skipped",
+                        path.display()
+                    ));
+                    continue;
+                }
+            }
+        } else {
+            lmeta
+        };
+        let to = dst.join(&name);
+        if meta.is_dir() {
+            job.dirs.push(to.clone());
+            walk_local(canon_root, &path, &to, job, depth + 1)?;
+        } else if meta.is_file() {
+            job.files.push(FileTask {
+                src: Loc::Local(path),
+                dst: to,
+                size: Some(meta.len()),
+                mtime: mtime_of(&meta),
+            });
+        } else {
+            job.notes
+                .push(format!("{}: not a regular file, skipped", path.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Adds what the remote directory `root` holds to `job`, under `dst`; a `root` that is a file (MLSD refused, SIZE
+/// answered) becomes one file.
+async fn walk_remote(
+    client: &mut Client,
+    root: &str,
+    dst: &Loc,
+    job: &mut Job,
+) -> Result<(), ClientError> {
+    let first = match client.list(root, ListKind::Mlsd).await {
+        Ok(t) => t,
+        Err(e) if e.reply_code().is_some_and(|c| c >= 500) => {
+            // Not a directory (or no MLSD): a file source is copied as one file.
+            let size = client.size(root).await.map_err(|_| e)?;
+            let name = root.trim_end_matches('/').rsplit('/').next();
+            job.files.push(FileTask {
+                src: Loc::Remote(root.to_string()),
+                dst: file_destination(dst.clone(), name),
+                size: Some(size),
+                mtime: None,
+            });
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    job.dirs.push(dst.clone());
+    // Depth-first with an explicit stack; each directory is listed once.
+    let mut stack = vec![(
+        Loc::Remote(root.to_string()),
+        dst.clone(),
+        0usize,
+        Some(first),
+    )];
+    while let Some((dir, to, depth, listed)) = stack.pop() {
+        let Loc::Remote(dir_path) = &dir else {
+            continue;
+        };
+        let text = match listed {
+            Some(t) => t,
+            None => match client.list(dir_path, ListKind::Mlsd).await {
+                Ok(t) => t,
+                Err(e) if e.reply_code().is_some() => {
+                    job.notes
+                        .push(format!("{dir_path}: cannot list ({e}), skipped"));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        let (entries, notes) = plan::parse_mlsd(&text);
+        if job.files.len() + job.dirs.len() + entries.len() > MAX_ENTRIES {
+            return Err(ClientError::Invalid(format!(
+                "the remote tree lists more than {MAX_ENTRIES} entries; copy it in parts"
+            )));
+        }
+        job.notes
+            .extend(notes.into_iter().map(|n| format!("{dir_path}: {n}")));
+        let mut subdirs = Vec::new();
+        for e in entries {
+            let from = dir.join(&e.name);
+            let into = to.join(&e.name);
+            match e.kind {
+                EntryKind::File => job.files.push(FileTask {
+                    src: from,
+                    dst: into,
+                    size: e.size,
+                    mtime: e.mtime,
+                }),
+                EntryKind::Dir if depth >= MAX_DEPTH => job.notes.push(format!(
+                    "{from}: deeper than {MAX_DEPTH} levels, not copied"
+                )),
+                EntryKind::Dir => {
+                    job.dirs.push(into.clone());
+                    subdirs.push((from, into, depth + 1, None));
+                }
+                EntryKind::Other(t) => job.notes.push(format!(
+                    "{from}: type {t}, not a file or directory, skipped"
+                )),
+            }
+        }
+        // Reversed so the stack pops them in name order.
+        stack.extend(subdirs.into_iter().rev());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_single_file_goes_into_a_directory_destination() {
+        let d = tempfile::tempdir().unwrap();
+        let local = Loc::Local(d.path().to_path_buf());
+        assert_eq!(
+            file_destination(local, Some("f")),
+            Loc::Local(d.path().join("f"))
+        );
+        let named = Loc::Local(d.path().join("new"));
+        assert_eq!(file_destination(named.clone(), Some("f")), named);
+        let url_dir = Loc::Remote("/in/".into());
+        assert_eq!(
+            file_destination(url_dir, Some("f")),
+            Loc::Remote("/in/f".into())
+        );
+        let url_file = Loc::Remote("/in/g".into());
+        assert_eq!(file_destination(url_file.clone(), Some("f")), url_file);
+        assert_eq!(
+            file_destination(Loc::Remote("/in/".into()), Some("..")),
+            Loc::Remote("/in/".into())
+        );
+    }
+
+    #[test]
+    fn local_walk_skips_links_leaving_the_tree() {
+        let top = tempfile::tempdir().unwrap();
+        let src = top.path().join("src");
+        std::fs::create_dir_all(src.join("sub dir/ünï")).unwrap();
+        std::fs::create_dir_all(src.join("empty")).unwrap();
+        std::fs::write(src.join("-dash"), b"1").unwrap();
+        std::fs::write(src.join("sub dir/ünï/f"), b"22").unwrap();
+        std::fs::write(top.path().join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink(top.path().join("secret"), src.join("out")).unwrap();
+        std::os::unix::fs::symlink("-dash", src.join("in")).unwrap();
+        std::os::unix::fs::symlink("sub dir", src.join("dirlink")).unwrap();
+        let mut job = Job::default();
+        let canon = src.canonicalize().unwrap();
+        let dst = Loc::Remote("/d".into());
+        walk_local(&canon, &src, &dst, &mut job, 0).unwrap();
+        let files: Vec<String> = job.files.iter().map(|f| f.dst.to_string()).collect();
+        assert_eq!(files, ["/d/-dash", "/d/in", "/d/sub dir/ünï/f"]);
+        assert_eq!(job.files[1].size, Some(1));
+        let dirs: Vec<String> = job.dirs.iter().map(|d| d.to_string()).collect();
+        assert_eq!(dirs, ["/d/empty", "/d/sub dir", "/d/sub dir/ünï"]);
+        assert!(
+            job.notes.iter().any(|n| n.contains("leaves the tree")),
+            "{:?}",
+            job.notes
+        );
+        assert!(
+            job.notes.iter().any(|n| n.contains("dirlink")),
+            "{:?}",
+            job.notes
+        );
+    }
+}
