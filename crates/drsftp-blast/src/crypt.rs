@@ -98,7 +98,7 @@ impl Protection {
 
 /// Which direction's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeyUse {
+pub enum KeyUse {
     /// Data datagrams, sender → receiver.
     Data,
     /// Acks and completes, receiver → sender.
@@ -109,6 +109,24 @@ fn nonce(counter: u64) -> Nonce {
     let mut n = [0u8; 12];
     n[4..].copy_from_slice(&counter.to_be_bytes());
     Nonce::assume_unique_for_key(n)
+}
+
+/// Seals a version-1 datagram's message as a version-2 datagram under `p`'s key for `dir` with `counter` (what an
+/// honest peer holding the key sends; for tests and the fuzz target, which reach the endpoints' checks behind the
+/// tag this way). `None` without AEAD or for input shorter than the common header.
+pub fn seal_message(p: &Protection, dir: KeyUse, counter: u64, v1: &[u8]) -> Option<Vec<u8>> {
+    let s = Sealer::new(p, dir)?;
+    let body = v1.get(wire::COMMON_LEN..)?;
+    let mut out = Vec::with_capacity(v1.len() + wire::AEAD_OVERHEAD);
+    out.extend_from_slice(&v1[..4]);
+    out[2] = wire::VERSION_AEAD;
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&v1[8..wire::COMMON_LEN]);
+    out.extend_from_slice(&counter.to_be_bytes());
+    out.extend_from_slice(body);
+    out.resize(out.len() + wire::AEAD_TAG_LEN, 0);
+    s.seal(&mut out);
+    Some(out)
 }
 
 /// Seals version-2 datagrams of one direction.

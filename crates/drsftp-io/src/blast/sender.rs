@@ -45,6 +45,7 @@ pub(super) fn config(opts: &BlastOpts) -> SenderConfig {
         r.min_rate_bps = r.min_rate_bps.min(opts.max_rate);
     }
     r.max_burst = opts.max_burst.max(1);
+    cfg.protection = opts.protection.clone();
     cfg
 }
 
