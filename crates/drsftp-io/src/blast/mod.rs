@@ -148,6 +148,8 @@ pub struct BlastReport {
     /// Whether GSO / GRO were in use.
     pub gso: bool,
     pub gro: bool,
+    /// Whether the datagrams were AEAD-sealed (`PROT P`).
+    pub aead: bool,
     /// File ranges written (receiver) or acknowledged (sender), in file offsets.
     pub ranges: RangeSet,
     /// Receiver: the packet map when it stopped (the resume checkpoint), as `Bitmap::to_bytes`.

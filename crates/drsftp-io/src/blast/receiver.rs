@@ -270,6 +270,7 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
         socket_drops: l.rb.socket_drops(),
         gso: false,
         gro,
+        aead: opts.protection != drsftp_blast::Protection::None,
         ranges: std::iter::once(base..base + written)
             .filter(|r| !r.is_empty())
             .collect(),

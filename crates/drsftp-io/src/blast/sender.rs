@@ -218,6 +218,7 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
         socket_drops: acks.socket_drops(),
         gso: out.gso(),
         gro: false,
+        aead: opts.protection != drsftp_blast::Protection::None,
         ranges: std::iter::once(base..base + params.total_bytes)
             .filter(|r| !r.is_empty())
             .collect(),
