@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
-use drsftp_blast::wire::{self, COMMON_LEN, MAGIC, VERSION};
 use drsftp_blast::crypt::{seal_message, KeyUse};
+use drsftp_blast::wire::{self, COMMON_LEN, MAGIC, VERSION};
 use drsftp_blast::{
     KeyMaterial, Protection, Receiver, ReceiverConfig, RxEvent, Sender, SenderConfig,
     TransferParams,

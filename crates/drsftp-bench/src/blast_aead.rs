@@ -159,6 +159,9 @@ fn mib(kib: f64) -> f64 {
     kib / 1024.0
 }
 
+/// One number of a sample.
+type Metric = dyn Fn(&Sample) -> f64;
+
 /// The table of every copy, the medians per variant and their ratios; raw rows go to `aead.jsonl`.
 fn report(samples: &[Sample], out: &mut String, record: Option<&RunDir>) -> Result<()> {
     emit(out, "| # | blast | data-path goodput Mbit/s | end-to-end Mbit/s | dup % | rejected | client CPU s | server CPU s | client RSS peak / mean MiB | server RSS peak / mean MiB |");
@@ -196,7 +199,7 @@ fn report(samples: &[Sample], out: &mut String, record: Option<&RunDir>) -> Resu
         let v: Vec<f64> = samples.iter().filter(|s| s.aead == aead).map(f).collect();
         median(&v)
     };
-    let metrics: [(&str, &dyn Fn(&Sample) -> f64); 8] = [
+    let metrics: [(&str, &Metric); 8] = [
         ("data-path goodput, Mbit/s", &|s| blast_numbers(&s.json).0),
         ("end-to-end rate, Mbit/s", &|s| blast_numbers(&s.json).1),
         ("client CPU, s", &|s| s.client.cpu_s),
@@ -217,7 +220,7 @@ fn report(samples: &[Sample], out: &mut String, record: Option<&RunDir>) -> Resu
 
 /// Which variant goes first in repetition `rep`: they alternate.
 fn order(rep: u32) -> [bool; 2] {
-    if rep % 2 == 0 {
+    if rep.is_multiple_of(2) {
         [false, true]
     } else {
         [true, false]
@@ -301,7 +304,9 @@ pub(crate) fn loopback(
     std::fs::create_dir(&root)?;
     std::fs::create_dir(dir.path().join("out"))?;
     let (tls, fp) = certificate(dir.path(), &["127.0.0.1"])?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let log = std::fs::File::create(dir.path().join("serve.log"))?;
     let server = Command::new(bin)
         .args(["serve", "--anonymous", "--listen"])

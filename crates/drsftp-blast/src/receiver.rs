@@ -58,8 +58,7 @@ impl ReceiverConfig {
             ));
         }
         let min = ACK_HEADER_LEN + 32 + self.protection.overhead();
-        if self.max_ack_datagram < min || self.max_ack_datagram > wire::MAX_DATAGRAM
-        {
+        if self.max_ack_datagram < min || self.max_ack_datagram > wire::MAX_DATAGRAM {
             return Err(ConfigError::Invalid("max_ack_datagram out of range"));
         }
         if self.idle_ack_timeout.is_zero() {
@@ -253,9 +252,7 @@ impl Receiver {
                     None => &dgram[wire::DATA_HEADER_LEN..],
                 },
             }),
-            Ok(None) => Ok(RxEvent::Duplicate {
-                seq: self.last_seq,
-            }),
+            Ok(None) => Ok(RxEvent::Duplicate { seq: self.last_seq }),
             Err(e) => {
                 self.stats.rejects.add(e);
                 Err(e)
@@ -556,7 +553,8 @@ impl Receiver {
                 (_, true) => AckBody::Bitmap(body),
                 (_, false) => AckBody::Runs(body),
             };
-            let mut out = Vec::with_capacity(ACK_HEADER_LEN + body_len(&body) + wire::AEAD_OVERHEAD);
+            let mut out =
+                Vec::with_capacity(ACK_HEADER_LEN + body_len(&body) + wire::AEAD_OVERHEAD);
             let counter = self.next_counter();
             wire::encode_ack_framed(
                 &mut out,

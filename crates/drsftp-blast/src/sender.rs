@@ -5,12 +5,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+pub use crate::batch::{Batch, DataSource, DatagramInfo};
 use crate::bitmap::Bitmap;
+use crate::crypt::{KeyUse, Opener, Protection, Sealer};
 use crate::error::{BitmapError, ConfigError, Reject, RejectCounts, SendError};
 use crate::policy::{Circular, NextPacket, Pick, SendView};
 use crate::rate::{AckInput, Pacer, RateConfig, RateController};
-pub use crate::batch::{Batch, DataSource, DatagramInfo};
-use crate::crypt::{KeyUse, Opener, Protection, Sealer};
 use crate::wire::{self, AckPacket, DataPacket, Message, TransferParams};
 
 /// Acks that stop for four loss timeouts, and never less than this, shrink the sender to one datagram in flight.
@@ -473,8 +473,15 @@ impl<P: NextPacket> Sender<P> {
             // The 64-bit transmission number is the AEAD nonce: every send, resends included, takes a new one.
             let counter = self.sealer.is_some().then_some(tx);
             let fill = |b: &mut [u8]| src.read_at(offset, b);
-            wire::encode_data_framed(&mut batch.buf, self.params.transfer_id, &pkt, len, fill, counter)
-                .map_err(|source| SendError::Source { offset, source })?;
+            wire::encode_data_framed(
+                &mut batch.buf,
+                self.params.transfer_id,
+                &pkt,
+                len,
+                fill,
+                counter,
+            )
+            .map_err(|source| SendError::Source { offset, source })?;
             batch.ends.push(batch.buf.len());
             batch.info.push(DatagramInfo {
                 seq,

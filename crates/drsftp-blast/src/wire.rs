@@ -265,7 +265,11 @@ fn crc_of(dgram: &[u8]) -> u32 {
 /// `counter` (the AEAD form, sealed later by `crate::crypt`).
 fn put_common(out: &mut Vec<u8>, kind: u8, transfer_id: u64, counter: Option<u64>) {
     out.extend_from_slice(&MAGIC.to_be_bytes());
-    out.push(if counter.is_some() { VERSION_AEAD } else { VERSION });
+    out.push(if counter.is_some() {
+        VERSION_AEAD
+    } else {
+        VERSION
+    });
     out.push(kind);
     out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(&transfer_id.to_be_bytes());

@@ -103,7 +103,10 @@ fn every_tampered_byte_and_every_truncation_is_rejected_and_counted() {
         for flip in [0x01u8, 0x80] {
             let mut bad = d.clone();
             bad[i] ^= flip;
-            assert!(rx.handle_datagram(now, &bad).is_err(), "byte {i} ^ {flip:#x}");
+            assert!(
+                rx.handle_datagram(now, &bad).is_err(),
+                "byte {i} ^ {flip:#x}"
+            );
             n += 1;
         }
     }
@@ -213,7 +216,10 @@ fn replayed_acks_and_data_are_counted_and_harmless() {
         assert!(rx.handle_datagram(now, d).is_ok());
     }
     // A replayed data datagram is refused before it counts as a duplicate (which could trigger acks).
-    assert_eq!(rx.handle_datagram(now, b.datagram(2)), Err(Reject::Replayed));
+    assert_eq!(
+        rx.handle_datagram(now, b.datagram(2)),
+        Err(Reject::Replayed)
+    );
     assert_eq!(rx.stats().duplicates, 0);
     assert_eq!(rx.stats().rejects.replayed, 1);
     rx.handle_timeout(now + Duration::from_secs(2));
@@ -308,7 +314,11 @@ fn all_distinct(v: &[u64]) -> bool {
 fn nonces_never_repeat_across_resends() {
     let r = lossy_transfer(300_000, 0.05, 11, &keys(7));
     assert!(r.ok);
-    assert!(r.resends > 50, "the loss should force resends: {}", r.resends);
+    assert!(
+        r.resends > 50,
+        "the loss should force resends: {}",
+        r.resends
+    );
     assert!(all_distinct(&r.data_counters));
     assert!(all_distinct(&r.ack_counters));
     assert_eq!(r.rejects, 0);

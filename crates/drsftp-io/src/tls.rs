@@ -358,10 +358,14 @@ impl MaybeTls {
         let out = [0u8; N];
         let r = match t.as_ref() {
             tokio_rustls::TlsStream::Client(c) => {
-                c.get_ref().1.export_keying_material(out, label, Some(context))
+                c.get_ref()
+                    .1
+                    .export_keying_material(out, label, Some(context))
             }
             tokio_rustls::TlsStream::Server(s) => {
-                s.get_ref().1.export_keying_material(out, label, Some(context))
+                s.get_ref()
+                    .1
+                    .export_keying_material(out, label, Some(context))
             }
         };
         r.ok()

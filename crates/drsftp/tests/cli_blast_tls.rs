@@ -152,13 +152,20 @@ fn udp_capture_of_a_prot_p_blast_shows_no_data() {
     assert_eq!(std::fs::read(s.root.join("marked.up")).unwrap(), body);
     let cap = std::fs::read(&pcap).expect("capture file");
     // Both transfers went through the capture: more than twice the file.
-    assert!(cap.len() > 2 * body.len(), "capture too small: {}", cap.len());
+    assert!(
+        cap.len() > 2 * body.len(),
+        "capture too small: {}",
+        cap.len()
+    );
     let find = |needle: &[u8]| cap.windows(needle.len()).any(|w| w == needle);
     assert!(
         !find(MARKER.as_bytes()),
         "the file's marker is in the UDP capture"
     );
-    assert!(!find(&MARKER.as_bytes()[..16]), "part of the marker is in the capture");
+    assert!(
+        !find(&MARKER.as_bytes()[..16]),
+        "part of the marker is in the capture"
+    );
     // Sanity: the capture holds sealed blast datagrams (magic 0xB1A5, version 2).
     assert!(
         find(&[0xB1, 0xA5, 0x02, 0x01]),

@@ -118,7 +118,9 @@ pub fn blast_keys(
         drsftp_blast::crypt::EXPORTER_LABEL,
         &ctx,
     )?;
-    Some(drsftp_blast::Protection::Aead(drsftp_blast::KeyMaterial::new(km)))
+    Some(drsftp_blast::Protection::Aead(
+        drsftp_blast::KeyMaterial::new(km),
+    ))
 }
 
 /// What one side of a blast transfer did.

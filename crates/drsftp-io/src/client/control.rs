@@ -135,9 +135,8 @@ impl Control {
             .sock
             .as_ref()
             .and_then(|s| crate::blast::blast_keys(s, params, dir));
-        keys.map(Some).ok_or_else(|| {
-            ClientError::Invalid("PROT P: no TLS keys for the blast channel".into())
-        })
+        keys.map(Some)
+            .ok_or_else(|| ClientError::Invalid("PROT P: no TLS keys for the blast channel".into()))
     }
 
     /// Whether the control connection is TLS.

@@ -254,9 +254,8 @@ async fn run_blast(
         } => {
             let size = expected.unwrap_or(0);
             let part = blocking(move || storage.open_write(&path, write_mode)).await?;
-            let r =
-                super::blast::recv(ep, sock, part.handle(), offset, size, progress, protection)
-                    .await;
+            let r = super::blast::recv(ep, sock, part.handle(), offset, size, progress, protection)
+                .await;
             finish_upload(part, r, write_mode, offset, expected, vec![]).await
         }
         Payload::SendBytes(_) => Err(DataError::Incomplete(

@@ -231,7 +231,10 @@ mod tests {
         h.send("BPAS 127,0,0,1,156,64");
         bound(&mut h, 0x77);
         h.send("RETR /f");
-        let r = h.fs(FsRequest::Stat("/f".into()), FsResult::Stat(file("f", 5000)));
+        let r = h.fs(
+            FsRequest::Stat("/f".into()),
+            FsResult::Stat(file("f", 5000)),
+        );
         // The 150 announces the AEAD payload (MTU 1500 − 64 − 24), which both ends feed the key exporter.
         assert_eq!(
             r,
@@ -254,11 +257,11 @@ mod tests {
             .cmd("BPRT 127,0,0,1,156,70 Id=0000000000000077")
             .starts_with("200 "));
         h.send("RETR /f");
-        let r = h.fs(FsRequest::Stat("/f".into()), FsResult::Stat(file("f", 5000)));
-        assert_eq!(
-            r,
-            "536 Third-party blast with PROT P is not supported.\r\n"
+        let r = h.fs(
+            FsRequest::Stat("/f".into()),
+            FsResult::Stat(file("f", 5000)),
         );
+        assert_eq!(r, "536 Third-party blast with PROT P is not supported.\r\n");
     }
 
     #[test]
