@@ -4,8 +4,9 @@
 //!
 //! * `aead`: the WAN lab at `--rate`, `--rtt-ms`, `--loss` (the case: 500mbit, 100 ms, 0.01), files sized
 //!   for `--secs` of transfer, downloads into /dev/shm.
-//! * `aead-loopback`: `drsftp serve` and `drsftp copy` on 127.0.0.1 without the lab and without a rate cap, a
-//!   1 GiB file: what the sealing costs in CPU when nothing else limits the rate.
+//! * `aead-loopback`: first the sans-IO core alone in this process (a `drsftp_blast` sender and receiver joined
+//!   in memory, 256 MiB, no loss): seconds of one core per GB moved, sealing and opening included; then
+//!   `drsftp serve` and `drsftp copy` on 127.0.0.1 without the lab and without a rate cap, a 1 GiB file.
 //!
 //! Per copy: the receiver's data-path goodput and the end-to-end rate (from `--json`), the client's and the
 //! server's CPU seconds (utime + stime from /proc: the client's read from its zombie entry, so complete; the
@@ -290,6 +291,53 @@ impl Drop for Local {
     }
 }
 
+/// The sans-IO core alone: a sender and a receiver joined in memory move `bytes` (no loss, the clock advancing
+/// 1 ms per batch). Returns the seconds taken (one thread, so one core's time).
+fn core_seconds(bytes: usize, protection: &drsftp_blast::Protection) -> Result<f64> {
+    use drsftp_blast::*;
+    let file = vec![0x5au8; bytes];
+    let t0 = Instant::now();
+    let p = TransferParams::for_mtu_with(7, bytes as u64, 1500, *protection != Protection::None)?;
+    let scfg = SenderConfig {
+        protection: protection.clone(),
+        ..SenderConfig::default()
+    };
+    let rcfg = ReceiverConfig {
+        protection: protection.clone(),
+        ..ReceiverConfig::default()
+    };
+    let mut tx = Sender::new(p, scfg, t0)?;
+    let mut rx = Receiver::new(p, rcfg, t0)?;
+    let mut out = vec![0u8; bytes];
+    let mut batch = Batch::new();
+    let mut now = t0;
+    let start = Instant::now();
+    while !(tx.is_done() && rx.is_complete()) {
+        now += Duration::from_millis(1);
+        batch.clear();
+        tx.poll_transmit(now, 64, &file[..], &mut batch)?;
+        for d in batch.iter() {
+            if let Ok(RxEvent::Data { offset, data, .. }) = rx.handle_datagram(now, d) {
+                out[offset as usize..][..data.len()].copy_from_slice(data);
+            }
+        }
+        if rx.poll_timeout().is_some_and(|t| t <= now) {
+            rx.handle_timeout(now);
+        }
+        while let Some(a) = rx.poll_transmit() {
+            let _ = tx.handle_input(now, &a);
+        }
+        if now > t0 + Duration::from_secs(3600) {
+            bail!("the in-memory transfer did not finish");
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    if out != file {
+        bail!("the in-memory transfer is not byte-identical");
+    }
+    Ok(secs)
+}
+
 /// `--only aead-loopback`: the CPU cost of sealing on 127.0.0.1 with no rate cap, a 1 GiB sparse file.
 pub(crate) fn loopback(
     bin: &Path,
@@ -332,6 +380,54 @@ pub(crate) fn loopback(
         out,
         "<!-- drsftp-bench blast --only aead-loopback --reps {reps} ({}) -->",
         load()
+    );
+    let core_bytes = 256 << 20;
+    emit(
+        &mut out,
+        "\n### The sans-IO core alone, in memory (256 MiB, one thread, no loss)\n",
+    );
+    emit(
+        &mut out,
+        "| rep | cleartext s | AEAD s | cleartext GB/s | AEAD GB/s | AEAD / cleartext time |",
+    );
+    emit(&mut out, "|---|---|---|---|---|---|");
+    let key = drsftp_blast::Protection::Aead(drsftp_blast::KeyMaterial::new([0x42; 32]));
+    let (mut cs, mut ks) = (vec![], vec![]);
+    for rep in 0..reps.max(1) {
+        let mut t = [0.0; 2];
+        for aead in order(rep) {
+            let p = if aead {
+                &key
+            } else {
+                &drsftp_blast::Protection::None
+            };
+            t[aead as usize] = core_seconds(core_bytes, p)?;
+        }
+        let gb = core_bytes as f64 / 1e9;
+        emit(
+            &mut out,
+            &format!(
+                "| {} | {:.3} | {:.3} | {:.2} | {:.2} | {:.3} |",
+                rep + 1,
+                t[0],
+                t[1],
+                gb / t[0],
+                gb / t[1],
+                t[1] / t[0]
+            ),
+        );
+        cs.push(t[0]);
+        ks.push(t[1]);
+    }
+    let (c, k) = (median(&cs), median(&ks));
+    emit(
+        &mut out,
+        &format!(
+            "\nMedian: cleartext {:.2} s of one core per GB, AEAD {:.2} s per GB (+{:.2} s per GB for sealing and opening).",
+            c / (core_bytes as f64 / 1e9),
+            k / (core_bytes as f64 / 1e9),
+            (k - c) / (core_bytes as f64 / 1e9)
+        ),
     );
     emit(
         &mut out,
