@@ -1,14 +1,20 @@
 //! Fuzz target: the UDP blast datagram decoder and both endpoints. Each datagram gets the common header and a
 //! valid CRC32C most of the time (a forged datagram from an on-path attacker who knows the transfer id), so the
 //! fuzzer reaches the per-kind validation and the endpoints' range checks, not just the CRC. Checks: no panic,
-//! every rejection is counted, a receiver never hands out data outside the file.
+//! every rejection is counted, a receiver never hands out data outside the file. With `aead` both endpoints use
+//! AEAD protection (`drsftp_blast::crypt`) and the fixed-up datagrams are sealed under the right key (a peer that
+//! holds it), or under the wrong direction's key, so the AEAD decoder and everything behind the tag is reached.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
+use drsftp_blast::crypt::{seal_message, KeyUse};
 use drsftp_blast::wire::{self, COMMON_LEN, MAGIC, VERSION};
-use drsftp_blast::{Receiver, ReceiverConfig, RxEvent, Sender, SenderConfig, TransferParams};
+use drsftp_blast::{
+    KeyMaterial, Protection, Receiver, ReceiverConfig, RxEvent, Sender, SenderConfig,
+    TransferParams,
+};
 use libfuzzer_sys::fuzz_target;
 
 const ID: u64 = 0x5eed;
@@ -23,12 +29,16 @@ struct Dgram {
     wait: u8,
     /// Deliver to the receiver (true) or the sender (false).
     to_receiver: bool,
+    /// AEAD runs: the counter to seal with, and whether to use the other direction's key.
+    counter: u64,
+    reflect: bool,
 }
 
 #[derive(Arbitrary, Debug)]
 struct Input {
     total: u32,
     payload: u16,
+    aead: bool,
     dgrams: Vec<Dgram>,
 }
 
@@ -57,15 +67,35 @@ fuzz_target!(|input: Input| {
     };
     let t0 = Instant::now();
     let mut now = t0;
-    let Ok(mut rx) = Receiver::new(params, ReceiverConfig::default(), now) else {
+    let protection = if input.aead {
+        Protection::Aead(KeyMaterial::new([7; 32]))
+    } else {
+        Protection::None
+    };
+    let rcfg = ReceiverConfig {
+        protection: protection.clone(),
+        ..ReceiverConfig::default()
+    };
+    let Ok(mut rx) = Receiver::new(params, rcfg, now) else {
         return;
     };
-    let Ok(mut tx) = Sender::new(params, SenderConfig::default(), now) else {
+    let scfg = SenderConfig {
+        protection: protection.clone(),
+        ..SenderConfig::default()
+    };
+    let Ok(mut tx) = Sender::new(params, scfg, now) else {
         return;
     };
     for d in input.dgrams.iter().take(256) {
         now += Duration::from_millis(u64::from(d.wait));
-        let bytes = build(d);
+        let mut bytes = build(d);
+        if input.aead && d.seal >= 2 {
+            let dir = match (d.to_receiver, d.reflect) {
+                (true, false) | (false, true) => KeyUse::Data,
+                _ => KeyUse::Ack,
+            };
+            bytes = seal_message(&protection, dir, d.counter, &bytes).expect("AEAD key");
+        }
         let _ = wire::decode(&bytes, ID);
         if d.to_receiver {
             if let Ok(RxEvent::Data { offset, data, .. }) = rx.handle_datagram(now, &bytes) {

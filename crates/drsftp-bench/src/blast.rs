@@ -36,8 +36,9 @@ const MB: u64 = 1_000_000;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Part to run: ackfreq, probe, rates, fair or udt (needs BENCH_UDT), or diag (one blast download at
-    /// --rtt-ms/--rate/--loss, its JSON summary).
+    /// Part to run: ackfreq, probe, rates, fair or udt (needs BENCH_UDT), aead (PROT P blast vs cleartext blast
+    /// at --rate, --rtt-ms, --loss; `blast_aead.rs`), aead-loopback (the same on 127.0.0.1, no lab: CPU cost), or
+    /// diag (one blast download at --rtt-ms/--rate/--loss, its JSON summary).
     #[arg(long, default_value = "rates")]
     pub only: String,
     /// Link rate of `rates`, `fair`, `udt` and `diag`, e.g. 500mbit.
@@ -64,23 +65,32 @@ pub struct Args {
 }
 
 /// [`Args`] with the drsftp binary located.
-struct Opts {
+pub(crate) struct Opts {
     only: String,
-    rate: u64,
-    bin: PathBuf,
-    secs: f64,
-    reps: u32,
+    pub(crate) rate: u64,
+    pub(crate) bin: PathBuf,
+    pub(crate) secs: f64,
+    pub(crate) reps: u32,
     rtt: u64,
     loss: f64,
 }
 
+impl Opts {
+    pub(crate) fn rtt_ms(&self) -> u64 {
+        self.rtt
+    }
+    pub(crate) fn loss(&self) -> f64 {
+        self.loss
+    }
+}
+
 /// A 2-host lab with `drsftp serve` in host 1 serving a directory on /dev/shm.
-struct Bench {
-    lab: Lab,
+pub(crate) struct Bench {
+    pub(crate) lab: Lab,
     bin: PathBuf,
-    dir: tempfile::TempDir,
-    server: Child,
-    desc: String,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) server: Child,
+    pub(crate) desc: String,
 }
 
 impl Drop for Bench {
@@ -105,6 +115,17 @@ fn lab_config(name: &str, rtt_ms: u64, rate: u64, loss: f64) -> LabConfig {
 
 impl Bench {
     fn up(bin: &Path, rtt_ms: u64, rate: u64, loss: f64) -> Result<Bench> {
+        Self::up_with(bin, rtt_ms, rate, loss, |_| Ok(vec![]))
+    }
+
+    /// [`up`](Self::up) with more `serve` arguments, made from the bench's directory (e.g. TLS files there).
+    pub(crate) fn up_with(
+        bin: &Path,
+        rtt_ms: u64,
+        rate: u64,
+        loss: f64,
+        extra: impl FnOnce(&Path) -> Result<Vec<String>>,
+    ) -> Result<Bench> {
         let name = format!("bb{}", std::process::id() % 100_000);
         let lab = Lab::up(lab_config(&name, rtt_ms, rate, loss)).context("lab up")?;
         let dir = tempfile::Builder::new()
@@ -113,6 +134,7 @@ impl Bench {
         std::fs::create_dir(dir.path().join("root"))?;
         std::fs::create_dir(dir.path().join("out"))?;
         let log = std::fs::File::create(dir.path().join("serve.log"))?;
+        let extra = extra(dir.path())?;
         let server = lab
             .exec(1, bin.to_str().unwrap())
             .args([
@@ -127,6 +149,7 @@ impl Bench {
             .arg(std::env::var("BENCH_SERVE_LOG").unwrap_or_else(|_| "info".into()))
             .arg("--root")
             .arg(dir.path().join("root"))
+            .args(&extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;
@@ -162,7 +185,7 @@ impl Bench {
     }
 
     /// A sparse file of `bytes` in the served root.
-    fn file(&self, name: &str, bytes: u64) -> Result<()> {
+    pub(crate) fn file(&self, name: &str, bytes: u64) -> Result<()> {
         let p = self.dir.path().join("root").join(name);
         if p.metadata().map(|m| m.len()).ok() != Some(bytes) {
             std::fs::File::create(&p)?.set_len(bytes)?;
@@ -170,7 +193,7 @@ impl Bench {
         Ok(())
     }
 
-    fn copy_cmd(&self, file: &str, dst: &str, extra: &[&str]) -> Command {
+    pub(crate) fn copy_cmd(&self, file: &str, dst: &str, extra: &[&str]) -> Command {
         let mut c = self.lab.exec(2, self.bin.to_str().unwrap());
         c.args(["copy", "--json", "--no-verify", "-q"])
             .args(extra)
@@ -235,7 +258,7 @@ impl Bench {
 }
 
 /// Blast row values from a copy summary: (goodput over the data path, end-to-end goodput, duplicates %).
-fn blast_numbers(j: &Value) -> (f64, f64, f64) {
+pub(crate) fn blast_numbers(j: &Value) -> (f64, f64, f64) {
     let bytes = j["bytes"].as_f64().unwrap_or(0.0);
     let data = j["blast"]["data_seconds"].as_f64().unwrap_or(f64::NAN);
     let dups = j["duplicates"].as_f64().unwrap_or(0.0);
@@ -247,7 +270,7 @@ fn blast_numbers(j: &Value) -> (f64, f64, f64) {
     )
 }
 
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     if s.is_empty() {
@@ -274,13 +297,13 @@ fn blast_ceiling(rate: u64) -> f64 {
     rate as f64 / 1e6 * 1436.0 / 1500.0
 }
 
-fn load() -> String {
+pub(crate) fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
 }
 
-fn emit(out: &mut String, s: &str) {
+pub(crate) fn emit(out: &mut String, s: &str) {
     println!("{s}");
     out.push_str(s);
     out.push('\n');
@@ -662,6 +685,12 @@ fn fair(a: &Opts, out: &mut String) -> Result<()> {
 
 /// Runs the part of `--only`; the report also goes to `--out` and, with `record`, into the run folder.
 pub fn run(args: &Args, record: Option<&RunDir>) -> Result<()> {
+    if args.only == "aead-loopback" {
+        // No lab: drsftp serve and copy on 127.0.0.1.
+        let bin = crate::drsftp_binary(args.drsftp.as_deref())?;
+        let out = crate::blast_aead::loopback(&bin, args.secs, args.reps, record)?;
+        return finish(args, record, &out);
+    }
     drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
     let a = Opts {
         only: args.only.clone(),
@@ -691,6 +720,7 @@ pub fn run(args: &Args, record: Option<&RunDir>) -> Result<()> {
             }
         }
         "udt" => udt(&a, &mut out)?,
+        "aead" => crate::blast_aead::lab(&a, &mut out, record)?,
         "diag" => {
             let b = Bench::up(&a.bin, a.rtt, a.rate, a.loss)?;
             let size = (a.rate as f64 / 8.0 * a.secs) as u64;
@@ -699,13 +729,17 @@ pub fn run(args: &Args, record: Option<&RunDir>) -> Result<()> {
             emit(&mut out, &format!("{j}"));
             std::fs::copy(b.dir.path().join("serve.log"), "/tmp/bb/serve.log")?;
         }
-        o => bail!("--only {o}: ackfreq, probe, rates, fair, udt or diag"),
+        o => bail!("--only {o}: ackfreq, probe, rates, fair, udt, aead, aead-loopback or diag"),
     }
+    finish(args, record, &out)
+}
+
+fn finish(args: &Args, record: Option<&RunDir>, out: &str) -> Result<()> {
     if let Some(p) = &args.out {
-        std::fs::write(p, &out).with_context(|| format!("writing {}", p.display()))?;
+        std::fs::write(p, out).with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(r) = record {
-        r.report(&out)?;
+        r.report(out)?;
     }
     Ok(())
 }

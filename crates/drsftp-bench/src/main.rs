@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod blast;
+mod blast_aead;
 mod drs;
 mod gridftp;
 mod lab;

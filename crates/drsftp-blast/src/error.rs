@@ -39,6 +39,13 @@ pub enum Reject {
     /// A well-formed message the endpoint does not accept (data at a sender, ack at a receiver).
     #[error("unexpected message kind")]
     UnexpectedKind,
+    /// AEAD protection (`PROT P`): the tag does not verify (forged, tampered, wrong key or direction), or a
+    /// cleartext (version 1) datagram arrived at a protected endpoint.
+    #[error("authentication failed")]
+    AuthFailed,
+    /// AEAD protection: an authentic datagram whose counter was seen already or is too old to tell (replayed).
+    #[error("replayed datagram")]
+    Replayed,
 }
 
 /// Counters of rejected datagrams, one per [`Reject`] reason.
@@ -55,6 +62,8 @@ pub struct RejectCounts {
     pub malformed: u64,
     pub stale_ack: u64,
     pub unexpected_kind: u64,
+    pub auth_failed: u64,
+    pub replayed: u64,
 }
 
 impl RejectCounts {
@@ -72,6 +81,8 @@ impl RejectCounts {
             Reject::Malformed => &mut self.malformed,
             Reject::StaleAck => &mut self.stale_ack,
             Reject::UnexpectedKind => &mut self.unexpected_kind,
+            Reject::AuthFailed => &mut self.auth_failed,
+            Reject::Replayed => &mut self.replayed,
         };
         *c += 1;
     }
@@ -89,6 +100,8 @@ impl RejectCounts {
             + self.malformed
             + self.stale_ack
             + self.unexpected_kind
+            + self.auth_failed
+            + self.replayed
     }
 }
 

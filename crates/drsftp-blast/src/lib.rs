@@ -26,7 +26,7 @@
 //! their file offsets, exactly once each. [`Receiver::bitmap`] is also the resume checkpoint
 //! ([`Receiver::resume`], [`Sender::resume`]; [`resume`] converts it to and from the byte ranges of `REST`).
 //!
-//! Modules: [`wire`] (datagram formats and strict decoding), [`bitmap`], [`receiver`], [`sender`], [`policy`]
+//! Modules: [`wire`] (datagram formats and strict decoding), [`crypt`] (AEAD under TLS), [`batch`], [`bitmap`], [`receiver`], [`sender`], [`policy`]
 //! (the pluggable [`NextPacket`] order, default [`Circular`]), [`rate`] (the rate controller and pacer; the
 //! algorithm and its rationale are in that module's docs).
 //!
@@ -36,9 +36,11 @@
 //! going idle, and every [`ReceiverConfig::idle_ack_timeout`] while nothing arrives (the paper's 1.5 s). A
 //! *complete* message ends the transfer; it is repeated if data keeps arriving.
 //!
-//! Integrity: the CRC32C catches corruption and the random 64-bit transfer id keeps stale and foreign
-//! datagrams out, but neither is authentication. Someone who sees the transfer id can forge data or acks; the
-//! end-to-end checksum on the control channel (CKSM) is what proves the file, as for any GridFTP data channel.
+//! Integrity: with [`Protection::None`] the CRC32C catches corruption and the random 64-bit transfer id keeps stale
+//! and foreign datagrams out, but neither is authentication: someone who sees the transfer id can forge data or
+//! acks, and the end-to-end checksum on the control channel (CKSM) is what proves the file. With
+//! [`Protection::Aead`] (under TLS, keys from the control connection's exporter, see [`crypt`]) every datagram is
+//! encrypted and authenticated; forgeries and replays are rejected (`auth_failed`, `replayed`).
 //!
 //! ```
 //! use std::time::Instant;
@@ -66,7 +68,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod bitmap;
+pub mod crypt;
 pub mod error;
 pub mod policy;
 pub mod rate;
@@ -75,10 +79,12 @@ pub mod resume;
 pub mod sender;
 pub mod wire;
 
+pub use batch::{Batch, DataSource, DatagramInfo};
 pub use bitmap::Bitmap;
+pub use crypt::{DataDirection, KeyMaterial, Protection};
 pub use error::{BitmapError, ConfigError, Reject, RejectCounts, SendError};
 pub use policy::{Circular, NextPacket, Pick, SendView};
 pub use rate::{AckInput, Pacer, Phase, RateConfig, RateController, RateStats};
 pub use receiver::{Receiver, ReceiverConfig, ReceiverStats, RxEvent};
-pub use sender::{Batch, DataSource, DatagramInfo, Sender, SenderConfig, SenderEvent, SenderStats};
+pub use sender::{Sender, SenderConfig, SenderEvent, SenderStats};
 pub use wire::{payload_size_for_mtu, TransferParams};

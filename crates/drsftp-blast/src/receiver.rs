@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::bitmap::Bitmap;
+use crate::crypt::{KeyUse, Opener, Protection, Sealer};
 use crate::error::{BitmapError, ConfigError, Reject, RejectCounts};
 use crate::wire::{
     self, AckBody, AckPacket, AckSummary, CompletePacket, EchoInfo, IntervalSample, Message,
@@ -30,6 +31,9 @@ pub struct ReceiverConfig {
     pub max_ack_datagram: usize,
     /// Most ack datagrams (chunks) per ack event; a larger state is covered over several events in rotation.
     pub max_ack_chunks: u16,
+    /// CRC32C (version 1) or AEAD under TLS (version 2, `crate::crypt`); the sender must use the same. An AEAD
+    /// ack is 24 bytes longer than its body budget suggests: `max_ack_datagram` stays the limit.
+    pub protection: Protection,
 }
 
 impl Default for ReceiverConfig {
@@ -41,6 +45,7 @@ impl Default for ReceiverConfig {
             idle_ack_timeout: Duration::from_millis(1500),
             max_ack_datagram: 1472,
             max_ack_chunks: 16,
+            protection: Protection::None,
         }
     }
 }
@@ -52,8 +57,8 @@ impl ReceiverConfig {
                 "ack_every, dup_ack_threshold and max_ack_chunks must be positive",
             ));
         }
-        if self.max_ack_datagram < ACK_HEADER_LEN + 32 || self.max_ack_datagram > wire::MAX_DATAGRAM
-        {
+        let min = ACK_HEADER_LEN + 32 + self.protection.overhead();
+        if self.max_ack_datagram < min || self.max_ack_datagram > wire::MAX_DATAGRAM {
             return Err(ConfigError::Invalid("max_ack_datagram out of range"));
         }
         if self.idle_ack_timeout.is_zero() {
@@ -128,6 +133,12 @@ pub struct Receiver {
     last_complete: Option<Instant>,
     out: VecDeque<Vec<u8>>,
     stats: ReceiverStats,
+    /// AEAD: opens data datagrams; seals acks and completes numbered by `ack_counter` (the nonce).
+    opener: Option<Opener>,
+    sealer: Option<Sealer>,
+    ack_counter: u64,
+    /// The packet the last valid data datagram carried.
+    last_seq: u64,
 }
 
 impl Receiver {
@@ -150,6 +161,9 @@ impl Receiver {
         now: Instant,
     ) -> Result<Self, ConfigError> {
         cfg.validate()?;
+        if params.payload_size + cfg.protection.overhead() > wire::MAX_PAYLOAD {
+            return Err(ConfigError::PayloadSize(params.payload_size));
+        }
         let total = params.total_packets();
         if checkpoint.len() != total {
             return Err(BitmapError::Packets {
@@ -185,6 +199,10 @@ impl Receiver {
             rotation: 0,
             last_complete: None,
             out: VecDeque::new(),
+            opener: Opener::new(&cfg.protection, KeyUse::Data),
+            sealer: Sealer::new(&cfg.protection, KeyUse::Ack),
+            ack_counter: 0,
+            last_seq: 0,
             cfg,
         };
         if r.is_complete() {
@@ -219,28 +237,62 @@ impl Receiver {
     }
 
     /// Handle one datagram from the socket. Rejections are counted in `stats().rejects` and returned; they are
-    /// never fatal.
+    /// never fatal. A new packet's payload borrows `dgram`, or the receiver itself under AEAD (decrypted there).
     pub fn handle_datagram<'a>(
-        &mut self,
+        &'a mut self,
         now: Instant,
         dgram: &'a [u8],
     ) -> Result<RxEvent<'a>, Reject> {
-        let r = self.handle_inner(now, dgram);
-        if let Err(e) = r {
-            self.stats.rejects.add(e);
+        match self.handle_inner(now, dgram) {
+            Ok(Some(seq)) => Ok(RxEvent::Data {
+                seq,
+                offset: self.params.offset(seq),
+                data: match &self.opener {
+                    Some(o) => o.payload(),
+                    None => &dgram[wire::DATA_HEADER_LEN..],
+                },
+            }),
+            Ok(None) => Ok(RxEvent::Duplicate { seq: self.last_seq }),
+            Err(e) => {
+                self.stats.rejects.add(e);
+                Err(e)
+            }
         }
-        r
     }
 
-    fn handle_inner<'a>(&mut self, now: Instant, dgram: &'a [u8]) -> Result<RxEvent<'a>, Reject> {
-        let pkt = match wire::decode(dgram, self.params.transfer_id)? {
-            Message::Data(d) => d,
+    /// Handles a datagram; `Some(seq)` for a new packet (its payload is at the end of `dgram`, or in the
+    /// opener), `None` for a duplicate of packet `last_seq`.
+    fn handle_inner(&mut self, now: Instant, dgram: &[u8]) -> Result<Option<u64>, Reject> {
+        let tid = self.params.transfer_id;
+        let m = match self.opener.as_mut() {
+            None => wire::decode(dgram, tid)?,
+            Some(o) => o.open(dgram, tid)?,
+        };
+        // Copy what is needed out of the message: it may borrow the opener, and the state updates below need
+        // all of `self`.
+        struct Pkt {
+            seq: u64,
+            tx: u32,
+            send_ts: u32,
+            ack_now: bool,
+        }
+        let (pkt, payload_len) = match m {
+            Message::Data(d) => (
+                Pkt {
+                    seq: d.seq,
+                    tx: d.tx,
+                    send_ts: d.send_ts,
+                    ack_now: d.ack_now,
+                },
+                d.payload.len(),
+            ),
             _ => return Err(Reject::UnexpectedKind),
         };
+        self.last_seq = pkt.seq;
         if pkt.seq >= self.total {
             return Err(Reject::SeqOutOfRange);
         }
-        if pkt.payload.len() != self.params.packet_len(pkt.seq) {
+        if payload_len != self.params.packet_len(pkt.seq) {
             return Err(Reject::BadLength);
         }
         self.stats.datagrams += 1;
@@ -276,11 +328,7 @@ impl Receiver {
                     self.pending_since.get_or_insert(now);
                 }
             }
-            return Ok(RxEvent::Data {
-                seq: pkt.seq,
-                offset: self.params.offset(pkt.seq),
-                data: pkt.payload,
-            });
+            return Ok(Some(pkt.seq));
         }
         self.stats.duplicates += 1;
         if was_complete {
@@ -299,7 +347,23 @@ impl Receiver {
                 self.pending_since.get_or_insert(now);
             }
         }
-        Ok(RxEvent::Duplicate { seq: pkt.seq })
+        Ok(None)
+    }
+
+    /// The AEAD counter for the next ack or complete datagram (`None` without AEAD).
+    fn next_counter(&mut self) -> Option<u64> {
+        self.sealer.as_ref()?;
+        let c = self.ack_counter;
+        self.ack_counter += 1;
+        Some(c)
+    }
+
+    /// Seals (AEAD) and queues an ack or complete datagram.
+    fn push_out(&mut self, mut out: Vec<u8>) {
+        if let Some(s) = &self.sealer {
+            s.seal(&mut out);
+        }
+        self.out.push_back(out);
     }
 
     /// Next ack/complete datagram to send to the sender.
@@ -335,8 +399,9 @@ impl Receiver {
     fn send_complete(&mut self, now: Instant) {
         self.last_complete = Some(now);
         self.pending_since = None;
-        let mut out = Vec::with_capacity(wire::COMPLETE_LEN);
-        wire::encode_complete(
+        let mut out = Vec::with_capacity(wire::COMPLETE_LEN + wire::AEAD_OVERHEAD);
+        let counter = self.next_counter();
+        wire::encode_complete_framed(
             &mut out,
             self.params.transfer_id,
             &CompletePacket {
@@ -344,9 +409,10 @@ impl Receiver {
                 rx_total: self.stats.datagrams,
                 dups: self.stats.duplicates,
             },
+            counter,
         );
         self.stats.completes_sent += 1;
-        self.out.push_back(out);
+        self.push_out(out);
     }
 
     fn summary(&mut self, now: Instant) -> AckSummary {
@@ -415,7 +481,7 @@ impl Receiver {
         self.dups_since_ack = 0;
         self.pending_since = None;
         let summary = self.summary(now);
-        let budget = self.cfg.max_ack_datagram - ACK_HEADER_LEN;
+        let budget = self.cfg.max_ack_datagram - ACK_HEADER_LEN - self.cfg.protection.overhead();
         let max = self.cfg.max_ack_chunks as usize;
         // (start, span, bitmap?, body)
         let mut chunks: Vec<(u64, u64, bool, Vec<u8>)> = Vec::new();
@@ -487,8 +553,10 @@ impl Receiver {
                 (_, true) => AckBody::Bitmap(body),
                 (_, false) => AckBody::Runs(body),
             };
-            let mut out = Vec::with_capacity(ACK_HEADER_LEN + body_len(&body));
-            wire::encode_ack(
+            let mut out =
+                Vec::with_capacity(ACK_HEADER_LEN + body_len(&body) + wire::AEAD_OVERHEAD);
+            let counter = self.next_counter();
+            wire::encode_ack_framed(
                 &mut out,
                 self.params.transfer_id,
                 &AckPacket {
@@ -499,8 +567,9 @@ impl Receiver {
                     span: *span,
                     body,
                 },
+                counter,
             );
-            self.out.push_back(out);
+            self.push_out(out);
         }
         self.stats.acks += 1;
         self.stats.ack_datagrams += count as u64;

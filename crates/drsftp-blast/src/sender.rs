@@ -5,7 +5,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+pub use crate::batch::{Batch, DataSource, DatagramInfo};
 use crate::bitmap::Bitmap;
+use crate::crypt::{KeyUse, Opener, Protection, Sealer};
 use crate::error::{BitmapError, ConfigError, Reject, RejectCounts, SendError};
 use crate::policy::{Circular, NextPacket, Pick, SendView};
 use crate::rate::{AckInput, Pacer, RateConfig, RateController};
@@ -51,6 +53,8 @@ pub struct SenderConfig {
     /// Hedge copies allowed over the whole transfer, as a fraction of its packets.
     pub hedge_budget: f64,
     pub max_copies: u8,
+    /// CRC32C (version 1) or AEAD under TLS (version 2, `crate::crypt`); the receiver must use the same.
+    pub protection: Protection,
 }
 
 impl Default for SenderConfig {
@@ -66,108 +70,8 @@ impl Default for SenderConfig {
             tail_hedge: true,
             hedge_budget: 0.02,
             max_copies: 3,
+            protection: Protection::None,
         }
-    }
-}
-
-/// Where file data comes from: `read_at` fills `buf` with the bytes at `offset` (a positioned read).
-pub trait DataSource {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
-}
-
-impl DataSource for [u8] {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        let src = usize::try_from(offset)
-            .ok()
-            .and_then(|o| self.get(o..o.checked_add(buf.len())?))
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
-        buf.copy_from_slice(src);
-        Ok(())
-    }
-}
-
-impl DataSource for Vec<u8> {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        self.as_slice().read_at(offset, buf)
-    }
-}
-
-impl<T: DataSource + ?Sized> DataSource for &T {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        (**self).read_at(offset, buf)
-    }
-}
-
-#[cfg(unix)]
-impl DataSource for std::fs::File {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
-    }
-}
-
-/// What one datagram of a [`Batch`] carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DatagramInfo {
-    pub seq: u64,
-    /// Transmission number (64-bit; the wire carries the low 32 bits).
-    pub tx: u64,
-    /// Resend round (0 = first transmission).
-    pub round: u64,
-    /// An extra copy sent by tail hedging.
-    pub hedge: bool,
-}
-
-/// Datagrams produced by one [`Sender::poll_transmit`] call, stored back to back so the I/O layer can hand
-/// them to `sendmmsg` or, when [`segment_size`](Self::segment_size) allows, to one UDP GSO send.
-#[derive(Debug, Default, Clone)]
-pub struct Batch {
-    buf: Vec<u8>,
-    ends: Vec<usize>,
-    info: Vec<DatagramInfo>,
-}
-
-impl Batch {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    pub fn clear(&mut self) {
-        self.buf.clear();
-        self.ends.clear();
-        self.info.clear();
-    }
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-    /// Datagram `i`.
-    pub fn datagram(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.buf[start..self.ends[i]]
-    }
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        (0..self.len()).map(|i| self.datagram(i))
-    }
-    pub fn info(&self) -> &[DatagramInfo] {
-        &self.info
-    }
-    /// All datagrams back to back.
-    pub fn buffer(&self) -> &[u8] {
-        &self.buf
-    }
-    /// `Some(size)` if every datagram but the last is `size` bytes and the last is not longer (GSO-compatible).
-    pub fn segment_size(&self) -> Option<usize> {
-        let first = self.ends.first().copied()?;
-        let mut prev = 0;
-        for (i, &e) in self.ends.iter().enumerate() {
-            let len = e - prev;
-            if len > first || (len != first && i + 1 != self.ends.len()) {
-                return None;
-            }
-            prev = e;
-        }
-        Some(first)
     }
 }
 
@@ -244,6 +148,9 @@ pub struct Sender<P: NextPacket = Circular> {
     events: VecDeque<SenderEvent>,
     done: bool,
     stats: SenderStats,
+    /// AEAD: seals data datagrams (counter = 64-bit `tx`) and opens acks; `None` for CRC32C.
+    sealer: Option<Sealer>,
+    opener: Option<Opener>,
 }
 
 impl<P: NextPacket> std::fmt::Debug for Sender<P> {
@@ -319,7 +226,13 @@ impl<P: NextPacket> Sender<P> {
                 "backoff in (0,1), startup_gain > 1, delay_threshold >= 1",
             ));
         }
-        let wire_len = params.wire_len();
+        let overhead = cfg.protection.overhead();
+        if params.payload_size + overhead > wire::MAX_PAYLOAD {
+            return Err(ConfigError::PayloadSize(params.payload_size));
+        }
+        let wire_len = params.wire_len() + overhead;
+        let sealer = Sealer::new(&cfg.protection, KeyUse::Data);
+        let opener = Opener::new(&cfg.protection, KeyUse::Ack);
         let cum = acked.next_zero(0).unwrap_or(total);
         let done = acked.is_full();
         Ok(Sender {
@@ -358,6 +271,8 @@ impl<P: NextPacket> Sender<P> {
             idle_mark: None,
             wake: None,
             done,
+            sealer,
+            opener,
         })
     }
 
@@ -472,6 +387,26 @@ impl<P: NextPacket> Sender<P> {
         src: &S,
         batch: &mut Batch,
     ) -> Result<usize, SendError> {
+        let first = batch.len();
+        let r = self.fill(now, max_datagrams, src, batch);
+        // AEAD datagrams are sealed only now, once the last one's ACK_NOW flag is settled (a sealed datagram
+        // cannot be changed without a new nonce); also after a read error, so nothing unsealed stays in `batch`.
+        if let Some(s) = &self.sealer {
+            for i in first..batch.len() {
+                let start = if i == 0 { 0 } else { batch.ends[i - 1] };
+                s.seal(&mut batch.buf[start..batch.ends[i]]);
+            }
+        }
+        r
+    }
+
+    fn fill<S: DataSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        max_datagrams: usize,
+        src: &S,
+        batch: &mut Batch,
+    ) -> Result<usize, SendError> {
         self.wake = None;
         if self.done {
             return Ok(0);
@@ -535,9 +470,17 @@ impl<P: NextPacket> Sender<P> {
                 ack_now: train && self.train_left == 1,
                 payload: &[],
             };
-            wire::encode_data_with(&mut batch.buf, self.params.transfer_id, &pkt, len, |b| {
-                src.read_at(offset, b)
-            })
+            // The 64-bit transmission number is the AEAD nonce: every send, resends included, takes a new one.
+            let counter = self.sealer.is_some().then_some(tx);
+            let fill = |b: &mut [u8]| src.read_at(offset, b);
+            wire::encode_data_framed(
+                &mut batch.buf,
+                self.params.transfer_id,
+                &pkt,
+                len,
+                fill,
+                counter,
+            )
             .map_err(|source| SendError::Source { offset, source })?;
             batch.ends.push(batch.buf.len());
             batch.info.push(DatagramInfo {
@@ -654,7 +597,19 @@ impl<P: NextPacket> Sender<P> {
     }
 
     fn handle_inner(&mut self, now: Instant, dgram: &[u8]) -> Result<(), Reject> {
-        match wire::decode(dgram, self.params.transfer_id)? {
+        // The opened message borrows the opener's buffer: take it out while the message is handled.
+        let mut opener = self.opener.take();
+        let tid = self.params.transfer_id;
+        let r = match opener.as_mut() {
+            None => wire::decode(dgram, tid).and_then(|m| self.on_message(now, m)),
+            Some(o) => o.open(dgram, tid).and_then(|m| self.on_message(now, m)),
+        };
+        self.opener = opener;
+        r
+    }
+
+    fn on_message(&mut self, now: Instant, m: Message<'_>) -> Result<(), Reject> {
+        match m {
             Message::Data(_) => Err(Reject::UnexpectedKind),
             Message::Complete(c) => {
                 if c.total_packets != self.total {

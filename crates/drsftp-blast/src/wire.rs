@@ -24,11 +24,31 @@
 //!   with a run of missing packets. A large state is split into several chunks of one generation, each a
 //!   self-contained datagram carrying the same summary (delivery-rate sample, echo timestamp for RTT).
 //! * Decoding never panics, never allocates and validates every length against the datagram size.
+//!
+//! Under TLS (`PROT P`) every datagram is instead sealed with AES-128-GCM (version 2, `crate::crypt`):
+//!
+//! ```text
+//! aead     0 magic u16 = 0xB1A5 | 2 version u8 = 2 | 3 kind u8 | 4 reserved u32 = 0 | 8 transfer_id u64
+//!         16 counter u64 | 24 ciphertext of the version-1 bytes from offset 16 on | tag (16 bytes)
+//! ```
+//!
+//! Bytes 0..24 are the associated data, the nonce is `0u32 ‖ counter`, the tag replaces the CRC (24 bytes more
+//! per datagram than version 1). Keys come from the control connection's TLS exporter, one per direction (data,
+//! acks), and the counter never repeats under one key: data packets use the 64-bit transmission number (a
+//! resend is a new transmission), the receiver numbers its ack and complete datagrams.
 
 use crate::error::{ConfigError, Reject};
 
 pub const MAGIC: u16 = 0xB1A5;
 pub const VERSION: u8 = 1;
+/// Version of the AEAD-sealed format (module docs).
+pub const VERSION_AEAD: u8 = 2;
+/// AEAD header bytes before the ciphertext: the common header plus the 64-bit counter.
+pub const AEAD_HEADER_LEN: usize = COMMON_LEN + 8;
+/// AES-GCM tag bytes.
+pub const AEAD_TAG_LEN: usize = 16;
+/// Extra bytes of an AEAD datagram over the same message in version 1 (counter + tag; the CRC field stays, zero).
+pub const AEAD_OVERHEAD: usize = 8 + AEAD_TAG_LEN;
 /// IPv4 (20) + UDP (8) header bytes, counted in wire rates.
 pub const IP_UDP_OVERHEAD: usize = 28;
 pub const COMMON_LEN: usize = 16;
@@ -60,6 +80,15 @@ pub fn payload_size_for_mtu(mtu: usize) -> Result<usize, ConfigError> {
         .filter(|&p| p >= 1)
         .ok_or(ConfigError::Mtu(mtu))?;
     Ok(p.min(MAX_PAYLOAD))
+}
+
+/// Payload bytes per data packet for a path MTU with AEAD protection: [`payload_size_for_mtu`] − 24.
+pub fn payload_size_for_mtu_aead(mtu: usize) -> Result<usize, ConfigError> {
+    let p = mtu
+        .checked_sub(IP_UDP_OVERHEAD + DATA_HEADER_LEN + AEAD_OVERHEAD)
+        .filter(|&p| p >= 1)
+        .ok_or(ConfigError::Mtu(mtu))?;
+    Ok(p.min(MAX_PAYLOAD - AEAD_OVERHEAD))
 }
 
 /// What both ends agree on before the first datagram (through the control channel).
@@ -112,7 +141,23 @@ impl TransferParams {
         (self.total_bytes - off).min(self.payload_size as u64) as usize
     }
 
-    /// Bytes a full-size data packet occupies on the wire, IP and UDP headers included.
+    /// Parameters with the payload size derived from the path MTU, leaving room for the AEAD counter and tag
+    /// when `aead` (so sealed datagrams still fit the MTU).
+    pub fn for_mtu_with(
+        transfer_id: u64,
+        total_bytes: u64,
+        mtu: usize,
+        aead: bool,
+    ) -> Result<Self, ConfigError> {
+        let p = if aead {
+            payload_size_for_mtu_aead(mtu)?
+        } else {
+            payload_size_for_mtu(mtu)?
+        };
+        Self::new(transfer_id, total_bytes, p)
+    }
+
+    /// Bytes a full-size data packet occupies on the wire, IP and UDP headers included (version 1).
     pub fn wire_len(&self) -> usize {
         self.payload_size + DATA_HEADER_LEN + IP_UDP_OVERHEAD
     }
@@ -202,13 +247,13 @@ pub enum Message<'a> {
     Complete(CompletePacket),
 }
 
-fn be_u16(b: &[u8], at: usize) -> u16 {
+pub(crate) fn be_u16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
-fn be_u32(b: &[u8], at: usize) -> u32 {
+pub(crate) fn be_u32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
-fn be_u64(b: &[u8], at: usize) -> u64 {
+pub(crate) fn be_u64(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
@@ -216,17 +261,35 @@ fn crc_of(dgram: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&dgram[..4]), &dgram[8..])
 }
 
-fn put_common(out: &mut Vec<u8>, kind: u8, transfer_id: u64) {
+/// Writes the common header: version 1 (CRC filled in by [`finish`]) without a counter, else version 2 with
+/// `counter` (the AEAD form, sealed later by `crate::crypt`).
+fn put_common(out: &mut Vec<u8>, kind: u8, transfer_id: u64, counter: Option<u64>) {
     out.extend_from_slice(&MAGIC.to_be_bytes());
-    out.push(VERSION);
+    out.push(if counter.is_some() {
+        VERSION_AEAD
+    } else {
+        VERSION
+    });
     out.push(kind);
     out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(&transfer_id.to_be_bytes());
+    if let Some(c) = counter {
+        out.extend_from_slice(&c.to_be_bytes());
+    }
 }
 
 fn seal(out: &mut [u8]) {
     let crc = crc_of(out);
     out[4..8].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Ends a datagram begun at `start`: the CRC for version 1, room for the tag for version 2 (still unsealed).
+fn finish(out: &mut Vec<u8>, start: usize) {
+    if out[start + 2] == VERSION_AEAD {
+        out.resize(out.len() + AEAD_TAG_LEN, 0);
+    } else {
+        seal(&mut out[start..]);
+    }
 }
 
 /// Append a data datagram to `out`. `fill` writes the `payload_len` payload bytes in place (so file data can be
@@ -238,9 +301,21 @@ pub fn encode_data_with<E>(
     payload_len: usize,
     fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
 ) -> Result<(), E> {
+    encode_data_framed(out, transfer_id, pkt, payload_len, fill, None)
+}
+
+/// [`encode_data_with`] in version 1 (`counter` `None`) or as an unsealed version-2 datagram.
+pub(crate) fn encode_data_framed<E>(
+    out: &mut Vec<u8>,
+    transfer_id: u64,
+    pkt: &DataPacket<'_>,
+    payload_len: usize,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    counter: Option<u64>,
+) -> Result<(), E> {
     assert!(payload_len <= MAX_PAYLOAD, "payload too large");
     let start = out.len();
-    put_common(out, KIND_DATA, transfer_id);
+    put_common(out, KIND_DATA, transfer_id, counter);
     out.extend_from_slice(&pkt.seq.to_be_bytes());
     out.extend_from_slice(&pkt.tx.to_be_bytes());
     out.extend_from_slice(&pkt.send_ts.to_be_bytes());
@@ -253,15 +328,20 @@ pub fn encode_data_with<E>(
         out.truncate(start);
         return Err(e);
     }
-    seal(&mut out[start..]);
+    finish(out, start);
     Ok(())
 }
 
-/// Set the ACK_NOW flag on an encoded data datagram (and re-seal it).
+/// Set the ACK_NOW flag on an encoded data datagram: re-sealing its CRC (version 1), or before it is sealed
+/// (version 2: the sender seals its batch last).
 pub(crate) fn set_ack_now(dgram: &mut [u8]) {
     if dgram.len() >= DATA_HEADER_LEN && dgram[3] == KIND_DATA {
-        dgram[34] |= FLAG_ACK_NOW;
-        seal(dgram);
+        if dgram[2] == VERSION_AEAD {
+            dgram[34 + AEAD_HEADER_LEN - COMMON_LEN] |= FLAG_ACK_NOW;
+        } else {
+            dgram[34] |= FLAG_ACK_NOW;
+            seal(dgram);
+        }
     }
 }
 
@@ -277,8 +357,18 @@ pub fn encode_data(out: &mut Vec<u8>, transfer_id: u64, pkt: &DataPacket<'_>) {
 
 /// Append one ack chunk datagram.
 pub fn encode_ack(out: &mut Vec<u8>, transfer_id: u64, ack: &AckPacket<'_>) {
+    encode_ack_framed(out, transfer_id, ack, None)
+}
+
+/// [`encode_ack`] in version 1 (`counter` `None`) or as an unsealed version-2 datagram.
+pub(crate) fn encode_ack_framed(
+    out: &mut Vec<u8>,
+    transfer_id: u64,
+    ack: &AckPacket<'_>,
+    counter: Option<u64>,
+) {
     let start = out.len();
-    put_common(out, KIND_ACK, transfer_id);
+    put_common(out, KIND_ACK, transfer_id, counter);
     let s = &ack.summary;
     for v in [s.generation, s.cum, s.distinct, s.rx_total, s.dups] {
         out.extend_from_slice(&v.to_be_bytes());
@@ -323,17 +413,27 @@ pub fn encode_ack(out: &mut Vec<u8>, transfer_id: u64, ack: &AckPacket<'_>) {
     out.extend_from_slice(&ack.start.to_be_bytes());
     out.extend_from_slice(&ack.span.to_be_bytes());
     out.extend_from_slice(body);
-    seal(&mut out[start..]);
+    finish(out, start);
 }
 
 /// Append a complete datagram.
 pub fn encode_complete(out: &mut Vec<u8>, transfer_id: u64, c: &CompletePacket) {
+    encode_complete_framed(out, transfer_id, c, None)
+}
+
+/// [`encode_complete`] in version 1 (`counter` `None`) or as an unsealed version-2 datagram.
+pub(crate) fn encode_complete_framed(
+    out: &mut Vec<u8>,
+    transfer_id: u64,
+    c: &CompletePacket,
+    counter: Option<u64>,
+) {
     let start = out.len();
-    put_common(out, KIND_COMPLETE, transfer_id);
+    put_common(out, KIND_COMPLETE, transfer_id, counter);
     for v in [c.total_packets, c.rx_total, c.dups] {
         out.extend_from_slice(&v.to_be_bytes());
     }
-    seal(&mut out[start..]);
+    finish(out, start);
 }
 
 /// Append `v` as LEB128.
@@ -470,12 +570,7 @@ pub fn decode(buf: &[u8], transfer_id: u64) -> Result<Message<'_>, Reject> {
         return Err(Reject::BadVersion);
     }
     let kind = buf[3];
-    let min = match kind {
-        KIND_DATA => DATA_HEADER_LEN,
-        KIND_ACK => ACK_HEADER_LEN,
-        KIND_COMPLETE => COMPLETE_LEN,
-        _ => return Err(Reject::UnknownKind),
-    };
+    let min = min_len(kind)?;
     if buf.len() < min {
         return Err(Reject::Truncated);
     }
@@ -487,6 +582,25 @@ pub fn decode(buf: &[u8], transfer_id: u64) -> Result<Message<'_>, Reject> {
     }
     if be_u64(buf, 8) != transfer_id {
         return Err(Reject::WrongTransfer);
+    }
+    parse(buf, kind)
+}
+
+/// The fixed length of a message kind (version-1 layout), or `UnknownKind`.
+pub(crate) fn min_len(kind: u8) -> Result<usize, Reject> {
+    match kind {
+        KIND_DATA => Ok(DATA_HEADER_LEN),
+        KIND_ACK => Ok(ACK_HEADER_LEN),
+        KIND_COMPLETE => Ok(COMPLETE_LEN),
+        _ => Err(Reject::UnknownKind),
+    }
+}
+
+/// Parses an authenticated datagram in the version-1 layout (CRC and transfer id already checked, or a
+/// decrypted AEAD datagram rebuilt in that layout).
+pub(crate) fn parse(buf: &[u8], kind: u8) -> Result<Message<'_>, Reject> {
+    if buf.len() < min_len(kind)? {
+        return Err(Reject::Truncated);
     }
     match kind {
         KIND_DATA => {

@@ -345,6 +345,32 @@ impl MaybeTls {
         matches!(self, MaybeTls::Tls(_))
     }
 
+    /// RFC 5705 / RFC 8446 §7.5 keying material from this TLS session (both ends derive the same bytes);
+    /// `None` on a cleartext connection or if the exporter refuses (no handshake completed).
+    pub fn export_keying_material<const N: usize>(
+        &self,
+        label: &[u8],
+        context: &[u8],
+    ) -> Option<[u8; N]> {
+        let MaybeTls::Tls(t) = self else {
+            return None;
+        };
+        let out = [0u8; N];
+        let r = match t.as_ref() {
+            tokio_rustls::TlsStream::Client(c) => {
+                c.get_ref()
+                    .1
+                    .export_keying_material(out, label, Some(context))
+            }
+            tokio_rustls::TlsStream::Server(s) => {
+                s.get_ref()
+                    .1
+                    .export_keying_material(out, label, Some(context))
+            }
+        };
+        r.ok()
+    }
+
     /// The cleartext socket, if it is one (for an upgrade with `AUTH TLS`).
     pub fn into_plain(self) -> Option<TcpStream> {
         match self {

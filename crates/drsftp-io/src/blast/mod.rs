@@ -78,6 +78,9 @@ pub struct BlastOpts {
     /// Client downloads: pick up a matching checkpoint left by an interrupted download of the same file
     /// (`false`: `--no-resume`, discard it and start afresh). Checkpoints are written either way.
     pub resume: bool,
+    /// Per transfer: CRC32C datagrams, or AEAD with keys from the control connection's TLS exporter (`PROT P`,
+    /// see [`blast_keys`]). Both ends must agree; a protected transfer never falls back to cleartext.
+    pub protection: drsftp_blast::Protection,
 }
 
 impl Default for BlastOpts {
@@ -97,8 +100,27 @@ impl Default for BlastOpts {
             idle_timeout: Duration::from_secs(60),
             linger: Duration::from_secs(3),
             resume: true,
+            protection: drsftp_blast::Protection::None,
         }
     }
+}
+
+/// AEAD protection for one transfer under TLS: keying material exported from the control connection `tls` with
+/// the drsftp blast label and the transfer's parameters as context (`drsftp_blast::crypt`), so each transfer has
+/// its own keys and both ends derive the same ones. `None` if the connection is not TLS.
+pub fn blast_keys(
+    tls: &crate::tls::MaybeTls,
+    params: &TransferParams,
+    dir: drsftp_blast::DataDirection,
+) -> Option<drsftp_blast::Protection> {
+    let ctx = drsftp_blast::crypt::exporter_context(params, dir);
+    let km = tls.export_keying_material::<{ drsftp_blast::crypt::KEY_MATERIAL_LEN }>(
+        drsftp_blast::crypt::EXPORTER_LABEL,
+        &ctx,
+    )?;
+    Some(drsftp_blast::Protection::Aead(
+        drsftp_blast::KeyMaterial::new(km),
+    ))
 }
 
 /// What one side of a blast transfer did.
@@ -128,6 +150,8 @@ pub struct BlastReport {
     /// Whether GSO / GRO were in use.
     pub gso: bool,
     pub gro: bool,
+    /// Whether the datagrams were AEAD-sealed (`PROT P`).
+    pub aead: bool,
     /// File ranges written (receiver) or acknowledged (sender), in file offsets.
     pub ranges: RangeSet,
     /// Receiver: the packet map when it stopped (the resume checkpoint), as `Bitmap::to_bytes`.

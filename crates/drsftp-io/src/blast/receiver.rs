@@ -28,8 +28,12 @@ const LINGER_CAP: Duration = Duration::from_secs(30);
 
 pub(super) fn config(opts: &BlastOpts, params: &TransferParams) -> ReceiverConfig {
     let mut cfg = ReceiverConfig {
-        max_ack_datagram: (params.payload_size + drsftp_blast::wire::DATA_HEADER_LEN)
-            .min(drsftp_blast::wire::MAX_DATAGRAM),
+        // As large as a data datagram (AEAD counter and tag included): the path carries those.
+        max_ack_datagram: (params.payload_size
+            + drsftp_blast::wire::DATA_HEADER_LEN
+            + opts.protection.overhead())
+        .min(drsftp_blast::wire::MAX_DATAGRAM),
+        protection: opts.protection.clone(),
         ..ReceiverConfig::default()
     };
     // FOBS never resends while new packets remain, so with loss the state between the cumulative ack and the
@@ -266,6 +270,7 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
         socket_drops: l.rb.socket_drops(),
         gso: false,
         gro,
+        aead: opts.protection != drsftp_blast::Protection::None,
         ranges: std::iter::once(base..base + written)
             .filter(|r| !r.is_empty())
             .collect(),

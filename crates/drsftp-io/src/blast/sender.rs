@@ -45,6 +45,7 @@ pub(super) fn config(opts: &BlastOpts) -> SenderConfig {
         r.min_rate_bps = r.min_rate_bps.min(opts.max_rate);
     }
     r.max_burst = opts.max_burst.max(1);
+    cfg.protection = opts.protection.clone();
     cfg
 }
 
@@ -217,6 +218,7 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
         socket_drops: acks.socket_drops(),
         gso: out.gso(),
         gro: false,
+        aead: opts.protection != drsftp_blast::Protection::None,
         ranges: std::iter::once(base..base + params.total_bytes)
             .filter(|r| !r.is_empty())
             .collect(),

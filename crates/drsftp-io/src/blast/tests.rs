@@ -263,6 +263,49 @@ async fn hostile_datagrams_are_counted_and_the_file_stays_exact() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aead_transfer_refuses_forgeries_that_pass_the_crc() {
+    // Under PROT P both threads seal and open with the transfer's keys. An attacker who knows the transfer id
+    // (it is in every datagram) forges cleartext data and acks with valid CRCs: cleartext blast would take them
+    // (`hostile_datagrams_are_counted_and_the_file_stays_exact` counts them as duplicates); here they fail
+    // authentication, are counted, and the file stays exact.
+    let src = random_bytes(8 << 20, 12);
+    let copy = src.clone();
+    let o = BlastOpts {
+        max_rate: 400_000_000,
+        protection: drsftp_blast::Protection::Aead(drsftp_blast::KeyMaterial::new([9; 32])),
+        ..opts()
+    };
+    let sent = Arc::new(std::sync::Mutex::new(0u64));
+    let s2 = sent.clone();
+    let r = transfer(src.clone(), 0, 1500, o, move |sa, ra, params, done| {
+        let same = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let forged = datagrams(params, &copy, 64);
+        let mut n = 0u64;
+        std::thread::sleep(Duration::from_millis(20));
+        while !done.load(Ordering::Relaxed) {
+            let _ = same
+                .send_to(&forged[n as usize % forged.len()], ra)
+                .map(|_| n += 1);
+            let _ = same.send_to(&forged[0], sa);
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        *s2.lock().unwrap() = n;
+    })
+    .await;
+    let n = *sent.lock().unwrap();
+    let mut v = vec![0u8; src.len()];
+    assert_eq!(r.out.read_at(&mut v, 0).unwrap(), src.len());
+    assert!(v == src, "file corrupted");
+    assert!(r.rx.aead && r.tx.aead);
+    assert!(n > 10, "injector too slow: {n}");
+    let a = r.rx.rejects.auth_failed;
+    assert!(a * 10 >= n * 9 && a <= n, "auth_failed {a} of {n} forged");
+    assert_eq!(r.rx.rejects.total(), a);
+    assert!(r.tx.rejects.auth_failed > 0, "forged acks at the sender");
+    assert_eq!(r.rx.duplicates, 0, "no forgery counted as a duplicate");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_the_thread_and_idle_times_out() {
     // A receiver with no sender: dropping its future ends the thread, which frees the port.
     let o = opts();
@@ -372,5 +415,11 @@ fn payload_size_matches_the_protocol() {
             drsftp_blast::payload_size_for_mtu(mtu as usize).unwrap(),
             (mtu - 64) as usize
         );
+        // Under PROT P the server announces 24 bytes less (drsftp-proto's BLAST_AEAD_OVERHEAD).
+        assert_eq!(
+            drsftp_blast::wire::payload_size_for_mtu_aead(mtu as usize).unwrap(),
+            (mtu - 64 - 24) as usize
+        );
     }
+    assert_eq!(drsftp_blast::wire::AEAD_OVERHEAD, 24);
 }

@@ -11,11 +11,13 @@
 //!   the server's word counts, CKSM then checks the bytes.
 //! * A data failure sends ABOR; no progress for `stall` fails the transfer; a failed control channel stops the
 //!   data thread (dropping its future).
+//! * Under `PROT P` the datagrams are AEAD-sealed with keys from the control connection's TLS exporter and the
+//!   parameters of the `150` reply (`Control::blast_protection`); the server derives the same.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drsftp_blast::TransferParams;
+use drsftp_blast::{DataDirection, Protection, TransferParams};
 use drsftp_proto::client::{BlastChannel, Event, Op, Outcome, TransferReport, TransferSpec};
 use drsftp_storage::FileHandle;
 use tokio::task::JoinHandle;
@@ -51,6 +53,7 @@ pub(crate) enum Side {
 type Task = JoinHandle<Result<(BlastReport, Option<Linger>), DataError>>;
 
 fn spawn(
+    control: &Control,
     side: Side,
     sock: std::net::UdpSocket,
     ch: &BlastChannel,
@@ -59,7 +62,14 @@ fn spawn(
 ) -> Result<Task, ClientError> {
     let params = TransferParams::new(ch.transfer_id, ch.size, ch.payload_size)
         .map_err(|e| ClientError::Invalid(format!("the server's blast channel: {e}")))?;
+    let dir = match side {
+        Side::Recv { .. } => DataDirection::ServerSends,
+        Side::Send { .. } => DataDirection::ClientSends,
+    };
     let mut opts = opts.clone();
+    opts.protection = control
+        .blast_protection(&params, dir)?
+        .unwrap_or(Protection::None);
     opts.max_rate = match (opts.max_rate, ch.max_rate) {
         (0, r) | (r, 0) => r,
         (a, b) => a.min(b),
@@ -117,7 +127,8 @@ pub(crate) async fn run(
     let mut watch = Stall::new(progress.bytes());
     let mut grace: Option<Instant> = None;
 
-    let start = |ch: Option<BlastChannel>,
+    let start = |control: &Control,
+                 ch: Option<BlastChannel>,
                  side: &mut Option<Side>,
                  sock: &mut Option<std::net::UdpSocket>|
      -> Result<Option<Task>, ClientError> {
@@ -139,7 +150,7 @@ pub(crate) async fn run(
         let u = sock
             .take()
             .ok_or_else(|| ClientError::Invalid("blast transfer started before BPAS".into()))?;
-        spawn(s, u, &ch, opts, progress.clone()).map(Some)
+        spawn(control, s, u, &ch, opts, progress.clone()).map(Some)
     };
 
     while report.is_none() || data.is_none() {
@@ -155,7 +166,8 @@ pub(crate) async fn run(
                 }
                 Event::TransferStarted(reply) => {
                     tracing::debug!("transfer started: {reply}");
-                    match start(control.session().blast_channel(), &mut side, &mut sock) {
+                    let ch = control.session().blast_channel();
+                    match start(control, ch, &mut side, &mut sock) {
                         Ok(t) => task.0 = t.or(task.0.take()),
                         Err(e) => {
                             abort(control).await;
@@ -166,7 +178,7 @@ pub(crate) async fn run(
                 }
                 Event::Done(Outcome::Transferred(r)) => {
                     // 2xx without a 1xx first: the report still describes the channel.
-                    if let Some(t) = start(r.blast, &mut side, &mut sock)? {
+                    if let Some(t) = start(control, r.blast, &mut side, &mut sock)? {
                         task.0 = Some(t);
                     }
                     for n in &r.notices {

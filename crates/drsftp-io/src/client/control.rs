@@ -121,6 +121,24 @@ impl Control {
         self.tls.clone().filter(|_| self.data_tls)
     }
 
+    /// AEAD keys for a blast transfer when `PROT P` is in force (`Ok(None)`: cleartext blast). Under PROT P the
+    /// keys come from this connection's TLS exporter, and failing to derive them is an error, never cleartext.
+    pub(crate) fn blast_protection(
+        &self,
+        params: &drsftp_blast::TransferParams,
+        dir: drsftp_blast::DataDirection,
+    ) -> Result<Option<drsftp_blast::Protection>, ClientError> {
+        if !self.data_tls {
+            return Ok(None);
+        }
+        let keys = self
+            .sock
+            .as_ref()
+            .and_then(|s| crate::blast::blast_keys(s, params, dir));
+        keys.map(Some)
+            .ok_or_else(|| ClientError::Invalid("PROT P: no TLS keys for the blast channel".into()))
+    }
+
     /// Whether the control connection is TLS.
     pub(crate) fn is_tls(&self) -> bool {
         self.sock.as_ref().is_some_and(MaybeTls::is_tls)

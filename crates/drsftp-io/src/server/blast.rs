@@ -2,25 +2,51 @@
 //! section (RETR/ERET) or receives an upload (STOR/APPE/ESTO, size from ALLO) with `crate::blast`, on the UDP
 //! socket bound for `BPAS`. Uploads land in the part file and are committed only when every packet was written;
 //! the receiver then lingers on its own for a few seconds in case the client missed the final "complete".
+//! Under `PROT P` the datagrams are sealed with keys from the control connection's TLS exporter ([`plan_params`]
+//! gives the parameters both ends feed it; the session driver derives the keys, `conn.rs`).
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use drsftp_blast::TransferParams;
-use drsftp_proto::server::{BlastEndpoint, TransferPlan};
+use drsftp_blast::{DataDirection, Protection, TransferParams};
+use drsftp_proto::server::{BlastEndpoint, DataEndpoint, Payload, TransferPlan};
 use drsftp_storage::FileHandle;
 
 use crate::blast::{self, BlastOpts};
 use crate::data::{DataError, DataReport, Progress};
 
 /// The data-path settings the server uses for one channel.
-pub(crate) fn opts(ep: &BlastEndpoint) -> BlastOpts {
+pub(crate) fn opts(ep: &BlastEndpoint, protection: &Protection) -> BlastOpts {
     BlastOpts {
         max_rate: ep.max_rate,
         ack_every: ep.ack_every,
         force_buffers: false,
+        protection: protection.clone(),
         ..BlastOpts::default()
     }
+}
+
+/// The section a blast RETR/ERET sends (the plan's one range; the size its `150` announced).
+pub(crate) fn section(ranges: &[std::ops::Range<u64>]) -> std::ops::Range<u64> {
+    ranges.first().cloned().unwrap_or(0..0)
+}
+
+/// The parameters and direction of a blast plan exactly as `send`/`recv` will use them: the exporter context of
+/// its AEAD keys (the client builds the same from the `150` reply). `None` for other plans.
+pub(crate) fn plan_params(plan: &TransferPlan) -> Option<(TransferParams, DataDirection)> {
+    let DataEndpoint::Blast(ep) = &plan.endpoint else {
+        return None;
+    };
+    let (size, dir) = match &plan.payload {
+        Payload::SendFile { ranges, .. } => {
+            let r = section(ranges);
+            (r.end - r.start, DataDirection::ServerSends)
+        }
+        Payload::RecvFile { expected, .. } => (expected.unwrap_or(0), DataDirection::ClientSends),
+        Payload::SendBytes(_) | Payload::SendListing { .. } => return None,
+    };
+    let p = TransferParams::new(ep.transfer_id, size, ep.payload_size).ok()?;
+    Some((p, dir))
 }
 
 /// Binds a blast socket for `BPAS` and draws its transfer id.
@@ -57,6 +83,7 @@ fn params(ep: &BlastEndpoint, size: u64) -> Result<TransferParams, DataError> {
 
 /// Sends `file[range]` (the plan's one range) to the client; `held` (relative to `range`, from `REST` ranges:
 /// a resumed download) marks the packets the client has already, which are not sent.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn send(
     ep: &BlastEndpoint,
     sock: std::net::UdpSocket,
@@ -64,6 +91,7 @@ pub(crate) async fn send(
     range: std::ops::Range<u64>,
     held: &drsftp_proto::ranges::RangeSet,
     progress: Arc<Progress>,
+    protection: &Protection,
     metrics: Option<&super::metrics::Metrics>,
 ) -> Result<(u64, usize), DataError> {
     let len = file.len().map_err(DataError::Storage)?;
@@ -76,7 +104,7 @@ pub(crate) async fn send(
     let p = params(ep, range.end - range.start)?;
     let acked = (!held.is_empty())
         .then(|| drsftp_blast::resume::packets_within(&p, held.ranges().iter().cloned()));
-    let o = opts(ep);
+    let o = opts(ep, protection);
     let r = blast::send_with(sock, ep.peer, p, file, range.start, &o, progress, acked).await?;
     if r.resumed > 0 {
         tracing::info!(
@@ -96,6 +124,7 @@ pub(crate) async fn send(
 }
 
 /// Receives the upload into `file` at `offset`, `size` bytes; the report feeds the usual completeness check.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn recv(
     ep: &BlastEndpoint,
     sock: std::net::UdpSocket,
@@ -103,10 +132,12 @@ pub(crate) async fn recv(
     offset: u64,
     size: u64,
     progress: Arc<Progress>,
+    protection: &Protection,
     metrics: Option<&super::metrics::Metrics>,
 ) -> Result<DataReport, DataError> {
     let p = params(ep, size)?;
-    let (r, linger) = blast::recv(sock, ep.peer, p, file, offset, &opts(ep), progress).await?;
+    let o = opts(ep, protection);
+    let (r, linger) = blast::recv(sock, ep.peer, p, file, offset, &o, progress).await?;
     linger.detach();
     tracing::info!(
         "blast receive from {}: {} bytes, {} datagrams, {} duplicates, {} rejected ({} foreign), {} socket drops, {:.2} s",

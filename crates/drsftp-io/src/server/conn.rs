@@ -199,6 +199,17 @@ pub(crate) async fn run(
                         m.track(&progress);
                     }
                     let blast = super::blast::take_socket(&plan, &mut blast_sock);
+                    // PROT P blast: AEAD keys from this control connection's TLS session and the transfer's
+                    // parameters. The exporter needs the whole stream, so the halves are joined for a moment.
+                    let blast_keys = match super::blast::plan_params(&plan) {
+                        Some((p, dir)) if plan.protect => {
+                            let tls = rd.unsplit(wr);
+                            let k = crate::blast::blast_keys(&tls, &p, dir);
+                            (rd, wr) = tokio::io::split(tls);
+                            k
+                        }
+                        _ => None,
+                    };
                     let job = Job {
                         plan,
                         storage: storage.clone(),
@@ -207,6 +218,7 @@ pub(crate) async fn run(
                         cache: cache.take(),
                         progress: progress.clone(),
                         blast,
+                        blast_keys,
                         accept_timeout: params.session.data_timeout,
                         metrics: params.ops.metrics.clone(),
                     };

@@ -43,6 +43,9 @@ pub(crate) struct Job {
     pub(crate) progress: Arc<Progress>,
     /// The UDP socket `BPAS` bound, for a plan on a blast channel.
     pub(crate) blast: Option<std::net::UdpSocket>,
+    /// `PROT P` blast: AEAD keys from the control connection's TLS exporter (`None`: none could be derived, and
+    /// a protected blast plan then fails rather than send cleartext).
+    pub(crate) blast_keys: Option<drsftp_blast::Protection>,
     /// How long to wait for a data connection (`ServerConfig::data_timeout`; zero: no limit of its own, the
     /// session's data timer still ends the transfer).
     pub(crate) accept_timeout: Duration,
@@ -98,6 +101,7 @@ async fn run_inner(
         cache,
         progress,
         blast,
+        blast_keys,
         accept_timeout,
         metrics,
     } = job;
@@ -108,6 +112,14 @@ async fn run_inner(
     if let DataEndpoint::Blast(ep) = &plan.endpoint {
         let sock = blast
             .ok_or_else(|| DataError::Incomplete("the UDP socket bound for BPAS is gone".into()))?;
+        let protection = if plan.protect {
+            // Never cleartext once PROT P is in force.
+            blast_keys.ok_or_else(|| {
+                DataError::Incomplete("PROT P: no TLS keys for the blast channel".into())
+            })?
+        } else {
+            drsftp_blast::Protection::None
+        };
         return run_blast(
             ep,
             sock,
@@ -115,6 +127,7 @@ async fn run_inner(
             &plan.resume,
             storage,
             progress,
+            &protection,
             metrics.as_deref(),
         )
         .await;
@@ -225,6 +238,7 @@ async fn run_inner(
 }
 
 /// A plan on a blast channel (see `blast.rs`).
+#[allow(clippy::too_many_arguments)]
 async fn run_blast(
     ep: &drsftp_proto::server::BlastEndpoint,
     sock: std::net::UdpSocket,
@@ -232,15 +246,17 @@ async fn run_blast(
     resume: &drsftp_proto::ranges::RangeSet,
     storage: Arc<dyn Storage>,
     progress: Arc<Progress>,
+    protection: &drsftp_blast::Protection,
     metrics: Option<&super::metrics::Metrics>,
 ) -> Result<(u64, usize, Option<DataCache>), DataError> {
     match payload {
         // The session announced the size from its stat: send exactly that (no `to_eof` re-reading).
         Payload::SendFile { path, ranges, .. } => {
             let file = blocking(move || storage.open_read(&path)).await?;
-            let range = ranges.first().cloned().unwrap_or(0..0);
+            let range = super::blast::section(&ranges);
             let (bytes, streams) =
-                super::blast::send(ep, sock, file, range, resume, progress, metrics).await?;
+                super::blast::send(ep, sock, file, range, resume, progress, protection, metrics)
+                    .await?;
             Ok((bytes, streams, None))
         }
         Payload::RecvFile {
@@ -251,8 +267,17 @@ async fn run_blast(
         } => {
             let size = expected.unwrap_or(0);
             let part = blocking(move || storage.open_write(&path, write_mode)).await?;
-            let r =
-                super::blast::recv(ep, sock, part.handle(), offset, size, progress, metrics).await;
+            let r = super::blast::recv(
+                ep,
+                sock,
+                part.handle(),
+                offset,
+                size,
+                progress,
+                protection,
+                metrics,
+            )
+            .await;
             finish_upload(part, r, write_mode, offset, expected, vec![]).await
         }
         Payload::SendBytes(_) | Payload::SendListing { .. } => Err(DataError::Incomplete(

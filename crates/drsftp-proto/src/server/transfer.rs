@@ -83,16 +83,29 @@ impl Ctx {
                 "A transfer is already running.".into(),
             ));
         }
-        let endpoint = self.endpoint()?;
+        let mut endpoint = self.endpoint()?;
         let protect = self.sec.protect_data;
         let blast_ep = matches!(&endpoint, DataEndpoint::Blast(_));
         let listing = payload.is_listing();
-        if protect && (blast_ep || (mode == Mode::Extended && !listing)) {
+        if protect && !blast_ep && mode == Mode::Extended && !listing {
             // Stream mode only for now: MODE E's many connections and blast's UDP need their own design.
             return Err(CommandError::Reply(
                 536,
                 "MODE E with PROT P is not supported yet.".into(),
             ));
+        }
+        if let (true, DataEndpoint::Blast(ep)) = (protect, &mut endpoint) {
+            // PROT P blast: AEAD datagrams (keys from the TLS exporter, docs/blast.md), smaller payloads.
+            if ep.adopted_id {
+                return Err(CommandError::Reply(
+                    536,
+                    "Third-party blast with PROT P is not supported.".into(),
+                ));
+            }
+            ep.payload_size = ep
+                .payload_size
+                .saturating_sub(super::verbs::BLAST_AEAD_OVERHEAD)
+                .max(1);
         }
         if !protect && self.cfg.tls == TlsPolicy::Required {
             return Err(CommandError::Reply(

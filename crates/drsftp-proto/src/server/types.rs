@@ -252,6 +252,9 @@ pub struct BlastEndpoint {
     pub max_rate: u64,
     /// The client's acknowledgement frequency for when the server receives (`AckEvery=`), if it gave one.
     pub ack_every: Option<u32>,
+    /// The transfer id was adopted from `BPRT` (named by the client, not drawn here): such a channel is refused
+    /// under `PROT P`, whose AEAD keys are fresh only if the id is.
+    pub adopted_id: bool,
 }
 
 /// What flows over the data channel and where it comes from or goes to.

@@ -370,13 +370,12 @@ async fn copy(
             .with_context(|| format!("logging in to {}", url.authority()))?;
     let (p, udp) = (args.parallel, args.transport == "udp");
     if client.data_protected() {
-        // PROT P runs in stream mode only for now: one TLS data connection, no MODE E, no blast.
-        if matches!(p, Some(super::auto::Parallel::Fixed(n)) if n > 1) || args.mode_e || udp {
-            bail!("with TLS data channels (PROT P) only stream mode is supported yet: drop -p N, --mode-e and --transport udp, or use --tls off");
+        // PROT P runs in stream mode (one TLS data connection) or blast (AEAD datagrams), no MODE E yet.
+        if matches!(p, Some(super::auto::Parallel::Fixed(n)) if n > 1) || args.mode_e {
+            bail!("with TLS data channels (PROT P) only stream mode and --transport udp are supported yet: drop -p N and --mode-e, or use --tls off");
         }
         opts.streams = 1;
         opts.mode_e = false;
-        opts.blast = None;
     } else if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
         *auto = Some(super::auto::choose(&mut client, url, &mut opts, None).await?);
         // Online refinement from that start (uploads: we are the MODE E sender; downloads from a drsftp server:
@@ -576,6 +575,8 @@ fn report(
                 "socket_drops": b.socket_drops,
                 "gso": b.gso,
                 "gro": b.gro,
+                "aead": b.aead,
+                "auth_failed": b.rejects.auth_failed,
                 "data_seconds": b.seconds,
                 "resumed_bytes": b.resumed,
             })),

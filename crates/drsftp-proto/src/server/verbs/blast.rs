@@ -39,6 +39,10 @@ pub(crate) const PACKET_OVERHEAD: u32 = 64;
 /// Most packets in one blast transfer (`drsftp_blast::wire::MAX_PACKETS`).
 pub(crate) const MAX_PACKETS: u64 = 1 << 30;
 
+/// Bytes an AEAD-sealed datagram (`PROT P`) has beyond a cleartext one: counter and tag
+/// (`drsftp_blast::wire::AEAD_OVERHEAD`); its payload is that much smaller so it still fits the MTU.
+pub(crate) const AEAD_OVERHEAD: usize = 24;
+
 /// Payload bytes per data packet for a path MTU (`drsftp_blast::payload_size_for_mtu`).
 pub(crate) fn payload_for_mtu(mtu: u32) -> usize {
     mtu.saturating_sub(PACKET_OVERHEAD).max(1) as usize
@@ -150,6 +154,7 @@ pub(super) fn open_channel(
                 payload_size: payload_for_mtu(b.mtu),
                 max_rate,
                 ack_every: b.ack_every,
+                adopted_id: false,
             }));
             let addr = host_port_any(SocketAddr::new(shown, local.port()));
             ctx.reply(
@@ -212,6 +217,54 @@ mod tests {
     }
 
     #[test]
+    fn prot_p_blast_has_room_for_the_aead_and_no_adopted_ids() {
+        let mut h = H::with_cfg(ServerConfig {
+            tls: crate::server::TlsPolicy::Offered,
+            ..ServerConfig::default()
+        });
+        h.cmd("AUTH TLS");
+        h.actions();
+        h.cmd("PBSZ 0");
+        assert!(h.cmd("PROT P").starts_with("200 "));
+        h.login();
+        h.cmd("TYPE I");
+        h.send("BPAS 127,0,0,1,156,64");
+        bound(&mut h, 0x77);
+        h.send("RETR /f");
+        let r = h.fs(
+            FsRequest::Stat("/f".into()),
+            FsResult::Stat(file("f", 5000)),
+        );
+        // The 150 announces the AEAD payload (MTU 1500 − 64 − 24), which both ends feed the key exporter.
+        assert_eq!(
+            r,
+            "150 Opening BLAST data channel for RETR /f (Size=5000;Packet=1412;).\r\n"
+        );
+        let plan = h.transfer();
+        assert!(plan.protect);
+        assert!(matches!(
+            plan.endpoint,
+            DataEndpoint::Blast(BlastEndpoint {
+                payload_size: 1412,
+                ..
+            })
+        ));
+        h.done_ok(plan.id);
+        // A client-chosen id (BPRT, third-party) would let one TLS session derive the same keys twice.
+        h.send("BPAS");
+        bound(&mut h, 0x78);
+        assert!(h
+            .cmd("BPRT 127,0,0,1,156,70 Id=0000000000000077")
+            .starts_with("200 "));
+        h.send("RETR /f");
+        let r = h.fs(
+            FsRequest::Stat("/f".into()),
+            FsResult::Stat(file("f", 5000)),
+        );
+        assert_eq!(r, "536 Third-party blast with PROT P is not supported.\r\n");
+    }
+
+    #[test]
     fn negotiation_dialogue_download_and_upload() {
         let mut h = H::with_cfg(ServerConfig {
             blast_max_rate: 800_000_000,
@@ -259,6 +312,7 @@ mod tests {
                 payload_size: 1436,
                 max_rate: 500_000_000,
                 ack_every: Some(50),
+                adopted_id: false,
             }
         );
         assert_eq!(h.done_ok(plan.id), "226 Transfer complete.\r\n");

@@ -84,6 +84,7 @@ fn bprt(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     }
     ep.peer = peer;
     ep.transfer_id = id;
+    ep.adopted_id = true;
     let text = format!("BPRT command successful (peer {peer}, Id={id:016x}).");
     ctx.reply(200, &text);
     Ok(())

@@ -54,6 +54,7 @@ pub(crate) const READ_ONLY_REPLY: (u16, &str) = (550, "Permission denied: read-o
 
 /// Most packets in one blast transfer.
 pub(crate) const MAX_BLAST_PACKETS: u64 = blast::MAX_PACKETS;
+pub(crate) const BLAST_AEAD_OVERHEAD: usize = blast::AEAD_OVERHEAD;
 
 /// A verb handler: the argument is the text after the first space (empty if none).
 pub(crate) type Handler = fn(&mut Ctx, Instant, &str) -> CmdResult;
