@@ -315,6 +315,52 @@ pub(crate) async fn protect_client(
     }
 }
 
+/// [`protect_server`] for several connections at once: the handshakes run concurrently, so opening 64 MODE E
+/// streams costs about one round trip more than cleartext (each resumes the control session).
+pub(crate) async fn protect_server_all(
+    socks: Vec<TcpStream>,
+    protect: bool,
+    opts: &crate::data::DataOpts,
+) -> Result<Vec<MaybeTls>, crate::data::DataError> {
+    if !protect {
+        return Ok(socks.into_iter().map(MaybeTls::Plain).collect());
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for (i, s) in socks.into_iter().enumerate() {
+        let o = opts.clone();
+        set.spawn(async move { (i, protect_server(s, true, &o).await) });
+    }
+    all_of(set).await
+}
+
+/// [`protect_client`] for several connections at once (concurrent handshakes).
+pub(crate) async fn protect_client_all(
+    socks: Vec<TcpStream>,
+    opts: &crate::data::DataOpts,
+) -> Result<Vec<MaybeTls>, crate::data::DataError> {
+    if opts.tls_client.is_none() {
+        return Ok(socks.into_iter().map(MaybeTls::Plain).collect());
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for (i, s) in socks.into_iter().enumerate() {
+        let o = opts.clone();
+        set.spawn(async move { (i, protect_client(s, &o).await) });
+    }
+    all_of(set).await
+}
+
+/// Every handshake's stream, in the order given; the first failure ends the lot (dropping the set aborts the rest).
+async fn all_of(
+    mut set: tokio::task::JoinSet<(usize, Result<MaybeTls, crate::data::DataError>)>,
+) -> Result<Vec<MaybeTls>, crate::data::DataError> {
+    let mut out: Vec<Option<MaybeTls>> = (0..set.len()).map(|_| None).collect();
+    while let Some(j) = set.join_next().await {
+        let (i, r) = j.map_err(|e| crate::data::DataError::Io(io::Error::other(e.to_string())))?;
+        out[i] = Some(r?);
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
 /// A TCP connection in cleartext or under TLS. The TCP socket stays reachable ([`MaybeTls::tcp`]) for the
 /// socket options and TCP_INFO samples DRS and the traces need.
 #[derive(Debug)]
@@ -343,6 +389,43 @@ impl MaybeTls {
     /// Whether the connection is TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self, MaybeTls::Tls(_))
+    }
+
+    /// Writes what fits now without waiting (a MODE E receiver's SBUF probe must never block its data path):
+    /// `WouldBlock` if nothing fits. Under TLS, bytes rustls accepted but could not pass to the socket yet go out
+    /// with the next write or flush.
+    pub async fn try_write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let n = std::future::poll_fn(|cx| match Pin::new(&mut *self).poll_write(cx, b) {
+            Poll::Pending => Poll::Ready(Err(io::ErrorKind::WouldBlock.into())),
+            r => r,
+        })
+        .await?;
+        if self.is_tls() {
+            // One attempt to pass the record to the kernel; whatever is left waits for the next write.
+            std::future::poll_fn(|cx| {
+                let _ = Pin::new(&mut *self).poll_flush(cx);
+                Poll::Ready(())
+            })
+            .await;
+        }
+        Ok(n)
+    }
+
+    /// Ends a connection that will not be used again: under TLS, close_notify and then read to the peer's (at
+    /// most `wait`), so the close is a FIN, never an RST that could overtake data still in flight; plain TCP
+    /// just closes.
+    pub async fn close(mut self, wait: std::time::Duration) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        if !self.is_tls() {
+            return;
+        }
+        let done = async {
+            self.shutdown().await?;
+            let mut sink = [0u8; 4096];
+            while self.read(&mut sink).await? > 0 {}
+            Ok::<(), io::Error>(())
+        };
+        let _ = tokio::time::timeout(wait, done).await;
     }
 
     /// The cleartext socket, if it is one (for an upgrade with `AUTH TLS`).

@@ -86,12 +86,11 @@ impl Ctx {
         let endpoint = self.endpoint()?;
         let protect = self.sec.protect_data;
         let blast_ep = matches!(&endpoint, DataEndpoint::Blast(_));
-        let listing = matches!(payload, Payload::SendBytes(_));
-        if protect && (blast_ep || (mode == Mode::Extended && !listing)) {
-            // Stream mode only for now: MODE E's many connections and blast's UDP need their own design.
+        if protect && blast_ep {
+            // MODE E runs TLS on every connection; blast's UDP needs its own design.
             return Err(CommandError::Reply(
                 536,
-                "MODE E with PROT P is not supported yet.".into(),
+                "BLAST with PROT P is not supported yet.".into(),
             ));
         }
         if !protect && self.cfg.tls == TlsPolicy::Required {

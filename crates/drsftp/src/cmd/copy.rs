@@ -320,15 +320,11 @@ async fn copy(
             .await
             .with_context(|| format!("logging in to {}", url.authority()))?;
     let (p, udp) = (args.parallel, args.transport == "udp");
-    if client.data_protected() {
-        // PROT P runs in stream mode only for now: one TLS data connection, no MODE E, no blast.
-        if matches!(p, Some(super::auto::Parallel::Fixed(n)) if n > 1) || args.mode_e || udp {
-            bail!("with TLS data channels (PROT P) only stream mode is supported yet: drop -p N, --mode-e and --transport udp, or use --tls off");
-        }
-        opts.streams = 1;
-        opts.mode_e = false;
-        opts.blast = None;
-    } else if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
+    if client.data_protected() && udp {
+        // PROT P covers stream mode and every MODE E connection; the UDP blast channel has no TLS yet.
+        bail!("with TLS data channels (PROT P) --transport udp is not supported yet: use TCP or --tls off");
+    }
+    if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
         *auto = Some(super::auto::choose(&mut client, url, &mut opts, None).await?);
         // Online refinement from that start (uploads: we are the MODE E sender; downloads from a drsftp server:
         // OPTS RETR Parallelism=<start>,1,<max>; and the server refines).
