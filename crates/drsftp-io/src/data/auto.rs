@@ -11,9 +11,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::tls::MaybeTls;
 use drsftp_storage::FileHandle;
 use drsftp_tune::{AutoConfig, AutoStreams, PathSample, StreamAction};
-use crate::tls::MaybeTls;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 

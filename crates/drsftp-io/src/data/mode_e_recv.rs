@@ -420,11 +420,22 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
                 }
             }
         }
-        c.gauge
-            .sample(c.sock.tcp(), now, ctx.opts.buffer, Side::Recv, c.drs.as_ref());
+        c.gauge.sample(
+            c.sock.tcp(),
+            now,
+            ctx.opts.buffer,
+            Side::Recv,
+            c.drs.as_ref(),
+        );
         let buffer = c.gauge.current();
-        c.trace
-            .sample(c.sock.tcp(), now, n as u64, Side::Recv, buffer, c.drs.as_ref());
+        c.trace.sample(
+            c.sock.tcp(),
+            now,
+            n as u64,
+            Side::Recv,
+            buffer,
+            c.drs.as_ref(),
+        );
         finish_writes(c, ctx).await?;
         let r = at..at + n as u64;
         c.pending = Some((r, c.place.write(&ctx.file, buf, n, at)));

@@ -12,6 +12,7 @@ mod mode_e;
 mod peer_buffers;
 mod slow;
 mod stream;
+mod tls;
 
 use crate::tls::MaybeTls;
 use std::fs::File;
@@ -218,7 +219,10 @@ pub(super) async fn mode_e_copy<S: Into<MaybeTls> + Send + 'static>(
 
 /// Run a MODE E transfer of `ranges` of `src` over `tx_socks` into `dst` through `conns`.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn mode_e<S: Into<MaybeTls> + Send + 'static, R: Into<MaybeTls> + Send + 'static>(
+pub(super) async fn mode_e<
+    S: Into<MaybeTls> + Send + 'static,
+    R: Into<MaybeTls> + Send + 'static,
+>(
     tx_socks: Vec<S>,
     conns: mpsc::Receiver<R>,
     src: Arc<dyn FileHandle>,
