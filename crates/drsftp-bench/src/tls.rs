@@ -154,7 +154,10 @@ pub fn run(a: &Args, rec: Option<&RunDir>) -> Result<()> {
                 } else {
                     cmd.args(["--tls", "off"]);
                 }
-                cmd.arg(&url).arg(&dst).stdin(Stdio::null()).stdout(Stdio::null());
+                cmd.arg(&url)
+                    .arg(&dst)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null());
                 let s = measure(cmd, server.0.id(), tls, p, run)?;
                 if std::fs::metadata(&dst).map(|m| m.len()).ok() != Some(a.size) {
                     bail!("-p {p} tls={tls}: the copy is not {} bytes", a.size);
@@ -201,7 +204,10 @@ pub fn run(a: &Args, rec: Option<&RunDir>) -> Result<()> {
 /// Runs one copy, sampling both processes' RSS every 20 ms until it exits.
 fn measure(mut cmd: Command, server: u32, tls: bool, streams: u32, run: usize) -> Result<Sample> {
     let t = Instant::now();
-    let mut c = cmd.stderr(Stdio::piped()).spawn().context("spawning drsftp copy")?;
+    let mut c = cmd
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("spawning drsftp copy")?;
     let pid = c.id();
     let (mut cs, mut ss) = (vec![], vec![]);
     let status = loop {

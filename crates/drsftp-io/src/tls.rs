@@ -307,6 +307,19 @@ pub(crate) async fn protect_server(
     Ok(accept(&Arc::new(data_cfg), sock).await?)
 }
 
+/// A server's side of a data connection: the TLS client when `SSCN ON` put a client configuration in `opts`
+/// (a server-to-server copy's connecting end), else [`protect_server`].
+pub(crate) async fn protect_data(
+    sock: TcpStream,
+    protect: bool,
+    opts: &crate::data::DataOpts,
+) -> Result<MaybeTls, crate::data::DataError> {
+    match (&opts.tls_client, protect) {
+        (Some(c), true) => Ok(c.connect(sock).await?),
+        _ => protect_server(sock, protect, opts).await,
+    }
+}
+
 /// Client side of a data connection: TLS (client role, resuming the control session) when `opts` carries a
 /// client configuration, which the client sets exactly when it sent `PROT P`.
 pub(crate) async fn protect_client(
@@ -319,9 +332,9 @@ pub(crate) async fn protect_client(
     }
 }
 
-/// [`protect_server`] for several connections at once: the handshakes run concurrently, so opening 64 MODE E
+/// [`protect_data`] for several connections at once: the handshakes run concurrently, so opening 64 MODE E
 /// streams costs about one round trip more than cleartext (each resumes the control session).
-pub(crate) async fn protect_server_all(
+pub(crate) async fn protect_data_all(
     socks: Vec<TcpStream>,
     protect: bool,
     opts: &crate::data::DataOpts,
@@ -332,7 +345,7 @@ pub(crate) async fn protect_server_all(
     let mut set = tokio::task::JoinSet::new();
     for (i, s) in socks.into_iter().enumerate() {
         let o = opts.clone();
-        set.spawn(async move { (i, protect_server(s, true, &o).await) });
+        set.spawn(async move { (i, protect_data(s, true, &o).await) });
     }
     all_of(set).await
 }
@@ -387,6 +400,17 @@ impl MaybeTls {
         match self {
             MaybeTls::Plain(s) => s,
             MaybeTls::Tls(t) => t.get_ref().0,
+        }
+    }
+
+    /// SHA-256 of the certificate the peer presented (the end entity), under TLS.
+    pub fn peer_fingerprint(&self) -> Option<[u8; 32]> {
+        match self {
+            MaybeTls::Plain(_) => None,
+            MaybeTls::Tls(t) => {
+                let certs = t.get_ref().1.peer_certificates()?;
+                certs.first().map(|c| fingerprint(c))
+            }
         }
     }
 

@@ -134,6 +134,67 @@ fn mode_e_parallel_and_auto_both_ways() {
     }
 }
 
+/// A second TLS server (same PKI, its own root) for third-party copies.
+fn second_server(s: &Setup, required: bool) -> (std::path::PathBuf, ServerProcess) {
+    let root = s.dir.path().join("root2");
+    std::fs::create_dir_all(&root).unwrap();
+    let args = tlsfix::serve_args(&s.pki, required);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let srv = drsftp_server(&root, &args);
+    (root, srv)
+}
+
+/// `drsftp copy ftp://A/f ftp://B/f` between two TLS servers that both refuse cleartext data (`--tls-required`:
+/// a data connection without `PROT P` gets 521): the copy works in stream mode and MODE E -p 4, so the
+/// server-to-server channel was TLS, with the source as TLS client (`SSCN ON <destination's fingerprint>`).
+#[test]
+fn third_party_copy_is_tls_end_to_end() {
+    let s = setup(true);
+    let (root2, b) = second_server(&s, true);
+    let want = random_file(&s.root.join("data.bin"), 8 << 20, 35);
+    let ca = s.pki.ca.display().to_string();
+    let fp = s.pki.fingerprint.replace(':', "");
+    for p in ["1", "4"] {
+        let dst = format!("ftp://{USER}:{PASSWORD}@{}/tp-{p}.bin", b.authority());
+        let (ok, out, err) = drsftp(&[
+            "copy",
+            "--quiet",
+            "--tls",
+            "require",
+            "--cacert",
+            &ca,
+            "-p",
+            p,
+            &url(&s, "/data.bin"),
+            &dst,
+        ]);
+        assert!(
+            ok,
+            "-p {p}: {out} {err}\n{}\n{}",
+            s.srv.log_text(),
+            b.log_text()
+        );
+        assert_eq!(
+            sha256_file(&root2.join(format!("tp-{p}.bin"))),
+            want,
+            "-p {p}"
+        );
+        assert!(err.contains(&format!("-> SSCN ON {fp}")), "{err}");
+    }
+    // Cleartext is no way around it: both servers refuse data without PROT P, and nothing arrives.
+    let dst = format!("ftp://{USER}:{PASSWORD}@{}/never.bin", b.authority());
+    let (ok, _, err) = drsftp(&[
+        "copy",
+        "--quiet",
+        "--tls",
+        "off",
+        &url(&s, "/data.bin"),
+        &dst,
+    ]);
+    assert!(!ok, "--tls off against two --tls-required servers: {err}");
+    assert!(!root2.join("never.bin").exists());
+}
+
 #[test]
 fn untrusted_certificate_fails_before_login() {
     let s = setup(false);
@@ -201,6 +262,7 @@ fn capture_shows_neither_password_nor_data() {
         return;
     }
     let s = setup(true);
+    let (root2, b) = second_server(&s, true);
     const MARKER: &str = "DRSFTP-MARKER-5f0c2e7a-plaintext";
     let mut body = Vec::new();
     for i in 0..20_000 {
@@ -251,6 +313,11 @@ fn capture_shows_neither_password_nor_data() {
         &dst,
         &url(&s, "/marked.up"),
     ]));
+    // Server to server, MODE E -p 4: the source is the TLS client (SSCN), the destination the TLS server.
+    let tp = format!("ftp://{USER}:{PASSWORD}@{}/marked.tp", b.authority());
+    runs.push(drsftp(&[
+        "copy", "--quiet", "--cacert", &ca, "-p", "4", &src, &tp,
+    ]));
     let (ok, out, err) = runs
         .iter()
         .fold((true, String::new(), String::new()), |a, r| {
@@ -266,10 +333,12 @@ fn capture_shows_neither_password_nor_data() {
     assert!(err.contains("-> MODE E"), "{err}");
     assert_eq!(std::fs::read(&dl).unwrap(), body);
     assert_eq!(std::fs::read(s.root.join("marked.up")).unwrap(), body);
+    assert_eq!(std::fs::read(root2.join("marked.tp")).unwrap(), body);
+    assert!(err.contains("-> SSCN ON"), "{err}");
     let cap = std::fs::read(&pcap).expect("capture file");
-    // The copies' bytes went through the capture: three times the file's size, and more.
+    // The copies' bytes went through the capture: four times the file's size, and more.
     assert!(
-        cap.len() > 3 * body.len(),
+        cap.len() > 4 * body.len(),
         "capture too small: {}",
         cap.len()
     );

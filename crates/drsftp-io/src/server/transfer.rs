@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use super::fs::{self, SentCrc};
 use crate::data::{self, AutoSender, DataError, DataOpts, DataReport, Progress};
 use crate::task::AbortOnDrop;
-use crate::tls::{protect_server, protect_server_all, MaybeTls};
+use crate::tls::{protect_data, protect_data_all, MaybeTls};
 
 /// MODE E connections left open after EOD, keyed by where they came from: the PORT/SPOR addresses we connected
 /// to, or the passive listener addresses the client connected to.
@@ -116,6 +116,23 @@ async fn run_inner(
             progress,
         )
         .await;
+    }
+    if plan.protect && plan.tls_client {
+        // SSCN ON: we are the TLS client of a server-to-server data channel, checking the other server by the
+        // fingerprint the user's client pinned (else by the system roots and its address).
+        let peer = match &plan.endpoint {
+            DataEndpoint::Active(a) => a.first().map(|a| a.ip()),
+            _ => plan.data_peer,
+        };
+        let trust = match plan.tls_peer_pin {
+            Some(p) => crate::tls::Trust::Fingerprint(p),
+            None => crate::tls::Trust::SystemRoots,
+        };
+        let name = peer.map_or_else(|| "0.0.0.0".to_string(), |ip| ip.to_string());
+        let tls = crate::tls::client_config(&trust)
+            .and_then(|c| crate::tls::TlsClient::new(c, &name))
+            .map_err(|e| DataError::Io(std::io::Error::other(e.to_string())))?;
+        opts.tls_client = Some(tls);
     }
     if let Some(b) = plan.tcp_buffer {
         // The client's size (already capped at max_buffer by the session): never forced past rmem_max/wmem_max.
@@ -371,7 +388,7 @@ async fn send(
         )),
         (Mode::Stream, ep) => {
             let sock = stream_socket(ep, &passive, accept, opts).await?;
-            let sock = protect_server(sock, plan.protect, opts).await?;
+            let sock = protect_data(sock, plan.protect, opts).await?;
             let range = ranges.first().cloned().unwrap_or(0..0);
             let r = data::send_stream(sock, file, range, opts, progress).await?;
             Ok((r.bytes, 1, None, r.crc32c))
@@ -397,7 +414,7 @@ async fn send(
                         }
                     }
                     // RFC 4217 §7: we connected, yet we are the TLS server (the client checks our certificate).
-                    protect_server_all(v, plan.protect, opts).await?
+                    protect_data_all(v, plan.protect, opts).await?
                 }
             };
             let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
@@ -415,7 +432,7 @@ async fn send(
                 Some(c) if c.key == key => c.socks,
                 _ => {
                     let s = accept_one(first_listener(&passive)?, accept).await?;
-                    vec![protect_server(s, plan.protect, opts).await?]
+                    vec![protect_data(s, plan.protect, opts).await?]
                 }
             };
             let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
@@ -452,7 +469,7 @@ async fn send_auto(
             for _ in 0..start {
                 v.push(data::connect(addr, opts).await?);
             }
-            protect_server_all(v, plan.protect, opts).await?
+            protect_data_all(v, plan.protect, opts).await?
         }
     };
     let auto = AutoSender::new(AutoConfig {
@@ -467,7 +484,7 @@ async fn send_auto(
         let o = connect_opts.clone();
         async move {
             let s = data::connect(addr, &o).await?;
-            protect_server(s, protect, &o)
+            protect_data(s, protect, &o)
                 .await
                 .map_err(|e| std::io::Error::other(e.to_string()))
         }
@@ -519,7 +536,7 @@ async fn recv(
         )),
         (Mode::Stream, ep) => {
             let sock = stream_socket(ep, &passive, accept, opts).await?;
-            let sock = protect_server(sock, plan.protect, opts).await?;
+            let sock = protect_data(sock, plan.protect, opts).await?;
             data::recv_stream(sock, file, offset, opts, progress).await
         }
         (Mode::Extended, ep) => {
@@ -549,7 +566,7 @@ async fn recv(
                     for a in addrs.iter().take(max.saturating_sub(taken)) {
                         socks.push(data::connect(*a, opts).await?);
                     }
-                    let socks = protect_server_all(socks, plan.protect, opts).await?;
+                    let socks = protect_data_all(socks, plan.protect, opts).await?;
                     AbortOnDrop::spawn(async move {
                         for s in socks {
                             let _ = tx.send(s).await;
@@ -611,7 +628,7 @@ async fn feed(
                         Some(o) => {
                             let (o, tx) = (o.clone(), tx.clone());
                             shaking.spawn(async move {
-                                match protect_server(s, true, &o).await {
+                                match protect_data(s, true, &o).await {
                                     Ok(s) => {
                                         let _ = tx.send(s).await;
                                     }

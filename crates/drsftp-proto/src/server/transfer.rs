@@ -157,6 +157,8 @@ impl Ctx {
             data_peer: self.passive_peer(),
             max_connections: max_connections(self, mode, recv.is_some(), parallelism),
             protect,
+            tls_client: protect && self.sec.sscn,
+            tls_peer_pin: self.sec.sscn_pin.filter(|_| protect && self.sec.sscn),
         };
         match (mode, blast, &plan.endpoint) {
             (_, Some(size), DataEndpoint::Blast(ep)) => {

@@ -28,8 +28,13 @@ fn pki() -> (Arc<rustls::ServerConfig>, TlsClient) {
 /// `n` connection pairs, the sender's end TLS server, the receiver's TLS client (handshakes concurrent).
 async fn tls_pairs(n: usize, opts: &DataOpts) -> (Vec<MaybeTls>, Vec<MaybeTls>) {
     let (tx, rx) = pairs(n, opts).await;
+    // The server's side never holds a client config (only `SSCN ON` puts one there).
+    let server = DataOpts {
+        tls_client: None,
+        ..opts.clone()
+    };
     let (a, b) = tokio::join!(
-        tls::protect_server_all(tx, true, opts),
+        tls::protect_data_all(tx, true, &server),
         tls::protect_client_all(rx, opts)
     );
     (a.unwrap(), b.unwrap())
@@ -109,7 +114,7 @@ async fn cleartext_peer_on_a_protected_connection_gets_nothing() {
     let sender = tokio::spawn({
         let (opts, marker) = (opts.clone(), marker.clone());
         async move {
-            let socks = tls::protect_server_all(tx, true, &opts).await?;
+            let socks = tls::protect_data_all(tx, true, &opts).await?;
             send_mode_e(
                 socks,
                 MemFile::new(marker),
@@ -133,4 +138,30 @@ async fn cleartext_peer_on_a_protected_connection_gets_nothing() {
     assert!(r.is_err(), "the transfer ran over a cleartext peer");
     assert!(got.len() < 64, "the peer read {} bytes", got.len());
     assert!(!got.windows(6).any(|w| w == b"MARKER"));
+}
+
+/// `SSCN ON <pin>`: a server acting as TLS client accepts only the pinned certificate; another one (someone else
+/// answering the peer's address) fails the handshake, so no data connection comes up.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pinned_tls_client_refuses_another_certificate() {
+    let (server, _) = pki();
+    let (_, other) = pki();
+    let opts = DataOpts {
+        tls_server: Some(server),
+        ..DataOpts::default()
+    };
+    let (tx, rx) = pairs(2, &opts).await;
+    let wrong = DataOpts {
+        tls_client: Some(other),
+        ..DataOpts::default()
+    };
+    let (a, b) = tokio::join!(
+        tls::protect_data_all(tx, true, &opts),
+        tls::protect_data_all(rx, true, &wrong)
+    );
+    assert!(
+        b.is_err(),
+        "a handshake with an unpinned certificate succeeded"
+    );
+    assert!(a.is_err());
 }
