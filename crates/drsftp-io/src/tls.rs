@@ -1,6 +1,6 @@
 //! Explicit FTPS (RFC 4217) with rustls (ring provider): loading the server's PEM certificate and key, the
 //! client's trust (system roots from webpki-roots, a `--cacert` PEM, or a pinned SHA-256 fingerprint), and
-//! [`MaybeTls`], the one stream type the control pumps and the stream-mode data engine read and write, so TLS
+//! [`MaybeTls`], the one stream type the control pumps and the data engine (stream mode, MODE E) use, so TLS
 //! stays in this crate while the sans-IO cores only say *when* to switch (`Action::StartTls`, `TransferPlan::protect`).
 //!
 //! On every data connection the server is the TLS server and the client the TLS client, whichever side opened
