@@ -277,7 +277,7 @@ fn report(a: &Args, samples: &[Sample]) -> String {
         let rate = |v: &[&Sample]| median(v.iter().map(|s| s.mbps(a.size)).collect());
         let mem = |v: &[&Sample], peak: fn(&Sample) -> u64, mean: fn(&Sample) -> u64| {
             let pk = v.iter().map(|s| peak(s)).max().unwrap_or(0) >> 10;
-            let mn = v.iter().map(|s| mean(s)).sum::<u64>() / v.len().max(1) as u64 >> 10;
+            let mn = (v.iter().map(|s| mean(s)).sum::<u64>() / v.len().max(1) as u64) >> 10;
             format!("{pk} / {mn}")
         };
         let (rc, rt) = (rate(&c), rate(&t));
