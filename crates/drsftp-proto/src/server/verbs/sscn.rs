@@ -11,7 +11,8 @@ use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::types::TlsPolicy;
 
-pub(super) const SSCN: Verb = Verb::cmd("SSCN", sscn).feat_from(5, feat_lines);
+// Listed right after the RFC 4217 lines (AUTH TLS, PBSZ, PROT at 5), before UTF8 (10).
+pub(super) const SSCN: Verb = Verb::cmd("SSCN", sscn).feat_from(6, feat_lines);
 
 /// Listed only with a certificate, as AUTH TLS is.
 fn feat_lines(ctx: &Ctx) -> Vec<String> {

@@ -111,12 +111,12 @@ mod tests {
         let plain = H::new().cmd("FEAT");
         assert!(!plain.contains("AUTH"), "{plain}");
         let with = tls(TlsPolicy::Offered).cmd("FEAT");
-        // The same reply with the three lines first: nothing else moves.
+        // The same reply with the three lines first and SSCN (verbs/sscn.rs) after them: nothing else moves.
         assert_eq!(
             with,
             plain.replacen(
                 "\r\n UTF8\r\n",
-                "\r\n AUTH TLS\r\n PBSZ\r\n PROT\r\n UTF8\r\n",
+                "\r\n AUTH TLS\r\n PBSZ\r\n PROT\r\n SSCN\r\n UTF8\r\n",
                 1
             )
         );
