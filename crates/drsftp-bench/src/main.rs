@@ -1,6 +1,7 @@
 //! drsftp-bench: the benchmark harnesses of drsftp, kept out of the product binary. One module per subcommand
-//! (`drs`, `gridftp`, `sweep`, `blast`, `lab`); `record` writes the run folders of `--record` and of the bench/*.sh
-//! drivers. Every harness but `record` needs root (it builds a WAN lab of network namespaces).
+//! (`drs`, `gridftp`, `sweep`, `blast`, `lab`, `tls`); `record` writes the run folders of `--record` and of the
+//! bench/*.sh drivers. Every harness but `record` and `tls` (loopback) needs root (it builds a WAN lab of network
+//! namespaces).
 
 #![forbid(unsafe_code)]
 
@@ -11,6 +12,7 @@ mod gridftp;
 mod lab;
 mod record;
 mod sweep;
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -52,6 +54,9 @@ enum Command {
     Sweep(sweep::Args),
     /// UDP blast vs TCP (iperf3, drsftp -p N) on lab links: ack frequency, rates, fairness, rate probe, UDT.
     Blast(blast::Args),
+    /// TLS (`PROT P`) vs cleartext on loopback, in the same run: `drsftp copy` downloads at each -p with
+    /// `--tls off` and `--tls require`; rates, ratios, client and server memory. No root needed.
+    Tls(tls::Args),
     /// The lab itself: RTT/rate/loss accuracy, forwarder ceiling and the 100 Mbit/s · 100 ms iperf3 baselines.
     Lab(lab::Args),
     /// Write a run folder for a run made elsewhere (the bench/*.sh drivers): command.txt (the command after --),
@@ -133,6 +138,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(a) => harness("sweep", &|r| sweep::run(a, r)),
         Command::Blast(a) => harness(&format!("blast-{}", a.only), &|r| blast::run(a, r)),
         Command::Lab(a) => harness("lab", &|r| lab::run(a, r)),
+        Command::Tls(a) => harness("tls", &|r| tls::run(a, r)),
         Command::Record(a) => {
             let report = std::fs::read_to_string(&a.report)
                 .with_context(|| format!("reading {}", a.report.display()))?;

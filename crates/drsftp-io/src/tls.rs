@@ -1,6 +1,6 @@
 //! Explicit FTPS (RFC 4217) with rustls (ring provider): loading the server's PEM certificate and key, the
 //! client's trust (system roots from webpki-roots, a `--cacert` PEM, or a pinned SHA-256 fingerprint), and
-//! [`MaybeTls`], the one stream type the control pumps and the stream-mode data engine read and write, so TLS
+//! [`MaybeTls`], the one stream type the control pumps and the data engine (stream mode, MODE E) use, so TLS
 //! stays in this crate while the sans-IO cores only say *when* to switch (`Action::StartTls`, `TransferPlan::protect`).
 //!
 //! On every data connection the server is the TLS server and the client the TLS client, whichever side opened
@@ -88,6 +88,10 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
         .with_single_cert(certs, key)?;
     cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(1024);
     cfg.ticketer = ring::Ticketer::new()?;
+    // A TLS 1.3 ticket resumes one connection (rustls clients take each once), and a client keeps at most 8 per
+    // server: 8 on the control connection let a `-p 8` MODE E transfer resume on every stream. Streams beyond
+    // that make full handshakes, concurrently, so they cost CPU (~0.2 ms each) rather than round trips.
+    cfg.send_tls13_tickets = 8;
     Ok(Arc::new(cfg))
 }
 
@@ -303,6 +307,19 @@ pub(crate) async fn protect_server(
     Ok(accept(&Arc::new(data_cfg), sock).await?)
 }
 
+/// A server's side of a data connection: the TLS client when `SSCN ON` put a client configuration in `opts`
+/// (a server-to-server copy's connecting end), else [`protect_server`].
+pub(crate) async fn protect_data(
+    sock: TcpStream,
+    protect: bool,
+    opts: &crate::data::DataOpts,
+) -> Result<MaybeTls, crate::data::DataError> {
+    match (&opts.tls_client, protect) {
+        (Some(c), true) => Ok(c.connect(sock).await?),
+        _ => protect_server(sock, protect, opts).await,
+    }
+}
+
 /// Client side of a data connection: TLS (client role, resuming the control session) when `opts` carries a
 /// client configuration, which the client sets exactly when it sent `PROT P`.
 pub(crate) async fn protect_client(
@@ -313,6 +330,52 @@ pub(crate) async fn protect_client(
         None => Ok(MaybeTls::Plain(sock)),
         Some(c) => Ok(c.connect(sock).await?),
     }
+}
+
+/// [`protect_data`] for several connections at once: the handshakes run concurrently, so opening 64 MODE E
+/// streams costs about one round trip more than cleartext (each resumes the control session).
+pub(crate) async fn protect_data_all(
+    socks: Vec<TcpStream>,
+    protect: bool,
+    opts: &crate::data::DataOpts,
+) -> Result<Vec<MaybeTls>, crate::data::DataError> {
+    if !protect {
+        return Ok(socks.into_iter().map(MaybeTls::Plain).collect());
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for (i, s) in socks.into_iter().enumerate() {
+        let o = opts.clone();
+        set.spawn(async move { (i, protect_data(s, true, &o).await) });
+    }
+    all_of(set).await
+}
+
+/// [`protect_client`] for several connections at once (concurrent handshakes).
+pub(crate) async fn protect_client_all(
+    socks: Vec<TcpStream>,
+    opts: &crate::data::DataOpts,
+) -> Result<Vec<MaybeTls>, crate::data::DataError> {
+    if opts.tls_client.is_none() {
+        return Ok(socks.into_iter().map(MaybeTls::Plain).collect());
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for (i, s) in socks.into_iter().enumerate() {
+        let o = opts.clone();
+        set.spawn(async move { (i, protect_client(s, &o).await) });
+    }
+    all_of(set).await
+}
+
+/// Every handshake's stream, in the order given; the first failure ends the lot (dropping the set aborts the rest).
+async fn all_of(
+    mut set: tokio::task::JoinSet<(usize, Result<MaybeTls, crate::data::DataError>)>,
+) -> Result<Vec<MaybeTls>, crate::data::DataError> {
+    let mut out: Vec<Option<MaybeTls>> = (0..set.len()).map(|_| None).collect();
+    while let Some(j) = set.join_next().await {
+        let (i, r) = j.map_err(|e| crate::data::DataError::Io(io::Error::other(e.to_string())))?;
+        out[i] = Some(r?);
+    }
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// A TCP connection in cleartext or under TLS. The TCP socket stays reachable ([`MaybeTls::tcp`]) for the
@@ -337,6 +400,17 @@ impl MaybeTls {
         match self {
             MaybeTls::Plain(s) => s,
             MaybeTls::Tls(t) => t.get_ref().0,
+        }
+    }
+
+    /// SHA-256 of the certificate the peer presented (the end entity), under TLS.
+    pub fn peer_fingerprint(&self) -> Option<[u8; 32]> {
+        match self {
+            MaybeTls::Plain(_) => None,
+            MaybeTls::Tls(t) => {
+                let certs = t.get_ref().1.peer_certificates()?;
+                certs.first().map(|c| fingerprint(c))
+            }
         }
     }
 
@@ -369,6 +443,43 @@ impl MaybeTls {
             }
         };
         r.ok()
+    }
+
+    /// Writes what fits now without waiting (a MODE E receiver's SBUF probe must never block its data path):
+    /// `WouldBlock` if nothing fits. Under TLS, bytes rustls accepted but could not pass to the socket yet go out
+    /// with the next write or flush.
+    pub async fn try_write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let n = std::future::poll_fn(|cx| match Pin::new(&mut *self).poll_write(cx, b) {
+            Poll::Pending => Poll::Ready(Err(io::ErrorKind::WouldBlock.into())),
+            r => r,
+        })
+        .await?;
+        if self.is_tls() {
+            // One attempt to pass the record to the kernel; whatever is left waits for the next write.
+            std::future::poll_fn(|cx| {
+                let _ = Pin::new(&mut *self).poll_flush(cx);
+                Poll::Ready(())
+            })
+            .await;
+        }
+        Ok(n)
+    }
+
+    /// Ends a connection that will not be used again: under TLS, close_notify and then read to the peer's (at
+    /// most `wait`), so the close is a FIN, never an RST that could overtake data still in flight; plain TCP
+    /// just closes.
+    pub async fn close(mut self, wait: std::time::Duration) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        if !self.is_tls() {
+            return;
+        }
+        let done = async {
+            self.shutdown().await?;
+            let mut sink = [0u8; 4096];
+            while self.read(&mut sink).await? > 0 {}
+            Ok::<(), io::Error>(())
+        };
+        let _ = tokio::time::timeout(wait, done).await;
     }
 
     /// The cleartext socket, if it is one (for an upgrade with `AUTH TLS`).

@@ -1,4 +1,5 @@
-//! `drsftp copy`/`ls` ⇄ `drsftp serve` over explicit FTPS in stream mode: trust by `--cacert` and by
+//! `drsftp copy`/`ls` ⇄ `drsftp serve` over explicit FTPS in stream mode and MODE E (`-p 8`, `-p auto`, every
+//! data connection TLS and resuming the control session): trust by `--cacert` and by
 //! `--tls-fingerprint`; a wrong fingerprint or an untrusted CA fails with a clear error before any USER goes
 //! out; `--tls require` against a server without TLS fails; and, as root with tcpdump, a capture of a `PROT P`
 //! download with a password login holds neither the file's marker string nor the password.
@@ -87,6 +88,113 @@ fn copy_both_ways_with_cacert_and_fingerprint() {
     assert!(ok && out.contains("data.bin"), "ls: {out} {err}");
 }
 
+/// MODE E under PROT P: `-p 8` and `-p auto`, download and upload, byte-identical (the client also compares the
+/// server's CKSM); with `--tls-required` a cleartext data connection would get 521, so these ran under TLS, and
+/// the client's log shows its data handshakes resuming the control session.
+#[test]
+fn mode_e_parallel_and_auto_both_ways() {
+    let s = setup(true);
+    let want = random_file(&s.root.join("data.bin"), 24 << 20, 34);
+    let ca = s.pki.ca.display().to_string();
+    for p in ["8", "auto"] {
+        let dl = s.dir.path().join("dl.bin");
+        let _ = std::fs::remove_file(&dl);
+        let (src, dst) = (url(&s, "/data.bin"), dl.display().to_string());
+        let (ok, out, err) = drsftp(&[
+            "copy", "--quiet", "--tls", "require", "--cacert", &ca, "-p", p, &src, &dst,
+        ]);
+        assert!(ok, "download -p {p}: {out} {err}\n{}", s.srv.log_text());
+        assert_eq!(sha256_file(&dl), want, "download -p {p}");
+        assert!(
+            err.contains("-> PROT P") && err.contains("-> MODE E"),
+            "{err}"
+        );
+        let resumed = err
+            .matches("TLS client handshake: Some(TLSv1_3) Some(Resumed)")
+            .count();
+        if p == "8" {
+            assert!(err.contains("OPTS RETR Parallelism=8"), "{err}");
+            assert!(resumed >= 8, "{resumed} resumed data handshakes: {err}");
+        } else {
+            assert!(resumed >= 1, "{resumed} resumed data handshakes: {err}");
+        }
+
+        let up = url(&s, &format!("/up-{p}.bin"));
+        let (ok, out, err) = drsftp(&[
+            "copy", "--quiet", "--tls", "require", "--cacert", &ca, "-p", p, &dst, &up,
+        ]);
+        assert!(ok, "upload -p {p}: {out} {err}\n{}", s.srv.log_text());
+        assert_eq!(
+            sha256_file(&s.root.join(format!("up-{p}.bin"))),
+            want,
+            "upload -p {p}"
+        );
+        assert!(err.contains("-> MODE E"), "{err}");
+        let _ = std::fs::remove_file(&dl);
+    }
+}
+
+/// A second TLS server (same PKI, its own root) for third-party copies.
+fn second_server(s: &Setup, required: bool) -> (std::path::PathBuf, ServerProcess) {
+    let root = s.dir.path().join("root2");
+    std::fs::create_dir_all(&root).unwrap();
+    let args = tlsfix::serve_args(&s.pki, required);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let srv = drsftp_server(&root, &args);
+    (root, srv)
+}
+
+/// `drsftp copy ftp://A/f ftp://B/f` between two TLS servers that both refuse cleartext data (`--tls-required`:
+/// a data connection without `PROT P` gets 521): the copy works in stream mode and MODE E -p 4, so the
+/// server-to-server channel was TLS, with the source as TLS client (`SSCN ON <destination's fingerprint>`).
+#[test]
+fn third_party_copy_is_tls_end_to_end() {
+    let s = setup(true);
+    let (root2, b) = second_server(&s, true);
+    let want = random_file(&s.root.join("data.bin"), 8 << 20, 35);
+    let ca = s.pki.ca.display().to_string();
+    let fp = s.pki.fingerprint.replace(':', "");
+    for p in ["1", "4"] {
+        let dst = format!("ftp://{USER}:{PASSWORD}@{}/tp-{p}.bin", b.authority());
+        let (ok, out, err) = drsftp(&[
+            "copy",
+            "--quiet",
+            "--tls",
+            "require",
+            "--cacert",
+            &ca,
+            "-p",
+            p,
+            &url(&s, "/data.bin"),
+            &dst,
+        ]);
+        assert!(
+            ok,
+            "-p {p}: {out} {err}\n{}\n{}",
+            s.srv.log_text(),
+            b.log_text()
+        );
+        assert_eq!(
+            sha256_file(&root2.join(format!("tp-{p}.bin"))),
+            want,
+            "-p {p}"
+        );
+        assert!(err.contains(&format!("-> SSCN ON {fp}")), "{err}");
+    }
+    // Cleartext is no way around it: both servers refuse data without PROT P, and nothing arrives.
+    let dst = format!("ftp://{USER}:{PASSWORD}@{}/never.bin", b.authority());
+    let (ok, _, err) = drsftp(&[
+        "copy",
+        "--quiet",
+        "--tls",
+        "off",
+        &url(&s, "/data.bin"),
+        &dst,
+    ]);
+    assert!(!ok, "--tls off against two --tls-required servers: {err}");
+    assert!(!root2.join("never.bin").exists());
+}
+
 #[test]
 fn untrusted_certificate_fails_before_login() {
     let s = setup(false);
@@ -154,6 +262,7 @@ fn capture_shows_neither_password_nor_data() {
         return;
     }
     let s = setup(true);
+    let (root2, b) = second_server(&s, true);
     const MARKER: &str = "DRSFTP-MARKER-5f0c2e7a-plaintext";
     let mut body = Vec::new();
     for i in 0..20_000 {
@@ -184,14 +293,36 @@ fn capture_shows_neither_password_nor_data() {
     }
     let dl = s.dir.path().join("marked.dl");
     let ca = s.pki.ca.display().to_string();
-    let (ok, out, err) = drsftp(&[
+    // Stream mode (-p 1), then MODE E on 8 TLS connections both ways (the upload puts the marker on the wire
+    // from the client's side).
+    let (src, dst) = (url(&s, "/marked.txt"), dl.display().to_string());
+    let mut runs = vec![];
+    for p in ["1", "8"] {
+        runs.push(drsftp(&[
+            "copy", "--quiet", "--cacert", &ca, "-p", p, &src, &dst,
+        ]));
+        assert_eq!(std::fs::read(&dl).unwrap(), body, "-p {p}");
+    }
+    runs.push(drsftp(&[
         "copy",
         "--quiet",
         "--cacert",
         &ca,
-        &url(&s, "/marked.txt"),
-        &dl.display().to_string(),
-    ]);
+        "-p",
+        "8",
+        &dst,
+        &url(&s, "/marked.up"),
+    ]));
+    // Server to server, MODE E -p 4: the source is the TLS client (SSCN), the destination the TLS server.
+    let tp = format!("ftp://{USER}:{PASSWORD}@{}/marked.tp", b.authority());
+    runs.push(drsftp(&[
+        "copy", "--quiet", "--cacert", &ca, "-p", "4", &src, &tp,
+    ]));
+    let (ok, out, err) = runs
+        .iter()
+        .fold((true, String::new(), String::new()), |a, r| {
+            (a.0 && r.0, a.1 + &r.1, a.2 + &r.2)
+        });
     std::thread::sleep(Duration::from_millis(500));
     // Stop tcpdump by its own pid (SIGINT flushes the file).
     let _ = Command::new("kill")
@@ -199,11 +330,15 @@ fn capture_shows_neither_password_nor_data() {
         .status();
     let _ = dump.wait();
     assert!(ok, "copy: {out} {err}\n{}", s.srv.log_text());
+    assert!(err.contains("-> MODE E"), "{err}");
     assert_eq!(std::fs::read(&dl).unwrap(), body);
+    assert_eq!(std::fs::read(s.root.join("marked.up")).unwrap(), body);
+    assert_eq!(std::fs::read(root2.join("marked.tp")).unwrap(), body);
+    assert!(err.contains("-> SSCN ON"), "{err}");
     let cap = std::fs::read(&pcap).expect("capture file");
-    // The copy's bytes went through the capture: far more than the file's size at 20000 lines.
+    // The copies' bytes went through the capture: four times the file's size, and more.
     assert!(
-        cap.len() > body.len() / 2,
+        cap.len() > 4 * body.len(),
         "capture too small: {}",
         cap.len()
     );

@@ -140,6 +140,11 @@ impl Control {
     }
 
     /// Whether the control connection is TLS.
+    pub(crate) fn peer_fingerprint(&self) -> Option<[u8; 32]> {
+        self.sock.as_ref().and_then(MaybeTls::peer_fingerprint)
+    }
+
+    /// Whether the control connection is TLS.
     pub(crate) fn is_tls(&self) -> bool {
         self.sock.as_ref().is_some_and(MaybeTls::is_tls)
     }

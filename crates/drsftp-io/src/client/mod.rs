@@ -283,7 +283,7 @@ impl Client {
         }
     }
 
-    /// Whether data connections are TLS (`PROT P` accepted): stream mode only for now.
+    /// Whether data connections are TLS (`PROT P` accepted): stream mode and every MODE E connection.
     pub fn data_protected(&self) -> bool {
         self.control.data_tls().is_some()
     }

@@ -144,6 +144,7 @@ pub async fn copy(
             blast_setup(s, d, req, size.unwrap_or(0)).await?;
         }
         None => {
+            protect_channel(s, d, &mut notices).await?;
             buffer_command =
                 tcp_setup(s, d, mode, streams, opts.tcp_buffer, size, &mut notices).await?;
         }
@@ -197,6 +198,53 @@ pub async fn copy(
         verify(s, src_path, d, dst_path, &mut summary).await?;
     }
     Ok(summary)
+}
+
+/// The data channel's protection. With `PROT P` in force on both control connections the channel is TLS: the
+/// destination (passive) is the TLS server as usual, and `SSCN ON <fingerprint>` makes the source, which
+/// connects, the TLS client, checking the destination's certificate by the SHA-256 we saw on our own (verified)
+/// control connection to it. A source that refuses SSCN fails the copy: data never goes in cleartext between
+/// two servers that both speak TLS. If only one end has `PROT P`, it gets `PROT C` (the other cannot do TLS)
+/// and a notice says the data channel is cleartext.
+async fn protect_channel(
+    s: &mut Control,
+    d: &mut Control,
+    notices: &mut Vec<String>,
+) -> Result<(), ClientError> {
+    match (s.data_tls().is_some(), d.data_tls().is_some()) {
+        (true, true) => {
+            let pin = d.peer_fingerprint().ok_or_else(|| {
+                at(
+                    End::Destination,
+                    d,
+                    "no certificate seen on the control connection",
+                )
+            })?;
+            let hex: String = pin.iter().map(|b| format!("{b:02x}")).collect();
+            if let Err(e) = cmd(s, End::Source, &format!("SSCN ON {hex}")).await {
+                return Err(ClientError::Invalid(format!(
+                    "{e}: the source cannot be the TLS client of a server-to-server data channel (SSCN), so the \
+                     copy would travel in cleartext; refusing (use --tls off to allow that)"
+                )));
+            }
+            Ok(())
+        }
+        (true, false) | (false, true) => {
+            let (c, end, other) = if s.data_tls().is_some() {
+                (s, End::Source, End::Destination)
+            } else {
+                (d, End::Destination, End::Source)
+            };
+            cmd(c, end, "PROT C").await?;
+            c.set_data_tls(false);
+            notices.push(format!(
+                "the {} server has no TLS: the server-to-server data channel is cleartext",
+                other.name()
+            ));
+            Ok(())
+        }
+        (false, false) => Ok(()),
+    }
 }
 
 /// TYPE I, MODE, buffer sizes, parallelism, PASV/EPSV on the destination, PORT/EPRT on the source, ALLO.

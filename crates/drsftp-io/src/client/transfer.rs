@@ -227,7 +227,11 @@ pub(crate) async fn run_started(
             }
         }
     }
-    let (data, actions) = data.expect("loop ends with data");
+    let (mut data, actions) = data.expect("loop ends with data");
+    // Nobody reuses the client's MODE E connections: TLS ones end with close_notify, in the background.
+    for s in data.reusable.drain(..).filter(|s| s.is_tls()) {
+        tokio::spawn(s.close(Duration::from_millis(500)));
+    }
     Ok(Moved {
         report: report.unwrap_or_default(),
         data,
@@ -314,10 +318,17 @@ fn spawn(
             )
         })?;
         return Ok(tokio::spawn(async move {
+            // PROT P: every stream, first or added by the controller, is TLS (client side) before it carries data.
+            let socks = crate::tls::protect_client_all(socks, &opts).await?;
             let connect_opts = opts.clone();
             let connect = move || {
                 let o = connect_opts.clone();
-                async move { data::connect(addr, &o).await }
+                async move {
+                    let s = data::connect(addr, &o).await?;
+                    crate::tls::protect_client(s, &o)
+                        .await
+                        .map_err(|e| std::io::Error::other(e.to_string()))
+                }
             };
             let r = auto
                 .send(socks, connect, file, vec![range], wire_sub, &opts, progress)
@@ -369,6 +380,9 @@ fn plain(
                 return Err(missing("data connections were open"));
             }
             Box::pin(async move {
+                // The handshakes run here, once the server has started the transfer and accepts (RFC 4217 §7:
+                // we connected, yet the server is the TLS server).
+                let socks = crate::tls::protect_client_all(socks, &opts).await?;
                 data::send_mode_e(socks, file, vec![range], wire_sub, &opts, progress).await
             })
         }
@@ -397,7 +411,7 @@ async fn recv_accepting(
     let (tx, rx) = mpsc::channel(64);
     let recv = data::recv_mode_e(rx, file, wire_add, &opts, progress);
     tokio::pin!(recv);
-    let accept = accept_loop(listener, tx, peer_ip);
+    let accept = accept_loop(listener, tx, peer_ip, &opts);
     tokio::pin!(accept);
     let mut accepting = true;
     loop {
@@ -408,10 +422,24 @@ async fn recv_accepting(
     }
 }
 
-async fn accept_loop(listener: TcpListener, tx: mpsc::Sender<TcpStream>, peer_ip: IpAddr) {
+/// Accepts the server's MODE E connections into `tx`. Under PROT P each runs its TLS handshake (we are the TLS
+/// client though the server connected, RFC 4217 §7) concurrently with further accepts, so 64 streams cost about
+/// one extra round trip, not 64.
+async fn accept_loop(
+    listener: TcpListener,
+    tx: mpsc::Sender<crate::tls::MaybeTls>,
+    peer_ip: IpAddr,
+    opts: &DataOpts,
+) {
     let want = peer_ip.to_canonical();
+    // Handshakes in progress; aborted when this loop is dropped.
+    let mut shaking = tokio::task::JoinSet::new();
     loop {
-        match listener.accept().await {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            Some(_) = shaking.join_next(), if !shaking.is_empty() => continue,
+        };
+        match accepted {
             Ok((s, from)) => {
                 if from.ip().to_canonical() != want {
                     tracing::warn!(
@@ -420,7 +448,17 @@ async fn accept_loop(listener: TcpListener, tx: mpsc::Sender<TcpStream>, peer_ip
                     continue;
                 }
                 tracing::debug!("data connection from {from}");
-                if tx.send(s).await.is_err() {
+                if opts.tls_client.is_some() {
+                    let (o, tx) = (opts.clone(), tx.clone());
+                    shaking.spawn(async move {
+                        match crate::tls::protect_client(s, &o).await {
+                            Ok(s) => {
+                                let _ = tx.send(s).await;
+                            }
+                            Err(e) => tracing::warn!("data connection from {from}: TLS: {e}"),
+                        }
+                    });
+                } else if tx.send(s.into()).await.is_err() {
                     return;
                 }
             }

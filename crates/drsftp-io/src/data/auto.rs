@@ -11,9 +11,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::tls::MaybeTls;
 use drsftp_storage::FileHandle;
 use drsftp_tune::{AutoConfig, AutoStreams, PathSample, StreamAction};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -69,9 +69,9 @@ impl AutoSender {
     /// Send `ranges` of `file` starting on `socks` (at least one: the controller starts from `socks.len()`),
     /// opening more connections with `connect` when the controller asks. Errors of `connect` are not fatal.
     #[allow(clippy::too_many_arguments)]
-    pub async fn send<C, F>(
+    pub async fn send<C, F, S>(
         &self,
-        socks: Vec<TcpStream>,
+        socks: Vec<S>,
         mut connect: C,
         file: Arc<dyn FileHandle>,
         ranges: Vec<Range<u64>>,
@@ -81,14 +81,17 @@ impl AutoSender {
     ) -> Result<AutoReport, DataError>
     where
         C: FnMut() -> F,
-        F: Future<Output = io::Result<TcpStream>> + Send + 'static,
+        F: Future<Output = io::Result<S>> + Send + 'static,
+        S: Into<MaybeTls> + Send + 'static,
     {
+        // Cleartext or TLS (`PROT P`: `connect` also runs the handshake); TCP_INFO reads the socket beneath.
+        let socks: Vec<MaybeTls> = socks.into_iter().map(Into::into).collect();
         let begin = Instant::now();
         // The path's RTT from the first connection's handshake (TCP_INFO), to size the controller's settle time
         // and measurement window (`AutoConfig::scaled_to_rtt`); unknown (not Linux, or no sample): as configured.
         let rtt = socks
             .first()
-            .and_then(|s| drsftp_sys::tcp_info::tcp_info(s).ok())
+            .and_then(|s| drsftp_sys::tcp_info::tcp_info(s.tcp()).ok())
             .map(|i| i.rtt)
             .filter(|r| !r.is_zero());
         let scaled = |rtt: Option<Duration>| match rtt {
@@ -106,7 +109,7 @@ impl AutoSender {
         let mut recheck = rtt
             .filter(|r| *r >= HANDSHAKE_RETRY_RTT)
             .and(socks.first())
-            .and_then(|s| std::os::fd::AsFd::as_fd(s).try_clone_to_owned().ok());
+            .and_then(|s| std::os::fd::AsFd::as_fd(s.tcp()).try_clone_to_owned().ok());
         let control = SendControl::new();
         let (tx, rx) = mpsc::channel(64);
         let send = super::send_mode_e_dynamic(
@@ -123,10 +126,10 @@ impl AutoSender {
         let mut tick =
             tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut connecting: JoinSet<io::Result<TcpStream>> = JoinSet::new();
+        let mut connecting: JoinSet<io::Result<S>> = JoinSet::new();
         // Connected but not yet taken by the engine (its channel was full).
-        let mut waiting: Vec<TcpStream> = vec![];
-        let mut late: Vec<TcpStream> = vec![];
+        let mut waiting: Vec<MaybeTls> = vec![];
+        let mut late: Vec<MaybeTls> = vec![];
         let mut actions = vec![];
         let mut failures = 0u32;
         // Goodput: acknowledged bytes where TCP_INFO gives them, else bytes handed to the sockets.
@@ -197,7 +200,7 @@ impl AutoSender {
                 Some(j) = connecting.join_next(), if !connecting.is_empty() => {
                     match j {
                         Ok(Ok(s)) => {
-                            waiting.push(s);
+                            waiting.push(s.into());
                             offer(&tx, &mut waiting, &mut late);
                         }
                         Ok(Err(e)) => {
@@ -218,7 +221,7 @@ impl AutoSender {
         late.append(&mut waiting);
         while let Some(j) = connecting.join_next().await {
             if let Ok(Ok(s)) = j {
-                late.push(s);
+                late.push(s.into());
             }
         }
         let mut data = result?;
@@ -235,7 +238,7 @@ impl AutoSender {
 
 /// Hand connected sockets to the engine without waiting (the engine is polled by the same task); a closed
 /// engine's leftovers go to `late`.
-fn offer(tx: &mpsc::Sender<TcpStream>, waiting: &mut Vec<TcpStream>, late: &mut Vec<TcpStream>) {
+fn offer(tx: &mpsc::Sender<MaybeTls>, waiting: &mut Vec<MaybeTls>, late: &mut Vec<MaybeTls>) {
     while let Some(s) = waiting.pop() {
         match tx.try_send(s) {
             Ok(()) => {}

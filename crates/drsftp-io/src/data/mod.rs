@@ -241,8 +241,8 @@ pub struct DataReport {
     pub streams: usize,
     /// File ranges moved (file offsets).
     pub ranges: RangeSet,
-    /// MODE E connections that ended with EOD and no CLOSE: may carry the next transfer.
-    pub reusable: Vec<tokio::net::TcpStream>,
+    /// MODE E connections that ended with EOD and no CLOSE: may carry the next transfer (still TLS if they were).
+    pub reusable: Vec<crate::tls::MaybeTls>,
     /// Largest total buffer in force across streams during the transfer, bytes.
     pub peak_buffer: u64,
     /// Largest sum of the receiving sockets' advertised windows (TCP_INFO `rcv_wnd`, sampled every 20 ms), bytes;

@@ -3,6 +3,7 @@
 //! their offsets while the next chunk arrives, and ends its part at EOD. The transfer ends as soon as EOF was
 //! seen and the number of EODs equals the announced count: no waiting for TCP EOF or for the channel to close.
 //! Connections that ended with EOD and no CLOSE (and any that never carried a header) are returned for reuse.
+//! A connection may be cleartext or TLS (`PROT P`, [`MaybeTls`]): DRS, gauges and traces use the TCP socket beneath.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +14,6 @@ use drsftp_proto::mode_e::{Block, Header, HeaderError, Limits, HEADER_LEN};
 use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::FileHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
@@ -22,6 +22,7 @@ use super::fileio::{Pending, Placement};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::trace::StreamTrace;
 use super::{DataError, DataOpts, DataReport, Progress};
+use crate::tls::MaybeTls;
 
 /// Largest payload chunk read before it is written to the file: bounds memory per connection (two chunks)
 /// whatever count a header announces, and keeps the chunk cache-hot between the socket read and the file write.
@@ -76,7 +77,7 @@ impl Ctx {
 enum ConnEnd {
     /// EOD received. `sock` is `None` if the sender announced CLOSE.
     Eod {
-        sock: Option<TcpStream>,
+        sock: Option<MaybeTls>,
         eof: Option<u64>,
         ranges: RangeSet,
         /// Arrival index of the connection, and its trace.
@@ -87,7 +88,7 @@ enum ConnEnd {
     },
     /// The transfer completed elsewhere while this connection waited for a header (`sock`: it carried nothing
     /// in this transfer, so it is still clean for the next one).
-    Stopped { sock: Option<TcpStream> },
+    Stopped { sock: Option<MaybeTls> },
 }
 
 /// MODE E: receive from connections arriving on `conns` until EOF and all EODs; blocks land at
@@ -98,8 +99,8 @@ enum ConnEnd {
 /// know the expected size: the caller checks `DataReport::ranges` against what it expected. `reusable` holds the
 /// connections that ended with EOD and no CLOSE, plus any that carried nothing (including ones still queued in
 /// `conns`).
-pub async fn recv_mode_e(
-    mut conns: mpsc::Receiver<TcpStream>,
+pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
+    mut conns: mpsc::Receiver<S>,
     file: Arc<dyn FileHandle>,
     wire_add: u64,
     opts: &DataOpts,
@@ -154,7 +155,7 @@ pub async fn recv_mode_e(
             },
             c = conns.recv(), if open => match c {
                 Some(s) => {
-                    set.spawn(recv_one(s, streams, Arc::clone(&ctx), stop_rx.clone()));
+                    set.spawn(recv_one(s.into(), streams, Arc::clone(&ctx), stop_rx.clone()));
                     streams += 1;
                     // Connections carrying data now (arrived and not yet ended with EOD).
                     progress.set_streams((streams as u64).saturating_sub(eods));
@@ -213,7 +214,7 @@ pub async fn recv_mode_e(
     }
     // Connections queued but never used by this transfer are as good as new.
     while let Ok(s) = conns.try_recv() {
-        reusable.push(s);
+        reusable.push(s.into());
     }
     tracing::debug!(
         bytes = ranges.covered(),
@@ -242,7 +243,7 @@ fn joined(
 
 /// One connection's state while it carries this transfer.
 struct Conn {
-    sock: TcpStream,
+    sock: MaybeTls,
     gauge: Gauge,
     drs: Option<crate::drs::DrsStream>,
     /// Payload buffers: one being filled from the socket, one being written to the file.
@@ -255,7 +256,7 @@ struct Conn {
 }
 
 async fn recv_one(
-    sock: TcpStream,
+    sock: MaybeTls,
     idx: usize,
     ctx: Arc<Ctx>,
     mut stop: watch::Receiver<bool>,
@@ -264,7 +265,7 @@ async fn recv_one(
     let running = ctx.progress.streams().saturating_sub(1);
     let joining =
         (running > 0 && ctx.progress.buffer() > 0).then(|| ctx.progress.buffer() / running);
-    let drs = sockets::start_drs(&sock, &ctx.opts, ctx.opts.inband_sbuf, joining)?;
+    let drs = sockets::start_drs(sock.tcp(), &ctx.opts, ctx.opts.inband_sbuf, joining)?;
     let mut c = Conn {
         sock,
         gauge: ctx.gauges.stream(),
@@ -342,7 +343,7 @@ async fn recv_one(
 /// Read a 17-byte header. `idle`: nothing has arrived on this connection in this transfer yet, so the wait may be
 /// abandoned (`Ok(None)`) when the transfer completes elsewhere. TCP EOF before a complete header is `Incomplete`.
 async fn read_header(
-    sock: &mut TcpStream,
+    sock: &mut MaybeTls,
     idle: bool,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<Option<Header>, DataError> {
@@ -392,7 +393,7 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
             got += k;
             // Early in a connection, put DRS's window clamp back after every partial read (`DrsStream::reclamp`).
             if let Some(d) = c.drs.as_mut().filter(|d| d.early()) {
-                d.reclamp(&c.sock)?;
+                d.reclamp(c.sock.tcp())?;
             }
         }
         if ctx.opts.crc32c {
@@ -411,7 +412,7 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
                 ctx.top_rate.load(Ordering::Relaxed),
                 ctx.path_rtt(),
             );
-            for a in d.on_read(&c.sock, now, n as u64)? {
+            for a in d.on_read(c.sock.tcp(), now, n as u64)? {
                 if let drsftp_tune::DrsAction::SendSbufProbe { id, size } = a {
                     if ctx.opts.inband_sbuf {
                         send_probe(&mut c.sock, Header::sbuf_request(size, id)).await?;
@@ -419,11 +420,22 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
                 }
             }
         }
-        c.gauge
-            .sample(&c.sock, now, ctx.opts.buffer, Side::Recv, c.drs.as_ref());
+        c.gauge.sample(
+            c.sock.tcp(),
+            now,
+            ctx.opts.buffer,
+            Side::Recv,
+            c.drs.as_ref(),
+        );
         let buffer = c.gauge.current();
-        c.trace
-            .sample(&c.sock, now, n as u64, Side::Recv, buffer, c.drs.as_ref());
+        c.trace.sample(
+            c.sock.tcp(),
+            now,
+            n as u64,
+            Side::Recv,
+            buffer,
+            c.drs.as_ref(),
+        );
         finish_writes(c, ctx).await?;
         let r = at..at + n as u64;
         c.pending = Some((r, c.place.write(&ctx.file, buf, n, at)));
@@ -436,9 +448,9 @@ async fn read_payload(c: &mut Conn, ctx: &Ctx, mut at: u64, count: u64) -> Resul
 /// Write an SBUF request without ever waiting for room: a sender that does not read the reverse direction must not
 /// be able to block the data path. A probe that finds no room is dropped (DRS times it out and probes again later);
 /// one that partly fits is completed, to keep the reverse direction framed.
-async fn send_probe(sock: &mut TcpStream, h: Header) -> Result<(), DataError> {
+async fn send_probe(sock: &mut MaybeTls, h: Header) -> Result<(), DataError> {
     let b = h.encode();
-    match sock.try_write(&b) {
+    match sock.try_write(&b).await {
         Ok(n) if n < b.len() => sock.write_all(&b[n..]).await?,
         Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

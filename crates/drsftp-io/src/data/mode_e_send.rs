@@ -7,10 +7,14 @@
 //! The dynamic variant ([`send_mode_e_dynamic`], for `-p auto`) lets connections join the shared cursor while the
 //! transfer runs and retire (finish the block in hand, EOD, stop) on request; the last connection to finish sends
 //! EOF|EOD with the number of connections that ever carried the transfer (GFD.20: the receiver counts EODs).
+//!
+//! Connections may be cleartext or TLS (`PROT P`, [`MaybeTls`]); socket options and TCP_INFO go to the TCP socket
+//! beneath through a duplicate of its descriptor, since the stream itself is borrowed for reading and writing.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::ops::Range;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,9 +22,7 @@ use drsftp_proto::mode_e::{Block, Header, Limits, HEADER_LEN};
 use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::FileHandle;
 use drsftp_tune::BufferPolicy;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{ReadHalf, WriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 
@@ -32,6 +34,7 @@ use super::stream::send_chunk;
 use super::trace::StreamTrace;
 use super::{DataError, DataOpts, DataReport, Progress};
 use crate::drs::TraceRow;
+use crate::tls::MaybeTls;
 
 /// What every sending task shares.
 #[derive(Debug)]
@@ -201,7 +204,7 @@ impl Ctx {
 /// What one connection sent.
 struct Sent {
     idx: usize,
-    sock: TcpStream,
+    sock: MaybeTls,
     ranges: RangeSet,
     trace: Vec<TraceRow>,
     crc: CrcPieces,
@@ -215,7 +218,7 @@ struct Sent {
 /// EOF|EOD announcing `socks.len()` EODs; all sockets are returned in `reusable`, in the order given. A range
 /// starting before `wire_sub`, or no sockets, is `DataError::Io(InvalidInput)`.
 pub async fn send_mode_e(
-    socks: Vec<TcpStream>,
+    socks: Vec<impl Into<MaybeTls>>,
     file: Arc<dyn FileHandle>,
     ranges: Vec<Range<u64>>,
     wire_sub: u64,
@@ -236,7 +239,7 @@ pub async fn send_mode_e(
     progress.set_streams(n as u64);
     let mut set = JoinSet::new();
     for (idx, sock) in socks.into_iter().enumerate() {
-        set.spawn(send_one(idx, sock, Arc::clone(&ctx)));
+        set.spawn(send_one(idx, sock.into(), Arc::clone(&ctx)));
     }
     let mut done = Done::default();
     while let Some(j) = set.join_next().await {
@@ -253,9 +256,9 @@ pub async fn send_mode_e(
 /// back in `reusable` after the others (which are in joining order, retired ones included). Otherwise as
 /// [`super::send_mode_e`]. `control` must be fresh (one per transfer).
 #[allow(clippy::too_many_arguments)]
-pub async fn send_mode_e_dynamic(
-    socks: Vec<TcpStream>,
-    mut more: mpsc::Receiver<TcpStream>,
+pub async fn send_mode_e_dynamic<S: Into<MaybeTls> + Send + 'static>(
+    socks: Vec<S>,
+    mut more: mpsc::Receiver<S>,
     control: SendControl,
     file: Arc<dyn FileHandle>,
     ranges: Vec<Range<u64>>,
@@ -279,7 +282,7 @@ pub async fn send_mode_e_dynamic(
         control.join(i);
     }
     for sock in socks {
-        set.spawn(send_one(idx, sock, Arc::clone(&ctx)));
+        set.spawn(send_one(idx, sock.into(), Arc::clone(&ctx)));
         idx += 1;
     }
     progress.set_streams(control.active() as u64);
@@ -293,11 +296,11 @@ pub async fn send_mode_e_dynamic(
             s = more.recv(), if open => match s {
                 Some(sock) if control.join(idx) => {
                     tracing::debug!(idx, "MODE E connection joins the transfer");
-                    set.spawn(send_one(idx, sock, Arc::clone(&ctx)));
+                    set.spawn(send_one(idx, sock.into(), Arc::clone(&ctx)));
                     idx += 1;
                     progress.set_streams(control.active() as u64);
                 }
-                Some(sock) => unused.push(sock),
+                Some(sock) => unused.push(sock.into()),
                 None => open = false,
             },
             Some(j) = set.join_next() => {
@@ -308,7 +311,7 @@ pub async fn send_mode_e_dynamic(
     // Offered too late: never carried anything, so as good as new.
     more.close();
     while let Ok(s) = more.try_recv() {
-        unused.push(s);
+        unused.push(s.into());
     }
     Ok(done.report(idx, unused, &ctx))
 }
@@ -369,7 +372,7 @@ async fn context(
 #[derive(Default)]
 struct Done {
     sent: RangeSet,
-    socks: Vec<Option<TcpStream>>,
+    socks: Vec<Option<MaybeTls>>,
     traces: Vec<Vec<TraceRow>>,
     crc: CrcPieces,
 }
@@ -385,7 +388,7 @@ impl Done {
         self.socks[s.idx] = Some(s.sock);
         self.traces[s.idx] = s.trace;
     }
-    fn report(self, streams: usize, unused: Vec<TcpStream>, ctx: &Ctx) -> DataReport {
+    fn report(self, streams: usize, unused: Vec<MaybeTls>, ctx: &Ctx) -> DataReport {
         tracing::debug!(bytes = self.sent.covered(), streams, "MODE E send complete");
         DataReport {
             bytes: self.sent.covered(),
@@ -411,20 +414,20 @@ struct Reverse {
     done: Notify,
 }
 
-async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent, DataError> {
-    let inband = ctx.opts.inband_sbuf;
-    let rev = Reverse::default();
-    let (rd, mut wr) = sock.split();
-    let (ranges, trace, crc) = if inband {
-        let writer = async {
-            let r = write_blocks(idx, &mut wr, &ctx, Some(&rev)).await;
-            rev.done.notify_one();
-            r
-        };
-        // A broken reverse direction fails the stream at once (the writer is dropped mid-block with the socket).
-        tokio::try_join!(writer, read_requests(rd, &ctx, &rev))?.0
+async fn send_one(idx: usize, mut sock: MaybeTls, ctx: Arc<Ctx>) -> Result<Sent, DataError> {
+    // The stream is borrowed for I/O below; socket options and TCP_INFO use this duplicate of its descriptor.
+    let fd = sock.tcp().as_fd().try_clone_to_owned()?;
+    let (ranges, trace, crc) = if !ctx.opts.inband_sbuf {
+        write_blocks(idx, &mut sock, fd.as_fd(), &ctx, None).await?
+    } else if let MaybeTls::Plain(tcp) = &mut sock {
+        let (rd, mut wr) = tcp.split();
+        with_requests(idx, rd, &mut wr, fd.as_fd(), &ctx).await?
     } else {
-        write_blocks(idx, &mut wr, &ctx, None).await?
+        // TLS has one state for both directions: the halves share it through tokio's lock (one task polls both).
+        let (mut rd, mut wr) = tokio::io::split(sock);
+        let r = with_requests(idx, &mut rd, &mut wr, fd.as_fd(), &ctx).await;
+        sock = rd.unsplit(wr);
+        r?
     };
     Ok(Sent {
         idx,
@@ -433,6 +436,30 @@ async fn send_one(idx: usize, mut sock: TcpStream, ctx: Arc<Ctx>) -> Result<Sent
         trace,
         crc,
     })
+}
+
+type Moved = (RangeSet, Vec<TraceRow>, CrcPieces);
+
+/// The data path and, next to it in the same task, the reverse direction's SBUF requests (in-band SBUF).
+async fn with_requests<R, W>(
+    idx: usize,
+    rd: R,
+    wr: &mut W,
+    fd: BorrowedFd<'_>,
+    ctx: &Ctx,
+) -> Result<Moved, DataError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let rev = Reverse::default();
+    let writer = async {
+        let r = write_blocks(idx, wr, fd, ctx, Some(&rev)).await;
+        rev.done.notify_one();
+        r
+    };
+    // A broken reverse direction fails the stream at once (the writer is dropped mid-block with the socket).
+    Ok(tokio::try_join!(writer, read_requests(rd, fd, ctx, &rev))?.0)
 }
 
 /// TCP_NOTSENT_LOWAT on connections of a dynamic (`-p auto`) send: at most 8 ms of unsent data at 1 Gbit/s, the
@@ -450,12 +477,13 @@ fn lowat_for(rate: f64, max: usize) -> usize {
 
 /// The data path of one connection: blocks until the cursor runs dry (or the connection is retired: after the
 /// block in hand), then EOD or EOF|EOD.
-async fn write_blocks(
+async fn write_blocks<W: AsyncWrite + Unpin>(
     idx: usize,
-    wr: &mut WriteHalf<'_>,
+    wr: &mut W,
+    fd: BorrowedFd<'_>,
     ctx: &Ctx,
     rev: Option<&Reverse>,
-) -> Result<(RangeSet, Vec<TraceRow>, CrcPieces), DataError> {
+) -> Result<Moved, DataError> {
     let mut gauge: Gauge = ctx.gauges.stream();
     let mut trace = StreamTrace::new(ctx.opts.trace, ctx.start);
     let mut retired = false;
@@ -487,7 +515,7 @@ async fn write_blocks(
         // Connections come and go (`-p auto`): keep what is committed to this connection but not yet sent small,
         // so blocks go to the connections that move them and the tail does not wait for a slow stream to drain
         // megabytes of autotuned send buffer (seen: 8 s of tail at 64 loss-limited streams). Best effort.
-        if drsftp_sys::sockopt::set_notsent_lowat(wr.as_ref(), lowat_max).is_ok() {
+        if drsftp_sys::sockopt::set_notsent_lowat(fd, lowat_max).is_ok() {
             lowat = lowat_max;
         }
     }
@@ -516,7 +544,7 @@ async fn write_blocks(
             ctx.progress.add(r.clone());
             sent.insert(r);
             let now = Instant::now();
-            if let Ok(i) = drsftp_sys::tcp_info::tcp_info(wr.as_ref()) {
+            if let Ok(i) = drsftp_sys::tcp_info::tcp_info(fd) {
                 ctx.progress.add_tcp_info(&mut tcp_last, &i);
                 if let (Ends::Dynamic(c), false) = (&ctx.ends, i.rtt.is_zero()) {
                     let rate = i.cwnd_bytes() as f64 / i.rtt.as_secs_f64();
@@ -525,15 +553,15 @@ async fn write_blocks(
                     let want = lowat_for(rate, lowat_max);
                     if lowat > 0
                         && (want >= 2 * lowat || 2 * want <= lowat)
-                        && drsftp_sys::sockopt::set_notsent_lowat(wr.as_ref(), want).is_ok()
+                        && drsftp_sys::sockopt::set_notsent_lowat(fd, want).is_ok()
                     {
                         lowat = want;
                     }
                 }
             }
-            gauge.sample(wr.as_ref(), now, ctx.opts.buffer, Side::Send, None);
+            gauge.sample(fd, now, ctx.opts.buffer, Side::Send, None);
             let buffer = gauge.current();
-            trace.sample(wr.as_ref(), now, got as u64, Side::Send, buffer, None);
+            trace.sample(fd, now, got as u64, Side::Send, buffer, None);
         }
         spare = Some(buf);
         if rev.is_some() {
@@ -551,7 +579,7 @@ async fn write_blocks(
     Ok((sent, trace.finish(), crc))
 }
 
-async fn write_echoes(wr: &mut WriteHalf<'_>, rev: &Reverse) -> Result<(), DataError> {
+async fn write_echoes<W: AsyncWrite + Unpin>(wr: &mut W, rev: &Reverse) -> Result<(), DataError> {
     loop {
         let h = rev
             .echoes
@@ -570,7 +598,12 @@ const TAIL_WAIT: Duration = Duration::from_secs(1);
 
 /// The reverse direction of one connection (in-band SBUF only): SBUF requests from the receiver are applied to
 /// SO_SNDBUF and queued as echoes. Ends when the data path is done (or the peer stops writing).
-async fn read_requests(mut rd: ReadHalf<'_>, ctx: &Ctx, rev: &Reverse) -> Result<(), DataError> {
+async fn read_requests<R: AsyncRead + Unpin>(
+    mut rd: R,
+    fd: BorrowedFd<'_>,
+    ctx: &Ctx,
+    rev: &Reverse,
+) -> Result<(), DataError> {
     let limits = Limits {
         max_block: 0,
         max_end: 0,
@@ -615,7 +648,6 @@ async fn read_requests(mut rd: ReadHalf<'_>, ctx: &Ctx, rev: &Reverse) -> Result
         let h = Header::decode(&hdr);
         match h.classify(&limits)? {
             Block::SbufRequest { size, id } if !finished => {
-                let fd = rd.as_ref();
                 let reply = if let BufferPolicy::Fixed(_) = ctx.opts.buffer {
                     // The user pinned our buffers: report them, change nothing.
                     (drsftp_sys::sockopt::send_buf(fd).map_err(io::Error::other)? / 2) as u64

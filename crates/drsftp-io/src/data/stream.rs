@@ -3,7 +3,7 @@
 //! chunk from the socket while the previous one is written to the file. With control-channel DRS enabled on
 //! `Progress::sbuf` (peer opted in), the receiver's DRS probes go to the control driver and its echoes come back,
 //! and the sender's socket is registered there so the driver can resize SO_SNDBUF (`ctrl_sbuf`). Both take a
-//! cleartext or a TLS (`PROT P`) connection ([`MaybeTls`]); MODE E stays on plain TCP.
+//! cleartext or a TLS (`PROT P`) connection ([`MaybeTls`]), as the MODE E engine does.
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -24,13 +24,15 @@ use tokio::sync::mpsc;
 use super::fs::{self, SentCrc};
 use crate::data::{self, AutoSender, DataError, DataOpts, DataReport, Progress};
 use crate::task::AbortOnDrop;
+use crate::tls::{protect_data, protect_data_all, MaybeTls};
 
 /// MODE E connections left open after EOD, keyed by where they came from: the PORT/SPOR addresses we connected
 /// to, or the passive listener addresses the client connected to.
 #[derive(Debug)]
 pub(crate) struct DataCache {
     pub(crate) key: Vec<SocketAddr>,
-    pub(crate) socks: Vec<TcpStream>,
+    /// TLS ones if they were opened under `PROT P`: a cache is used only by a transfer with the same protection.
+    pub(crate) socks: Vec<MaybeTls>,
 }
 
 /// Everything a transfer task needs.
@@ -131,6 +133,23 @@ async fn run_inner(
             metrics.as_deref(),
         )
         .await;
+    }
+    if plan.protect && plan.tls_client {
+        // SSCN ON: we are the TLS client of a server-to-server data channel, checking the other server by the
+        // fingerprint the user's client pinned (else by the system roots and its address).
+        let peer = match &plan.endpoint {
+            DataEndpoint::Active(a) => a.first().map(|a| a.ip()),
+            _ => plan.data_peer,
+        };
+        let trust = match plan.tls_peer_pin {
+            Some(p) => crate::tls::Trust::Fingerprint(p),
+            None => crate::tls::Trust::SystemRoots,
+        };
+        let name = peer.map_or_else(|| "0.0.0.0".to_string(), |ip| ip.to_string());
+        let tls = crate::tls::client_config(&trust)
+            .and_then(|c| crate::tls::TlsClient::new(c, &name))
+            .map_err(|e| DataError::Io(std::io::Error::other(e.to_string())))?;
+        opts.tls_client = Some(tls);
     }
     if let Some(b) = plan.tcp_buffer {
         // The client's size (already capped at max_buffer by the session): never forced past rmem_max/wmem_max.
@@ -325,7 +344,7 @@ async fn finish_upload(
     Ok((report.bytes, report.streams, cache))
 }
 
-fn keep(key: Vec<SocketAddr>, socks: Vec<TcpStream>) -> Option<DataCache> {
+fn keep(key: Vec<SocketAddr>, socks: Vec<MaybeTls>) -> Option<DataCache> {
     (!socks.is_empty()).then_some(DataCache { key, socks })
 }
 
@@ -398,13 +417,15 @@ async fn send(
     cache: Option<DataCache>,
     progress: Arc<Progress>,
 ) -> Result<(u64, usize, Option<DataCache>, Option<u32>), DataError> {
+    // Kept connections carry the next transfer only under the same PROT (a cleartext one never turns TLS).
+    let cache = cache.filter(|c| c.socks.iter().all(|s| s.is_tls() == plan.protect));
     match (plan.mode, &plan.endpoint) {
         (_, DataEndpoint::Blast(_)) => Err(DataError::Incomplete(
             "internal: a blast plan on the TCP path".into(),
         )),
         (Mode::Stream, ep) => {
             let sock = stream_socket(ep, &passive, accept, opts).await?;
-            let sock = crate::tls::protect_server(sock, plan.protect, opts).await?;
+            let sock = protect_data(sock, plan.protect, opts).await?;
             let range = ranges.first().cloned().unwrap_or(0..0);
             let r = data::send_stream(sock, file, range, opts, progress).await?;
             Ok((r.bytes, 1, None, r.crc32c))
@@ -429,7 +450,8 @@ async fn send(
                             v.push(data::connect(*a, opts).await?);
                         }
                     }
-                    v
+                    // RFC 4217 §7: we connected, yet we are the TLS server (the client checks our certificate).
+                    protect_data_all(v, plan.protect, opts).await?
                 }
             };
             let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
@@ -445,7 +467,10 @@ async fn send(
             let key = listener_key(&passive);
             let socks = match cache {
                 Some(c) if c.key == key => c.socks,
-                _ => vec![accept_one(first_listener(&passive)?, accept).await?],
+                _ => {
+                    let s = accept_one(first_listener(&passive)?, accept).await?;
+                    vec![protect_data(s, plan.protect, opts).await?]
+                }
             };
             let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
             Ok((r.bytes, r.streams, keep(key, r.reusable), r.crc32c))
@@ -472,6 +497,7 @@ async fn send_auto(
 ) -> Result<(u64, usize, Option<DataCache>, Option<u32>), DataError> {
     let key = vec![addr];
     let range = min.max(1) as usize..=max.max(1) as usize;
+    let cache = cache.filter(|c| c.socks.iter().all(|s| s.is_tls() == plan.protect));
     let socks = match cache {
         Some(c) if c.key == key && range.contains(&c.socks.len()) => c.socks,
         _ => {
@@ -480,7 +506,7 @@ async fn send_auto(
             for _ in 0..start {
                 v.push(data::connect(addr, opts).await?);
             }
-            v
+            protect_data_all(v, plan.protect, opts).await?
         }
     };
     let auto = AutoSender::new(AutoConfig {
@@ -489,9 +515,16 @@ async fn send_auto(
         ..AutoConfig::default()
     });
     let connect_opts = opts.clone();
+    let protect = plan.protect;
+    // Streams added mid-transfer run the same handshake (as TLS server) before they join.
     let connect = move || {
         let o = connect_opts.clone();
-        async move { data::connect(addr, &o).await }
+        async move {
+            let s = data::connect(addr, &o).await?;
+            protect_data(s, protect, &o)
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        }
     };
     let r = auto
         .send(socks, connect, file, ranges, wire_sub, opts, progress)
@@ -533,13 +566,14 @@ async fn recv(
     cache: Option<DataCache>,
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
+    let cache = cache.filter(|c| c.socks.iter().all(|s| s.is_tls() == plan.protect));
     match (plan.mode, &plan.endpoint) {
         (_, DataEndpoint::Blast(_)) => Err(DataError::Incomplete(
             "internal: a blast plan on the TCP path".into(),
         )),
         (Mode::Stream, ep) => {
             let sock = stream_socket(ep, &passive, accept, opts).await?;
-            let sock = crate::tls::protect_server(sock, plan.protect, opts).await?;
+            let sock = protect_data(sock, plan.protect, opts).await?;
             data::recv_stream(sock, file, offset, opts, progress).await
         }
         (Mode::Extended, ep) => {
@@ -559,7 +593,8 @@ async fn recv(
                     if passive.is_empty() {
                         return Err(DataError::Incomplete("no passive listener".into()));
                     }
-                    AbortOnDrop::spawn(feed(passive, accept.peer, tx, taken, max))
+                    let tls = plan.protect.then(|| opts.clone());
+                    AbortOnDrop::spawn(feed(passive, accept.peer, tls, tx, taken, max))
                 }
                 DataEndpoint::Blast(_) => unreachable!(),
                 DataEndpoint::Active(addrs) => {
@@ -568,6 +603,7 @@ async fn recv(
                     for a in addrs.iter().take(max.saturating_sub(taken)) {
                         socks.push(data::connect(*a, opts).await?);
                     }
+                    let socks = protect_data_all(socks, plan.protect, opts).await?;
                     AbortOnDrop::spawn(async move {
                         for s in socks {
                             let _ = tx.send(s).await;
@@ -582,11 +618,14 @@ async fn recv(
 
 /// A MODE E receive's accept loops: connections from the expected peer go to the receiver (it takes joiners
 /// mid-transfer, as `-p auto` uploads open them), up to `max` in all (`taken` already); any beyond are closed at
-/// once. Ends when the receiver is gone; its per-listener loops are held, so they end with it.
+/// once. Ends when the receiver is gone; its per-listener loops are held, so they end with it. With `tls` (`PROT P`)
+/// every connection first completes a TLS handshake with us as server, concurrently with the accepts (a peer that
+/// never finishes its handshake delays nobody else); one that fails it is dropped.
 async fn feed(
     listeners: Vec<Arc<TcpListener>>,
     peer: Option<IpAddr>,
-    tx: mpsc::Sender<TcpStream>,
+    tls: Option<DataOpts>,
+    tx: mpsc::Sender<MaybeTls>,
     taken: usize,
     max: usize,
 ) {
@@ -596,8 +635,18 @@ async fn feed(
         .map(|l| {
             let tx = tx.clone();
             let count = count.clone();
+            let tls = tls.clone();
             AbortOnDrop::spawn(async move {
-                while let Ok(s) = accept_peer(&l, peer).await {
+                // Handshakes in progress; dropped (aborted) with this loop.
+                let mut shaking = tokio::task::JoinSet::new();
+                loop {
+                    let s = tokio::select! {
+                        r = accept_peer(&l, peer) => match r {
+                            Ok(s) => s,
+                            Err(_) => break,
+                        },
+                        Some(_) = shaking.join_next(), if !shaking.is_empty() => continue,
+                    };
                     use std::sync::atomic::Ordering;
                     if count.fetch_add(1, Ordering::Relaxed) >= max {
                         tracing::warn!(
@@ -607,8 +656,23 @@ async fn feed(
                         );
                         continue;
                     }
-                    if tx.send(s).await.is_err() {
-                        break;
+                    match &tls {
+                        None => {
+                            if tx.send(MaybeTls::Plain(s)).await.is_err() {
+                                break;
+                            }
+                        }
+                        Some(o) => {
+                            let (o, tx) = (o.clone(), tx.clone());
+                            shaking.spawn(async move {
+                                match protect_data(s, true, &o).await {
+                                    Ok(s) => {
+                                        let _ = tx.send(s).await;
+                                    }
+                                    Err(e) => tracing::info!("data connection TLS handshake: {e}"),
+                                }
+                            });
+                        }
                     }
                 }
             })

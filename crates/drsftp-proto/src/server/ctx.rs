@@ -126,6 +126,10 @@ pub(crate) struct Security {
     pub(crate) pbsz: bool,
     /// `PROT P`: data connections are TLS.
     pub(crate) protect_data: bool,
+    /// `SSCN ON`: we are the TLS client on those data connections (a server-to-server copy's connecting end).
+    pub(crate) sscn: bool,
+    /// `SSCN ON <sha256>`: the only certificate the TLS server at the other end may present.
+    pub(crate) sscn_pin: Option<[u8; 32]>,
 }
 
 /// Data-channel parameters: what the next transfer will use, set by the parameter verbs and read when a

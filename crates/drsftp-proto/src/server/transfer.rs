@@ -85,15 +85,6 @@ impl Ctx {
         }
         let mut endpoint = self.endpoint()?;
         let protect = self.sec.protect_data;
-        let blast_ep = matches!(&endpoint, DataEndpoint::Blast(_));
-        let listing = payload.is_listing();
-        if protect && !blast_ep && mode == Mode::Extended && !listing {
-            // Stream mode only for now: MODE E's many connections and blast's UDP need their own design.
-            return Err(CommandError::Reply(
-                536,
-                "MODE E with PROT P is not supported yet.".into(),
-            ));
-        }
         if let (true, DataEndpoint::Blast(ep)) = (protect, &mut endpoint) {
             // PROT P blast: AEAD datagrams (keys from the TLS exporter, docs/blast.md), smaller payloads.
             if ep.adopted_id {
@@ -171,6 +162,8 @@ impl Ctx {
             data_peer: self.passive_peer(),
             max_connections: max_connections(self, mode, recv.is_some(), parallelism),
             protect,
+            tls_client: protect && self.sec.sscn,
+            tls_peer_pin: self.sec.sscn_pin.filter(|_| protect && self.sec.sscn),
         };
         match (mode, blast, &plan.endpoint) {
             (_, Some(size), DataEndpoint::Blast(ep)) => {

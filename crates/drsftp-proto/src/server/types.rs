@@ -354,8 +354,14 @@ pub struct TransferPlan {
     /// `max_parallelism`). The driver closes extra connections at once.
     pub max_connections: u32,
     /// `PROT P` (RFC 4217): every data connection of this transfer is TLS, with the server as the TLS server
-    /// whichever side connects (RFC 4217 §7). Only in stream mode for now.
+    /// whichever side connects (RFC 4217 §7), on every connection of stream mode and MODE E.
     pub protect: bool,
+    /// With `protect`: `SSCN ON` was given, so this server is the TLS *client* on the data connections (the
+    /// other end of a server-to-server copy is the TLS server).
+    pub tls_client: bool,
+    /// With `tls_client`: the SHA-256 of the only certificate the peer may present (`SSCN ON <pin>`); `None`:
+    /// the peer must chain to the system roots.
+    pub tls_peer_pin: Option<[u8; 32]>,
 }
 
 /// Something the driver must do.

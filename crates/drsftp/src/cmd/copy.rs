@@ -369,14 +369,7 @@ async fn copy(
             .await
             .with_context(|| format!("logging in to {}", url.authority()))?;
     let (p, udp) = (args.parallel, args.transport == "udp");
-    if client.data_protected() {
-        // PROT P runs in stream mode (one TLS data connection) or blast (AEAD datagrams), no MODE E yet.
-        if matches!(p, Some(super::auto::Parallel::Fixed(n)) if n > 1) || args.mode_e {
-            bail!("with TLS data channels (PROT P) only stream mode and --transport udp are supported yet: drop -p N and --mode-e, or use --tls off");
-        }
-        opts.streams = 1;
-        opts.mode_e = false;
-    } else if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
+    if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
         *auto = Some(super::auto::choose(&mut client, url, &mut opts, None).await?);
         // Online refinement from that start (uploads: we are the MODE E sender; downloads from a drsftp server:
         // OPTS RETR Parallelism=<start>,1,<max>; and the server refines).

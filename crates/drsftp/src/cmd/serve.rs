@@ -146,8 +146,8 @@ pub struct Args {
     #[arg(long, value_name = "USER")]
     pub run_as: Option<String>,
     /// Offer explicit FTPS (RFC 4217: FEAT `AUTH TLS`, `PBSZ`, `PROT`) with this certificate chain (PEM).
-    /// Needs --tls-key. The data connections of `PROT P` clients are TLS too (stream mode), and their UDP blast
-    /// datagrams AEAD-sealed with keys from the TLS session (docs/blast.md).
+    /// Needs --tls-key. The data connections of `PROT P` clients are TLS too (stream mode and MODE E), and
+    /// their UDP blast datagrams AEAD-sealed with keys from the TLS session (docs/blast.md).
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).

@@ -2,6 +2,7 @@
 //! `cargo test --release -p drsftp-io -- --nocapture bench_loopback`. Size from `DRSFTP_BENCH_MIB` (default 256;
 //! the Globus comparison uses 2048). Files are real files in the temp dir (page cache), as a server would see.
 
+use crate::tls::MaybeTls;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::sync::Arc;
@@ -138,7 +139,11 @@ async fn bench_small_files_on_cached_sockets() {
     // Many small MODE E transfers on the same 4 connections (globus-url-copy -fast): per-file latency must not
     // include Nagle / delayed-ACK stalls on the final EOD headers.
     let opts = DataOpts::default();
-    let (mut tx, mut rx) = pairs(4, &opts).await;
+    let (tx, rx) = pairs(4, &opts).await;
+    let (mut tx, mut rx): (Vec<MaybeTls>, Vec<MaybeTls>) = (
+        tx.into_iter().map(Into::into).collect(),
+        rx.into_iter().map(Into::into).collect(),
+    );
     let files = 30;
     let t = Instant::now();
     let mut worst = std::time::Duration::ZERO;

@@ -12,7 +12,9 @@ mod mode_e;
 mod peer_buffers;
 mod slow;
 mod stream;
+mod tls;
 
+use crate::tls::MaybeTls;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
@@ -183,19 +185,19 @@ pub(super) async fn accepting(opts: &DataOpts) -> (SocketAddr, mpsc::Receiver<Tc
 }
 
 /// A channel pre-loaded with `socks`, its sender dropped (no more connections will come).
-pub(super) fn queued(socks: Vec<TcpStream>) -> mpsc::Receiver<TcpStream> {
+pub(super) fn queued<S: Into<MaybeTls>>(socks: Vec<S>) -> mpsc::Receiver<MaybeTls> {
     let (tx, rx) = mpsc::channel(socks.len().max(1));
     for s in socks {
-        tx.try_send(s).unwrap();
+        tx.try_send(s.into()).unwrap();
     }
     rx
 }
 
 /// A whole-file MODE E transfer of `data`, from a fresh in-memory source over `tx` and the connections `rx`
 /// (queued) into an empty in-memory file, which must then hold exactly `data`; both sides' reports.
-pub(super) async fn mode_e_copy(
-    tx: Vec<TcpStream>,
-    rx: Vec<TcpStream>,
+pub(super) async fn mode_e_copy<S: Into<MaybeTls> + Send + 'static>(
+    tx: Vec<S>,
+    rx: Vec<S>,
     data: &[u8],
     opts: &DataOpts,
 ) -> (DataReport, DataReport) {
@@ -217,9 +219,12 @@ pub(super) async fn mode_e_copy(
 
 /// Run a MODE E transfer of `ranges` of `src` over `tx_socks` into `dst` through `conns`.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn mode_e(
-    tx_socks: Vec<TcpStream>,
-    conns: mpsc::Receiver<TcpStream>,
+pub(super) async fn mode_e<
+    S: Into<MaybeTls> + Send + 'static,
+    R: Into<MaybeTls> + Send + 'static,
+>(
+    tx_socks: Vec<S>,
+    conns: mpsc::Receiver<R>,
     src: Arc<dyn FileHandle>,
     dst: Arc<dyn FileHandle>,
     ranges: Vec<std::ops::Range<u64>>,

@@ -64,7 +64,7 @@ mod tests {
              RNFR RNTO SIZE MDTM MLST MLSD LIST NLST\r\n \
              PASV EPSV SPAS PORT EPRT SPOR BPAS BPRT\r\n \
              RETR ERET STOR APPE ESTO REST ABOR SBUF\r\n \
-             SITE CKSM PEER AUTH PBSZ PROT\r\n214 End.\r\n"
+             SITE CKSM PEER AUTH PBSZ PROT SSCN\r\n214 End.\r\n"
         );
         assert_eq!(h.cmd("QUIT"), "221 Goodbye.\r\n");
         assert_eq!(h.actions(), vec![Action::Close]);

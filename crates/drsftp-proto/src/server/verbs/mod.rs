@@ -43,6 +43,7 @@ mod rest;
 mod retr;
 mod sbuf;
 mod site;
+mod sscn;
 mod stat;
 mod stor;
 mod tls;
@@ -245,6 +246,7 @@ pub(crate) static VERBS: &[Verb] = &[
     tls::AUTH,
     tls::PBSZ,
     tls::PROT,
+    sscn::SSCN,
 ];
 
 /// The command row for `name` (case-insensitive) and its handler; feature-only rows are not commands.

@@ -111,12 +111,12 @@ mod tests {
         let plain = H::new().cmd("FEAT");
         assert!(!plain.contains("AUTH"), "{plain}");
         let with = tls(TlsPolicy::Offered).cmd("FEAT");
-        // The same reply with the three lines first: nothing else moves.
+        // The same reply with the three lines first and SSCN (verbs/sscn.rs) after them: nothing else moves.
         assert_eq!(
             with,
             plain.replacen(
                 "\r\n UTF8\r\n",
-                "\r\n AUTH TLS\r\n PBSZ\r\n PROT\r\n UTF8\r\n",
+                "\r\n AUTH TLS\r\n PBSZ\r\n PROT\r\n SSCN\r\n UTF8\r\n",
                 1
             )
         );
@@ -146,26 +146,23 @@ mod tests {
         assert_eq!(h.cmd("PROT P"), "200 Protection level set to Private.\r\n");
         h.login();
         h.pasv();
-        // Stream-mode transfers carry the protection; MODE E is refused for now.
+        // Every transfer carries the protection: stream mode, and MODE E downloads and uploads (the driver then
+        // runs TLS on each of its parallel connections).
         let plan = h.retr_file("/f", 10);
         assert!(plan.protect);
+        assert_eq!(plan.mode, crate::server::Mode::Stream);
         h.done_ok(plan.id);
-        h.cmd("MODE E");
+        assert!(h.cmd("MODE E").starts_with("200 "));
         h.pasv();
-        h.send("RETR /f");
-        let r = h.out();
-        let r = if r.is_empty() {
-            h.fs(
-                crate::server::FsRequest::Stat("/f".into()),
-                crate::server::FsResult::Stat(crate::server::testutil::file("f", 10)),
-            )
-        } else {
-            r
-        };
-        assert!(
-            r.contains("536 MODE E with PROT P is not supported yet."),
-            "{r}"
-        );
+        let plan = h.retr_file("/f", 10);
+        assert!(plan.protect, "MODE E RETR under PROT P");
+        assert_eq!(plan.mode, crate::server::Mode::Extended);
+        h.done_ok(plan.id);
+        // (STOR in MODE E takes the same path: `start_transfer` is where PROT P used to be refused.)
+        // PROT C again: the next MODE E transfer is cleartext.
+        assert!(h.cmd("PROT C").starts_with("200 "));
+        h.pasv();
+        assert!(!h.retr_file("/f", 10).protect);
     }
 
     #[test]

@@ -21,10 +21,14 @@ pub(super) async fn copy(
     if args.off.is_some() || args.len.is_some() {
         anyhow::bail!("--off/--len do not apply to third-party (server-to-server) copies");
     }
+    // Both control connections under --tls (each server's certificate checked); with TLS on both, the data
+    // channel is TLS too (`drsftp_io::client::third_party`: SSCN with the destination's pinned certificate).
+    let tls = args.tls.settings()?;
     let login = |u: &FtpUrl| {
         let (a, user, pass, t) = (u.authority(), u.user.clone(), u.pass.clone(), opts.timeout);
+        let tls = tls.clone();
         async move {
-            Client::connect(&a, &user, &pass, t)
+            Client::connect_tls(&a, &user, &pass, t, &tls)
                 .await
                 .with_context(|| format!("logging in to {a}"))
         }
