@@ -469,17 +469,28 @@ impl MaybeTls {
     /// most `wait`), so the close is a FIN, never an RST that could overtake data still in flight; plain TCP
     /// just closes.
     pub async fn close(mut self, wait: std::time::Duration) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         if !self.is_tls() {
             return;
         }
         let done = async {
-            self.shutdown().await?;
-            let mut sink = [0u8; 4096];
-            while self.read(&mut sink).await? > 0 {}
-            Ok::<(), io::Error>(())
+            if self.shutdown().await.is_ok() {
+                self.read_to_close().await;
+            }
         };
         let _ = tokio::time::timeout(wait, done).await;
+    }
+
+    /// Reads and discards until the peer closes (under TLS: its close_notify) or the connection fails. Unread
+    /// bytes (TLS 1.3 session tickets) left in the socket at close make the kernel send RST instead of FIN.
+    pub(crate) async fn read_to_close(&mut self) {
+        use tokio::io::AsyncReadExt;
+        let mut sink = [0u8; 4096];
+        while let Ok(n) = self.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
     }
 
     /// The cleartext socket, if it is one (for an upgrade with `AUTH TLS`).

@@ -122,15 +122,7 @@ pub async fn send_stream(
 pub(crate) async fn finish_send(sock: &mut MaybeTls) -> std::io::Result<()> {
     sock.shutdown().await?;
     if sock.is_tls() {
-        let mut sink = [0u8; 4096];
-        let drain = async {
-            while let Ok(n) = sock.read(&mut sink).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), drain).await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), sock.read_to_close()).await;
     }
     Ok(())
 }
