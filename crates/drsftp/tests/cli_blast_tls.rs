@@ -9,39 +9,12 @@ mod tlsfix;
 use common::*;
 use std::process::Command;
 use std::time::Duration;
-use tlsfix::{Pki, PASSWORD, USER};
+use tlsfix::{url, TlsServer};
 
 const T: Duration = Duration::from_secs(120);
 
-struct Setup {
-    dir: tempfile::TempDir,
-    root: std::path::PathBuf,
-    pki: Pki,
-    srv: ServerProcess,
-}
-
-fn setup() -> Setup {
-    let dir = open_tempdir();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    let pki = tlsfix::make(dir.path());
-    let args = tlsfix::serve_args(&pki, true);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let srv = drsftp_server(&root, &args);
-    Setup {
-        dir,
-        root,
-        pki,
-        srv,
-    }
-}
-
-fn url(s: &Setup, path: &str) -> String {
-    format!("ftp://{USER}:{PASSWORD}@{}{path}", s.srv.authority())
-}
-
 /// `drsftp copy --transport udp --tls require --cacert <ca> --json ARGS...`: (ok, stdout, stderr).
-fn udp_tls_copy(s: &Setup, args: &[&str]) -> (bool, String, String) {
+fn udp_tls_copy(s: &TlsServer, args: &[&str]) -> (bool, String, String) {
     let ca = s.pki.ca.display().to_string();
     let mut a = vec![
         "copy",
@@ -62,7 +35,7 @@ fn udp_tls_copy(s: &Setup, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn check_protected(what: &str, ok: bool, out: &str, err: &str, s: &Setup) {
+fn check_protected(what: &str, ok: bool, out: &str, err: &str, s: &TlsServer) {
     assert!(ok, "{what}: {out} {err}\nserver log:\n{}", s.srv.log_text());
     let j = json_of(out);
     assert_eq!(j["transport"], "udp", "{what}: {j}");
@@ -74,7 +47,7 @@ fn check_protected(what: &str, ok: bool, out: &str, err: &str, s: &Setup) {
 
 #[test]
 fn blast_download_and_upload_under_prot_p() {
-    let s = setup();
+    let s = tlsfix::serve(true);
     let len = (8 << 20) + 4321;
     let want = random_file(&s.root.join("src.bin"), len, 57);
     let dl = s.dir.path().join("dl.bin");
@@ -108,7 +81,7 @@ fn udp_capture_of_a_prot_p_blast_shows_no_data() {
     if !have("tcpdump", NAME) {
         return;
     }
-    let s = setup();
+    let s = tlsfix::serve(true);
     const MARKER: &str = "DRSFTP-MARKER-9b41d7c3-blast-plaintext";
     let mut body = Vec::new();
     for i in 0..40_000 {

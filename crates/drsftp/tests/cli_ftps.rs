@@ -10,37 +10,9 @@ mod tlsfix;
 use common::*;
 use std::process::Command;
 use std::time::Duration;
-use tlsfix::{Pki, PASSWORD, USER};
+use tlsfix::{url, TlsServer, PASSWORD, USER};
 
 const T: Duration = Duration::from_secs(90);
-
-struct Setup {
-    dir: tempfile::TempDir,
-    root: std::path::PathBuf,
-    pki: Pki,
-    srv: ServerProcess,
-}
-
-fn setup(required: bool) -> Setup {
-    let dir = open_tempdir();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    let pki = tlsfix::make(dir.path());
-    let args = tlsfix::serve_args(&pki, required);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let srv = drsftp_server(&root, &args);
-    Setup {
-        dir,
-        root,
-        pki,
-        srv,
-    }
-}
-
-/// `ftp://alice:pw@127.0.0.1:port` + path.
-fn url(s: &Setup, path: &str) -> String {
-    format!("ftp://{USER}:{PASSWORD}@{}{path}", s.srv.authority())
-}
 
 /// Runs `drsftp` with debug logging (the control dialogue, PASS masked) and returns (ok, stdout, stderr).
 fn drsftp(args: &[&str]) -> (bool, String, String) {
@@ -54,7 +26,7 @@ fn drsftp(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn copy_both_ways_with_cacert_and_fingerprint() {
-    let s = setup(true);
+    let s = tlsfix::serve(true);
     let want = random_file(&s.root.join("data.bin"), 3 << 20, 31);
     let ca = s.pki.ca.display().to_string();
     for trust in [
@@ -93,7 +65,7 @@ fn copy_both_ways_with_cacert_and_fingerprint() {
 /// the client's log shows its data handshakes resuming the control session.
 #[test]
 fn mode_e_parallel_and_auto_both_ways() {
-    let s = setup(true);
+    let s = tlsfix::serve(true);
     let want = random_file(&s.root.join("data.bin"), 24 << 20, 34);
     let ca = s.pki.ca.display().to_string();
     for p in ["8", "auto"] {
@@ -135,7 +107,7 @@ fn mode_e_parallel_and_auto_both_ways() {
 }
 
 /// A second TLS server (same PKI, its own root) for third-party copies.
-fn second_server(s: &Setup, required: bool) -> (std::path::PathBuf, ServerProcess) {
+fn second_server(s: &TlsServer, required: bool) -> (std::path::PathBuf, ServerProcess) {
     let root = s.dir.path().join("root2");
     std::fs::create_dir_all(&root).unwrap();
     let args = tlsfix::serve_args(&s.pki, required);
@@ -149,7 +121,7 @@ fn second_server(s: &Setup, required: bool) -> (std::path::PathBuf, ServerProces
 /// server-to-server channel was TLS, with the source as TLS client (`SSCN ON <destination's fingerprint>`).
 #[test]
 fn third_party_copy_is_tls_end_to_end() {
-    let s = setup(true);
+    let s = tlsfix::serve(true);
     let (root2, b) = second_server(&s, true);
     let want = random_file(&s.root.join("data.bin"), 8 << 20, 35);
     let ca = s.pki.ca.display().to_string();
@@ -197,7 +169,7 @@ fn third_party_copy_is_tls_end_to_end() {
 
 #[test]
 fn untrusted_certificate_fails_before_login() {
-    let s = setup(false);
+    let s = tlsfix::serve(false);
     random_file(&s.root.join("data.bin"), 1000, 32);
     let wrong = "00:".repeat(31) + "00";
     let other = s.pki.other_ca.display().to_string();
@@ -261,7 +233,7 @@ fn capture_shows_neither_password_nor_data() {
     if !have("tcpdump", "capture_shows_neither_password_nor_data") {
         return;
     }
-    let s = setup(true);
+    let s = tlsfix::serve(true);
     let (root2, b) = second_server(&s, true);
     const MARKER: &str = "DRSFTP-MARKER-5f0c2e7a-plaintext";
     let mut body = Vec::new();

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::common::{drsftp_server, open_tempdir, ServerProcess};
+
 /// The password of [`USER`]: the capture test looks for it on the wire.
 pub const PASSWORD: &str = "Pw-d0nt-l3ak-7e1f";
 /// The configured user.
@@ -79,4 +81,34 @@ pub fn serve_args(pki: &Pki, required: bool) -> Vec<String> {
         a.push("--tls-required".into());
     }
     a
+}
+
+/// A `drsftp serve` over a fresh PKI in its own temporary directory, serving `root` to [`USER`].
+pub struct TlsServer {
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub pki: Pki,
+    pub srv: ServerProcess,
+}
+
+/// Starts a [`TlsServer`]; `required`: `--tls-required`.
+pub fn serve(required: bool) -> TlsServer {
+    let dir = open_tempdir();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let pki = make(dir.path());
+    let args = serve_args(&pki, required);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let srv = drsftp_server(&root, &args);
+    TlsServer {
+        dir,
+        root,
+        pki,
+        srv,
+    }
+}
+
+/// `ftp://alice:pw@127.0.0.1:port` + path on `s`.
+pub fn url(s: &TlsServer, path: &str) -> String {
+    format!("ftp://{USER}:{PASSWORD}@{}{path}", s.srv.authority())
 }
