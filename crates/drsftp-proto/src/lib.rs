@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod civil;
 pub mod client;
 mod hostport;
 pub mod mode_e;

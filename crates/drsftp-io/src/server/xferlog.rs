@@ -157,24 +157,12 @@ pub fn now_rfc3339() -> String {
     rfc3339(d.as_secs(), d.subsec_millis())
 }
 
-/// `secs` since the epoch as RFC 3339 UTC (days to civil date: Howard Hinnant's algorithm).
+/// `secs` since the epoch as RFC 3339 UTC.
 fn rfc3339(secs: u64, millis: u32) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let c = drsftp_proto::civil::civil(i64::try_from(secs).unwrap_or(i64::MAX));
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        c.year, c.month, c.day, c.hour, c.min, c.sec
     )
 }
 

@@ -1,59 +1,11 @@
 //! Directory-listing and time formats: `LIST` lines (`ls -l` style), `NLST` names, MLSx facts (RFC 3659) with the
 //! `OPTS MLST` fact selection, and `MDTM`/`modify=` timestamps from a small civil-date conversion (no chrono).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use drsftp_storage::{EntryKind, Metadata};
 
-/// Seconds since the Unix epoch (negative before it), whole seconds rounded down.
-pub(crate) fn unix_secs(t: SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        Err(e) => {
-            let d = e.duration();
-            let s = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-            if d.subsec_nanos() > 0 {
-                s.saturating_neg().saturating_sub(1)
-            } else {
-                s.saturating_neg()
-            }
-        }
-    }
-}
-
-/// A UTC calendar time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Civil {
-    pub(crate) year: i64,
-    pub(crate) month: u32,
-    pub(crate) day: u32,
-    pub(crate) hour: u32,
-    pub(crate) min: u32,
-    pub(crate) sec: u32,
-}
-
-/// Calendar date of `secs` since the epoch, UTC (H. Hinnant's `civil_from_days`).
-pub(crate) fn civil(secs: i64) -> Civil {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
-    let mp = (5 * doy + 2) / 153; // [0, 11]
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    Civil {
-        year,
-        month,
-        day,
-        hour: (rem / 3600) as u32,
-        min: (rem / 60 % 60) as u32,
-        sec: (rem % 60) as u32,
-    }
-}
+use crate::civil::{civil, unix_secs};
 
 /// Latest time with a four-digit year (9999-12-31T23:59:59Z).
 const MAX_SECS: i64 = 253_402_300_799;
@@ -290,7 +242,7 @@ pub(crate) fn to_bytes(lines: &[String]) -> Vec<u8> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     /// Metadata for tests: `secs` after the epoch.
     pub(crate) fn meta(name: &str, kind: EntryKind, size: u64, secs: u64, mode: u32) -> Metadata {

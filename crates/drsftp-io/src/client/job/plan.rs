@@ -138,22 +138,10 @@ pub fn parse_modify(s: &str) -> Option<i64> {
 
 /// Unix seconds as `YYYYMMDDHHMMSS` (UTC), for `MFMT`.
 pub fn format_modify(t: i64) -> String {
-    let (days, secs) = (t.div_euclid(86_400), t.rem_euclid(86_400));
-    // civil_from_days, the inverse of days_from_civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let c = drsftp_proto::civil::civil(t);
     format!(
-        "{y:04}{m:02}{d:02}{:02}{:02}{:02}",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
+        "{:04}{:02}{:02}{:02}{:02}{:02}",
+        c.year, c.month, c.day, c.hour, c.min, c.sec
     )
 }
 
