@@ -465,9 +465,21 @@ async fn run(
     let mut stripes: HashMap<u32, u64> = HashMap::new();
     let mut last_marker: Option<Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut d_started = false;
     while s_done.is_none() || d_done.is_none() {
         let (end, r) = tokio::select! {
-            ev = s.next_event(), if s_done.is_none() => (End::Source, step(End::Source, s, ev)),
+            ev = s.next_event(), if s_done.is_none() => {
+                let data_failed = matches!(failure_code(&ev), Some(425 | 426));
+                let r = step(End::Source, s, ev);
+                if data_failed && d_done.is_none() {
+                    // The source could not reach the destination's data port. That is usually the destination
+                    // refusing the STOR and closing its listener; its reply, not the source's, is the cause.
+                    if let Some(f) = destination_refusal(d, d_started, &mut d_done).await {
+                        return Err(f);
+                    }
+                }
+                (End::Source, r)
+            }
             ev = d.next_event(), if d_done.is_none() => (End::Destination, step(End::Destination, d, ev)),
             _ = &mut cancel => {
                 abort_running(s, s_done.is_none(), d, d_done.is_none()).await;
@@ -500,7 +512,8 @@ async fn run(
                     last_marker = Some(Instant::now());
                 }
             }
-            Ok(Step::Started | Step::Other) => {}
+            Ok(Step::Started) => d_started |= end == End::Destination,
+            Ok(Step::Other) => {}
             Err(e) => {
                 let (s_run, d_run) = match end {
                     End::Source => (false, d_done.is_none()),
@@ -512,6 +525,41 @@ async fn run(
         }
     }
     Ok(())
+}
+
+/// The reply code of a failed transfer event, if the server sent one.
+fn failure_code(ev: &Result<Event, ClientError>) -> Option<u16> {
+    match ev {
+        Ok(Event::Failed(e)) => e.reply_code(),
+        Err(e) => e.reply_code(),
+        Ok(_) => None,
+    }
+}
+
+/// The destination's own failure of its outstanding STOR, if it reports one within a short wait; `None` if it
+/// reports nothing (or progress, or success, kept in `done`) in that time, so the source's failure stays the cause.
+async fn destination_refusal(
+    d: &mut Control,
+    started: bool,
+    done: &mut Option<Box<TransferReport>>,
+) -> Option<Failed> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let ev = tokio::time::timeout_at(deadline, d.next_event()).await.ok()?;
+        match step(End::Destination, d, ev) {
+            Err(error) => {
+                return Some(Failed {
+                    error,
+                    touched: started,
+                })
+            }
+            Ok(Step::Done(r)) => {
+                *done = Some(r);
+                return None;
+            }
+            Ok(Step::Perf(..) | Step::Started | Step::Other) => {}
+        }
+    }
 }
 
 /// ABOR on the sides whose transfer command is still outstanding, concurrently.
