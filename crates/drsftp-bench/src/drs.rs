@@ -77,7 +77,7 @@ impl Row {
 pub fn run(args: &Args, record: Option<&RunDir>) -> anyhow::Result<()> {
     drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
     let rtt = args.path.rtt.unwrap_or(Duration::from_millis(100));
-    let rate = args.path.rate.unwrap_or(100e6);
+    let rate = args.path.rate.map_or(100e6, |r| r as f64);
     let mut md = Md::default();
     let mut cfg = LabConfig::new(
         &format!("tb{}", std::process::id() % 100_000),

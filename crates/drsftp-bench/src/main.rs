@@ -72,7 +72,7 @@ struct PathArgs {
     rtt: Option<Duration>,
     /// Bottleneck rate of the lab link, e.g. 1gbit, 100mbit [default: 100mbit; sweep: 1gbit].
     #[arg(long, value_parser = |s: &str| parse_rate(s).map_err(|e| e.to_string()))]
-    rate: Option<f64>,
+    rate: Option<u64>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -159,6 +159,20 @@ fn main() -> std::process::ExitCode {
         Err(err) => {
             eprintln!("drsftp-bench: error: {err:#}");
             std::process::ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value parser whose output type differs from its field's only fails when the flag is given.
+    #[test]
+    fn path_flags_parse_for_every_lab_subcommand() {
+        for sub in ["drs", "gridftp", "sweep"] {
+            let cli = Cli::try_parse_from(["drsftp-bench", sub, "--rtt", "50ms", "--rate", "1gbit"]);
+            assert!(cli.is_ok(), "{sub}: {cli:?}");
         }
     }
 }

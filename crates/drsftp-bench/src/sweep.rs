@@ -38,7 +38,7 @@ pub struct Args {
 pub fn run(args: &Args, record: Option<&RunDir>) -> anyhow::Result<()> {
     drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
     let rtt = args.path.rtt.unwrap_or(Duration::from_millis(20));
-    let rate = args.path.rate.unwrap_or(1e9);
+    let rate = args.path.rate.map_or(1e9, |r| r as f64);
     let bufs: Vec<u64> = args
         .bufs
         .split(',')

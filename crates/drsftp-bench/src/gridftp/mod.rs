@@ -313,7 +313,7 @@ pub fn run(a: &Args, record: Option<&RunDir>) -> Result<()> {
     drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
     let exe = crate::drsftp_binary(a.drsftp.as_deref())?;
     let rtt = a.path.rtt.unwrap_or(Duration::from_millis(100));
-    let rate = a.path.rate.unwrap_or(100e6);
+    let rate = a.path.rate.map_or(100e6, |r| r as f64);
     let sizes: Vec<u64> = split_list(&a.sizes)
         .map(|s| parse_size(s).map_err(|e| anyhow!("--sizes: {e}")))
         .collect::<Result<_>>()?;
