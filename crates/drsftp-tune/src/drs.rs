@@ -62,7 +62,9 @@ pub struct DrsConfig {
     /// below `1 - shrink_factor`, or a shrink step is never taken.
     pub hysteresis: f64,
     /// Compute the BDP with the minimum RTT seen over the last `min_rtt_window` instead of the smoothed RTT, so a
-    /// standing queue the sender builds (loss-based cc) is not counted twice.
+    /// queue the sender builds (slow start's overshoot, a loss-based cc's standing queue) is not counted as path
+    /// and then doubled by `gain`. After a lasting RTT increase it under-estimates for up to the window (10 s,
+    /// as BBR's min-RTT filter); docs/drs.md has the measurements.
     pub bdp_min_rtt: bool,
     pub min_rtt_window: Duration,
     /// Buffer = `gain` x BDP estimate while the sender ramps up (seeds: 2, for a sender doubling its window each
@@ -121,7 +123,7 @@ impl Default for DrsConfig {
             steady_gain: 1.5,
             ramp_growth: 1.25,
             raw_tcp_rtt: true,
-            bdp_min_rtt: false,
+            bdp_min_rtt: true,
             min_rtt_window: Duration::from_secs(10),
             parallel_from: 8,
             parallel_shrink_after: 4,
@@ -353,7 +355,9 @@ impl DrsReceiver {
             return;
         }
         // Bytes delivered per RTT over the interval: the flight size the sender sustained (a lower bound on its
-        // window when the interval is about one RTT, seed 002).
+        // window when the interval is about one RTT, seed 002). With `bdp_min_rtt` the RTT is the path's: a
+        // sender filling the bottleneck queue inflates the RTT read, and delivered bytes x that RTT would count
+        // the queue as path before `gain` doubles it again.
         let rtt = match (self.cfg.bdp_min_rtt, self.min_rtt) {
             (true, Some((m, _))) => m,
             _ => self.rtt(),

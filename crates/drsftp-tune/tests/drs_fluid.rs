@@ -163,8 +163,11 @@ fn drs_matches_overprovisioned_throughput_with_far_less_memory() {
         assert!(tput >= 0.97, "throughput ratio {tput}");
         assert!(mem <= 0.25, "memory ratio {mem}");
         assert!(vs_stock > 2.0, "vs stock {vs_stock}");
+        // The BDP comes from the minimum RTT over 10 s, so after each of the profile's RTT rises (119 -> 475 ms)
+        // the window lags the new path for up to 10 s: ~9 % of rounds (it was 0-0.3 % with the smoothed RTT).
+        // Throughput, the first assertion, is unchanged at 0.999; a lag past 0.12 would start to cost it.
         assert!(
-            drs.rwnd_limited < 0.05,
+            drs.rwnd_limited < 0.12,
             "receive-window-limited in {:.3} of rounds",
             drs.rwnd_limited
         );

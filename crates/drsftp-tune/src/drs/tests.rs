@@ -97,15 +97,15 @@ fn ramp_uses_gain_two_then_the_steady_gain() {
 }
 
 /// Slow start past a full pipe: 1 MiB per 100 ms base RTT and room to queue 3 MiB more. Once the flight
-/// exceeds the pipe only the RTT grows (the queue fills), so the BDP samples keep doubling only if the RTT
-/// estimate follows the kernel's reading. Returns (flight sent, window after the round, ramping) per round.
-fn slow_start_into_a_queue(raw_tcp_rtt: bool) -> Vec<(u64, u64, bool)> {
+/// exceeds the pipe only the RTT grows (the queue fills). Returns (flight sent, window after the round,
+/// ramping) per round.
+fn slow_start_into_a_queue(bdp_min_rtt: bool) -> Vec<(u64, u64, bool)> {
     let t0 = Instant::now();
     let cfg = DrsConfig {
         probes: false,
         initial_rtt: ms(100),
         initial_buf: 64 << 10,
-        raw_tcp_rtt,
+        bdp_min_rtt,
         ..DrsConfig::default()
     };
     let mut r = DrsReceiver::new(t0, cfg);
@@ -131,22 +131,23 @@ fn slow_start_into_a_queue(raw_tcp_rtt: bool) -> Vec<(u64, u64, bool)> {
 }
 
 #[test]
-fn the_ramp_lasts_while_slow_start_fills_the_queue() {
-    // A round in which the flight doubled past the pipe but not yet to the queue's limit: the queue filling.
-    let filling_queue = |e: &&(u64, u64, bool)| e.0 > 1 << 20 && e.0 < 4 << 20;
-    let raw = slow_start_into_a_queue(true);
-    // Every such round keeps gain 2 and a window of at least twice that flight, so the sender is never held
-    // below its doubling.
-    let filling: Vec<_> = raw.iter().filter(filling_queue).collect();
-    assert!(!filling.is_empty(), "{raw:?}");
-    for e in &filling {
-        assert!(e.2 && e.1 >= 2 * e.0 * 9 / 10, "{raw:?}");
+fn the_ramp_is_sized_from_the_minimum_rtt() {
+    let pipe = 1u64 << 20;
+    let log = slow_start_into_a_queue(true);
+    // While the flight is below the pipe the sender is never held below its doubling...
+    let below: Vec<_> = log.iter().filter(|e| e.0 < pipe).collect();
+    assert!(below.len() >= 3, "{log:?}");
+    for e in &below {
+        assert!(e.2 && e.1 >= 2 * e.0 * 9 / 10, "{log:?}");
     }
-    // Smoothing the kernel's reading again lags the queue: the ramp ended while the flight was still doubling.
-    let smoothed = slow_start_into_a_queue(false);
+    // ...and once it fills the queue the window stays at 2x the base-RTT BDP: the queue is not counted as path.
+    assert!(log.iter().all(|e| e.1 <= 2 * pipe * 11 / 10), "{log:?}");
+    assert!(!log.last().unwrap().2, "the ramp ends once the pipe is full: {log:?}");
+    // Sized from the RTT it reads, the ramp doubled the flight into the queue: 2x the flight, 4x the pipe and more.
+    let inflated = slow_start_into_a_queue(false);
     assert!(
-        smoothed.iter().filter(filling_queue).any(|e| !e.2),
-        "{smoothed:?}"
+        inflated.iter().any(|e| e.1 >= 4 * pipe),
+        "{inflated:?}"
     );
 }
 
