@@ -31,7 +31,7 @@ const SAMPLE: Duration = Duration::from_millis(50);
 
 /// A self-signed certificate for `names`, written as `cert.pem`/`key.pem` into `dir`; returns the `serve`
 /// arguments and the certificate's SHA-256 fingerprint for `drsftp copy --tls-fingerprint`.
-fn certificate(dir: &Path, names: &[&str]) -> Result<(Vec<String>, String)> {
+pub(crate) fn certificate(dir: &Path, names: &[&str]) -> Result<(Vec<String>, String)> {
     let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let ck = rcgen::generate_simple_self_signed(names).context("certificate")?;
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));

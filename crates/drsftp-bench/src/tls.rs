@@ -1,8 +1,13 @@
-//! `drsftp-bench tls`: the cost of `PROT P` on loopback. One `drsftp serve` with a throwaway certificate
-//! (rcgen); `drsftp copy` downloads the same file with `--tls off` and `--tls require` (fingerprint-pinned), at
-//! each `-p`, interleaved in the same run so both see the same machine. Reports throughput, the TLS/cleartext
-//! ratio, and the resident memory (VmRSS from /proc, sampled every 20 ms) of the client and the server during
-//! each copy: peak and mean. No root needed.
+//! `drsftp-bench tls`: the cost of `PROT P`. One `drsftp serve` with a throwaway certificate (rcgen); `drsftp
+//! copy` downloads the same file with `--tls off` and `--tls require` (fingerprint-pinned), at each `-p`,
+//! interleaved in the same run so both see the same machine. Reports throughput, the TLS/cleartext ratio, and the
+//! resident memory (VmRSS from /proc, sampled every 20 ms) of the client and the server during each copy: peak
+//! and mean.
+//!
+//! On loopback (the default; no root) the file is random and the copy checks CRC32C. With `--lab` (root) the
+//! server runs in host 1 and the client in host 2 of a 2-host lab called `tls` at `--lab-rate` · `--lab-rtt`
+//! (the lab and server of `blast --only aead`, [`crate::blast::Bench`]), the file is sparse and the copy skips
+//! the checksum: there the path, not the CPU, should set the rate.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -30,7 +35,19 @@ pub struct Args {
     /// The drsftp binary [default: next to drsftp-bench].
     #[arg(long = "drsftp", value_name = "PATH")]
     drsftp: Option<PathBuf>,
+    /// In a 2-host lab named `tls` (needs root) instead of on loopback.
+    #[arg(long)]
+    lab: bool,
+    /// Bottleneck rate of the `--lab` link.
+    #[arg(long, default_value = "1gbit", value_parser = |s: &str| drsftp_tune::parse_rate(s).map(|r| r as u64).map_err(|e| e.to_string()))]
+    lab_rate: u64,
+    /// Round-trip time of the `--lab` link.
+    #[arg(long, default_value = "50ms", value_parser = |s: &str| drsftp_tune::parse_duration(s).map_err(|e| e.to_string()))]
+    lab_rtt: Duration,
 }
+
+/// The lab `--lab` brings up (and down, also on failure: [`drsftp_lab::Lab`] on drop, its watchdog if we die).
+const LAB_NAME: &str = "tls";
 
 /// One copy's measurements.
 #[derive(Debug, Clone)]
@@ -99,83 +116,12 @@ fn make_file(path: &Path, size: u64) -> Result<()> {
 
 pub fn run(a: &Args, rec: Option<&RunDir>) -> Result<()> {
     let exe = crate::drsftp_binary(a.drsftp.as_deref())?;
-    let dir = Scratch(
-        tempfile::Builder::new()
-            .prefix("drsftp-bench-tls-")
-            .tempdir_in(&a.work)
-            .with_context(|| format!("scratch directory in {}", a.work.display()))?
-            .keep(),
-    );
-    let root = dir.0.join("srv");
-    std::fs::create_dir_all(&root)?;
-    eprintln!("tls: writing a {} byte file", a.size);
-    make_file(&root.join("src.bin"), a.size)?;
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])?;
-    let (cert, key) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
-    std::fs::write(&cert, ck.cert.pem())?;
-    std::fs::write(&key, ck.key_pair.serialize_pem())?;
-    let fp: String = drsftp_io::tls::fingerprint(ck.cert.der())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let mut child = Command::new(&exe)
-        .args(["serve", "--print-addr", "--listen", "127.0.0.1:0", "--root"])
-        .arg(&root)
-        .args(["--user", "bench:bench-pw", "--tls-cert"])
-        .arg(&cert)
-        .arg("--tls-key")
-        .arg(&key)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("spawning drsftp serve")?;
-    let out = child.stdout.take().context("serve stdout")?;
-    let server = Server(child);
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line)?;
-    let addr = line
-        .trim()
-        .strip_prefix("listening ")
-        .with_context(|| format!("drsftp serve said {line:?}"))?
-        .to_string();
-    let url = format!("ftp://bench:bench-pw@{addr}/src.bin");
-    let dst = dir.0.join("dl.bin");
-    let mut samples = vec![];
-    for run in 0..a.repeat {
-        for &p in &a.streams {
-            // Interleaved: cleartext then TLS at each step, so drift on the shared machine hits both alike.
-            for tls in [false, true] {
-                let _ = std::fs::remove_file(&dst);
-                let mut cmd = Command::new(&exe);
-                cmd.args(["copy", "--quiet", "-p", &p.to_string()]);
-                if tls {
-                    cmd.args(["--tls", "require", "--tls-fingerprint", &fp]);
-                } else {
-                    cmd.args(["--tls", "off"]);
-                }
-                cmd.arg(&url)
-                    .arg(&dst)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null());
-                let s = measure(cmd, server.0.id(), tls, p, run)?;
-                if std::fs::metadata(&dst).map(|m| m.len()).ok() != Some(a.size) {
-                    bail!("-p {p} tls={tls}: the copy is not {} bytes", a.size);
-                }
-                eprintln!(
-                    "tls: run {run} -p {p} {}: {:.1} Mbit/s, client peak {} MiB, server peak {} MiB",
-                    if tls { "TLS" } else { "cleartext" },
-                    s.mbps(a.size),
-                    s.client_peak >> 10,
-                    s.server_peak >> 10
-                );
-                samples.push(s);
-            }
-        }
-    }
-    let _ = std::fs::remove_file(&dst);
-    drop(server);
-    let report = report(a, &samples);
+    let (samples, place) = if a.lab {
+        lab(a, &exe)?
+    } else {
+        (loopback(a, &exe)?, "127.0.0.1 (loopback)".to_string())
+    };
+    let report = report(a, &place, &samples);
     println!("{report}");
     if let Some(r) = rec {
         let mut csv = String::from(
@@ -199,6 +145,125 @@ pub fn run(a: &Args, rec: Option<&RunDir>) -> Result<()> {
         r.report(&report)?;
     }
     Ok(())
+}
+
+/// `drsftp serve` and `drsftp copy` on 127.0.0.1, a random file in `--work`.
+fn loopback(a: &Args, exe: &Path) -> Result<Vec<Sample>> {
+    let dir = Scratch(
+        tempfile::Builder::new()
+            .prefix("drsftp-bench-tls-")
+            .tempdir_in(&a.work)
+            .with_context(|| format!("scratch directory in {}", a.work.display()))?
+            .keep(),
+    );
+    let root = dir.0.join("srv");
+    std::fs::create_dir_all(&root)?;
+    eprintln!("tls: writing a {} byte file", a.size);
+    make_file(&root.join("src.bin"), a.size)?;
+    let (tls_args, fp) = crate::blast_aead::certificate(&dir.0, &["127.0.0.1"])?;
+    let mut child = Command::new(exe)
+        .args(["serve", "--print-addr", "--listen", "127.0.0.1:0", "--root"])
+        .arg(&root)
+        .args(["--user", "bench:bench-pw"])
+        .args(&tls_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("spawning drsftp serve")?;
+    let out = child.stdout.take().context("serve stdout")?;
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line)?;
+    let addr = line
+        .trim()
+        .strip_prefix("listening ")
+        .with_context(|| format!("drsftp serve said {line:?}"))?
+        .to_string();
+    let url = format!("ftp://bench:bench-pw@{addr}/src.bin");
+    let dst = dir.0.join("dl.bin");
+    let copy = |p: u32, tls: bool| {
+        let mut cmd = Command::new(exe);
+        cmd.args(["copy", "--quiet", "-p", &p.to_string()])
+            .args(mode_args(tls, &fp))
+            .arg(&url)
+            .arg(&dst);
+        cmd
+    };
+    rounds(a, server.0.id(), &dst, copy)
+}
+
+/// `drsftp serve` in lab host 1, `drsftp copy` in host 2, a sparse file on /dev/shm.
+fn lab(a: &Args, exe: &Path) -> Result<(Vec<Sample>, String)> {
+    drsftp_lab::check_prerequisites().map_err(|e| anyhow::anyhow!("lab unavailable: {e}"))?;
+    let rtt_ms = a.lab_rtt.as_millis() as u64;
+    let mut fp = String::new();
+    let b = crate::blast::Bench::up_named(LAB_NAME, exe, rtt_ms, a.lab_rate, 0.0, |dir| {
+        let (args, f) = crate::blast_aead::certificate(dir, &["198.18.0.1"])?;
+        fp = f;
+        Ok(args)
+    })?;
+    b.file("src.bin", a.size)?;
+    let dst = b.dir.path().join("out/dl.bin");
+    let copy = |p: u32, tls: bool| {
+        let p = p.to_string();
+        let mut args = vec!["-p", &p, "--timeout", "120s"];
+        let extra = mode_args(tls, &fp);
+        args.extend(extra.iter().map(String::as_str));
+        b.copy_cmd("src.bin", "dl.bin", &args)
+    };
+    let samples = rounds(a, b.server.id(), &dst, copy)?;
+    let place = format!("lab `{LAB_NAME}` host 1 → host 2, {}", b.desc);
+    Ok((samples, place))
+}
+
+/// The `drsftp copy` arguments of a mode.
+fn mode_args(tls: bool, fp: &str) -> Vec<String> {
+    let v: &[&str] = if tls {
+        &["--tls", "require", "--tls-fingerprint", fp]
+    } else {
+        &["--tls", "off"]
+    };
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// `--repeat` rounds over `--streams`, cleartext then TLS at each step (interleaved, so drift on the shared machine
+/// hits both alike); `copy(p, tls)` makes the command that downloads into `dst`.
+fn rounds(
+    a: &Args,
+    server: u32,
+    dst: &Path,
+    copy: impl Fn(u32, bool) -> Command,
+) -> Result<Vec<Sample>> {
+    let mut samples = vec![];
+    for run in 0..a.repeat {
+        for &p in &a.streams {
+            for tls in [false, true] {
+                let _ = std::fs::remove_file(dst);
+                let mut cmd = copy(p, tls);
+                cmd.stdin(Stdio::null()).stdout(Stdio::null());
+                let s = measure(cmd, server, tls, p, run)?;
+                let len = std::fs::metadata(dst).map(|m| m.len()).ok();
+                let _ = std::fs::remove_file(dst);
+                if len != Some(a.size) {
+                    bail!(
+                        "-p {p} tls={tls}: the copy is {len:?} bytes, not {}",
+                        a.size
+                    );
+                }
+                eprintln!(
+                    "tls: run {run} -p {p} {}: {:.1} Mbit/s, client peak {} MiB, server peak {} MiB (load {})",
+                    if tls { "TLS" } else { "cleartext" },
+                    s.mbps(a.size),
+                    s.client_peak >> 10,
+                    s.server_peak >> 10,
+                    crate::blast::load()
+                );
+                samples.push(s);
+            }
+        }
+    }
+    Ok(samples)
 }
 
 /// Runs one copy, sampling both processes' RSS every 20 ms until it exits.
@@ -252,16 +317,17 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn report(a: &Args, samples: &[Sample]) -> String {
+fn report(a: &Args, place: &str, samples: &[Sample]) -> String {
     let mut md = Md::default();
-    md.line("# TLS (PROT P) vs cleartext, loopback download");
+    md.line("# TLS (PROT P) vs cleartext download");
     md.line("");
     md.line(format!(
-        "`drsftp copy` of a {:.2} GiB file from `drsftp serve` on 127.0.0.1, `--tls off` and `--tls require` \
+        "`drsftp copy` of a {:.2} GiB file from `drsftp serve`, {place}, `--tls off` and `--tls require` \
          (pinned fingerprint) interleaved, {} run(s) each; median rate; memory is VmRSS sampled every 20 ms \
-         during each copy (peak over runs, mean of the runs' means).",
+         during each copy (peak over runs, mean of the runs' means). Load average at the end: {}.",
         a.size as f64 / (1u64 << 30) as f64,
-        a.repeat
+        a.repeat,
+        crate::blast::load()
     ));
     md.line("");
     md.line("| -p | cleartext Mbit/s | TLS Mbit/s | TLS/clear | client RSS peak / mean MiB (clear → TLS) | server RSS peak / mean MiB (clear → TLS) |");
