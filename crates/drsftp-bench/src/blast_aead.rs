@@ -49,7 +49,7 @@ pub(crate) fn certificate(dir: &Path, names: &[&str]) -> Result<(Vec<String>, St
 }
 
 /// CPU seconds (utime + stime) and state of a process, from /proc/<pid>/stat.
-fn cpu(pid: u32) -> Option<(f64, char)> {
+pub(crate) fn cpu(pid: u32) -> Option<(f64, char)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &s[s.rfind(')')? + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();

@@ -2,7 +2,8 @@
 //! copy` downloads the same file with `--tls off` and `--tls require` (fingerprint-pinned), at each `-p`,
 //! interleaved in the same run so both see the same machine. Reports throughput, the TLS/cleartext ratio, and the
 //! resident memory (VmRSS from /proc, sampled every 20 ms) of the client and the server during each copy: peak
-//! and mean.
+//! and mean; and the CPU seconds both spent per GiB (utime + stime from /proc: the client's from its zombie
+//! entry, the server's as the difference over the copy).
 //!
 //! On loopback (the default; no root) the file is random and the copy checks CRC32C. With `--lab` (root) the
 //! server runs in host 1 and the client in host 2 of a 2-host lab called `tls` at `--lab-rate` · `--lab-rtt`
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::blast_aead::cpu;
 use crate::record::{Md, RunDir};
 
 #[derive(clap::Args, Debug)]
@@ -60,6 +62,9 @@ struct Sample {
     client_mean: u64,
     server_peak: u64,
     server_mean: u64,
+    /// CPU seconds (user + system) of the copy process, and of the server during the copy.
+    client_cpu: f64,
+    server_cpu: f64,
 }
 
 impl Sample {
@@ -125,11 +130,11 @@ pub fn run(a: &Args, rec: Option<&RunDir>) -> Result<()> {
     println!("{report}");
     if let Some(r) = rec {
         let mut csv = String::from(
-            "tls,streams,run,seconds,mbps,client_rss_peak_kib,client_rss_mean_kib,server_rss_peak_kib,server_rss_mean_kib\n",
+            "tls,streams,run,seconds,mbps,client_rss_peak_kib,client_rss_mean_kib,server_rss_peak_kib,server_rss_mean_kib,client_cpu_s,server_cpu_s\n",
         );
         for s in &samples {
             csv += &format!(
-                "{},{},{},{:.3},{:.1},{},{},{},{}\n",
+                "{},{},{},{:.3},{:.1},{},{},{},{},{:.2},{:.2}\n",
                 s.tls,
                 s.streams,
                 s.run,
@@ -138,7 +143,9 @@ pub fn run(a: &Args, rec: Option<&RunDir>) -> Result<()> {
                 s.client_peak,
                 s.client_mean,
                 s.server_peak,
-                s.server_mean
+                s.server_mean,
+                s.client_cpu,
+                s.server_cpu
             );
         }
         r.write(crate::RESULTS_CSV, &csv)?;
@@ -268,6 +275,7 @@ fn rounds(
 
 /// Runs one copy, sampling both processes' RSS every 20 ms until it exits.
 fn measure(mut cmd: Command, server: u32, tls: bool, streams: u32, run: usize) -> Result<Sample> {
+    let s0 = cpu(server).map_or(0.0, |c| c.0);
     let t = Instant::now();
     let mut c = cmd
         .stderr(Stdio::piped())
@@ -275,9 +283,16 @@ fn measure(mut cmd: Command, server: u32, tls: bool, streams: u32, run: usize) -
         .context("spawning drsftp copy")?;
     let pid = c.id();
     let (mut cs, mut ss) = (vec![], vec![]);
-    let status = loop {
-        if let Some(st) = c.try_wait()? {
-            break st;
+    let mut client_cpu = 0.0;
+    loop {
+        // An exited copy is a zombie until it is reaped and keeps its final CPU times; read them first.
+        match cpu(pid) {
+            Some((t, 'Z' | 'X')) => {
+                client_cpu = t;
+                break;
+            }
+            Some((t, _)) => client_cpu = t,
+            None => break,
         }
         if let Some(v) = rss_kib(pid) {
             cs.push(v);
@@ -286,7 +301,9 @@ fn measure(mut cmd: Command, server: u32, tls: bool, streams: u32, run: usize) -
             ss.push(v);
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
+    let status = c.wait()?;
+    let server_cpu = cpu(server).map_or(0.0, |c| c.0) - s0;
     let seconds = t.elapsed().as_secs_f64();
     if !status.success() {
         let mut err = String::new();
@@ -306,6 +323,8 @@ fn measure(mut cmd: Command, server: u32, tls: bool, streams: u32, run: usize) -
         client_mean: mean(&cs),
         server_peak: peak(&ss),
         server_mean: mean(&ss),
+        client_cpu,
+        server_cpu,
     })
 }
 
@@ -354,6 +373,35 @@ fn report(a: &Args, place: &str, samples: &[Sample]) -> String {
             mem(&t, |s| s.client_peak, |s| s.client_mean),
             mem(&c, |s| s.server_peak, |s| s.server_mean),
             mem(&t, |s| s.server_peak, |s| s.server_mean),
+        ));
+    }
+    // On a box whose cores both ends (and other work) share, the rate follows the CPU a byte costs; CPU seconds
+    // move less with the load than wall time does.
+    md.line("");
+    md.line("CPU (user + system, both ends' processes) per GiB moved, median over runs:");
+    md.line("");
+    md.line("| -p | client CPU s/GiB (clear → TLS) | server CPU s/GiB (clear → TLS) | total (clear → TLS) | clear / TLS CPU |");
+    md.line("|---:|---|---|---|---:|");
+    let gib = a.size as f64 / (1u64 << 30) as f64;
+    for &p in &a.streams {
+        let per = |tls: bool, f: fn(&Sample) -> f64| {
+            median(
+                samples
+                    .iter()
+                    .filter(|s| s.streams == p && s.tls == tls)
+                    .map(|s| f(s) / gib)
+                    .collect(),
+            )
+        };
+        let (cc, ct) = (per(false, |s| s.client_cpu), per(true, |s| s.client_cpu));
+        let (sc, st) = (per(false, |s| s.server_cpu), per(true, |s| s.server_cpu));
+        let (tc, tt) = (
+            per(false, |s| s.client_cpu + s.server_cpu),
+            per(true, |s| s.client_cpu + s.server_cpu),
+        );
+        md.line(format!(
+            "| {p} | {cc:.2} → {ct:.2} | {sc:.2} → {st:.2} | {tc:.2} → {tt:.2} | {:.2}× |",
+            if tt > 0.0 { tc / tt } else { 0.0 }
         ));
     }
     md.text().to_string()
