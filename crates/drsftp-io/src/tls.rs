@@ -59,8 +59,8 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(p)
 }
 
-/// Read-ahead under rustls. rustls reads at most one record's worth (~16 KiB) per `read_tls`, so without it a
-/// TLS receiver makes one `recv` per record: 16x the syscalls of a cleartext receiver reading 256 KiB chunks
+/// Read-ahead under rustls. rustls reads at most one record's worth per `read_tls`, so without it a TLS receiver
+/// makes one `recv` per record, many times the syscalls of a cleartext receiver reading whole chunks
 /// (docs/bench/tls.md has the counts). One `recv` of up to this many bytes feeds several records.
 const READ_AHEAD: usize = 128 << 10;
 

@@ -6,8 +6,8 @@
 //!
 //! Combining uses zlib's (1.2.12+) operator method: the shift by `len` bytes is multiplication by x^(8·len)
 //! mod P, computed once per piece length (all blocks but the last share one). `crc32c::crc32c_combine` builds
-//! that operator from scratch with 32x32 bit matrices for every piece, ~20 µs per 256 KiB block: 85 ms of one
-//! core per GiB, as much as the CRC itself (docs/bench/tls.md).
+//! that operator from scratch with 32x32 bit matrices for every piece, which cost as much CPU as the CRC itself
+//! (docs/bench/tls.md has the profile).
 
 /// The per-block CRCs one stream (or a whole transfer, after [`CrcPieces::extend`]) recorded.
 #[derive(Debug, Default, Clone)]
