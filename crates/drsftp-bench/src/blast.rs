@@ -127,7 +127,19 @@ impl Bench {
         extra: impl FnOnce(&Path) -> Result<Vec<String>>,
     ) -> Result<Bench> {
         let name = format!("bb{}", std::process::id() % 100_000);
-        let lab = Lab::up(lab_config(&name, rtt_ms, rate, loss)).context("lab up")?;
+        Self::up_named(&name, bin, rtt_ms, rate, loss, extra)
+    }
+
+    /// [`up_with`](Self::up_with) in a lab called `name` (another harness's, e.g. `drsftp-bench tls --lab`).
+    pub(crate) fn up_named(
+        name: &str,
+        bin: &Path,
+        rtt_ms: u64,
+        rate: u64,
+        loss: f64,
+        extra: impl FnOnce(&Path) -> Result<Vec<String>>,
+    ) -> Result<Bench> {
+        let lab = Lab::up(lab_config(name, rtt_ms, rate, loss)).context("lab up")?;
         let dir = tempfile::Builder::new()
             .prefix("drsftp-bench-blast-")
             .tempdir_in("/dev/shm")?;

@@ -31,7 +31,7 @@ const SAMPLE: Duration = Duration::from_millis(50);
 
 /// A self-signed certificate for `names`, written as `cert.pem`/`key.pem` into `dir`; returns the `serve`
 /// arguments and the certificate's SHA-256 fingerprint for `drsftp copy --tls-fingerprint`.
-fn certificate(dir: &Path, names: &[&str]) -> Result<(Vec<String>, String)> {
+pub(crate) fn certificate(dir: &Path, names: &[&str]) -> Result<(Vec<String>, String)> {
     let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let ck = rcgen::generate_simple_self_signed(names).context("certificate")?;
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
@@ -49,7 +49,7 @@ fn certificate(dir: &Path, names: &[&str]) -> Result<(Vec<String>, String)> {
 }
 
 /// CPU seconds (utime + stime) and state of a process, from /proc/<pid>/stat.
-fn cpu(pid: u32) -> Option<(f64, char)> {
+pub(crate) fn cpu(pid: u32) -> Option<(f64, char)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &s[s.rfind(')')? + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();

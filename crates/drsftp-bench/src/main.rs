@@ -1,6 +1,6 @@
 //! drsftp-bench: the benchmark harnesses of drsftp, kept out of the product binary. One module per subcommand
 //! (`drs`, `gridftp`, `sweep`, `blast`, `lab`, `tls`); `record` writes the run folders of `--record` and of the
-//! bench/*.sh drivers. Every harness but `record` and `tls` (loopback) needs root (it builds a WAN lab of network
+//! bench/*.sh drivers. Every harness but `record` and `tls` without `--lab` needs root (it builds a WAN lab of network
 //! namespaces).
 
 #![forbid(unsafe_code)]
@@ -54,8 +54,9 @@ enum Command {
     Sweep(sweep::Args),
     /// UDP blast vs TCP (iperf3, drsftp -p N) on lab links: ack frequency, rates, fairness, rate probe, UDT.
     Blast(blast::Args),
-    /// TLS (`PROT P`) vs cleartext on loopback, in the same run: `drsftp copy` downloads at each -p with
-    /// `--tls off` and `--tls require`; rates, ratios, client and server memory. No root needed.
+    /// TLS (`PROT P`) vs cleartext on loopback (no root) or with --lab in a 2-host lab (root), in the same run:
+    /// `drsftp copy` downloads at each -p with `--tls off` and `--tls require`; rates, ratios, client and server
+    /// memory.
     Tls(tls::Args),
     /// The lab itself: RTT/rate/loss accuracy, forwarder ceiling and the 100 Mbit/s · 100 ms iperf3 baselines.
     Lab(lab::Args),

@@ -1,7 +1,8 @@
 //! `drsftp copy`/`ls` ⇄ `drsftp serve` over explicit FTPS in stream mode and MODE E (`-p 8`, `-p auto`, every
 //! data connection TLS and resuming the control session): trust by `--cacert` and by
 //! `--tls-fingerprint`; a wrong fingerprint or an untrusted CA fails with a clear error before any USER goes
-//! out; `--tls require` against a server without TLS fails; and, as root with tcpdump, a capture of a `PROT P`
+//! out; `--tls require` against a server without TLS fails; a third-party copy from a TLS source without SSCN
+//! (pyftpdlib) fails rather than going cleartext; and, as root with tcpdump, a capture of a `PROT P`
 //! download with a password login holds neither the file's marker string nor the password.
 
 mod common;
@@ -165,6 +166,51 @@ fn third_party_copy_is_tls_end_to_end() {
     ]);
     assert!(!ok, "--tls off against two --tls-required servers: {err}");
     assert!(!root2.join("never.bin").exists());
+}
+
+/// A TLS source without SSCN (pyftpdlib) under `--tls require`, server to server: the source cannot be the TLS
+/// client of the data channel, so the copy must fail with a clear error instead of falling back to `PROT C`,
+/// although both servers would take cleartext data. The source never sees a RETR and no destination file appears.
+#[test]
+fn third_party_tls_source_without_sscn_fails_and_never_goes_cleartext() {
+    let s = tlsfix::serve(false);
+    let src_root = s.dir.path().join("py");
+    std::fs::create_dir_all(&src_root).unwrap();
+    let Some(py) = tlsfix::pyftpdlib(
+        "third_party_tls_source_without_sscn_fails_and_never_goes_cleartext",
+        &s.pki,
+        &src_root,
+    ) else {
+        return;
+    };
+    random_file(&src_root.join("data.bin"), 1 << 20, 36);
+    let ca = s.pki.ca.display().to_string();
+    let src = format!("ftp://{USER}:{PASSWORD}@{}/data.bin", py.authority());
+    let dst_file = s.root.join("never.bin");
+    for p in ["1", "4"] {
+        let (ok, out, err) = drsftp(&[
+            "copy",
+            "--tls",
+            "require",
+            "--cacert",
+            &ca,
+            "-p",
+            p,
+            &src,
+            &url(&s, "/never.bin"),
+        ]);
+        let logs = format!("{}\n{}", py.log_text(), s.srv.log_text());
+        assert!(!ok, "-p {p}: the copy succeeded: {out} {err}\n{logs}");
+        assert!(err.contains("-> SSCN ON"), "-p {p}: {err}");
+        assert!(
+            err.contains("SSCN") && err.contains("cleartext; refusing"),
+            "-p {p}: no clear error: {err}"
+        );
+        assert!(!dst_file.exists(), "-p {p}: data reached the destination");
+        assert!(!py.log_text().contains("RETR"), "-p {p}: {logs}");
+        // No cleartext fallback on the way: PROT C never went to either server.
+        assert!(!err.contains("-> PROT C"), "-p {p}: {err}");
+    }
 }
 
 #[test]

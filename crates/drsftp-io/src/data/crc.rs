@@ -3,6 +3,11 @@
 //! (offset, length, crc) piece; at the end the pieces are combined in offset order with `crc32c_combine` into the
 //! CRC32C of `0..end`, but only if they tile exactly that range (a gap or an overlap gives `None`, and whoever
 //! needs a checksum re-reads the file instead).
+//!
+//! Combining uses zlib's (1.2.12+) operator method: the shift by `len` bytes is multiplication by x^(8·len)
+//! mod P, computed once per piece length (all blocks but the last share one). `crc32c::crc32c_combine` builds
+//! that operator from scratch with 32x32 bit matrices for every piece, which cost as much CPU as the CRC itself
+//! (docs/bench/tls.md has the profile).
 
 /// The per-block CRCs one stream (or a whole transfer, after [`CrcPieces::extend`]) recorded.
 #[derive(Debug, Default, Clone)]
@@ -11,11 +16,20 @@ pub(crate) struct CrcPieces {
 }
 
 impl CrcPieces {
-    /// Record `data`, which sits at file offset `off`.
+    /// Record `data`, which sits at file offset `off`. Data that continues the last piece extends it (stream
+    /// mode, one MODE E stream), so a long transfer keeps one piece instead of one per block.
     pub(crate) fn add(&mut self, off: u64, data: &[u8]) {
-        if !data.is_empty() {
-            self.pieces
-                .push((off, data.len() as u64, crc32c::crc32c(data)));
+        if data.is_empty() {
+            return;
+        }
+        match self.pieces.last_mut() {
+            Some((o, len, crc)) if o.checked_add(*len) == Some(off) => {
+                *crc = crc32c::crc32c_append(*crc, data);
+                *len += data.len() as u64;
+            }
+            _ => self
+                .pieces
+                .push((off, data.len() as u64, crc32c::crc32c(data))),
         }
     }
 
@@ -36,14 +50,54 @@ pub(crate) fn combine(pieces: &mut [(u64, u64, u32)]) -> Option<(u64, u32)> {
     pieces.sort_unstable_by_key(|p| p.0);
     let mut end = 0u64;
     let mut crc = 0u32;
+    let mut shift: Option<(u64, u32)> = None;
     for &(off, len, c) in pieces.iter() {
         if off != end {
             return None;
         }
-        crc = crc32c::crc32c_combine(crc, c, usize::try_from(len).ok()?);
+        let op = match shift {
+            Some((l, op)) if l == len => op,
+            _ => {
+                let op = x8n_mod_p(len);
+                shift = Some((len, op));
+                op
+            }
+        };
+        crc = mul_mod_p(op, crc) ^ c;
         end = end.checked_add(len)?;
     }
     Some((end, crc))
+}
+
+/// CRC-32C's polynomial (Castagnoli), bit-reflected: bit 31 is x^0.
+const POLY: u32 = 0x82f6_3b78;
+
+/// `a · b mod P` in GF(2)[x], both bit-reflected (zlib's `multmodp`).
+fn mul_mod_p(a: u32, mut b: u32) -> u32 {
+    let mut p = 0u32;
+    let mut m = 1u32 << 31;
+    while m != 0 {
+        if a & m != 0 {
+            p ^= b;
+        }
+        m >>= 1;
+        b = if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 };
+    }
+    p
+}
+
+/// x^(8·n) mod P: the operator that appends `n` zero bytes to a CRC (square-and-multiply on x^8).
+fn x8n_mod_p(mut n: u64) -> u32 {
+    let mut p = 1u32 << 31; // x^0
+    let mut sq = 1u32 << 23; // x^8
+    while n != 0 {
+        if n & 1 != 0 {
+            p = mul_mod_p(sq, p);
+        }
+        sq = mul_mod_p(sq, sq);
+        n >>= 1;
+    }
+    p
 }
 
 #[cfg(test)]
@@ -86,6 +140,27 @@ mod tests {
             assert_eq!(got, checksum_bytes(ChecksumAlg::Crc32c, &whole));
         }
         assert_eq!(CrcPieces::default().whole(), Some(0));
+    }
+
+    /// The operator method agrees with the crc32c crate's matrix method at every length scale.
+    #[test]
+    fn combine_matches_the_crate() {
+        let d = data(70_001);
+        for cut in [0usize, 1, 7, 8, 255, 4096, 65_536, 70_000, 70_001] {
+            let (a, b) = d.split_at(cut);
+            let (ca, cb) = (crc32c::crc32c(a), crc32c::crc32c(b));
+            let mut pieces = vec![(cut as u64, b.len() as u64, cb), (0, a.len() as u64, ca)];
+            pieces.retain(|p| p.1 > 0);
+            let (end, crc) = combine(&mut pieces).unwrap();
+            assert_eq!(end, d.len() as u64);
+            assert_eq!(crc, crc32c::crc32c(&d), "cut at {cut}");
+            assert_eq!(crc, crc32c::crc32c_combine(ca, cb, b.len()), "cut at {cut}");
+        }
+        // Lengths past 4 GiB: only the operator differs, so compare against the crate for the shift alone.
+        for len in [1u64 << 32, (1u64 << 40) + 12_345] {
+            let expect = crc32c::crc32c_combine(0x1234_5678, 0, len as usize);
+            assert_eq!(mul_mod_p(x8n_mod_p(len), 0x1234_5678), expect, "len {len}");
+        }
     }
 
     #[test]

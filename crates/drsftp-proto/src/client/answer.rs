@@ -216,10 +216,9 @@ impl ClientSession {
                 protect_data,
             } => {
                 let f = Features::parse(&reply);
-                let offered = f.has("AUTH")
-                    && f.params("AUTH").is_some_and(|p| {
-                        p.split(';').any(|m| m.trim().eq_ignore_ascii_case("TLS"))
-                    });
+                let offered = f
+                    .params_all("AUTH")
+                    .any(|p| p.split(';').any(|m| m.trim().eq_ignore_ascii_case("TLS")));
                 self.features = f;
                 if !offered {
                     if require {

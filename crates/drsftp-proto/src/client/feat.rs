@@ -51,6 +51,15 @@ impl Features {
             .any(|(n, _)| n.eq_ignore_ascii_case(name))
     }
 
+    /// The parameter strings of every line listing a feature: a server may list one line per mechanism
+    /// (pyftpdlib: `AUTH SSL`, then `AUTH TLS`).
+    pub fn params_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.entries
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, p)| p.as_str())
+    }
+
     /// The parameter string of a feature, if listed.
     pub fn params(&self, name: &str) -> Option<&str> {
         self.entries

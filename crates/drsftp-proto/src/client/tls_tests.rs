@@ -57,6 +57,21 @@ fn without_auth_tls_in_feat_auto_stays_clear_and_require_fails() {
     assert!(h.s.is_dead());
 }
 
+/// pyftpdlib lists each mechanism on its own line, `AUTH SSL` first: TLS is offered all the same.
+#[test]
+fn auth_tls_on_a_later_feat_line_is_offered() {
+    let mut h = greeted();
+    h.start(Op::Secure {
+        require: true,
+        protect_data: true,
+    });
+    h.expect(
+        "FEAT",
+        "211-Features supported:\n AUTH SSL\n AUTH TLS\n PBSZ\n PROT\n211 End FEAT.\n",
+    );
+    assert_eq!(h.sent(), ["AUTH TLS"]);
+}
+
 #[test]
 fn bytes_behind_the_234_fail_the_session() {
     let mut h = greeted();

@@ -1,13 +1,18 @@
 //! A throwaway PKI for the FTPS tests: a CA and a server certificate for `localhost` and 127.0.0.1 made with
-//! rcgen into a temporary directory, and a `drsftp serve` using it with a user whose password the tests look for.
+//! rcgen into a temporary directory, and a `drsftp serve` using it with a user whose password the tests look for;
+//! also pyftpdlib's FTPS server over the same certificate (a TLS server without SSCN).
 // Every test binary compiles this module but uses only part of it.
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 use crate::common::{drsftp_server, open_tempdir, ServerProcess};
+use drsftp_testkit::server::{free_port, wait_for_port};
 
 /// The password of [`USER`]: the capture test looks for it on the wire.
 pub const PASSWORD: &str = "Pw-d0nt-l3ak-7e1f";
@@ -111,4 +116,61 @@ pub fn serve(required: bool) -> TlsServer {
 /// `ftp://alice:pw@127.0.0.1:port` + path on `s`.
 pub fn url(s: &TlsServer, path: &str) -> String {
     format!("ftp://{USER}:{PASSWORD}@{}{path}", s.srv.authority())
+}
+
+/// pyftpdlib's FTPS server (`TLS_FTPHandler`: AUTH TLS, PBSZ, PROT, and no SSCN) serving `root` to [`USER`] with
+/// `pki`'s server certificate; cleartext data connections are allowed, so only the client can keep data out of
+/// cleartext. `None`, with a printed reason, when no Python on this machine has pyftpdlib and pyOpenSSL
+/// (scripts/setup.sh installs Debian's python3-pyftpdlib).
+pub fn pyftpdlib(test: &str, pki: &Pki, root: &Path) -> Option<ServerProcess> {
+    const SERVER: &str = r#"
+import logging, sys
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import TLS_FTPHandler
+from pyftpdlib.servers import FTPServer
+root, port, cert, key, user, pw = sys.argv[1:7]
+logging.basicConfig(level=logging.DEBUG)
+auth = DummyAuthorizer()
+auth.add_user(user, pw, root, perm="elradfmw")
+class Handler(TLS_FTPHandler):
+    certfile = cert
+    keyfile = key
+    authorizer = auth
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        # pyftpdlib refuses SIZE in its default ASCII type, and drsftp asks SIZE before TYPE I.
+        self._current_type = "i"
+FTPServer(("127.0.0.1", int(port)), Handler).serve_forever()
+"#;
+    let has = |py: &&&str| {
+        Command::new(py)
+            .args(["-c", "import pyftpdlib.handlers, OpenSSL"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    // Debian's package goes to the system Python, which a pyenv `python3` on PATH does not see.
+    let Some(py) = ["python3", "/usr/bin/python3"].iter().find(has) else {
+        eprintln!("SKIPPED {test}: no python3 with pyftpdlib and pyOpenSSL (run scripts/setup.sh)");
+        return None;
+    };
+    let log = root.with_extension("pyftpdlib.log");
+    let port = free_port();
+    let mut child = Command::new(py)
+        .args(["-c", SERVER])
+        .arg(root)
+        .arg(port.to_string())
+        .args([&pki.cert, &pki.key])
+        .args([USER, PASSWORD])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("spawn pyftpdlib");
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let up = wait_for_port(addr, &mut child, Duration::from_secs(20));
+    let srv = ServerProcess { child, addr, log };
+    assert!(up, "pyftpdlib did not start: {}", srv.log_text());
+    Some(srv)
 }
