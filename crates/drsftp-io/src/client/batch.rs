@@ -40,6 +40,8 @@ pub struct BatchFile {
 pub(crate) struct BatchChannel {
     listener: TcpListener,
     socks: Vec<MaybeTls>,
+    /// Data connections the server opened to the listener so far.
+    pub(crate) accepted: u64,
 }
 
 /// Files with RETR unanswered at once: enough to keep a 100 ms path busy with 64 KiB files, few enough that a
@@ -115,6 +117,7 @@ async fn drive(
             let c = BatchChannel {
                 listener,
                 socks: vec![],
+                accepted: 0,
             };
             (c, Some(port))
         }
@@ -122,6 +125,7 @@ async fn drive(
     let BatchChannel {
         listener,
         socks: mut idle,
+        mut accepted,
     } = channel;
     control.start(Op::Batch(BatchSpec {
         paths: files.iter().map(|f| f.remote.clone()).collect(),
@@ -191,12 +195,15 @@ async fn drive(
                     st[next].data = Some((report, t0.elapsed().as_secs_f64()));
                     next += 1;
                 }
-                Some(s) = conn_rx.recv() => match recv.as_ref() {
-                    Some((_, tx, _)) => {
-                        let _ = tx.try_send(s);
+                Some(s) = conn_rx.recv() => {
+                    accepted += 1;
+                    match recv.as_ref() {
+                        Some((_, tx, _)) => {
+                            let _ = tx.try_send(s);
+                        }
+                        None => idle.push(s),
                     }
-                    None => idle.push(s),
-                },
+                }
                 _ = &mut accept => {
                     return Err(ClientError::DataSetup(std::io::Error::other("the data listener failed")))
                 }
@@ -215,6 +222,7 @@ async fn drive(
     control.batch_channel = Some(BatchChannel {
         listener,
         socks: idle,
+        accepted,
     });
     Ok(())
 }

@@ -356,6 +356,12 @@ impl Client {
         batch::run(&mut self.control, files, opts, progress).await
     }
 
+    /// Data connections the server has opened for the batches on this session since the last other data
+    /// transfer (1 when it kept one connection for them all).
+    pub fn batch_connections(&self) -> u64 {
+        self.control.batch_channel.as_ref().map_or(0, |c| c.accepted)
+    }
+
     /// True if the session can run another operation (none running, connection alive).
     pub fn is_idle(&self) -> bool {
         let s = self.control.session();
