@@ -66,9 +66,7 @@ async fn two_batches(c: &mut Client, remote_dir: &str, src: &Path, out: &Path) {
             assert!(!out.join(&names[i]).exists());
             continue;
         }
-        let s = r
-            .as_ref()
-            .unwrap_or_else(|e| panic!("{}: {e}", names[i]));
+        let s = r.as_ref().unwrap_or_else(|e| panic!("{}: {e}", names[i]));
         assert!(s.verified, "{}: {s:?}", names[i]);
         assert_eq!(s.bytes, SIZES[i % SIZES.len()] as u64);
         assert_eq!(
@@ -101,9 +99,14 @@ async fn batches_from_drsftp_serve_reuse_one_data_connection() {
     two_batches(&mut c, "/t", &root.join("t"), &dir.path().join("out")).await;
     // The session still moves a file the ordinary way afterwards (its own data channel).
     let one = dir.path().join("one");
-    c.download("/t/f03", &one, &ClientOptions::default(), Arc::new(Progress::new()))
-        .await
-        .expect("a plain download after the batches");
+    c.download(
+        "/t/f03",
+        &one,
+        &ClientOptions::default(),
+        Arc::new(Progress::new()),
+    )
+    .await
+    .expect("a plain download after the batches");
     assert_eq!(sha256_file(&one), sha256_file(&root.join("t/f03")));
     assert_eq!(c.batch_connections(), 0, "the batch channel was given up");
 }

@@ -78,9 +78,7 @@ pub(crate) async fn run(
         let mut first = Some(e);
         for s in st.iter_mut().filter(|s| s.result.is_none()) {
             s.result = Some(Err(first.take().unwrap_or_else(|| {
-                ClientError::Control(std::io::Error::other(format!(
-                    "the batch broke off: {msg}"
-                )))
+                ClientError::Control(std::io::Error::other(format!("the batch broke off: {msg}")))
             })));
         }
     }
@@ -133,7 +131,8 @@ async fn drive(
         port,
         window: BATCH_WINDOW,
     }))?;
-    {
+    let mut finishing = tokio::task::JoinSet::new();
+    let outcome: Result<(), ClientError> = async {
         let peer_ip = control.peer().ip();
         let (conn_tx, mut conn_rx) = mpsc::channel::<MaybeTls>(8);
         let accept = transfer::accept_loop(&listener, conn_tx, peer_ip, &dopts);
@@ -142,7 +141,6 @@ async fn drive(
         let mut next = 0usize;
         let mut recv: Option<(Recv, mpsc::Sender<MaybeTls>, Instant)> = None;
         let mut control_done = false;
-        let mut finishing = tokio::task::JoinSet::new();
         let idle_limit = opts.timeout;
         loop {
             // Start receiving the next file once the server accepted its RETR; skip files it refused.
@@ -213,12 +211,18 @@ async fn drive(
                 settle(i, &files[i], s, alg, &mut finishing);
             }
         }
-        // Checks, flushes and renames still running.
-        while let Some(j) = finishing.join_next().await {
-            let (i, r) = j.map_err(|e| ClientError::Invalid(format!("finishing task: {e}")))?;
-            st[i].result = Some(r);
+        Ok(())
+    }
+    .await;
+    // Checks, flushes and renames still running, also after a failure: a file already checked and renamed is
+    // reported as copied, not retried (a retry would find it complete and skip it).
+    while let Some(j) = finishing.join_next().await {
+        match j {
+            Ok((i, r)) => st[i].result = Some(r),
+            Err(e) => tracing::warn!("batch finishing task: {e}"),
         }
     }
+    outcome?;
     control.batch_channel = Some(BatchChannel {
         listener,
         socks: idle,
@@ -325,9 +329,9 @@ fn finish(
             summary.verified = true;
             summary.checksum = Some((alg.name().to_string(), ours));
         }
-        (Some(_), Some(Err(r))) => summary
-            .notices
-            .push(format!("checksum not verified: the server refused CKSM: {r}")),
+        (Some(_), Some(Err(r))) => summary.notices.push(format!(
+            "checksum not verified: the server refused CKSM: {r}"
+        )),
         _ => summary
             .notices
             .push("checksum not verified: the server lists no CKSM algorithm we know".into()),

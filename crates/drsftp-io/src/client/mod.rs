@@ -42,8 +42,8 @@ use crate::data::{AutoEvent, AutoSender, DataOpts, Progress};
 use crate::drs::TraceRow;
 use control::Control;
 
-pub use batch::{BatchFile, BATCH_WINDOW};
 pub use auto_start::{start_buffer, AutoChoice, AUTO_MEM_BUDGET, AUTO_START_MAX_STREAMS};
+pub use batch::{BatchFile, BATCH_WINDOW};
 pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
 pub use error::ClientError;
 pub use observe::peak_and_final;
@@ -359,7 +359,10 @@ impl Client {
     /// Data connections the server has opened for the batches on this session since the last other data
     /// transfer (1 when it kept one connection for them all).
     pub fn batch_connections(&self) -> u64 {
-        self.control.batch_channel.as_ref().map_or(0, |c| c.accepted)
+        self.control
+            .batch_channel
+            .as_ref()
+            .map_or(0, |c| c.accepted)
     }
 
     /// True if the session can run another operation (none running, connection alive).

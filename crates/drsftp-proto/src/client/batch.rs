@@ -63,8 +63,9 @@ impl ClientSession {
                     .next()
                     .unwrap_or("")
                     .to_ascii_lowercase();
-                let ok =
-                    reply.code == 213 && !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit());
+                let ok = reply.code == 213
+                    && !hex.is_empty()
+                    && hex.bytes().all(|b| b.is_ascii_hexdigit());
                 Event::BatchChecksum {
                     index,
                     result: if ok { Ok(hex) } else { Err(reply) },

@@ -150,10 +150,16 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
             }
             // Caught in a broken batch, or no batch here: the one-file path with its retries.
             other => {
+                let mut r = one_file(w, shared, task).await;
                 if let Some(Err(e)) = other {
-                    tracing::warn!("{}: {e}; retrying on its own", task.src);
+                    tracing::warn!("{}: {e}; retried on its own", task.src);
+                    // The batch was its first attempt.
+                    r.attempts += 1;
+                    if r.error.is_none() {
+                        r.error = Some(e.to_string());
+                    }
                 }
-                one_file(w, shared, task).await
+                r
             }
         };
         store(shared, i, rec);

@@ -306,7 +306,7 @@ pub const BATCH_MAX_FILE: u64 = 8 << 20;
 
 /// Most files one worker takes for a batch: enough to keep the pipe full for many round trips, few enough that
 /// the workers still share the last files of a job.
-pub const BATCH_FILES: usize = 64;
+pub const BATCH_FILES: usize = 256;
 
 /// The stream count for a file of `size` bytes when the job would use `wanted` streams: at least
 /// [`MIN_BYTES_PER_STREAM`] per stream, and 1 for files below [`SMALL_FILE`] (a 64 KiB file never opens 64
