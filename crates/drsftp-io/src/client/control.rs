@@ -37,6 +37,8 @@ pub(crate) struct Control {
     rtt: Vec<Duration>,
     /// The last `SIZE` answer, valid until the next operation starts (`mod.rs::size`).
     pub(crate) last_size: Option<(String, u64)>,
+    /// The data channel the last batch download left open (`batch.rs`); dropped by any other data transfer.
+    pub(crate) batch_channel: Option<super::batch::BatchChannel>,
 }
 
 /// How many command round trips [`Control`] keeps (the first ones: login, before any transfer loads the path).
@@ -89,6 +91,7 @@ impl Control {
                         sent_at: None,
                         rtt: Vec::new(),
                         last_size: None,
+                        batch_channel: None,
                     });
                 }
                 Ok(Err(e)) => last = Some(e),
@@ -199,6 +202,13 @@ impl Control {
     /// Starts an operation (its first command goes out with the next [`Control::next_event`]).
     pub(crate) fn start(&mut self, op: Op) -> Result<(), ClientError> {
         self.last_size = None;
+        // Another data channel (PORT/PASV) replaces the one the server kept for batches.
+        if matches!(
+            op,
+            Op::Transfer(_) | Op::List { .. } | Op::Command(_) | Op::Secure { .. }
+        ) {
+            self.batch_channel = None;
+        }
         self.session.start(Instant::now(), op)?;
         Ok(())
     }

@@ -13,6 +13,7 @@
 //! server opens the streams; for uploads the client connects to the server's PASV address.
 
 mod auto_start;
+mod batch;
 mod blast;
 mod control;
 mod download;
@@ -42,6 +43,7 @@ use crate::drs::TraceRow;
 use control::Control;
 
 pub use auto_start::{start_buffer, AutoChoice, AUTO_MEM_BUDGET, AUTO_START_MAX_STREAMS};
+pub use batch::{BatchFile, BATCH_WINDOW};
 pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
 pub use error::ClientError;
 pub use observe::peak_and_final;
@@ -339,6 +341,34 @@ impl Client {
         progress: Arc<Progress>,
     ) -> Result<TransferSummary, ClientError> {
         download::run(&mut self.control, remote, local, opts, progress).await
+    }
+
+    /// Downloads whole files pipelined over one MODE E data connection that stays open between files and
+    /// between calls (`batch.rs`): for many small files from a GridFTP server, without TLS data channels. One
+    /// result per file, in order; after a broken connection [`Client::is_idle`] is false and the session
+    /// should be dropped.
+    pub async fn download_batch(
+        &mut self,
+        files: &[BatchFile],
+        opts: &ClientOptions,
+        progress: Arc<Progress>,
+    ) -> Vec<Result<TransferSummary, ClientError>> {
+        batch::run(&mut self.control, files, opts, progress).await
+    }
+
+    /// Data connections the server has opened for the batches on this session since the last other data
+    /// transfer (1 when it kept one connection for them all).
+    pub fn batch_connections(&self) -> u64 {
+        self.control
+            .batch_channel
+            .as_ref()
+            .map_or(0, |c| c.accepted)
+    }
+
+    /// True if the session can run another operation (none running, connection alive).
+    pub fn is_idle(&self) -> bool {
+        let s = self.control.session();
+        !s.is_busy() && !s.is_dead()
     }
 
     /// Uploads the file `local` to `remote`.

@@ -411,7 +411,7 @@ async fn recv_accepting(
     let (tx, rx) = mpsc::channel(64);
     let recv = data::recv_mode_e(rx, file, wire_add, &opts, progress);
     tokio::pin!(recv);
-    let accept = accept_loop(listener, tx, peer_ip, &opts);
+    let accept = accept_loop(&listener, tx, peer_ip, &opts);
     tokio::pin!(accept);
     let mut accepting = true;
     loop {
@@ -425,8 +425,8 @@ async fn recv_accepting(
 /// Accepts the server's MODE E connections into `tx`. Under PROT P each runs its TLS handshake (we are the TLS
 /// client though the server connected, RFC 4217 §7) concurrently with further accepts, so 64 streams cost about
 /// one extra round trip, not 64.
-async fn accept_loop(
-    listener: TcpListener,
+pub(crate) async fn accept_loop(
+    listener: &TcpListener,
     tx: mpsc::Sender<crate::tls::MaybeTls>,
     peer_ip: IpAddr,
     opts: &DataOpts,

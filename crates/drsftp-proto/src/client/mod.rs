@@ -12,6 +12,9 @@
 
 mod addr;
 mod answer;
+mod batch;
+#[cfg(test)]
+mod batch_tests;
 mod blast;
 mod drs;
 #[cfg(test)]
@@ -46,6 +49,6 @@ pub use markers::{parse_perf_marker, parse_range_marker, parse_stripe_counts, Pe
 pub use reply::{Reply, ReplyError, ReplyReader};
 pub use session::ClientSession;
 pub use types::{
-    BlastChannel, BlastRequest, ClientConfig, ClientError, Direction, Event, ListKind, Op, Outcome,
-    Partial, TransferMode, TransferReport, TransferSpec, Transport,
+    BatchSpec, BlastChannel, BlastRequest, ClientConfig, ClientError, Direction, Event, ListKind,
+    Op, Outcome, Partial, TransferMode, TransferReport, TransferSpec, Transport,
 };

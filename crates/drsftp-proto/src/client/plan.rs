@@ -46,6 +46,10 @@ pub(super) enum Kind {
     },
     Size,
     Cksm,
+    /// RETR of file `n` of a batch (`batch.rs`): 1xx, markers, then its own final reply; the batch goes on.
+    BatchRetr(usize),
+    /// CKSM of file `n` of a batch.
+    BatchCksm(usize),
     Raw,
     Quit,
     /// FEAT before login for [`Op::Secure`](super::Op::Secure).
@@ -92,7 +96,7 @@ impl ClientSession {
 
     /// The `OPTS DRS` line a transfer needs and the state it sets: as `Drs::opts_for` says,
     /// or stated explicitly after the reply to an earlier one was swallowed (the server's state is unknown).
-    fn drs_opts(&self, want: bool) -> Option<(&'static str, bool)> {
+    pub(super) fn drs_opts(&self, want: bool) -> Option<(&'static str, bool)> {
         let offered = self.features.drs();
         if self.drs_unsure && offered {
             return Some(if want {

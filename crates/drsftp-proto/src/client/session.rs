@@ -19,6 +19,7 @@
 //! command kind lives in `answer.rs`.
 
 use super::addr::port_command;
+use super::batch;
 use super::blast::{self, BlastNeg};
 use super::drs::{parse_sbuf, Drs};
 use super::feat::Features;
@@ -47,6 +48,8 @@ pub(super) struct Running {
     pub(super) abort_pending: Option<usize>,
     /// A blast transfer: what is known of its channel so far.
     pub(super) blast: Option<BlastNeg>,
+    /// A batch ([`Op::Batch`]): its window of RETRs in flight (`batch.rs`).
+    pub(super) batch: Option<usize>,
 }
 
 impl Running {
@@ -188,6 +191,7 @@ impl ClientSession {
         }
         let mut streams = 1;
         let mut blast = None;
+        let mut batch = None;
         let mut report = TransferReport::default();
         let steps: VecDeque<Step> = match op {
             Op::Login { user, pass } => [
@@ -222,6 +226,10 @@ impl ClientSession {
                 [Step::Cmd(line, kind)].into()
             }
             Op::Quit => [Step::Cmd("QUIT".into(), Kind::Quit)].into(),
+            Op::Batch(spec) => {
+                batch = Some(spec.window);
+                self.plan_batch(&spec)
+            }
             Op::Secure {
                 require,
                 protect_data,
@@ -275,6 +283,7 @@ impl ClientSession {
             started: false,
             abort_pending: None,
             blast,
+            batch,
         });
         self.advance(now);
         Ok(())
@@ -456,8 +465,16 @@ impl ClientSession {
                 return;
             }
             if let Some((_, last)) = run.inflight.back() {
-                let more = match run.steps.front() {
-                    Some(Step::Cmd(_, next)) => pipelining && may_follow(*last, *next),
+                let more = match (run.steps.front(), run.batch) {
+                    (Some(Step::Cmd(_, next)), Some(window)) => {
+                        let retrs = run
+                            .inflight
+                            .iter()
+                            .filter(|(_, k)| matches!(k, Kind::BatchRetr(_)))
+                            .count();
+                        batch::may_send(*next, retrs, window)
+                    }
+                    (Some(Step::Cmd(_, next)), None) => pipelining && may_follow(*last, *next),
                     _ => false,
                 };
                 if !more {
@@ -468,7 +485,10 @@ impl ClientSession {
                 Some(Step::Cmd(line, kind)) => {
                     self.out.push_back(format!("{line}\r\n").into_bytes());
                     run.inflight.push_back((line, kind));
-                    self.deadline = Some(now + self.cfg.reply_timeout);
+                    // A batch file moving data has no reply deadline; commands queued behind it wait with it.
+                    if !(run.batch.is_some() && run.started) {
+                        self.deadline = Some(now + self.cfg.reply_timeout);
+                    }
                 }
                 Some(Step::Listen) => {
                     run.parked = Some(Step::Listen);
@@ -489,6 +509,12 @@ impl ClientSession {
                     return;
                 }
                 Some(Step::DataReady) => unreachable!("DataReady is only parked, never queued"),
+                None if run.batch.is_some() => {
+                    if run.inflight.is_empty() {
+                        self.finish(Ok(Outcome::Batch));
+                    }
+                    return;
+                }
                 None => {
                     // Only reached by ops whose last step completes without an outcome of its own.
                     let report = std::mem::take(&mut run.report);
@@ -591,6 +617,12 @@ impl ClientSession {
             return;
         };
         if reply.is_preliminary() {
+            if let Kind::BatchRetr(i) = kind {
+                run.started = true;
+                self.deadline = None;
+                self.events.push_back(Event::BatchStarted(i));
+                return;
+            }
             if let Kind::Transfer { .. } = kind {
                 if let Some(b) = run.blast.as_mut() {
                     if b.start.is_none() {

@@ -186,6 +186,10 @@ pub enum Op {
     },
     /// A whole transfer: parameters, data-channel set-up, the transfer command and its completion.
     Transfer(TransferSpec),
+    /// Whole-file MODE E downloads pipelined over one data connection the server keeps between files
+    /// ([`BatchSpec`], `batch.rs`): per file [`Event::BatchStarted`], [`Event::BatchRetr`] and
+    /// [`Event::BatchChecksum`]; ends in [`Outcome::Batch`] once every command is answered.
+    Batch(BatchSpec),
     /// A directory listing over a stream-mode data connection.
     List {
         /// Server path (empty for the current directory).
@@ -231,6 +235,22 @@ pub enum Outcome {
     Closed,
     /// [`Op::Secure`] done: true if the control connection is now TLS.
     Secured(bool),
+    /// [`Op::Batch`] done: every file's commands were answered (each file's own result came as events).
+    Batch,
+}
+
+/// A pipelined batch of whole-file downloads ([`Op::Batch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSpec {
+    /// Server paths, downloaded in this order.
+    pub paths: Vec<String>,
+    /// `CKSM <alg> 0 -1 <path>` right behind each RETR (`None`: no checksum).
+    pub checksum: Option<String>,
+    /// `Some(addr)`: a new data channel (`OPTS RETR Parallelism=1,1,1;` and `PORT addr`, the server connects);
+    /// `None`: the data connection the previous batch on this session left open carries this one too.
+    pub port: Option<SocketAddr>,
+    /// Most files whose RETR is unanswered at once (at least 1): bounds what the server queues.
+    pub window: usize,
 }
 
 /// What the server agreed to during a transfer, and what it reported.
@@ -311,6 +331,23 @@ pub enum Event {
     Failed(ClientError),
     /// A reply arrived while no operation was running (e.g. `421` before closing).
     Unsolicited(Reply),
+    /// [`Op::Batch`]: the server accepted file `index`'s RETR (125/150); its data follows the previous file's
+    /// on the data connection.
+    BatchStarted(usize),
+    /// [`Op::Batch`]: the final reply to file `index`'s RETR (226, or a refusal: then no data came for it).
+    BatchRetr {
+        /// Position in [`BatchSpec::paths`].
+        index: usize,
+        /// The reply.
+        reply: Reply,
+    },
+    /// [`Op::Batch`]: the server's checksum of file `index` (lower-case hex), or its refusal.
+    BatchChecksum {
+        /// Position in [`BatchSpec::paths`].
+        index: usize,
+        /// Hex digest or the refusing reply.
+        result: Result<String, Reply>,
+    },
 }
 
 /// Why an operation failed.

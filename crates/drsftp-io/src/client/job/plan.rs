@@ -300,6 +300,14 @@ pub const MIN_BYTES_PER_STREAM: u64 = 4 << 20;
 /// Files below this move in stream mode on one connection (no MODE E headers, no extra connections).
 pub const SMALL_FILE: u64 = 1 << 20;
 
+/// Downloads of files up to this size go in pipelined batches (`Client::download_batch`): one MODE E stream kept
+/// open across files. Past it a file's own stream count and DRS pay off more than the saved round trips.
+pub const BATCH_MAX_FILE: u64 = 8 << 20;
+
+/// Most files one worker takes for a batch: enough to keep the pipe full for many round trips, few enough that
+/// the workers still share the last files of a job.
+pub const BATCH_FILES: usize = 256;
+
 /// The stream count for a file of `size` bytes when the job would use `wanted` streams: at least
 /// [`MIN_BYTES_PER_STREAM`] per stream, and 1 for files below [`SMALL_FILE`] (a 64 KiB file never opens 64
 /// streams). Unknown sizes keep `wanted`.

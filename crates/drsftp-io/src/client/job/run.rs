@@ -73,22 +73,25 @@ pub fn transient(e: &ClientError) -> bool {
 }
 
 /// What every worker shares.
-struct Shared {
-    job: Job,
-    opts: JobOptions,
-    progress: Arc<JobProgress>,
+pub(super) struct Shared {
+    pub(super) job: Job,
+    pub(super) opts: JobOptions,
+    pub(super) progress: Arc<JobProgress>,
     next: AtomicUsize,
     records: Mutex<Vec<Option<FileRecord>>>,
+    concurrency: usize,
 }
 
 /// One worker's sessions. `streams`: what this worker's files may use at most (the `-p auto` choice or `-p N`).
 #[derive(Default)]
-struct Worker {
-    src: Option<Client>,
+pub(super) struct Worker {
+    pub(super) src: Option<Client>,
     dst: Option<Client>,
     streams: Option<u32>,
     /// TLS data channels: stream mode only.
-    protected: bool,
+    pub(super) protected: bool,
+    /// The source server cannot take batches (no MODE E).
+    pub(super) no_batch: bool,
 }
 
 impl Worker {
@@ -120,6 +123,7 @@ pub async fn run(job: Job, opts: &JobOptions, progress: Arc<JobProgress>) -> Job
         progress,
         next: AtomicUsize::new(0),
         records: Mutex::new(vec![None; n]),
+        concurrency,
     });
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
@@ -209,30 +213,60 @@ async fn make_dirs(job: &Job, opts: &JobOptions, notes: &mut Vec<String>) {
 
 async fn worker(shared: Arc<Shared>) {
     let mut w = Worker::default();
+    // A file taken from the queue that did not fit the batch being gathered.
+    let mut held = None;
     loop {
-        let i = shared.next.fetch_add(1, Ordering::Relaxed);
+        let i = held
+            .take()
+            .unwrap_or_else(|| shared.next.fetch_add(1, Ordering::Relaxed));
         let Some(task) = shared.job.files.get(i) else {
             break;
         };
-        let rec = one_file(&mut w, &shared, task).await;
-        let p = &shared.progress;
-        match rec.status {
-            FileStatus::Failed => {
-                p.files_failed.fetch_add(1, Ordering::Relaxed);
-                if let Some(s) = task.size {
-                    p.bytes_total
-                        .fetch_sub(s.min(p.bytes_total()), Ordering::Relaxed);
+        if super::batch::eligible(&shared, &w, task) {
+            // An even share of what is left, so the last files still spread over the workers.
+            let left = shared.job.files.len().saturating_sub(i);
+            let want = left
+                .div_ceil(shared.concurrency)
+                .clamp(1, plan::BATCH_FILES);
+            let mut idx = vec![i];
+            while idx.len() < want {
+                let j = shared.next.fetch_add(1, Ordering::Relaxed);
+                match shared.job.files.get(j) {
+                    Some(t) if super::batch::eligible(&shared, &w, t) => idx.push(j),
+                    Some(_) => {
+                        held = Some(j);
+                        break;
+                    }
+                    None => break,
                 }
             }
-            _ => {
-                p.files_done.fetch_add(1, Ordering::Relaxed);
-            }
+            super::batch::run(&mut w, &shared, &idx).await;
+            continue;
         }
-        if let Ok(mut r) = shared.records.lock() {
-            r[i] = Some(rec);
-        }
+        let rec = one_file(&mut w, &shared, task).await;
+        store(&shared, i, rec);
     }
     w.quit().await;
+}
+
+/// Counts file `i`'s outcome in the job's progress and keeps its record.
+pub(super) fn store(shared: &Shared, i: usize, rec: FileRecord) {
+    let p = &shared.progress;
+    match rec.status {
+        FileStatus::Failed => {
+            p.files_failed.fetch_add(1, Ordering::Relaxed);
+            if let Some(s) = shared.job.files.get(i).and_then(|t| t.size) {
+                p.bytes_total
+                    .fetch_sub(s.min(p.bytes_total()), Ordering::Relaxed);
+            }
+        }
+        _ => {
+            p.files_done.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if let Ok(mut r) = shared.records.lock() {
+        r[i] = Some(rec);
+    }
 }
 
 /// What an attempt ended in.
@@ -242,7 +276,7 @@ enum Done {
 }
 
 /// One file, with its retries.
-async fn one_file(w: &mut Worker, shared: &Shared, task: &FileTask) -> FileRecord {
+pub(super) async fn one_file(w: &mut Worker, shared: &Shared, task: &FileTask) -> FileRecord {
     let mut attempts = 0;
     let mut errors: Vec<String> = Vec::new();
     loop {
@@ -305,7 +339,7 @@ async fn one_file(w: &mut Worker, shared: &Shared, task: &FileTask) -> FileRecor
 }
 
 /// The logged-in session in `slot`, connecting (and for the data-moving side, choosing `-p auto`'s start) first.
-async fn session<'a>(
+pub(super) async fn session<'a>(
     slot: &'a mut Option<Client>,
     server: Option<&Server>,
     opts: &JobOptions,
@@ -352,7 +386,7 @@ async fn streams_cap(
 }
 
 /// Size and mtime of a local file, `None` if it is not a regular file.
-fn local_meta(p: &Path) -> Option<Meta> {
+pub(super) fn local_meta(p: &Path) -> Option<Meta> {
     let m = std::fs::metadata(p).ok().filter(|m| m.is_file())?;
     Some(Meta {
         size: Some(m.len()),
@@ -629,7 +663,7 @@ async fn keep_remote_mtime(
 }
 
 /// Sets a local file's modification time to Unix second `t`.
-fn set_local_mtime(p: &Path, t: i64) -> std::io::Result<()> {
+pub(super) fn set_local_mtime(p: &Path, t: i64) -> std::io::Result<()> {
     let t = u64::try_from(t).map_err(|_| std::io::Error::other("time before 1970"))?;
     let f = std::fs::File::options().write(true).open(p)?;
     f.set_modified(UNIX_EPOCH + Duration::from_secs(t))
@@ -637,7 +671,7 @@ fn set_local_mtime(p: &Path, t: i64) -> std::io::Result<()> {
 
 /// Removes part files of `dest` left by a killed run (`.NAME.drsftp-part.PID` whose process is gone), so a
 /// restarted job does not leave them behind.
-fn remove_stale_parts(dest: &Path, notes: &mut Vec<String>) {
+pub(super) fn remove_stale_parts(dest: &Path, notes: &mut Vec<String>) {
     let (Some(dir), Some(name)) = (dest.parent(), dest.file_name()) else {
         return;
     };

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use super::plan::{self, EntryKind};
-use super::{run, FileTask, Job, JobOptions, Loc};
+use super::{run, FileTask, Job, JobOptions, Loc, Server};
 use crate::client::{Client, ClientError, ListKind};
 
 /// Deepest directory nesting a walk follows: a server listing an endless chain of directories stops here.
@@ -16,6 +16,13 @@ const MAX_DEPTH: usize = 256;
 /// Most entries a remote walk takes: a server inventing directories in every listing makes the walk fail here
 /// instead of exhausting memory.
 const MAX_ENTRIES: usize = 10_000_000;
+
+/// Most control sessions listing the directories of one tree level at once: each MLSD costs round trips (PASV,
+/// the listing, a data connection), so a tree of many directories is listed in parallel, as its files move.
+const WALK_SESSIONS: usize = 8;
+
+/// A directory's listing, or why it could not be listed (the server's refusal, for the job's notes).
+type Listing = Result<String, String>;
 
 /// Unix seconds of a local file's modification time.
 pub(super) fn mtime_of(m: &std::fs::Metadata) -> Option<i64> {
@@ -58,7 +65,7 @@ pub async fn plan_tree(
                 ClientError::Invalid("a remote source needs the source server".into())
             })?;
             let mut client = run::connect_retrying(&server, opts).await?;
-            let r = walk_remote(&mut client, root, &dst, &mut job).await;
+            let r = walk_remote(&mut client, root, &dst, &mut job, &server, opts).await;
             if let Err(e) = client.quit().await {
                 tracing::debug!("QUIT: {e}");
             }
@@ -172,6 +179,8 @@ async fn walk_remote(
     root: &str,
     dst: &Loc,
     job: &mut Job,
+    server: &Server,
+    opts: &JobOptions,
 ) -> Result<(), ClientError> {
     let first = match client.list(root, ListKind::Mlsd).await {
         Ok(t) => t,
@@ -190,19 +199,27 @@ async fn walk_remote(
         Err(e) => return Err(e),
     };
     job.dirs.push(dst.clone());
-    // Depth-first with an explicit stack; each directory is listed once.
+    let mut prefetched = prefetch(client, root, &first, server, opts).await?;
+    // Depth-first with an explicit stack; each directory is listed once (above, level by level).
     let mut stack = vec![(
         Loc::Remote(root.to_string()),
         dst.clone(),
         0usize,
-        Some(first),
+        Some(Ok(first)),
     )];
-    while let Some((dir, to, depth, listed)) = stack.pop() {
+    while let Some((dir, to, depth, mut listed)) = stack.pop() {
         let Loc::Remote(dir_path) = &dir else {
             continue;
         };
-        let text = match listed {
-            Some(t) => t,
+        let text = match listed
+            .take()
+            .or_else(|| prefetched.remove(dir_path.as_str()))
+        {
+            Some(Ok(t)) => t,
+            Some(Err(note)) => {
+                job.notes.push(note);
+                continue;
+            }
             None => match client.list(dir_path, ListKind::Mlsd).await {
                 Ok(t) => t,
                 Err(e) if e.reply_code().is_some() => {
@@ -248,6 +265,165 @@ async fn walk_remote(
         stack.extend(subdirs.into_iter().rev());
     }
     Ok(())
+}
+
+/// The subdirectories a listing of `dir` (at `depth`) names that the walk will list.
+fn subdirs(dir: &str, text: &str, depth: usize) -> Vec<(String, usize)> {
+    if depth >= MAX_DEPTH {
+        return vec![];
+    }
+    plan::parse_mlsd(text)
+        .0
+        .into_iter()
+        .filter(|e| e.kind == EntryKind::Dir)
+        .filter_map(|e| match Loc::Remote(dir.to_string()).join(&e.name) {
+            Loc::Remote(p) => Some((p, depth + 1)),
+            Loc::Local(_) => None,
+        })
+        .collect()
+}
+
+/// Lists every directory below `root` (whose listing is `first`), one tree level at a time, a level of several
+/// directories over up to [`WALK_SESSIONS`] extra sessions at once. A refusal is kept as the directory's note; a
+/// lost connection fails the walk.
+async fn prefetch(
+    client: &mut Client,
+    root: &str,
+    first: &str,
+    server: &Server,
+    opts: &JobOptions,
+) -> Result<std::collections::HashMap<String, Listing>, ClientError> {
+    let mut out = std::collections::HashMap::new();
+    let mut level = subdirs(root, first, 0);
+    let mut pool: Vec<Client> = Vec::new();
+    let mut entries = 0usize;
+    let r = loop {
+        if level.is_empty() {
+            break Ok(out);
+        }
+        let results = if level.len() == 1 || opts.concurrency == Some(1) {
+            let mut v = Vec::new();
+            for (d, _) in &level {
+                v.push((d.clone(), client.list(d, ListKind::Mlsd).await));
+            }
+            v
+        } else {
+            let want = level.len().min(WALK_SESSIONS);
+            let mut joining = tokio::task::JoinSet::new();
+            for _ in pool.len()..want {
+                let (s, o) = (server.clone(), opts.clone());
+                joining.spawn(async move { run::connect_retrying(&s, &o).await });
+            }
+            while let Some(j) = joining.join_next().await {
+                match j {
+                    Ok(Ok(c)) => pool.push(c),
+                    Ok(Err(e)) => tracing::debug!("listing session: {e}"),
+                    Err(e) => tracing::debug!("listing session: {e}"),
+                }
+            }
+            match list_parallel(&mut pool, level.iter().map(|(d, _)| d.clone()).collect()).await {
+                Some(v) => v,
+                // No extra session came up: the walk's own lists them.
+                None => {
+                    let mut v = Vec::new();
+                    for (d, _) in &level {
+                        v.push((d.clone(), client.list(d, ListKind::Mlsd).await));
+                    }
+                    v
+                }
+            }
+        };
+        let depth: std::collections::HashMap<String, usize> = level.drain(..).collect();
+        let mut failed = None;
+        for (d, r) in results {
+            match r {
+                Ok(text) => {
+                    entries += text.lines().count();
+                    level.extend(subdirs(
+                        &d,
+                        &text,
+                        depth.get(&d).copied().unwrap_or(MAX_DEPTH),
+                    ));
+                    out.insert(d, Ok(text));
+                }
+                Err(e) if e.reply_code().is_some() => {
+                    out.insert(d.clone(), Err(format!("{d}: cannot list ({e}), skipped")));
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        if let Some(e) = failed {
+            break Err(e);
+        }
+        if entries > MAX_ENTRIES {
+            break Err(ClientError::Invalid(format!(
+                "the remote tree lists more than {MAX_ENTRIES} entries; copy it in parts"
+            )));
+        }
+        // Name order within a level keeps the listing order of the sessions from mattering.
+        level.sort();
+    };
+    for c in pool {
+        if let Err(e) = c.quit().await {
+            tracing::debug!("QUIT: {e}");
+        }
+    }
+    r
+}
+
+/// MLSD of `dirs` over the sessions in `pool`, each taking the next directory as it is free; the sessions go back
+/// into `pool` (those whose connection broke do not). `None` if `pool` is empty.
+async fn list_parallel(
+    pool: &mut Vec<Client>,
+    dirs: Vec<String>,
+) -> Option<Vec<(String, Result<String, ClientError>)>> {
+    if pool.is_empty() {
+        return None;
+    }
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::from(
+        dirs,
+    )));
+    let mut set = tokio::task::JoinSet::new();
+    for mut c in pool.drain(..) {
+        let q = queue.clone();
+        set.spawn(async move {
+            let mut got = Vec::new();
+            loop {
+                let next = q.lock().ok().and_then(|mut q| q.pop_front());
+                let Some(d) = next else {
+                    break;
+                };
+                let r = c.list(&d, ListKind::Mlsd).await;
+                let broken = r.as_ref().is_err_and(|e| e.reply_code().is_none());
+                got.push((d, r));
+                if broken {
+                    return (None, got);
+                }
+            }
+            (Some(c), got)
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(j) = set.join_next().await {
+        if let Ok((c, got)) = j {
+            pool.extend(c);
+            out.extend(got);
+        }
+    }
+    // Directories left by sessions that broke: listed by whoever is still up, or reported as lost.
+    let left: Vec<String> = queue
+        .lock()
+        .map(|mut q| q.drain(..).collect())
+        .unwrap_or_default();
+    for d in left {
+        out.push((
+            d,
+            Err(ClientError::Control(std::io::Error::other(
+                "every listing session broke",
+            ))),
+        ));
+    }
+    Some(out)
 }
 
 #[cfg(test)]

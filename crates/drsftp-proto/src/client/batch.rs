@@ -1,0 +1,83 @@
+//! Pipelined batches of whole-file downloads ([`Op::Batch`](super::Op::Batch), what globus-url-copy `-pp` does):
+//! TYPE I, MODE E, (a new data channel: `OPTS RETR Parallelism=1,1,1;` and PORT), then `RETR` and `CKSM` for
+//! each file, sent while earlier files' replies are still due, at most [`BatchSpec::window`] RETRs unanswered.
+//! The server runs them in order and keeps the MODE E data connection open between files (EOD without CLOSE,
+//! GFD.20 §3.4.4), so a file costs no round trip of its own once the pipe is full.
+//!
+//! A refused RETR (a missing file) fails only that file: the batch goes on, and the server sends no data for it,
+//! so the driver knows from [`Event::BatchStarted`] / [`Event::BatchRetr`] which file the next bytes on the data
+//! connection belong to. Every server gets the batch pipelined (GridFTP servers queue commands behind a
+//! transfer; drsftp serve bounds that queue at 256 lines, which the window keeps well below).
+
+use std::collections::VecDeque;
+
+use super::addr::port_command;
+use super::plan::{Kind, Step};
+use super::reply::Reply;
+use super::session::ClientSession;
+use super::types::{BatchSpec, Event, TransferMode};
+
+/// Most files a batch keeps in flight whatever the spec says: two lines each stay far below the 256 lines a
+/// drsftp server queues before it gives up on a session (`MAX_QUEUED_COMMANDS`).
+pub const MAX_WINDOW: usize = 64;
+
+impl ClientSession {
+    /// The steps of a batch: see the module docs.
+    pub(super) fn plan_batch(&self, spec: &BatchSpec) -> VecDeque<Step> {
+        let mut s = self.prelude(Some(TransferMode::Extended));
+        if let Some((line, on)) = self.drs_opts(false) {
+            s.push_back(Step::Cmd(line.to_string(), Kind::OptsDrs(on)));
+        }
+        if let Some(addr) = spec.port {
+            s.push_back(Step::Cmd(
+                "OPTS RETR Parallelism=1,1,1;".into(),
+                Kind::OptsRetr,
+            ));
+            s.push_back(Step::Cmd(port_command(addr), Kind::Port));
+        }
+        for (i, p) in spec.paths.iter().enumerate() {
+            s.push_back(Step::Cmd(format!("RETR {p}"), Kind::BatchRetr(i)));
+            if let Some(alg) = &spec.checksum {
+                s.push_back(Step::Cmd(
+                    format!("CKSM {alg} 0 -1 {p}"),
+                    Kind::BatchCksm(i),
+                ));
+            }
+        }
+        s
+    }
+
+    /// The final reply to a batch command: an event for the driver. Never ends the batch by itself.
+    pub(super) fn answer_batch(&mut self, kind: Kind, reply: Reply) {
+        let ev = match kind {
+            Kind::BatchRetr(index) => {
+                if let Some(run) = self.current.as_mut() {
+                    run.started = false;
+                }
+                Event::BatchRetr { index, reply }
+            }
+            Kind::BatchCksm(index) => {
+                let hex = reply
+                    .text()
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
+                let ok = reply.code == 213
+                    && !hex.is_empty()
+                    && hex.bytes().all(|b| b.is_ascii_hexdigit());
+                Event::BatchChecksum {
+                    index,
+                    result: if ok { Ok(hex) } else { Err(reply) },
+                }
+            }
+            _ => return,
+        };
+        self.events.push_back(ev);
+    }
+}
+
+/// In a batch, may `next` go out now, with `in_flight` RETRs unanswered and a window of `window`?
+pub(super) fn may_send(next: Kind, in_flight: usize, window: usize) -> bool {
+    !matches!(next, Kind::BatchRetr(_)) || in_flight < window.clamp(1, MAX_WINDOW)
+}
