@@ -216,7 +216,13 @@ fn tree_download_upload_and_third_party_with_awkward_names() {
     );
     for sync in ["size", "mtime"] {
         let j = copy_ok(
-            &["-r", "--sync", sync, out.to_str().unwrap(), &b.url("/in/up")],
+            &[
+                "-r",
+                "--sync",
+                sync,
+                out.to_str().unwrap(),
+                &b.url("/in/up"),
+            ],
             "upload rerun",
         );
         assert_eq!(

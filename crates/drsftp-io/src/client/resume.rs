@@ -50,7 +50,7 @@ pub(crate) const EVERY: Duration = Duration::from_secs(1);
 /// TCP: a checkpoint is also saved once this share of the file (or [`MIN_STEP`], if more) arrived since the
 /// last one, so a SIGKILL costs at most about that much again at any rate.
 pub(crate) const STEP: u64 = 200; // 1/200 = 0.5 %
-const MIN_STEP: u64 = 256 << 10;
+const MIN_STEP: u64 = 64 << 10;
 /// How often the TCP writer looks at the byte count.
 const POLL: Duration = Duration::from_millis(20);
 /// Longest a dropped download waits for its last checkpoint to be written.
@@ -494,11 +494,13 @@ impl Resumable {
         let (ck, id, base) = (self.ck.clone(), self.id.clone(), self.held.clone());
         let step = (id.size / STEP).max(MIN_STEP);
         let halt = stop.clone();
+        // Counted here, not in the thread: bytes written before it runs must still be saved.
+        let mut saved = progress.bytes();
         let spawned = std::thread::Builder::new()
             .name("tcp-checkpoint".into())
             .spawn(move || {
                 let _done = done_tx;
-                let (mut saved, mut warned) = (progress.bytes(), false);
+                let mut warned = false;
                 let mut synced = Instant::now();
                 loop {
                     let stopping = halt.load(Ordering::Relaxed);

@@ -174,7 +174,10 @@ fn ranges_checkpoint_round_trip_and_corruption() {
     assert_eq!(decode_any(&b).unwrap(), (c.id.clone(), c.held.clone()));
     // A blast checkpoint reads back as its byte ranges.
     let blast = checkpoint(10_050, 1000, &[0, 10]);
-    assert_eq!(decode_any(&blast.encode()).unwrap().1.to_string(), "0-1000,10000-10050");
+    assert_eq!(
+        decode_any(&blast.encode()).unwrap().1.to_string(),
+        "0-1000,10000-10050"
+    );
     // Edited ranges (CRC), a lying count, ranges past the end, another version, no body end.
     let text = String::from_utf8(b.clone()).unwrap();
     for bad in [
@@ -206,7 +209,10 @@ fn tcp_writer_saves_written_ranges_and_resumes_from_them() {
     drop(r);
     let ck = checkpoint_path(&part_path(&dest));
     let c = RangeCheckpoint::decode(&std::fs::read(&ck).unwrap()).unwrap();
-    assert_eq!((c.id, c.held.to_string()), (ident.clone(), "8192-12288".into()));
+    assert_eq!(
+        (c.id, c.held.to_string()),
+        (ident.clone(), "8192-12288".into())
+    );
     // The next run holds those bytes; what it adds is saved on top; `complete` removes both files.
     let r = Resumable::open(&dest, ident, true).unwrap().unwrap();
     assert_eq!(r.held().to_string(), "8192-12288");
@@ -216,8 +222,16 @@ fn tcp_writer_saves_written_ranges_and_resumes_from_them() {
     d.handle().write_at(&[4u8; 8192], 0).unwrap();
     progress.add(0..8192);
     let t0 = std::time::Instant::now();
-    while RangeCheckpoint::decode(&std::fs::read(&ck).unwrap()).unwrap().held.to_string() != "0-12288" {
-        assert!(t0.elapsed() < Duration::from_secs(10), "no periodic checkpoint");
+    while RangeCheckpoint::decode(&std::fs::read(&ck).unwrap())
+        .unwrap()
+        .held
+        .to_string()
+        != "0-12288"
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no periodic checkpoint"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     r.complete();

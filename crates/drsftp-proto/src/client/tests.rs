@@ -249,7 +249,11 @@ fn tcp_resume_sends_rest_ranges_or_offset() {
     h.expect("REST 0-1000,5000-9000", "501 no\n");
     h.expect("RETR /tmp/gftp/src/f200M", "150 go\n226 done\n");
     let ev = h.events();
-    assert!(ev.iter().any(|e| matches!(e, Event::Notice(n) if n.contains("REST"))), "{ev:?}");
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, Event::Notice(n) if n.contains("REST"))),
+        "{ev:?}"
+    );
     assert!(matches!(ev.last(), Some(Event::Done(_))), "{ev:?}");
     // Stream mode: the prefix as an offset.
     let mut st = spec(Direction::Download, TransferMode::Stream, 1);
@@ -273,7 +277,9 @@ fn tcp_resume_sends_rest_ranges_or_offset() {
     nothing_sent(&mut h);
     assert!(matches!(h.events().last(), Some(Event::Failed(_))));
     // Nothing held from 0: no REST; and the setting is used once.
-    h.s.set_resume([5000..9000].into_iter().collect());
+    let mut late = crate::ranges::RangeSet::new();
+    late.insert(5000..9000);
+    h.s.set_resume(late);
     h.start(Op::Transfer(st.clone()));
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,3)\n");
     h.events();
