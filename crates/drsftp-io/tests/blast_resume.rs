@@ -29,7 +29,7 @@ fn udp(max_rate: u64, resume: bool) -> ClientOptions {
 fn part_files(dst: &Path) -> (PathBuf, PathBuf) {
     let name = dst.file_name().unwrap().to_string_lossy();
     let part = dst.with_file_name(format!(".{name}.drsftp-part"));
-    let ck = dst.with_file_name(format!(".{name}.drsftp-part.blast"));
+    let ck = dst.with_file_name(format!(".{name}.drsftp-part.ck"));
     (part, ck)
 }
 

@@ -127,6 +127,9 @@ impl Storage for PacedStorage {
     fn rename(&self, from: &str, to: &str) -> SResult<()> {
         self.0.rename(from, to)
     }
+    fn set_modified(&self, path: &str, time: std::time::SystemTime) -> SResult<()> {
+        self.0.set_modified(path, time)
+    }
 }
 
 fn opts(buffer: BufferPolicy) -> ClientOptions {

@@ -101,6 +101,9 @@ impl Storage for Slow {
     fn rename(&self, from: &str, to: &str) -> SResult<()> {
         self.inner.rename(from, to)
     }
+    fn set_modified(&self, path: &str, time: std::time::SystemTime) -> SResult<()> {
+        self.inner.set_modified(path, time)
+    }
 }
 
 /// A 256 KiB block (the default) per 25 ms: about 10 MB/s per stream.

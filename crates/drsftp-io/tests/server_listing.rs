@@ -87,6 +87,9 @@ impl Storage for Big {
     fn rename(&self, from: &str, _to: &str) -> SResult<()> {
         Err(StorageError::PermissionDenied(from.into()))
     }
+    fn set_modified(&self, path: &str, _time: std::time::SystemTime) -> SResult<()> {
+        Err(StorageError::PermissionDenied(path.into()))
+    }
 }
 
 async fn reply(rd: &mut BufReader<OwnedReadHalf>) -> String {

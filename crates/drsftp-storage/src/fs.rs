@@ -410,6 +410,24 @@ impl Storage for FsStorage {
             .map_err(|e| resolve_err(&v, e))
     }
 
+    fn set_modified(&self, path: &str, time: SystemTime) -> Result<()> {
+        let v = clean(path)?;
+        check_visible_name(&v)?;
+        // As open_read: classify through a path-only fd first, so a device is never opened.
+        let probe = self
+            .dir
+            .open_beneath(rel(&v), libc::O_PATH, 0)
+            .map_err(|e| resolve_err(&v, e))?;
+        drop(regular(probe, &v)?);
+        let fd = self
+            .dir
+            .open_beneath(rel(&v), libc::O_RDONLY | OPEN_FLAGS, 0)
+            .map_err(|e| resolve_err(&v, e))?;
+        regular(fd, &v)?
+            .set_modified(time)
+            .map_err(|e| StorageError::from_io(&v, e))
+    }
+
     fn rename(&self, from: &str, to: &str) -> Result<()> {
         let from = clean(from)?;
         let to = clean(to)?;

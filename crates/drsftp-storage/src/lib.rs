@@ -121,4 +121,6 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn remove(&self, path: &str) -> Result<()>;
     /// Rename `from` to `to` (both inside the root).
     fn rename(&self, from: &str, to: &str) -> Result<()>;
+    /// Set the modification time of regular file `path` (MFMT).
+    fn set_modified(&self, path: &str, time: SystemTime) -> Result<()>;
 }

@@ -413,6 +413,18 @@ impl Storage for MemStorage {
         }
     }
 
+    fn set_modified(&self, path: &str, time: SystemTime) -> Result<()> {
+        let p = clean(path)?;
+        let mut tree = self.inner.write();
+        if matches!(tree.lookup(&p)?, Node::Dir(_)) {
+            return Err(StorageError::NotAFile(p));
+        }
+        if let Some(e) = tree.files.get_mut(&p) {
+            e.modified = time;
+        }
+        Ok(())
+    }
+
     fn rename(&self, from: &str, to: &str) -> Result<()> {
         let from = clean(from)?;
         let to = clean(to)?;
@@ -581,6 +593,23 @@ mod tests {
         p.handle().write_at(b"2", 0).unwrap();
         p.commit().unwrap();
         assert!(m.stat("/f").unwrap().modified > t1);
+    }
+
+    #[test]
+    fn set_modified_on_files_only() {
+        let m = MemStorage::new();
+        m.put("/d/f", b"x");
+        let t = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+        m.set_modified("/d/f", t).unwrap();
+        assert_eq!(m.stat("/d/f").unwrap().modified, t);
+        assert!(matches!(
+            m.set_modified("/d", t),
+            Err(StorageError::NotAFile(_))
+        ));
+        assert!(matches!(
+            m.set_modified("/nope", t),
+            Err(StorageError::NotFound(_))
+        ));
     }
 
     #[test]

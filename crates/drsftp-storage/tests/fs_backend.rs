@@ -325,3 +325,37 @@ fn metadata_and_errors() {
         Err(StorageError::AlreadyExists(_))
     ));
 }
+
+#[test]
+fn set_modified_sets_files_and_never_follows_out() {
+    let (dir, s) = setup();
+    fs::write(dir.path().join("f"), b"x").unwrap();
+    fs::create_dir(dir.path().join("d")).unwrap();
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    let before = fs::metadata(outside.path()).unwrap().modified().unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
+    let t = UNIX_EPOCH + std::time::Duration::from_secs(1_234_567_890);
+    s.set_modified("/f", t).unwrap();
+    assert_eq!(
+        fs::metadata(dir.path().join("f"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        t
+    );
+    assert_eq!(s.stat("/f").unwrap().modified, t);
+    assert!(matches!(
+        s.set_modified("/d", t),
+        Err(StorageError::NotAFile(_))
+    ));
+    assert!(matches!(
+        s.set_modified("/nope", t),
+        Err(StorageError::NotFound(_))
+    ));
+    let e = s.set_modified("/out", t).unwrap_err();
+    assert!(matches!(e, StorageError::Escape(_)), "{e:?}");
+    assert_eq!(
+        fs::metadata(outside.path()).unwrap().modified().unwrap(),
+        before
+    );
+}

@@ -19,7 +19,7 @@ fn part_files(dst: &Path) -> (PathBuf, PathBuf) {
     let name = dst.file_name().unwrap().to_string_lossy();
     (
         dst.with_file_name(format!(".{name}.drsftp-part")),
-        dst.with_file_name(format!(".{name}.drsftp-part.blast")),
+        dst.with_file_name(format!(".{name}.drsftp-part.ck")),
     )
 }
 

@@ -202,15 +202,29 @@ fn tree_download_upload_and_third_party_with_awkward_names() {
     let j = json_of(&o);
     assert!(e.contains("escape") && e.contains("leaves the tree"), "{e}");
     assert_eq!(tree(&rb.join("in/up")), want, "upload: {j}");
-    let j = copy_ok(
-        &["-r", out.to_str().unwrap(), &b.url("/in/up")],
-        "upload rerun",
-    );
+    // drsftp serve takes MFMT: the uploaded files keep their times, so even an mtime rerun moves nothing.
+    assert_eq!(mtime(&rb.join("in/up/plain.bin")), 1_600_000_000);
     assert_eq!(
-        (j["skipped"].as_u64(), j["bytes"].as_u64()),
-        (Some(6), Some(0)),
-        "{j}"
+        mtime(&rb.join("in/up/nested/a/b/deep.bin")),
+        mtime(&out.join("nested/a/b/deep.bin"))
     );
+    for sync in ["size", "mtime"] {
+        let j = copy_ok(
+            &[
+                "-r",
+                "--sync",
+                sync,
+                out.to_str().unwrap(),
+                &b.url("/in/up"),
+            ],
+            "upload rerun",
+        );
+        assert_eq!(
+            (j["skipped"].as_u64(), j["bytes"].as_u64()),
+            (Some(6), Some(0)),
+            "--sync {sync}: {j}"
+        );
+    }
 
     // Third-party: server A to server B, no data through us.
     let j = copy_ok(
@@ -218,6 +232,7 @@ fn tree_download_upload_and_third_party_with_awkward_names() {
         "third-party",
     );
     assert_eq!(tree(&rb.join("tp")), want, "third-party: {j}");
+    assert_eq!(mtime(&rb.join("tp/plain.bin")), 1_600_000_000);
     let j = copy_ok(
         &["-r", &a.url("/tree"), &b.url("/tp/"), "--sync", "size"],
         "third-party rerun",

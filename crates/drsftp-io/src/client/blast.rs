@@ -113,7 +113,7 @@ pub(crate) async fn run(
     } = &side
     {
         if !r.held().is_empty() {
-            control.session_mut().set_blast_resume(r.held().clone());
+            control.session_mut().set_resume(r.held().clone());
         }
     }
     control.start(Op::Transfer(spec))?;

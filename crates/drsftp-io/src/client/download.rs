@@ -1,8 +1,10 @@
 //! Download orchestration: SIZE, a part file (or the destination in place for `--off/--len`), RETR/ERET in stream
 //! mode or MODE E (`-p auto` from a drsftp server: a `Parallelism` range the server refines in, its changes
 //! observed by `observe::StreamWatch`), byte-count and range checks, CKSM verification, then the rename into
-//! place. Any error drops the
-//! [`Destination`], which removes what the download created.
+//! place. Any error drops the [`Destination`], which removes what the download created, except the stable part
+//! file and checkpoint of a resumable download (`resume.rs`: blast downloads, and whole-file TCP downloads of
+//! at least [`TCP_RESUME_MIN`] from a server with a CKSM we know), which a rerun or retry resumes from with
+//! `REST`; the bytes it held are trusted only after the whole file's checksum matched.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,6 +21,9 @@ use super::resume;
 use super::transfer::{self, DataJob};
 use super::{verify, ClientError, ClientOptions, TransferSummary};
 use crate::data::Progress;
+
+/// Smaller TCP downloads start afresh: the MDTM round trip and checkpoint thread cost more than sending again.
+pub(crate) const TCP_RESUME_MIN: u64 = 4 << 20;
 
 /// `SIZE path`, where "the server does not do SIZE" (500/502/504) is `None` and everything else (550 no such
 /// file, a dead connection) is an error.
@@ -61,11 +66,21 @@ pub(crate) async fn run(
         (None, None) => 0..u64::MAX,
     };
     let (udp, udp_notice) = blast::wanted(control, opts);
-    // A whole-file blast download of known size is resumable (resume.rs): stable part file + checkpoint.
+    let alg = if opts.verify {
+        verify::pick_alg(control.session().features())
+    } else {
+        None
+    };
+    // A whole-file download of known size is resumable (resume.rs): stable part file + checkpoint. Over TCP only
+    // when worth it and when the resumed bytes can be checked (the whole file's CKSM at the end).
     let resumable = match (udp, opts.partial, size) {
         (Some(b), None, Some(sz)) => {
             let id = resume::identity(control, remote, sz).await;
-            resume::Resumable::open(local, id, b.resume)?.map(Arc::new)
+            resume::Resumable::open(local, id, b.resume && opts.resume)?.map(Arc::new)
+        }
+        (None, None, Some(sz)) if sz >= TCP_RESUME_MIN && alg.is_some() => {
+            let id = resume::identity(control, remote, sz).await;
+            resume::Resumable::open(local, id, opts.resume)?.map(Arc::new)
         }
         _ => None,
     };
@@ -91,16 +106,23 @@ pub(crate) async fn run(
         None => opts.mode(),
     };
     let mut dopts = opts.data_opts();
-    let alg = if opts.verify {
-        verify::pick_alg(control.session().features())
-    } else {
-        None
-    };
     dopts.crc32c = verify::want_engine_crc(alg, opts.partial.is_none());
     if want.end != u64::MAX {
         dopts.max_end = want.end;
     }
     let offset = opts.partial.map_or(0, |p| p.offset);
+    // What a TCP download already holds: MODE E asks for the gaps, stream mode continues after the held prefix.
+    let held = match (&resumable, udp) {
+        (Some(r), None) => match mode {
+            drsftp_proto::client::TransferMode::Extended => r.held().clone(),
+            drsftp_proto::client::TransferMode::Stream => {
+                let prefix = r.held().ranges().first().filter(|p| p.start == 0).cloned();
+                prefix.into_iter().collect()
+            }
+        },
+        _ => Default::default(),
+    };
+    let stream_from = held.ranges().first().map_or(0, |p| p.end);
     let job = match mode {
         drsftp_proto::client::TransferMode::Extended => DataJob::RecvModeE {
             file: file.clone(),
@@ -108,7 +130,7 @@ pub(crate) async fn run(
         },
         drsftp_proto::client::TransferMode::Stream => DataJob::RecvStream {
             file: file.clone(),
-            offset,
+            offset: offset + stream_from,
         },
     };
     let spec = TransferSpec {
@@ -140,6 +162,12 @@ pub(crate) async fn run(
         }
         None => {
             let watch = auto_range.map(|_| StreamWatch::start(progress.clone()));
+            if let Some(r) = &resumable {
+                r.start_ranges(file.clone(), progress.clone());
+                if !held.is_empty() {
+                    control.session_mut().set_resume(held.clone());
+                }
+            }
             let mut moved =
                 transfer::run(control, spec, job, dopts, progress, opts.timeout).await?;
             if let Some(w) = watch {
@@ -154,7 +182,15 @@ pub(crate) async fn run(
     } else {
         want
     };
-    verify::check_moved(remote, &moved.data, want.clone())?;
+    if held.is_empty() {
+        verify::check_moved(remote, &moved.data, want.clone())?;
+    } else {
+        verify::check_resumed(remote, &moved.data, want.clone(), &held)?;
+    }
+    if udp.is_none() {
+        // All bytes are here: whatever happens next (a checksum mismatch), the part file is not resumed from.
+        resumable.iter().for_each(|r| r.complete());
+    }
     if opts.partial.is_none() {
         let got = handle.len()?;
         if got != want.end {
@@ -171,6 +207,7 @@ pub(crate) async fn run(
         tokio::task::spawn_blocking(move || h.sync())
     };
     let mut summary = TransferSummary::new(mode, &moved);
+    summary.resumed = held.covered();
     summary.notices.extend(udp_notice);
     summary
         .notices

@@ -80,6 +80,9 @@ pub struct ClientOptions {
     /// `OPTS RETR Parallelism=<streams>,<min>,<max>;` from this config and the server runs the controller;
     /// other servers get `<streams>` fixed.
     pub auto_streams: Option<AutoSender>,
+    /// Resume an interrupted whole-file download from the stable part file and checkpoint it left next to the
+    /// destination (`resume.rs`); `false` discards them and starts afresh (`--no-resume`).
+    pub resume: bool,
 }
 
 impl Default for ClientOptions {
@@ -96,6 +99,7 @@ impl Default for ClientOptions {
             blast: None,
             trace: false,
             auto_streams: None,
+            resume: true,
         }
     }
 }
@@ -125,6 +129,8 @@ impl ClientOptions {
 pub struct TransferSummary {
     /// Payload bytes moved.
     pub bytes: u64,
+    /// Bytes of a resumed download that were already held at the start and not asked for again.
+    pub resumed: u64,
     /// Wall-clock seconds from the first transfer command to the end of data (verification not included).
     pub seconds: f64,
     /// Data connections used.
@@ -162,6 +168,7 @@ impl TransferSummary {
     fn new(mode: TransferMode, moved: &transfer::Moved) -> Self {
         TransferSummary {
             bytes: moved.data.bytes,
+            resumed: 0,
             seconds: moved.seconds,
             streams: moved.data.streams,
             mode,

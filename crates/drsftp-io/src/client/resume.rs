@@ -1,16 +1,20 @@
-//! Resumable blast downloads (docs/blast.md "Resume"): the stable part file `.<name>.drsftp-part` and its
-//! checkpoint `.<name>.drsftp-part.blast` next to the destination, what the checkpoint holds and how it is
-//! written, and the decision at start whether to resume.
+//! Resumable downloads (docs/blast.md "Resume", docs/resume.md): the stable part file `.<name>.drsftp-part` and
+//! its checkpoint `.<name>.drsftp-part.ck` next to the destination, what the checkpoint holds and how it is
+//! written, and the decision at start whether to resume. Blast and TCP downloads share both files.
 //!
 //! * Checkpoint: the identity of the source (server address and path, size, MDTM time if the server gives one)
-//!   plus the packet size and the receiver's packet map, in a small versioned format with a CRC32C over the map.
-//!   A writer thread takes each map the blast receiver hands out (`crate::blast::RecvResume`; every
-//!   [`EVERY`] and when it stops), syncs the part file first, then writes the checkpoint to a temporary file,
-//!   syncs it and renames it into place: a set bit always means bytes that are on disk.
+//!   plus what is held, in a small versioned format with a CRC32C over the body: a blast download saves its
+//!   packet size and packet map ([`Checkpoint`]), a TCP download the byte ranges written ([`RangeCheckpoint`]).
+//!   Either is read back as byte ranges, so a download interrupted on one transport resumes on the other. A
+//!   writer thread saves it (blast: each map the receiver hands out, `crate::blast::RecvResume`; TCP: the
+//!   engine's written ranges, `Progress::ranges`, polled) every [`EVERY`], after [`STEP`] of new data, and when
+//!   the download stops: it syncs the part file first, then writes the checkpoint to a temporary file, syncs it
+//!   and renames it into place, so a held range always means bytes that are on disk.
 //! * Start: a checkpoint with the same identity, a good CRC and a part file long enough is resumed from: its
-//!   byte ranges go to the server with `REST` and the receiver starts from them. Anything else (another source
-//!   size or time, corrupt, `--no-resume`) discards both with a note and starts afresh. The packet size may
-//!   differ (another MTU): both ends count only packets wholly inside the held ranges.
+//!   byte ranges go to the server with `REST` (blast and MODE E: the ranges; stream mode: the held prefix as an
+//!   offset) and the receiver starts from them. Anything else (another source size or time, corrupt,
+//!   `--no-resume`) discards both with a note and starts afresh. Resumed bytes are never trusted on their own:
+//!   the whole file is checked with CKSM at the end (download.rs resumes only when the server offers one).
 //! * End: once the data is complete the checkpoint is no longer needed; dropping [`Resumable`] then removes it
 //!   (and the part file, unless it was renamed into place). A download that stops before keeps both when a
 //!   checkpoint exists. The part file is locked (`flock`) while in use; if another drsftp holds it, the download
@@ -24,6 +28,8 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::time::Instant;
+
 use drsftp_blast::{Bitmap, TransferParams};
 use drsftp_proto::client::{Op, Outcome};
 use drsftp_proto::ranges::RangeSet;
@@ -33,11 +39,20 @@ use super::control::Control;
 use super::local::Destination;
 use super::ClientError;
 use crate::blast::RecvResume;
+use crate::data::Progress;
 
 /// Checkpoint format line (the version is its last word).
 pub(crate) const FORMAT: &str = "drsftp-blast-checkpoint 1";
-/// How often the receiver hands out its map while data arrives.
+/// The byte-range checkpoint's format line.
+pub(crate) const RANGES_FORMAT: &str = "drsftp-ranges-checkpoint 1";
+/// How often the receiver hands out its map (blast) or the writer polls the ranges (TCP) while data arrives.
 pub(crate) const EVERY: Duration = Duration::from_secs(1);
+/// TCP: a checkpoint is also saved once this share of the file (or [`MIN_STEP`], if more) arrived since the
+/// last one, so a SIGKILL costs at most about that much again at any rate.
+pub(crate) const STEP: u64 = 200; // 1/200 = 0.5 %
+const MIN_STEP: u64 = 64 << 10;
+/// How often the TCP writer looks at the byte count.
+const POLL: Duration = Duration::from_millis(20);
 /// Longest a dropped download waits for its last checkpoint to be written.
 const FINAL_WAIT: Duration = Duration::from_secs(5);
 
@@ -138,7 +153,86 @@ impl Checkpoint {
     }
 }
 
-/// The stable part-file name for `dest`: `.<name>.drsftp-part` (the checkpoint adds `.blast`).
+/// A TCP download's checkpoint: the byte ranges of the part file that are on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RangeCheckpoint {
+    pub(crate) id: Identity,
+    pub(crate) held: RangeSet,
+}
+
+impl RangeCheckpoint {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let body = self.held.to_string();
+        format!(
+            "{RANGES_FORMAT}\nsource {}\nsize {}\nmtime {}\nranges {}\ncrc32c {:08x}\n\n{body}",
+            clean(&self.id.source),
+            self.id.size,
+            self.id.mtime.as_deref().map_or("-".to_string(), clean),
+            self.held.len(),
+            crc32c::crc32c(body.as_bytes()),
+        )
+        .into_bytes()
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Result<RangeCheckpoint, String> {
+        let text = std::str::from_utf8(b).map_err(|_| "not UTF-8")?;
+        let (head, body) = text.split_once("\n\n").ok_or("no header end")?;
+        let mut lines = head.lines();
+        if lines.next() != Some(RANGES_FORMAT) {
+            return Err("unknown format or version".into());
+        }
+        let mut field = |key: &str| -> Result<String, String> {
+            lines
+                .next()
+                .and_then(|l| l.strip_prefix(key))
+                .and_then(|l| l.strip_prefix(' '))
+                .map(str::to_string)
+                .ok_or_else(|| format!("missing {key}"))
+        };
+        let num = |v: String, key: &str| v.parse::<u64>().map_err(|_| format!("bad {key}"));
+        let source = field("source")?;
+        let size = num(field("size")?, "size")?;
+        let mtime = Some(field("mtime")?).filter(|m| m != "-");
+        let count = num(field("ranges")?, "ranges")?;
+        let crc = u32::from_str_radix(&field("crc32c")?, 16).map_err(|_| "bad crc32c")?;
+        if crc32c::crc32c(body.as_bytes()) != crc {
+            return Err("ranges CRC mismatch".into());
+        }
+        let held = if body.is_empty() {
+            RangeSet::new()
+        } else {
+            RangeSet::parse(body).ok_or("bad ranges")?
+        };
+        if held.len() as u64 != count {
+            return Err("range count does not match".into());
+        }
+        if held.ranges().last().is_some_and(|r| r.end > size) {
+            return Err("ranges past the end of the file".into());
+        }
+        Ok(RangeCheckpoint {
+            id: Identity {
+                source,
+                size,
+                mtime,
+            },
+            held,
+        })
+    }
+}
+
+/// Either checkpoint format, as the identity and the bytes it holds.
+pub(crate) fn decode_any(b: &[u8]) -> Result<(Identity, RangeSet), String> {
+    if b.starts_with(RANGES_FORMAT.as_bytes()) {
+        RangeCheckpoint::decode(b).map(|c| (c.id, c.held))
+    } else {
+        Checkpoint::decode(b).map(|c| {
+            let held = c.held();
+            (c.id, held)
+        })
+    }
+}
+
+/// The stable part-file name for `dest`: `.<name>.drsftp-part` (the checkpoint adds `.ck`).
 pub(crate) fn part_path(dest: &Path) -> PathBuf {
     let name = dest
         .file_name()
@@ -150,18 +244,26 @@ pub(crate) fn part_path(dest: &Path) -> PathBuf {
 /// The checkpoint next to part file `part`.
 pub(crate) fn checkpoint_path(part: &Path) -> PathBuf {
     let mut s = part.as_os_str().to_owned();
-    s.push(".blast");
+    s.push(".ck");
     PathBuf::from(s)
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file, synced, renamed over it.
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_replace(path, bytes, true)
+}
+
+/// Writes `bytes` to a temporary file (synced if `durable`) and renames it over `path`: a reader (or a rerun
+/// after SIGKILL) sees the old or the new checkpoint, never half of one.
+fn write_replace(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let mut f = File::create(&tmp)?;
     f.write_all(bytes)?;
-    f.sync_all()?;
+    if durable {
+        f.sync_all()?;
+    }
     std::fs::rename(&tmp, path)
 }
 
@@ -234,7 +336,7 @@ impl Resumable {
         let mut notes = Vec::new();
         let part_len = lock.metadata().map(|m| m.len()).unwrap_or(0);
         let found = match std::fs::read(&ck) {
-            Ok(b) => Some(Checkpoint::decode(&b)),
+            Ok(b) => Some(decode_any(&b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => Some(Err(e.to_string())),
         };
@@ -246,23 +348,21 @@ impl Resumable {
                 ));
                 RangeSet::new()
             }
-            Some(Ok(c)) if !use_existing => {
-                let _ = c;
+            Some(Ok(_)) if !use_existing => {
                 notes.push("--no-resume: discarded the partial download; starting afresh".into());
                 RangeSet::new()
             }
-            Some(Ok(c)) if c.id != id => {
+            Some(Ok((was, _))) if was != id => {
                 notes.push(format!(
                     "the source changed since the partial download (size {} → {}, time {} → {}); starting afresh",
-                    c.id.size,
+                    was.size,
                     id.size,
-                    c.id.mtime.as_deref().unwrap_or("?"),
+                    was.mtime.as_deref().unwrap_or("?"),
                     id.mtime.as_deref().unwrap_or("?")
                 ));
                 RangeSet::new()
             }
-            Some(Ok(c)) => {
-                let held = c.held();
+            Some(Ok((_, held))) => {
                 let end = held.ranges().last().map_or(0, |r| r.end);
                 if part_len < end {
                     notes.push(format!(
@@ -278,6 +378,11 @@ impl Resumable {
             lock.set_len(0).map_err(|e| ClientError::local(&part, e))?;
             remove(&ck);
         } else {
+            if part_len > id.size {
+                // Bytes past the end were never held; the size check at the end must see the source's size.
+                lock.set_len(id.size)
+                    .map_err(|e| ClientError::local(&part, e))?;
+            }
             notes.push(format!(
                 "resuming an interrupted download: {} of {} bytes already here",
                 held.covered(),
@@ -373,6 +478,77 @@ impl Resumable {
                     ..RecvResume::default()
                 }
             }
+        }
+    }
+
+    /// Starts the checkpoint writer of a TCP download whose engine writes `file` and counts what it wrote in
+    /// `progress` (file offsets): it saves [`held`](Self::held) plus those ranges every [`EVERY`] or after
+    /// [`STEP`] of new data, and once more when the download is dropped. Only the once-a-second and final saves
+    /// `fsync` (part file, then checkpoint): on a loaded disk an `fsync` per step would let the checkpoint fall
+    /// far behind, and what SIGKILL leaves is in the page cache anyway. A machine crash can therefore leave a
+    /// checkpoint claiming up to a second of bytes the disk lost; the whole-file CKSM at the end catches that (the
+    /// download fails, both files go, the next run starts afresh).
+    pub(crate) fn start_ranges(&self, file: Arc<dyn FileHandle>, progress: Arc<Progress>) {
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ck, id, base) = (self.ck.clone(), self.id.clone(), self.held.clone());
+        let step = (id.size / STEP).max(MIN_STEP);
+        let halt = stop.clone();
+        // Counted here, not in the thread: bytes written before it runs must still be saved.
+        let mut saved = progress.bytes();
+        let spawned = std::thread::Builder::new()
+            .name("tcp-checkpoint".into())
+            .spawn(move || {
+                let _done = done_tx;
+                let mut warned = false;
+                let mut synced = Instant::now();
+                loop {
+                    let stopping = halt.load(Ordering::Relaxed);
+                    let bytes = progress.bytes();
+                    let durable = stopping || synced.elapsed() >= EVERY;
+                    if bytes > saved && (durable || bytes >= saved + step) {
+                        // Ranges first, then fsync: every range taken was written before the sync.
+                        let mut held = base.clone();
+                        held.extend(&progress.ranges());
+                        let r = if durable { file.sync() } else { Ok(()) }
+                            .map_err(|e| std::io::Error::other(e.to_string()))
+                            .and_then(|_| {
+                                let c = RangeCheckpoint {
+                                    id: id.clone(),
+                                    held,
+                                };
+                                write_replace(&ck, &c.encode(), durable)
+                            });
+                        match r {
+                            Ok(()) => {
+                                saved = bytes;
+                                if durable {
+                                    synced = Instant::now();
+                                }
+                            }
+                            Err(e) if !warned => {
+                                tracing::warn!(
+                                    "cannot save the resume checkpoint {}: {e}",
+                                    ck.display()
+                                );
+                                warned = true;
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                    if stopping {
+                        return;
+                    }
+                    std::thread::sleep(POLL);
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                if let Ok(mut w) = self.writer.lock() {
+                    *w = Some((done_rx, stop));
+                }
+            }
+            Err(e) => tracing::warn!("no checkpoint writer: {e}"),
         }
     }
 

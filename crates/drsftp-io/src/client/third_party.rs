@@ -178,6 +178,7 @@ pub async fn copy(
     }
     let mut summary = TransferSummary {
         bytes,
+        resumed: 0,
         seconds,
         streams: streams as usize,
         mode,

@@ -50,6 +50,26 @@ pub(crate) fn check_moved(
 }
 
 /// Whether the engine should CRC32C the blocks it moves for this transfer: verifying with CRC32C, a whole file.
+/// [`check_moved`] for a resumed download: what arrived plus what was `held` covers `want` exactly (the server
+/// may send held bytes again, e.g. after refusing REST ranges, but nothing outside `want`).
+pub(crate) fn check_resumed(
+    what: &str,
+    data: &DataReport,
+    want: Range<u64>,
+    held: &drsftp_proto::ranges::RangeSet,
+) -> Result<(), ClientError> {
+    let mut all = held.clone();
+    all.extend(&data.ranges);
+    let gaps = all.gaps(want.clone());
+    if !gaps.is_empty() || all.covered() != want.end - want.start {
+        return Err(ClientError::Invalid(format!(
+            "{what}: bytes {} arrived and {held} were held, expected exactly {}-{} (missing {gaps:?})",
+            data.ranges, want.start, want.end
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn want_engine_crc(alg: Option<ChecksumAlg>, whole: bool) -> bool {
     whole && alg == Some(ChecksumAlg::Crc32c)
 }

@@ -20,7 +20,7 @@ pub(crate) fn changes(req: &FsRequest) -> bool {
     )
 }
 
-/// A namespace change (mkdir, rmdir, delete, rename) and its outcome.
+/// A namespace change (mkdir, rmdir, delete, rename, MFMT) and its outcome.
 pub(crate) fn fs(peer: SocketAddr, user: &str, req: &FsRequest, r: &FsResult) {
     let result = match r {
         FsResult::Err(e) => e.to_string(),
@@ -38,6 +38,10 @@ pub(crate) fn fs(peer: SocketAddr, user: &str, req: &FsRequest, r: &FsResult) {
         }
         FsRequest::Rename { from, to } => {
             tracing::info!(target: "audit", event = "rename", %peer, user, from, to, result)
+        }
+        FsRequest::SetModified { path, time } => {
+            let modify = drsftp_proto::civil::unix_secs(*time);
+            tracing::info!(target: "audit", event = "mfmt", %peer, user, path, modify, result)
         }
         _ => {}
     }

@@ -74,6 +74,9 @@ pub(crate) fn execute(storage: &Arc<dyn Storage>, req: FsRequest) -> FsResult {
         FsRequest::Rmdir(p) => storage.rmdir(&p).map(|_| FsResult::Done),
         FsRequest::Remove(p) => storage.remove(&p).map(|_| FsResult::Done),
         FsRequest::Rename { from, to } => storage.rename(&from, &to).map(|_| FsResult::Done),
+        FsRequest::SetModified { path, time } => {
+            storage.set_modified(&path, time).map(|_| FsResult::Done)
+        }
         FsRequest::Checksum {
             alg,
             path,

@@ -120,7 +120,10 @@ impl ClientSession {
                     self.events.push_back(Event::Notice(n));
                 }
             }
-            Kind::Rest => {
+            Kind::Rest { required } => {
+                if reply.code != 350 && required {
+                    return Some(Err(refused(reply)));
+                }
                 if reply.code != 350 {
                     let n = format!("server refused `{cmd}` (not resuming there): {reply}");
                     run.report.notices.push(n.clone());

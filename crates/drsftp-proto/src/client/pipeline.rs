@@ -100,7 +100,7 @@ mod tests {
             Kind::Pasv,
             Kind::Epsv,
             Kind::Allo,
-            Kind::Rest,
+            Kind::Rest { required: false },
             Kind::OptsBlast,
             Kind::Port,
             Kind::Size,

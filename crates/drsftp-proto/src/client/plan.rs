@@ -36,10 +36,12 @@ pub(super) enum Kind {
     Pasv,
     Epsv,
     Allo,
-    /// `REST <ranges>` before a resumed blast download: `350` expected; a refusal is a notice (the transfer
-    /// then starts from nothing on the server's side, the resumed receiver's first ack still spares the held
-    /// packets).
-    Rest,
+    /// `REST` before a resumed download: `350` expected. With `required` (a stream-mode offset: the bytes
+    /// would land in the wrong place) a refusal fails the operation; otherwise (ranges for blast or MODE E,
+    /// whose blocks carry their offsets) it is a notice and the server sends everything.
+    Rest {
+        required: bool,
+    },
     /// RETR/ERET/STOR/ESTO/MLSD/LIST/NLST: waits through 1xx and markers.
     Transfer {
         listing: bool,
@@ -108,7 +110,13 @@ impl ClientSession {
         self.drs.opts_for(want, offered)
     }
 
-    pub(super) fn plan_transfer(&self, spec: &TransferSpec) -> VecDeque<Step> {
+    /// `resume`: the bytes a download already holds (set by [`ClientSession::set_resume`]): MODE E sends them
+    /// as `REST <ranges>` (the server sends only the gaps), stream mode the held prefix as `REST <offset>`.
+    pub(super) fn plan_transfer(
+        &self,
+        spec: &TransferSpec,
+        resume: Option<&RangeSet>,
+    ) -> VecDeque<Step> {
         let down = spec.direction == Direction::Download;
         let ext = spec.mode == TransferMode::Extended;
         let mut s = self.prelude(Some(spec.mode));
@@ -142,6 +150,20 @@ impl ClientSession {
         } else {
             s.push_back(Step::Cmd("PASV".into(), Kind::Pasv));
         }
+        match resume.filter(|r| down && !r.is_empty()) {
+            Some(r) if ext => s.push_back(Step::Cmd(
+                format!("REST {r}"),
+                Kind::Rest { required: false },
+            )),
+            Some(r) => match r.ranges().first() {
+                Some(p) if p.start == 0 => s.push_back(Step::Cmd(
+                    format!("REST {}", p.end),
+                    Kind::Rest { required: true },
+                )),
+                _ => {}
+            },
+            None => {}
+        }
         Self::transfer_steps(spec, &mut s);
         s
     }
@@ -161,7 +183,10 @@ impl ClientSession {
         s.push_back(Step::BlastBind);
         match resume {
             Some(r) if spec.direction == Direction::Download && !r.is_empty() => {
-                s.push_back(Step::Cmd(format!("REST {r}"), Kind::Rest));
+                s.push_back(Step::Cmd(
+                    format!("REST {r}"),
+                    Kind::Rest { required: false },
+                ));
             }
             _ => {}
         }
@@ -169,11 +194,12 @@ impl ClientSession {
         s
     }
 
-    /// The next blast download resumes: it announces `held` (byte ranges relative to the section, as the
-    /// receiver's checkpoint covers them) with `REST` before its transfer command. Used by the next
-    /// [`Op::Transfer`](super::Op::Transfer) only, whatever it is; ignored unless it is a blast download.
-    pub fn set_blast_resume(&mut self, held: RangeSet) {
-        self.blast_resume = Some(held);
+    /// The next download resumes: it announces `held` (byte ranges relative to the section, as the receiver's
+    /// checkpoint covers them) with `REST` before its transfer command (blast and MODE E: the ranges; stream
+    /// mode: the end of the held prefix, nothing if none starts at 0). Used by the next
+    /// [`Op::Transfer`](super::Op::Transfer) only, whatever it is; ignored unless it is a download.
+    pub fn set_resume(&mut self, held: RangeSet) {
+        self.resume = Some(held);
     }
 
     /// ALLO (uploads) and the transfer command.

@@ -88,8 +88,8 @@ pub struct ClientSession {
     pub(super) drs_unsure: bool,
     /// Final replies still due to commands of operations that already ended, to drop (`pipeline.rs`).
     pub(super) swallow: usize,
-    /// Held ranges for the next blast download (`set_blast_resume`, plan.rs).
-    pub(super) blast_resume: Option<crate::ranges::RangeSet>,
+    /// Held ranges for the next download (`set_resume`, plan.rs).
+    pub(super) resume: Option<crate::ranges::RangeSet>,
 }
 
 pub(super) fn mask(line: &str) -> String {
@@ -121,7 +121,7 @@ impl ClientSession {
             drs: Drs::default(),
             drs_unsure: false,
             swallow: 0,
-            blast_resume: None,
+            resume: None,
         }
     }
 
@@ -253,7 +253,7 @@ impl ClientSession {
                 s
             }
             Op::Transfer(spec) => {
-                let resume = self.blast_resume.take();
+                let resume = self.resume.take();
                 streams = if spec.mode == TransferMode::Extended {
                     spec.streams.max(1)
                 } else {
@@ -268,9 +268,9 @@ impl ClientSession {
                         report.notices.push(
                             "the server does not offer BLAST (no FEAT line): using TCP".into(),
                         );
-                        self.plan_transfer(&spec)
+                        self.plan_transfer(&spec, resume.as_ref())
                     }
-                    Transport::Tcp => self.plan_transfer(&spec),
+                    Transport::Tcp => self.plan_transfer(&spec, resume.as_ref()),
                 }
             }
         };

@@ -218,6 +218,81 @@ fn stream_mode_partial_upload_and_mode_switch_back() {
     assert!(matches!(h.events().last(), Some(Event::Done(_))));
 }
 
+/// A resumed TCP download (against Globus): MODE E sends the held ranges with `REST` right before RETR (a
+/// refusal is a notice: the server then sends everything, blocks carry their offsets); stream mode sends the
+/// held prefix as an offset, and a refusal fails the transfer (the bytes would land in the wrong place).
+#[test]
+fn tcp_resume_sends_rest_ranges_or_offset() {
+    let mut h = Scripted::new();
+    login_globus(&mut h);
+    let held: crate::ranges::RangeSet = [0..1000, 5000..9000].into_iter().collect();
+    let mut sp = spec(Direction::Download, TransferMode::Extended, 2);
+    sp.tcp_buffer = None;
+    h.s.set_resume(held.clone());
+    h.start(Op::Transfer(sp.clone()));
+    h.expect("TYPE I", "200 ok\n");
+    h.expect("MODE E", "200 ok\n");
+    h.expect("OPTS RETR Parallelism=2,2,2;", "200 ok\n");
+    assert_eq!(h.events(), vec![Event::Listen]);
+    h.s.handle_listening(h.now, "127.0.0.1:1025".parse().unwrap());
+    h.expect("PORT 127,0,0,1,4,1", "200 PORT Command successful.\n");
+    h.expect("REST 0-1000,5000-9000", "350 Restart Marker OK.\n");
+    h.expect("RETR /tmp/gftp/src/f200M", "150 go\n226 done\n");
+    assert!(matches!(h.events().last(), Some(Event::Done(_))));
+    // Refused in MODE E: a notice, the transfer goes on.
+    h.s.set_resume(held.clone());
+    h.start(Op::Transfer(sp.clone()));
+    h.expect("OPTS RETR Parallelism=2,2,2;", "200 ok\n");
+    h.events();
+    h.s.handle_listening(h.now, "127.0.0.1:1025".parse().unwrap());
+    h.expect("PORT 127,0,0,1,4,1", "200 ok\n");
+    h.expect("REST 0-1000,5000-9000", "501 no\n");
+    h.expect("RETR /tmp/gftp/src/f200M", "150 go\n226 done\n");
+    let ev = h.events();
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, Event::Notice(n) if n.contains("REST"))),
+        "{ev:?}"
+    );
+    assert!(matches!(ev.last(), Some(Event::Done(_))), "{ev:?}");
+    // Stream mode: the prefix as an offset.
+    let mut st = spec(Direction::Download, TransferMode::Stream, 1);
+    st.tcp_buffer = None;
+    h.s.set_resume(held.clone());
+    h.start(Op::Transfer(st.clone()));
+    h.expect("MODE S", "200 ok\n");
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,3)\n");
+    h.events();
+    h.s.handle_data_ready(h.now);
+    h.expect("REST 1000", "350 Restarting at 1000.\n");
+    h.expect("RETR /tmp/gftp/src/f200M", "150 go\n226 done\n");
+    assert!(matches!(h.events().last(), Some(Event::Done(_))));
+    // Refused in stream mode: the transfer fails before RETR.
+    h.s.set_resume(held);
+    h.start(Op::Transfer(st.clone()));
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,3)\n");
+    h.events();
+    h.s.handle_data_ready(h.now);
+    h.expect("REST 1000", "502 no\n");
+    nothing_sent(&mut h);
+    assert!(matches!(h.events().last(), Some(Event::Failed(_))));
+    // Nothing held from 0: no REST; and the setting is used once.
+    let mut late = crate::ranges::RangeSet::new();
+    late.insert(5000..9000);
+    h.s.set_resume(late);
+    h.start(Op::Transfer(st.clone()));
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,3)\n");
+    h.events();
+    h.s.handle_data_ready(h.now);
+    h.expect("RETR /tmp/gftp/src/f200M", "150 go\n226 done\n");
+    h.events();
+    h.start(Op::Transfer(st));
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,3)\n");
+    h.events();
+    h.s.handle_data_ready(h.now);
+    h.expect("RETR /tmp/gftp/src/f200M", "150 go\n226 done\n");
+}
+
 #[test]
 fn buffer_falls_back_to_sbuf_then_continues() {
     let mut h = Scripted::new();
@@ -439,7 +514,7 @@ fn blast_resume_sends_rest_ranges_once() {
         ),
         ("501 Syntax error in REST argument.\n", true),
     ] {
-        h.s.set_blast_resume(held.clone());
+        h.s.set_resume(held.clone());
         h.start(Op::Transfer(blast_spec(Direction::Download, "/f")));
         if !notice {
             // First time round only: the session remembers TYPE I.

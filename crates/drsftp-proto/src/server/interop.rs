@@ -25,6 +25,9 @@ fn run_fs(st: &MemStorage, req: FsRequest) -> FsResult {
         FsRequest::Rmdir(p) => st.rmdir(&p).map(|_| FsResult::Done),
         FsRequest::Remove(p) => st.remove(&p).map(|_| FsResult::Done),
         FsRequest::Rename { from, to } => st.rename(&from, &to).map(|_| FsResult::Done),
+        FsRequest::SetModified { path, time } => {
+            st.set_modified(&path, time).map(|_| FsResult::Done)
+        }
         FsRequest::Checksum {
             alg,
             path,

@@ -195,6 +195,13 @@ pub enum FsRequest {
         /// Destination path.
         to: String,
     },
+    /// `Storage::set_modified` (MFMT) → [`FsResult::Done`].
+    SetModified {
+        /// File.
+        path: String,
+        /// The new modification time.
+        time: std::time::SystemTime,
+    },
     /// `drsftp_storage::checksum` over `offset..offset+length` (`None` = to the end) → [`FsResult::Checksum`].
     Checksum {
         /// Algorithm.

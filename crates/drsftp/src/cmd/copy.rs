@@ -130,8 +130,8 @@ pub struct Args {
     /// Do not compare checksums (CKSM) after the transfer. Sizes are still checked.
     #[arg(long)]
     no_verify: bool,
-    /// UDP downloads: do not resume from the part file and checkpoint an interrupted download of the same source
-    /// left next to the destination; discard them and start afresh (docs/blast.md "Resume").
+    /// Downloads: do not resume from the part file and checkpoint an interrupted download of the same source
+    /// left next to the destination; discard them and start afresh (docs/resume.md).
     #[arg(long)]
     no_resume: bool,
     /// Print exactly one JSON object with the result (or the error) on stdout. For -r and --files-from: the job's
@@ -278,6 +278,7 @@ fn options(args: &Args) -> ClientOptions {
         }),
         trace: args.trace.is_some(),
         auto_streams: None, // -p auto sets it after login
+        resume: !args.no_resume,
     }
 }
 
@@ -548,6 +549,7 @@ fn report(
             "source": plan.source(),
             "destination": plan.destination(),
             "bytes": s.bytes,
+            "resumed_bytes": s.resumed,
             "seconds": s.seconds,
             "mbps": s.mbps(),
             "streams": s.streams,
@@ -661,6 +663,7 @@ mod tests {
     fn summary_formats() {
         let s = TransferSummary {
             bytes: 2 << 30,
+            resumed: 0,
             seconds: 3.2,
             streams: 4,
             mode: TransferMode::Extended,

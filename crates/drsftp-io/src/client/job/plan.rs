@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+pub use drsftp_proto::civil::parse_modify;
+
 /// What an MLSD entry is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryKind {
@@ -108,32 +110,6 @@ pub fn parse_mlsd(text: &str) -> (Vec<RemoteEntry>, Vec<String>) {
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     (entries, notes)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// `YYYYMMDDHHMMSS[.sss]` (MDTM, MLSx `modify`, UTC) as Unix seconds; fractions are dropped.
-pub fn parse_modify(s: &str) -> Option<i64> {
-    let s = s.trim();
-    let whole = s.split('.').next()?;
-    if whole.len() != 14 || !whole.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n = |r: std::ops::Range<usize>| whole[r].parse::<i64>().ok();
-    let (y, mo, d) = (n(0..4)?, n(4..6)?, n(6..8)?);
-    let (h, mi, se) = (n(8..10)?, n(10..12)?, n(12..14)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
-        return None;
-    }
-    Some(days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se)
 }
 
 /// Unix seconds as `YYYYMMDDHHMMSS` (UTC), for `MFMT`.

@@ -638,7 +638,7 @@ async fn same_checksum(
     Ok((sums.len() == 2 && sums[0] == sums[1]).then(|| format!("{}:{}", alg.name(), sums[0])))
 }
 
-/// `MFMT` the uploaded file to the source's time if the server lists MFMT (Globus does, drsftp serve does not);
+/// `MFMT` the uploaded file to the source's time if the server lists MFMT (Globus and drsftp serve do);
 /// a refusal is a note.
 async fn keep_remote_mtime(
     c: &mut Client,

@@ -61,10 +61,10 @@ mod tests {
              USER PASS QUIT NOOP SYST HELP FEAT OPTS\r\n \
              STAT TYPE MODE STRU ALLO PWD XPWD CWD\r\n \
              XCWD CDUP XCUP MKD XMKD RMD XRMD DELE\r\n \
-             RNFR RNTO SIZE MDTM MLST MLSD LIST NLST\r\n \
-             PASV EPSV SPAS PORT EPRT SPOR BPAS BPRT\r\n \
-             RETR ERET STOR APPE ESTO REST ABOR SBUF\r\n \
-             SITE CKSM PEER AUTH PBSZ PROT SSCN\r\n214 End.\r\n"
+             RNFR RNTO SIZE MDTM MFMT MLST MLSD LIST\r\n \
+             NLST PASV EPSV SPAS PORT EPRT SPOR BPAS\r\n \
+             BPRT RETR ERET STOR APPE ESTO REST ABOR\r\n \
+             SBUF SITE CKSM PEER AUTH PBSZ PROT SSCN\r\n214 End.\r\n"
         );
         assert_eq!(h.cmd("QUIT"), "221 Goodbye.\r\n");
         assert_eq!(h.actions(), vec![Action::Close]);

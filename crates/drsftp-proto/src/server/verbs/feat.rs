@@ -62,7 +62,7 @@ mod tests {
         assert_eq!(
             feat,
             "211-Extensions supported:\r\n UTF8\r\n MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n \
-             MDTM\r\n REST STREAM\r\n PARALLEL\r\n ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
+             MDTM\r\n MFMT\r\n REST STREAM\r\n PARALLEL\r\n ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
              CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n PEER\r\n BLAST BPRT\r\n211 End.\r\n"
         );
         // Our own client reads it as a GridFTP server with checksums.
@@ -74,11 +74,12 @@ mod tests {
     }
 
     /// The whole FEAT reply and the OPTS replies, byte for byte, as they were before FEAT and OPTS were
-    /// assembled from the verb registry: globus-url-copy, curl and lftp read these bytes.
+    /// assembled from the verb registry (plus MFMT since): globus-url-copy, curl and lftp read these bytes.
     #[test]
     fn feat_and_opts_bytes_are_pinned() {
         const WITHOUT_BLAST: &str = "211-Extensions supported:\r\n UTF8\r\n \
-             MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n MDTM\r\n REST STREAM\r\n PARALLEL\r\n \
+             MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n MDTM\r\n MFMT\r\n REST STREAM\r\n \
+             PARALLEL\r\n \
              ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
              CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n PEER\r\n211 End.\r\n";
         let with_blast = WITHOUT_BLAST.replace("211 End.", " BLAST BPRT\r\n211 End.");

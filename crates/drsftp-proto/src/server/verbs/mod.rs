@@ -33,6 +33,7 @@ mod fsops;
 mod info;
 mod list;
 mod login;
+mod mfmt;
 mod nav;
 mod opts_retr;
 mod params;
@@ -218,6 +219,7 @@ pub(crate) static VERBS: &[Verb] = &[
     fsops::RNTO,
     info::SIZE,
     info::MDTM,
+    mfmt::MFMT,
     info::MLST,
     list::MLSD,
     list::LIST,
@@ -327,7 +329,10 @@ mod tests {
         let writes: Vec<&str> = VERBS.iter().filter(|v| v.writes).map(|v| v.name).collect();
         assert_eq!(
             writes,
-            ["MKD", "XMKD", "RMD", "XRMD", "DELE", "RNFR", "RNTO", "STOR", "APPE", "ESTO"]
+            [
+                "MKD", "XMKD", "RMD", "XRMD", "DELE", "RNFR", "RNTO", "MFMT", "STOR", "APPE",
+                "ESTO"
+            ]
         );
         assert!(!lookup("RETR").unwrap().0.writes);
     }

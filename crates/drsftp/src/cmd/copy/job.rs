@@ -336,6 +336,7 @@ fn record_json(r: &FileRecord, ends: &Ends) -> serde_json::Value {
         "attempts": r.attempts,
         "error": r.error,
         "bytes": s.map_or(0, |s| s.bytes),
+        "resumed_bytes": s.map_or(0, |s| s.resumed),
         "seconds": s.map_or(0.0, |s| s.seconds),
         "mbps": s.map_or(0.0, |s| s.mbps()),
         "streams": s.map(|s| s.streams),
