@@ -303,6 +303,7 @@ fn finish(
         notices: vec![],
         transport: "tcp",
         duplicates: 0,
+        resumed: 0,
         rejected: 0,
         blast: None,
         traces: vec![],
