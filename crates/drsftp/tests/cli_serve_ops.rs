@@ -268,6 +268,87 @@ fn packaged_config_serves_logs_and_counts_transfers() {
     }
 }
 
+/// One stream-mode transfer on a raw session: `pre` commands (REST, ...), then `cmd` over a fresh PASV data
+/// connection that sends `upload` (or reads everything), and the final reply.
+fn raw_transfer(raw: &mut Raw, pre: &[&str], cmd: &str, upload: Option<&[u8]>) -> Vec<u8> {
+    let data = pasv_addr(&raw.cmd("PASV"));
+    for p in pre {
+        let r = raw.cmd(p);
+        assert!(r.starts_with('3') || r.starts_with('2'), "{p}: {r}");
+    }
+    let mut conn = TcpStream::connect(data).unwrap();
+    let r = raw.cmd(cmd);
+    assert!(r.starts_with("150"), "{cmd}: {r}");
+    let mut got = Vec::new();
+    match upload {
+        Some(b) => {
+            conn.write_all(b).unwrap();
+            drop(conn);
+        }
+        None => {
+            conn.read_to_end(&mut got).unwrap();
+        }
+    }
+    let r = raw.final_reply();
+    assert!(r.starts_with("226"), "{cmd}: {r}");
+    got
+}
+
+#[test]
+fn transfer_log_names_the_command_sent_and_the_restart() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("srv");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("f.txt"), b"0123456789").unwrap();
+    let xlog = d.path().join("transfers.jsonl");
+    let (srv, _) = serve(
+        d.path(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--root",
+            root.to_str().unwrap(),
+            "--anonymous",
+            "--anonymous-write",
+            "--transfer-log",
+            xlog.to_str().unwrap(),
+        ],
+    );
+    let mut raw = Raw::connect(srv.addr);
+    raw.login();
+    assert!(raw.cmd("TYPE I").starts_with("200"));
+    let got = raw_transfer(&mut raw, &["REST 4"], "RETR f.txt", None);
+    assert_eq!(got, b"456789");
+    raw_transfer(&mut raw, &[], "APPE f.txt", Some(b"ab"));
+    raw_transfer(&mut raw, &[], "RETR f.txt", None);
+    raw_transfer(&mut raw, &["REST 12"], "STOR f.txt", Some(b"cd"));
+    assert_eq!(
+        std::fs::read(root.join("f.txt")).unwrap(),
+        b"0123456789abcd"
+    );
+    let lines = log_lines(&xlog, 4);
+    let seen: Vec<_> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["command"].as_str().unwrap().to_string(),
+                l["restart_offset"].as_u64(),
+                l["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("RETR".into(), Some(4), 6),
+            ("APPE".into(), None, 2),
+            ("RETR".into(), None, 12),
+            ("STOR".into(), Some(12), 2),
+        ],
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn sighup_reloads_users_while_a_transfer_runs() {
     let d = tempfile::tempdir().unwrap();
