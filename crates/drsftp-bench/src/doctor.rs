@@ -23,7 +23,7 @@ pub struct Args {
     rtt: Duration,
     /// Bottleneck rate of the lab link.
     #[arg(long, default_value = "1gbit", value_parser = |s: &str| parse_rate(s).map_err(|e| e.to_string()))]
-    rate: f64,
+    rate: u64,
     /// The deliberately small net.ipv4.tcp_rmem and tcp_wmem in both hosts ("min default max").
     #[arg(long, default_value = "4096 131072 262144")]
     limit: String,
@@ -115,7 +115,7 @@ pub fn run(a: &Args, record: Option<&RunDir>) -> Result<()> {
     let res = (|| -> Result<String> {
         // Content does not matter (no compression on the wire); a sparse file costs no disk.
         std::fs::File::create(work.join("srv/data.bin"))?.set_len(a.size_mib << 20)?;
-        let mut cfg = LabConfig::new(LAB, 2, a.rtt, a.rate as u64);
+        let mut cfg = LabConfig::new(LAB, 2, a.rtt, a.rate);
         cfg.tcp = TcpSettings {
             congestion: None,
             rmem: Some(a.limit.clone()),
@@ -194,7 +194,10 @@ fn measure(a: &Args, lab: &Lab, exe: &Path, work: &Path) -> Result<String> {
             }
         }
         let after = copy(lab, exe, work, &url)?;
-        eprintln!("rep {rep}: before {before:.1} Mbit/s, after {after:.1} Mbit/s (load {})", load());
+        eprintln!(
+            "rep {rep}: before {before:.1} Mbit/s, after {after:.1} Mbit/s (load {})",
+            load()
+        );
         rows.push((rep, before, after, load()));
     }
 
@@ -204,7 +207,7 @@ fn measure(a: &Args, lab: &Lab, exe: &Path, work: &Path) -> Result<String> {
         "Lab `{LAB}`: 2 hosts, {} Mbit/s, RTT {} ms, net.ipv4.tcp_rmem = tcp_wmem = \"{}\" in both namespaces \
          (global net.core.rmem_max {}). `drsftp serve --buffer kernel` in host 1; in host 2 \
          `drsftp copy --buffer kernel -p 1 --no-verify` of a {} MiB file.\n",
-        a.rate / 1e6,
+        a.rate as f64 / 1e6,
         a.rtt.as_secs_f64() * 1e3,
         a.limit,
         std::fs::read_to_string("/proc/sys/net/core/rmem_max")
@@ -225,7 +228,10 @@ fn measure(a: &Args, lab: &Lab, exe: &Path, work: &Path) -> Result<String> {
     md.line("| rep | before (Mbit/s) | after (Mbit/s) | ratio | load after |");
     md.line("|---|---|---|---|---|");
     for (rep, b, a2, l) in &rows {
-        md.line(format!("| {rep} | {b:.1} | {a2:.1} | {:.2} | {l} |", a2 / b));
+        md.line(format!(
+            "| {rep} | {b:.1} | {a2:.1} | {:.2} | {l} |",
+            a2 / b
+        ));
     }
     let mean = |f: &dyn Fn(&(usize, f64, f64, String)) -> f64| {
         rows.iter().map(f).sum::<f64>() / rows.len() as f64

@@ -36,7 +36,10 @@ pub struct Offloads {
 fn get(sock: &std::net::UdpSocket, name: &str, cmd: u32) -> io::Result<bool> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "interface name"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name",
+        ));
     }
     let mut value = EthtoolValue { cmd, data: 0 };
     let mut req = IfReq {
@@ -83,7 +86,10 @@ mod tests {
 
     #[test]
     fn loopback_is_found_and_answers() {
-        assert_eq!(interface_of(IpAddr::from([127, 0, 0, 1])).as_deref(), Some("lo"));
+        assert_eq!(
+            interface_of(IpAddr::from([127, 0, 0, 1])).as_deref(),
+            Some("lo")
+        );
         // lo always does GSO/GRO in software; the ioctl answers for it.
         let o = offloads("lo").unwrap();
         assert!(o.gso.is_some() && o.gro.is_some(), "{o:?}");

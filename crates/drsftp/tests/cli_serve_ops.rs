@@ -630,7 +630,15 @@ fn debian_metadata_names_files_that_exist() {
     }
     let out = Command::new("cargo")
         .current_dir(repo())
-        .args(["deb", "-p", "drsftp", "--no-build", "--strip", "--fast", "-o"])
+        .args([
+            "deb",
+            "-p",
+            "drsftp",
+            "--no-build",
+            "--strip",
+            "--fast",
+            "-o",
+        ])
         .arg(std::env::temp_dir())
         .output()
         .unwrap();

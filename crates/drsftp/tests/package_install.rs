@@ -78,7 +78,10 @@ fn skip_reason() -> Option<String> {
         return Some("cargo-deb is not installed (scripts/setup.sh installs it)".into());
     }
     for tool in ["unshare", "chroot", "dpkg"] {
-        if !have(tool, "debian_package_installs_and_serves_with_the_example_config") {
+        if !have(
+            tool,
+            "debian_package_installs_and_serves_with_the_example_config",
+        ) {
             return Some(format!("{tool} is not installed"));
         }
     }
@@ -133,7 +136,15 @@ fn debian_package_installs_and_serves_with_the_example_config() {
     std::fs::create_dir(d.path().join("ns")).unwrap();
     // The release binary exists already (CI builds it first; this test's own build made it too).
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["deb", "-p", "drsftp", "--no-build", "--strip", "--fast", "-o"])
+        .args([
+            "deb",
+            "-p",
+            "drsftp",
+            "--no-build",
+            "--strip",
+            "--fast",
+            "-o",
+        ])
         .arg(d.path().join("drsftp.deb"))
         .current_dir(repo())
         .output()
@@ -143,7 +154,9 @@ fn debian_package_installs_and_serves_with_the_example_config() {
         "cargo deb: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let deb_size = std::fs::metadata(d.path().join("drsftp.deb")).unwrap().len();
+    let deb_size = std::fs::metadata(d.path().join("drsftp.deb"))
+        .unwrap()
+        .len();
     // Stripped: the unstripped binary alone is ~77 MB.
     assert!(deb_size < 20 << 20, ".deb is {deb_size} bytes");
     let want = random_file(&d.path().join("data.bin"), 2 << 20, 77);
@@ -224,10 +237,7 @@ fn debian_package_installs_and_serves_with_the_example_config() {
             panic!("service did not start:\n{err}");
         }
         let l = line.trim();
-        if let Some(a) = l
-            .strip_prefix("listening ")
-            .or(l.strip_prefix("metrics "))
-        {
+        if let Some(a) = l.strip_prefix("listening ").or(l.strip_prefix("metrics ")) {
             addrs.push(a.parse::<SocketAddr>().unwrap());
         }
     }
@@ -240,7 +250,10 @@ fn debian_package_installs_and_serves_with_the_example_config() {
     // It runs as the unit's user.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
-    assert!(!uid_line.contains("\t0\t"), "server runs as root: {uid_line}");
+    assert!(
+        !uid_line.contains("\t0\t"),
+        "server runs as root: {uid_line}"
+    );
 
     let before = scrape(metrics);
     let got = d.path().join("got.bin");

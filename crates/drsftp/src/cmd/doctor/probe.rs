@@ -76,7 +76,11 @@ impl Ctrl {
     fn expect(&mut self, cmd: &str, ok: impl Fn(u16) -> bool) -> Result<String> {
         let (code, text) = self.cmd(cmd, false)?;
         if !ok(code) {
-            let shown = if cmd.starts_with("PASS ") { "PASS" } else { cmd };
+            let shown = if cmd.starts_with("PASS ") {
+                "PASS"
+            } else {
+                cmd
+            };
             bail!("{shown}: {text}");
         }
         Ok(text)

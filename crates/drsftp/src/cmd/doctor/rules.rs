@@ -550,8 +550,16 @@ mod tests {
                 "sysctl -w net.ipv4.tcp_wmem=\"4096 131072 12582912\"",
             ]
         );
-        let rb = r.findings.iter().find(|f| f.topic == "receive-buffer").unwrap();
-        assert!(rb.fix[0].starts_with("on the machine itself"), "{:?}", rb.fix);
+        let rb = r
+            .findings
+            .iter()
+            .find(|f| f.topic == "receive-buffer")
+            .unwrap();
+        assert!(
+            rb.fix[0].starts_with("on the machine itself"),
+            "{:?}",
+            rb.fix
+        );
         let off = r.findings.iter().find(|f| f.topic == "offloads").unwrap();
         assert_eq!(off.level, Level::Warn);
         assert_eq!(off.fix, ["ethtool -K veth0 gso on gro on"]);
