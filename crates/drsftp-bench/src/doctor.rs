@@ -233,10 +233,9 @@ fn measure(a: &Args, lab: &Lab, exe: &Path, work: &Path) -> Result<String> {
             a2 / b
         ));
     }
-    let mean = |f: &dyn Fn(&(usize, f64, f64, String)) -> f64| {
-        rows.iter().map(f).sum::<f64>() / rows.len() as f64
-    };
-    let (mb, ma) = (mean(&|r| r.1), mean(&|r| r.2));
+    let n = rows.len() as f64;
+    let mb = rows.iter().map(|r| r.1).sum::<f64>() / n;
+    let ma = rows.iter().map(|r| r.2).sum::<f64>() / n;
     md.line(format!(
         "| mean | {mb:.1} | {ma:.1} | **{:.2}** | |\n",
         ma / mb

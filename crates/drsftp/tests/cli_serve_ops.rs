@@ -4,7 +4,8 @@
 //! added to the users file meanwhile can log in); `--data-ports` keeping PASV, EPSV, SPAS and BPAS in range and
 //! answering 425 when the range is used up; IPv6 end to end on `[::1]` (skipped with a reason without IPv6
 //! loopback); the Debian package metadata; and `drsftp copy` defaults and host aliases from
-//! `$XDG_CONFIG_HOME/drsftp/config.toml`; and `drsftp doctor` measuring a real server.
+//! `$XDG_CONFIG_HOME/drsftp/config.toml`; `drsftp doctor` measuring a real server (RTT, upload and download
+//! probes, the route's offloads); and the transfer log naming the verb the client sent and its REST.
 
 mod common;
 
@@ -732,6 +733,7 @@ fn doctor_reports_host_facts_and_measures_a_server() {
             "--root",
             d.path().to_str().unwrap(),
             "--anonymous",
+            "--anonymous-write",
             "--listen",
             "127.0.0.1:0",
         ],
@@ -743,6 +745,8 @@ fn doctor_reports_host_facts_and_measures_a_server() {
                 &srv.url("/"),
                 "--rate",
                 "10gbit",
+                "--probe-secs",
+                "0.5",
                 "--json",
                 "--path",
             ])
@@ -765,6 +769,48 @@ fn doctor_reports_host_facts_and_measures_a_server() {
         .unwrap()
         .iter()
         .any(|f| f["topic"] == "congestion"));
+    assert_eq!(r["path"]["rate_source"], "flag");
+    // The directory URL: an upload probe, measured as the sender (loss is a number), its scratch file gone.
+    let p = &r["probe"];
+    assert_eq!(p["direction"], "upload", "{r}");
+    assert!(p["bytes"].as_u64().unwrap() > 0, "{p}");
+    assert!(p["rate_bps"].as_f64().unwrap() > 0.0, "{p}");
+    let loss = p["loss"].as_f64().unwrap();
+    assert!((0.0..1.0).contains(&loss), "{p}");
+    let left: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("drsftp-doctor"))
+        .collect();
+    assert!(left.is_empty(), "scratch file left: {left:?}");
+    // The route to the server is loopback, whose offloads the kernel reports.
+    assert_eq!(r["host"]["route"]["interface"], "lo", "{r}");
+    assert_eq!(r["host"]["route"]["mtu"], 65536);
+    assert!(r["host"]["route"]["gso"].is_boolean(), "{r}");
+    // A file URL: a download probe of that file; a receiver cannot see loss. Without --rate the BDP uses the
+    // probe's rate or says it assumed one.
+    std::fs::write(d.path().join("probe.bin"), vec![7u8; 4 << 20]).unwrap();
+    let (ok, out, err) = run(
+        Command::new(bin()).args([
+            "doctor",
+            &srv.url("/probe.bin"),
+            "--probe-secs",
+            "0.5",
+            "--json",
+        ]),
+        T,
+    );
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let p = &r["probe"];
+    assert_eq!(p["direction"], "download", "{r}");
+    assert_eq!(p["bytes"], 4 << 20, "{p}");
+    assert!(p["loss"].is_null(), "{p}");
+    let source = r["path"]["rate_source"].as_str().unwrap();
+    assert!(source == "probe" || source == "assumed", "{r}");
+    if source == "probe" {
+        assert_eq!(r["path"]["rate_bps"], p["rate_bps"]);
+    }
     // A server that is not there is an error, not a report.
     let (ok, _, err) = run(
         Command::new(bin()).args(["doctor", "ftp://127.0.0.1:1/"]),
