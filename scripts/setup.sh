@@ -18,4 +18,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }
+# cargo-deb builds the Debian package (crates/drsftp/tests/package_install.rs installs it in a throw-away overlay).
+if ! cargo deb --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-deb" >&2
+  cargo install cargo-deb --locked >&2
+fi
 cargo build --release --locked -p drsftp >&2

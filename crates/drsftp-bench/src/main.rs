@@ -1,12 +1,13 @@
 //! drsftp-bench: the benchmark harnesses of drsftp, kept out of the product binary. One module per subcommand
-//! (`drs`, `gridftp`, `sweep`, `blast`, `lab`, `tls`); `record` writes the run folders of `--record` and of the
-//! bench/*.sh drivers. Every harness but `record` and `tls` without `--lab` needs root (it builds a WAN lab of network
-//! namespaces).
+//! (`drs`, `gridftp`, `sweep`, `blast`, `lab`, `tls`, `doctor`); `record` writes the run folders of `--record` and
+//! of the bench/*.sh drivers. Every harness but `record` and `tls` without `--lab` needs root (it builds a WAN lab of
+//! network namespaces).
 
 #![forbid(unsafe_code)]
 
 mod blast;
 mod blast_aead;
+mod doctor;
 mod drs;
 mod gridftp;
 mod lab;
@@ -58,6 +59,9 @@ enum Command {
     /// `drsftp copy` downloads at each -p with `--tls off` and `--tls require`; rates, ratios, client and server
     /// memory.
     Tls(tls::Args),
+    /// Issue 21's "done when": `drsftp doctor` on a lab path with small tcp_rmem/tcp_wmem names the limit, and
+    /// its sysctl lines, run in both hosts, raise `drsftp copy --buffer kernel` (before/after pairs, lab `ops`).
+    Doctor(doctor::Args),
     /// The lab itself: RTT/rate/loss accuracy, forwarder ceiling and the 100 Mbit/s · 100 ms iperf3 baselines.
     Lab(lab::Args),
     /// Write a run folder for a run made elsewhere (the bench/*.sh drivers): command.txt (the command after --),
@@ -139,6 +143,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(a) => harness("sweep", &|r| sweep::run(a, r)),
         Command::Blast(a) => harness(&format!("blast-{}", a.only), &|r| blast::run(a, r)),
         Command::Lab(a) => harness("lab", &|r| lab::run(a, r)),
+        Command::Doctor(a) => harness("doctor", &|r| doctor::run(a, r)),
         Command::Tls(a) => harness("tls", &|r| tls::run(a, r)),
         Command::Record(a) => {
             let report = std::fs::read_to_string(&a.report)

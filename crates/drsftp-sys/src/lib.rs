@@ -2,6 +2,7 @@
 //! network namespaces, path resolution confined beneath a root, dropping root). Everything above it is safe,
 //! portable Rust.
 
+pub mod ethtool;
 pub mod ifaddrs;
 pub mod netns;
 pub mod privs;

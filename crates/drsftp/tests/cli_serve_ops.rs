@@ -4,7 +4,8 @@
 //! added to the users file meanwhile can log in); `--data-ports` keeping PASV, EPSV, SPAS and BPAS in range and
 //! answering 425 when the range is used up; IPv6 end to end on `[::1]` (skipped with a reason without IPv6
 //! loopback); the Debian package metadata; and `drsftp copy` defaults and host aliases from
-//! `$XDG_CONFIG_HOME/drsftp/config.toml`; and `drsftp doctor` measuring a real server.
+//! `$XDG_CONFIG_HOME/drsftp/config.toml`; `drsftp doctor` measuring a real server (RTT, upload and download
+//! probes, the route's offloads); and the transfer log naming the verb the client sent and its REST.
 
 mod common;
 
@@ -266,6 +267,87 @@ fn packaged_config_serves_logs_and_counts_transfers() {
     for secret in ["alice", "big.bin", "127.0.0.1:"] {
         assert!(!after.contains(secret), "{secret} exposed:\n{after}");
     }
+}
+
+/// One stream-mode transfer on a raw session: `pre` commands (REST, ...), then `cmd` over a fresh PASV data
+/// connection that sends `upload` (or reads everything), and the final reply.
+fn raw_transfer(raw: &mut Raw, pre: &[&str], cmd: &str, upload: Option<&[u8]>) -> Vec<u8> {
+    let data = pasv_addr(&raw.cmd("PASV"));
+    for p in pre {
+        let r = raw.cmd(p);
+        assert!(r.starts_with('3') || r.starts_with('2'), "{p}: {r}");
+    }
+    let mut conn = TcpStream::connect(data).unwrap();
+    let r = raw.cmd(cmd);
+    assert!(r.starts_with("150"), "{cmd}: {r}");
+    let mut got = Vec::new();
+    match upload {
+        Some(b) => {
+            conn.write_all(b).unwrap();
+            drop(conn);
+        }
+        None => {
+            conn.read_to_end(&mut got).unwrap();
+        }
+    }
+    let r = raw.final_reply();
+    assert!(r.starts_with("226"), "{cmd}: {r}");
+    got
+}
+
+#[test]
+fn transfer_log_names_the_command_sent_and_the_restart() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("srv");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("f.txt"), b"0123456789").unwrap();
+    let xlog = d.path().join("transfers.jsonl");
+    let (srv, _) = serve(
+        d.path(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--root",
+            root.to_str().unwrap(),
+            "--anonymous",
+            "--anonymous-write",
+            "--transfer-log",
+            xlog.to_str().unwrap(),
+        ],
+    );
+    let mut raw = Raw::connect(srv.addr);
+    raw.login();
+    assert!(raw.cmd("TYPE I").starts_with("200"));
+    let got = raw_transfer(&mut raw, &["REST 4"], "RETR f.txt", None);
+    assert_eq!(got, b"456789");
+    raw_transfer(&mut raw, &[], "APPE f.txt", Some(b"ab"));
+    raw_transfer(&mut raw, &[], "RETR f.txt", None);
+    raw_transfer(&mut raw, &["REST 12"], "STOR f.txt", Some(b"cd"));
+    assert_eq!(
+        std::fs::read(root.join("f.txt")).unwrap(),
+        b"0123456789abcd"
+    );
+    let lines = log_lines(&xlog, 4);
+    let seen: Vec<_> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["command"].as_str().unwrap().to_string(),
+                l["restart_offset"].as_u64(),
+                l["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("RETR".into(), Some(4), 6),
+            ("APPE".into(), None, 2),
+            ("RETR".into(), None, 12),
+            ("STOR".into(), Some(12), 2),
+        ],
+        "{lines:?}"
+    );
 }
 
 #[test]
@@ -549,7 +631,15 @@ fn debian_metadata_names_files_that_exist() {
     }
     let out = Command::new("cargo")
         .current_dir(repo())
-        .args(["deb", "-p", "drsftp", "--no-build", "--no-strip", "-o"])
+        .args([
+            "deb",
+            "-p",
+            "drsftp",
+            "--no-build",
+            "--strip",
+            "--fast",
+            "-o",
+        ])
         .arg(std::env::temp_dir())
         .output()
         .unwrap();
@@ -643,6 +733,7 @@ fn doctor_reports_host_facts_and_measures_a_server() {
             "--root",
             d.path().to_str().unwrap(),
             "--anonymous",
+            "--anonymous-write",
             "--listen",
             "127.0.0.1:0",
         ],
@@ -654,6 +745,8 @@ fn doctor_reports_host_facts_and_measures_a_server() {
                 &srv.url("/"),
                 "--rate",
                 "10gbit",
+                "--probe-secs",
+                "0.5",
                 "--json",
                 "--path",
             ])
@@ -676,6 +769,48 @@ fn doctor_reports_host_facts_and_measures_a_server() {
         .unwrap()
         .iter()
         .any(|f| f["topic"] == "congestion"));
+    assert_eq!(r["path"]["rate_source"], "flag");
+    // The directory URL: an upload probe, measured as the sender (loss is a number), its scratch file gone.
+    let p = &r["probe"];
+    assert_eq!(p["direction"], "upload", "{r}");
+    assert!(p["bytes"].as_u64().unwrap() > 0, "{p}");
+    assert!(p["rate_bps"].as_f64().unwrap() > 0.0, "{p}");
+    let loss = p["loss"].as_f64().unwrap();
+    assert!((0.0..1.0).contains(&loss), "{p}");
+    let left: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("drsftp-doctor"))
+        .collect();
+    assert!(left.is_empty(), "scratch file left: {left:?}");
+    // The route to the server is loopback, whose offloads the kernel reports.
+    assert_eq!(r["host"]["route"]["interface"], "lo", "{r}");
+    assert_eq!(r["host"]["route"]["mtu"], 65536);
+    assert!(r["host"]["route"]["gso"].is_boolean(), "{r}");
+    // A file URL: a download probe of that file; a receiver cannot see loss. Without --rate the BDP uses the
+    // probe's rate or says it assumed one.
+    std::fs::write(d.path().join("probe.bin"), vec![7u8; 4 << 20]).unwrap();
+    let (ok, out, err) = run(
+        Command::new(bin()).args([
+            "doctor",
+            &srv.url("/probe.bin"),
+            "--probe-secs",
+            "0.5",
+            "--json",
+        ]),
+        T,
+    );
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let p = &r["probe"];
+    assert_eq!(p["direction"], "download", "{r}");
+    assert_eq!(p["bytes"], 4 << 20, "{p}");
+    assert!(p["loss"].is_null(), "{p}");
+    let source = r["path"]["rate_source"].as_str().unwrap();
+    assert!(source == "probe" || source == "assumed", "{r}");
+    if source == "probe" {
+        assert_eq!(r["path"]["rate_bps"], p["rate_bps"]);
+    }
     // A server that is not there is an error, not a report.
     let (ok, _, err) = run(
         Command::new(bin()).args(["doctor", "ftp://127.0.0.1:1/"]),

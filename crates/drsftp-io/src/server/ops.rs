@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use drsftp_proto::server::{DataEndpoint, Mode, Payload, TransferPlan, TransferResult};
-use drsftp_storage::WriteMode;
+use drsftp_proto::server::{DataEndpoint, Mode, Payload, Rest, TransferPlan, TransferResult};
 use tokio::net::TcpListener;
 
 use super::metrics::Metrics;
@@ -186,6 +185,8 @@ impl ServerOps {
                 user: done.user.to_string(),
                 peer: done.peer.to_string(),
                 command: done.info.command,
+                restart_offset: done.info.restart_offset,
+                restart_ranges: done.info.restart_ranges.clone(),
                 path: done.info.path.clone(),
                 bytes,
                 seconds: (seconds * 1000.0).round() / 1000.0,
@@ -212,6 +213,8 @@ impl ServerOps {
 #[derive(Debug, Clone)]
 pub(crate) struct TransferInfo {
     pub(crate) command: &'static str,
+    pub(crate) restart_offset: Option<u64>,
+    pub(crate) restart_ranges: Option<String>,
     pub(crate) path: String,
     pub(crate) sending: bool,
     pub(crate) transport: &'static str,
@@ -225,30 +228,15 @@ impl TransferInfo {
         plan: &TransferPlan,
         default_buffer: &drsftp_tune::BufferPolicy,
     ) -> Option<Self> {
-        // The plan does not carry the verb; the payload tells which family it came from. A send of the whole
-        // file from its start is a RETR, anything else (ERET, REST+RETR) a partial retrieve; a receive that
-        // writes in place (ESTO, APPE, REST+STOR) is not a STOR.
-        let (command, path, sending) = match &plan.payload {
-            Payload::SendFile {
-                path,
-                ranges,
-                to_eof,
-                wire_sub,
-            } => {
-                let whole =
-                    *to_eof && *wire_sub == 0 && ranges.first().is_none_or(|r| r.start == 0);
-                (if whole { "RETR" } else { "ERET" }, path.clone(), true)
-            }
-            Payload::RecvFile {
-                path, write_mode, ..
-            } => {
-                let cmd = match write_mode {
-                    WriteMode::Replace => "STOR",
-                    WriteMode::InPlace => "ESTO",
-                };
-                (cmd, path.clone(), false)
-            }
+        let (path, sending) = match &plan.payload {
+            Payload::SendFile { path, .. } => (path.clone(), true),
+            Payload::RecvFile { path, .. } => (path.clone(), false),
             Payload::SendBytes(_) | Payload::SendListing { .. } => return None,
+        };
+        let (restart_offset, restart_ranges) = match &plan.restart {
+            None => (None, None),
+            Some(Rest::Offset(n)) => (Some(*n), None),
+            Some(Rest::Ranges(r)) => (None, Some(r.to_string())),
         };
         let transport = match (&plan.endpoint, plan.mode) {
             (DataEndpoint::Blast(_), _) => "udp",
@@ -261,7 +249,9 @@ impl TransferInfo {
             (_, None) => default_buffer.to_string(),
         };
         Some(TransferInfo {
-            command,
+            command: plan.verb,
+            restart_offset,
+            restart_ranges,
             path,
             sending,
             transport,

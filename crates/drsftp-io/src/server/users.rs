@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -155,6 +155,14 @@ impl UsersFile {
         f.sync_all().map_err(io)?;
         // create_new honours the umask, which can only remove bits; 0600 is then exact.
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        // An existing file keeps its owner: root editing the service account's users file (the packaged
+        // /etc/drsftp/users.toml, in a directory only root may write) must leave it readable by the service.
+        if let Ok(old) = std::fs::metadata(path) {
+            let new = f.metadata().map_err(io)?;
+            if (old.uid(), old.gid()) != (new.uid(), new.gid()) {
+                std::os::unix::fs::fchown(&f, Some(old.uid()), Some(old.gid())).map_err(io)?;
+            }
+        }
         std::fs::rename(&tmp, path).map_err(io)
     }
 

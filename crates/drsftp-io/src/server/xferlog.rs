@@ -26,8 +26,14 @@ pub struct TransferRecord {
     pub user: String,
     /// The client's control-connection address.
     pub peer: String,
-    /// `RETR`, `ERET` (partial or restarted retrieves), `STOR` or `ESTO` (writes in place: ESTO, APPE, REST+STOR).
+    /// The command the client sent: `RETR`, `ERET`, `STOR`, `APPE` or `ESTO`.
     pub command: &'static str,
+    /// `REST n` before the command: the restart offset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_offset: Option<u64>,
+    /// `REST a-b,c-d` before the command (MODE E): the ranges the client already held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_ranges: Option<String>,
     /// The path in the session's tree.
     pub path: String,
     /// Payload bytes moved.
@@ -183,6 +189,8 @@ mod tests {
             user: "alice".into(),
             peer: "127.0.0.1:5000".into(),
             command: "RETR",
+            restart_offset: None,
+            restart_ranges: None,
             path: path.into(),
             bytes: 10,
             seconds: 0.5,

@@ -82,7 +82,7 @@ impl fmt::Debug for Pending {
 
 /// A `REST` argument, kept for the next transfer command only.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Rest {
+pub enum Rest {
     /// `REST n`: stream-mode restart offset.
     Offset(u64),
     /// `REST a-b,c-d`: ranges the client already holds (MODE E).
@@ -91,7 +91,7 @@ pub(crate) enum Rest {
 
 impl Rest {
     /// The ranges already held, as a set (`REST n` holds `0..n`).
-    pub(crate) fn held(&self) -> RangeSet {
+    pub fn held(&self) -> RangeSet {
         match self {
             Rest::Offset(n) => std::iter::once(0..*n).collect(),
             Rest::Ranges(r) => r.clone(),

@@ -30,6 +30,7 @@ mod tests;
 #[cfg(test)]
 mod testutil;
 
+pub use ctx::Rest;
 pub use listing::{ListFormat, ListKind};
 pub use session::{ServerSession, MAX_QUEUED_COMMANDS};
 pub use types::*;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use drsftp_storage::WriteMode;
 
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Rest};
 use super::error::{CmdResult, CommandError};
 use super::reply;
 use super::types::{
@@ -55,6 +55,26 @@ pub(crate) struct Running {
     timed_out: bool,
 }
 
+/// The command that starts a transfer, as the client sent it.
+#[derive(Debug)]
+pub(crate) struct Command {
+    pub(crate) verb: &'static str,
+    /// The resolved path.
+    pub(crate) path: String,
+    /// The `REST` taken for it.
+    pub(crate) restart: Option<Rest>,
+}
+
+impl Command {
+    pub(crate) fn new(verb: &'static str, path: &str, restart: Option<Rest>) -> Self {
+        Command {
+            verb,
+            path: path.to_string(),
+            restart,
+        }
+    }
+}
+
 impl Ctx {
     /// Starts a transfer on the current data endpoint: queues the preliminary reply and [`Action::Transfer`],
     /// consumes ALLO. Listings (`SendBytes`, `SendListing`) always go in stream mode.
@@ -63,9 +83,9 @@ impl Ctx {
         now: Instant,
         payload: Payload,
         mode: Mode,
-        what: String,
+        cmd: Command,
     ) -> CmdResult {
-        self.start_transfer_with(now, payload, mode, what, RangeSet::new())
+        self.start_transfer_with(now, payload, mode, cmd, RangeSet::new())
     }
 
     /// [`start_transfer`](Self::start_transfer) for a blast send that resumes: `resume` goes into
@@ -75,9 +95,10 @@ impl Ctx {
         now: Instant,
         payload: Payload,
         mode: Mode,
-        what: String,
+        cmd: Command,
         resume: RangeSet,
     ) -> CmdResult {
+        let what = format!("{} {}", cmd.verb, cmd.path);
         if self.xfer.running.is_some() {
             return Err(CommandError::NoData(
                 "A transfer is already running.".into(),
@@ -146,6 +167,8 @@ impl Ctx {
         let id = self.next_transfer_id();
         let plan = TransferPlan {
             id,
+            verb: cmd.verb,
+            restart: cmd.restart,
             payload,
             mode,
             endpoint,

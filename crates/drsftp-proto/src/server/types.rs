@@ -326,6 +326,10 @@ pub enum Mode {
 pub struct TransferPlan {
     /// Identifies the transfer in later calls.
     pub id: u64,
+    /// The command the client sent to start it (`RETR`, `ERET`, `STOR`, `APPE`, `ESTO`, `LIST`, ...).
+    pub verb: &'static str,
+    /// The `REST` the client sent before that command, if any.
+    pub restart: Option<super::Rest>,
     /// What moves.
     pub payload: Payload,
     /// MODE S or MODE E (listings are always stream mode).

@@ -1,29 +1,41 @@
 //! `drsftp doctor [URL]`: reads this host's TCP settings (buffer limits, window scaling, SACK, timestamps,
 //! congestion controls), interface MTUs and the filesystem behind a path; with a URL, measures the RTT to the
-//! server (median of TCP handshakes) and takes the path's rate from `--rate` (default 1 Gbit/s) to get the BDP.
-//! The decisions (which setting binds first, the exact sysctl lines and `drsftp copy` options) are in
-//! [`rules`], pure and unit-tested; this file only gathers facts and prints. Interface offloads (TSO/GRO) are
-//! not checked yet (they need ethtool ioctls).
+//! server (median of TCP handshakes), runs a short data probe ([`probe`]: rate, and loss on an upload) and
+//! reads the MTU and offloads of the interface that routes there. The path's rate for the BDP is `--rate`, else
+//! the probe's when a window did not hold it, else 1 Gbit/s (said so). The decisions (which setting binds
+//! first, the exact sysctl lines and `drsftp copy` options) are in [`rules`], pure and unit-tested; this file
+//! only gathers facts and prints.
 
+mod probe;
 mod rules;
 
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use rules::{HostFacts, Level, PathFacts};
+use rules::{HostFacts, Level, PathFacts, RouteFacts};
+use serde::Serialize;
 
 use super::units_arg;
 
 /// Check this host's TCP settings (and, given a URL, the path to a server) for bulk transfers.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A drsftp/GridFTP server, ftp://host[:port]/: its RTT is measured (TCP handshakes to the control port).
+    /// A drsftp/GridFTP server: ftp://[user@]host[:port]/dir/ probes by uploading a scratch file there (then
+    /// deleted; measures rate and loss), ftp://host/file by downloading that file (rate only). The RTT comes
+    /// from TCP handshakes to the control port.
     pub url: Option<String>,
-    /// The path's bottleneck rate, for the BDP (rate × RTT), e.g. 10gbit.
-    #[arg(long, default_value = "1gbit", value_parser = units_arg::rate)]
-    pub rate: u64,
+    /// The path's bottleneck rate, for the BDP (rate × RTT), e.g. 10gbit [default: the probe's rate when no
+    /// window held it, else 1gbit].
+    #[arg(long, value_parser = units_arg::rate)]
+    pub rate: Option<u64>,
+    /// Seconds of data for the probe (0: no probe).
+    #[arg(long, default_value_t = 3.0)]
+    pub probe_secs: f64,
+    /// Most bytes the probe moves.
+    #[arg(long, default_value = "1G", value_parser = units_arg::size)]
+    pub probe_bytes: u64,
     /// The path's loss rate if known, e.g. 0.1% (makes congestion-control advice firmer).
     #[arg(long, value_parser = drsftp_units::parse_probability)]
     pub loss: Option<f64>,
@@ -107,18 +119,51 @@ fn host_facts(path: &std::path::Path) -> HostFacts {
         allowed_congestion: words("/proc/sys/net/ipv4/tcp_allowed_congestion_control"),
         mtus,
         filesystem: filesystem(path),
+        // Mode 0444 inside a non-initial network namespace (the value is global there).
+        core_mem_settable: std::fs::metadata("/proc/sys/net/core/rmem_max")
+            .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o200 != 0),
+        route: None,
     }
+}
+
+fn resolve(url: &crate::url::FtpUrl) -> Result<SocketAddr> {
+    (url.host.as_str(), url.port)
+        .to_socket_addrs()
+        .with_context(|| format!("resolve {}", url.host))?
+        .next()
+        .context("no address")
+}
+
+/// The interface towards `peer`: name, MTU (sysfs) and offloads (ethtool ioctls).
+fn route_facts(peer: std::net::IpAddr) -> Option<RouteFacts> {
+    let local = probe::local_addr_towards(peer)?;
+    let interface = drsftp_sys::ethtool::interface_of(local)?;
+    let o = drsftp_sys::ethtool::offloads(&interface).unwrap_or_default();
+    Some(RouteFacts {
+        local_addr: local.to_string(),
+        mtu: num(&format!("/sys/class/net/{interface}/mtu")).map(|m| m as u32),
+        interface,
+        tso: o.tso,
+        gso: o.gso,
+        gro: o.gro,
+    })
+}
+
+/// The report with the probe's measurements.
+#[derive(Serialize)]
+struct Full {
+    #[serde(flatten)]
+    report: rules::Report,
+    /// The data probe (absent with --probe-secs 0 or without a URL).
+    probe: Option<probe::Probe>,
+    /// Why there is no probe, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    probe_error: Option<String>,
 }
 
 /// Median of 5 TCP handshake times to the URL's control port (one handshake is one RTT plus the server's
 /// accept, which is negligible).
-fn measure_rtt(url: &str) -> Result<Duration> {
-    let u = crate::url::parse_url(url)?;
-    let addr = (u.host.as_str(), u.port)
-        .to_socket_addrs()
-        .with_context(|| format!("resolve {}", u.host))?
-        .next()
-        .context("no address")?;
+fn measure_rtt(addr: SocketAddr) -> Result<Duration> {
     let mut samples = vec![];
     for _ in 0..5 {
         let t0 = Instant::now();
@@ -133,31 +178,79 @@ fn measure_rtt(url: &str) -> Result<Duration> {
 
 /// Run the checks and print them.
 pub fn run(args: Args) -> Result<()> {
-    let host = host_facts(&args.path);
+    let mut host = host_facts(&args.path);
+    let (mut probe, mut probe_error) = (None, None);
     let path = match &args.url {
         Some(u) => {
-            let rtt = measure_rtt(u)?;
+            let mut url = crate::url::parse_url(u)?;
+            let addr = resolve(&url)?;
+            let rtt = measure_rtt(addr)?;
+            host.route = route_facts(addr.ip());
+            if args.probe_secs > 0.0 {
+                crate::credentials::fill(&mut url)?;
+                match probe::run(&url, args.probe_secs, args.probe_bytes) {
+                    Ok(p) => probe = Some(p),
+                    Err(e) => probe_error = Some(format!("{e:#}")),
+                }
+            }
+            let (rate_bps, rate_source) = match (args.rate, &probe) {
+                (Some(r), _) => (r as f64, "flag"),
+                (None, Some(p)) if !p.window_limited => (p.rate_bps, "probe"),
+                _ => (1e9, "assumed"),
+            };
             Some(PathFacts {
                 // A loopback RTT of a few µs would make every BDP zero: count at least 100 µs.
                 rtt_s: rtt.as_secs_f64().max(1e-4),
-                rate_bps: args.rate as f64,
-                loss: args.loss,
+                rate_bps,
+                rate_source,
+                loss: args.loss.or(probe.as_ref().and_then(|p| p.loss)),
             })
         }
         None => None,
     };
     let report = rules::diagnose(&host, path);
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        let full = Full {
+            report,
+            probe,
+            probe_error,
+        };
+        println!("{}", serde_json::to_string(&full)?);
         return Ok(());
     }
     if let (Some(p), Some(b)) = (report.path, report.bdp_bytes) {
         println!(
-            "path: RTT {:.2} ms (measured), rate {} (--rate), BDP {}",
+            "path: RTT {:.2} ms (measured), rate {} ({}), BDP {}",
             p.rtt_s * 1e3,
             drsftp_units::format_rate(p.rate_bps as u64),
+            match p.rate_source {
+                "flag" => "--rate",
+                "probe" => "measured",
+                _ => "assumed; give --rate",
+            },
             drsftp_units::format_size(b)
         );
+    }
+    if let Some(p) = &probe {
+        println!(
+            "probe: {} of {} in {:.1} s = {}{}{}",
+            p.direction,
+            drsftp_units::format_size(p.bytes),
+            p.seconds,
+            drsftp_units::format_rate(p.rate_bps as u64),
+            match p.loss {
+                Some(l) => format!(", loss {:.3}%", l * 100.0),
+                None => ", loss not observable on a download".into(),
+            },
+            if p.window_limited {
+                ", held by a window or buffer (a lower bound on the path's rate)"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(e) = &probe_error {
+        println!("probe failed: {e}");
     }
     for f in &report.findings {
         let tag = match f.level {
@@ -171,6 +264,5 @@ pub fn run(args: Args) -> Result<()> {
             println!("      {:<15}   {fix}", "");
         }
     }
-    println!("(interface offloads are not checked)");
     Ok(())
 }

@@ -11,6 +11,7 @@ use super::Verb;
 use crate::server::ctx::Ctx;
 use crate::server::error::CmdResult;
 use crate::server::listing::{self, ListFormat, ListKind};
+use crate::server::transfer::Command;
 use crate::server::types::{FsRequest, FsResult, Mode, Payload};
 
 pub(super) const MLSD: Verb = Verb::cmd("MLSD", mlsd);
@@ -42,8 +43,8 @@ fn format(ctx: &Ctx, now: Instant, kind: ListKind) -> ListFormat {
 }
 
 fn send(ctx: &mut Ctx, now: Instant, kind: ListKind, path: &str, payload: Payload) {
-    let what = format!("{} {path}", verb(kind));
-    if let Err(e) = ctx.start_transfer(now, payload, Mode::Stream, what) {
+    let cmd = Command::new(verb(kind), path, None);
+    if let Err(e) = ctx.start_transfer(now, payload, Mode::Stream, cmd) {
         ctx.refuse(&e);
     }
 }

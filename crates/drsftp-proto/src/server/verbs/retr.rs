@@ -22,6 +22,7 @@ use super::Verb;
 use crate::ranges::RangeSet;
 use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
+use crate::server::transfer::Command;
 use crate::server::types::{DataEndpoint, FsRequest, FsResult, Mode, Payload};
 
 /// ` PARALLEL` in FEAT announces `OPTS RETR Parallelism=` (its hook is in `opts_retr.rs`).
@@ -87,6 +88,7 @@ fn send_file(
     verb: &'static str,
 ) -> CmdResult {
     let mut rest = ctx.take_rest();
+    let restart = rest.clone();
     let blast = matches!(ctx.endpoint()?, DataEndpoint::Blast(_));
     // A blast resume: the held ranges ride along with the plan instead of cutting the section into gaps.
     let resume = match rest.take_if(|r| blast && matches!(r, Rest::Ranges(_))) {
@@ -105,14 +107,14 @@ fn send_file(
                         .iter()
                         .map(|r| r.start.min(view)..r.end.min(view))
                         .collect();
-                    let what = format!("{verb} {path}");
+                    let cmd = Command::new(verb, &path, restart);
                     let payload = Payload::SendFile {
                         path,
                         ranges: s.ranges,
                         to_eof: s.to_eof,
                         wire_sub: s.wire_sub,
                     };
-                    if let Err(e) = ctx.start_transfer_with(now, payload, mode, what, resume) {
+                    if let Err(e) = ctx.start_transfer_with(now, payload, mode, cmd, resume) {
                         ctx.refuse(&e);
                     }
                 }

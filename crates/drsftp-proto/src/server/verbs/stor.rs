@@ -16,6 +16,7 @@ use drsftp_storage::{EntryKind, StorageError, WriteMode};
 use super::Verb;
 use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
+use crate::server::transfer::Command;
 use crate::server::types::{FsRequest, FsResult, Mode, Payload};
 
 pub(super) const STOR: Verb = Verb::cmd("STOR", stor).writes();
@@ -39,21 +40,19 @@ pub(crate) fn plan_recv(rest: Option<&Rest>, mode: Mode) -> Result<(WriteMode, u
 fn receive(
     ctx: &mut Ctx,
     now: Instant,
-    verb: &str,
-    path: String,
+    cmd: Command,
     write_mode: WriteMode,
     offset: u64,
     expected: Option<u64>,
 ) -> CmdResult {
-    let what = format!("{verb} {path}");
     let mode = ctx.data.mode;
     let payload = Payload::RecvFile {
-        path,
+        path: cmd.path.clone(),
         write_mode,
         offset,
         expected,
     };
-    ctx.start_transfer(now, payload, mode, what)
+    ctx.start_transfer(now, payload, mode, cmd)
 }
 
 /// `STOR path`.
@@ -64,12 +63,14 @@ fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     ctx.endpoint()?;
     let (write_mode, offset) = plan_recv(rest.as_ref(), ctx.data.mode)?;
     let path = ctx.resolve(arg);
-    receive(ctx, now, "STOR", path, write_mode, offset, expected)
+    let cmd = Command::new("STOR", &path, rest);
+    receive(ctx, now, cmd, write_mode, offset, expected)
 }
 
 /// `APPE path`.
 fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "APPE")?;
+    // APPE writes at the current size whatever REST said: the REST is dropped, not logged.
     ctx.take_rest();
     let expected = ctx.data.allo.take();
     ctx.endpoint()?;
@@ -81,7 +82,8 @@ fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             FsResult::Err(StorageError::NotFound(_)) => 0,
             other => return ctx.fs_failed(other),
         };
-        if let Err(e) = receive(ctx, now, "APPE", path, WriteMode::InPlace, size, expected) {
+        let cmd = Command::new("APPE", &path, None);
+        if let Err(e) = receive(ctx, now, cmd, WriteMode::InPlace, size, expected) {
             ctx.refuse(&e);
         }
     });
@@ -101,7 +103,8 @@ fn esto(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let (_, extra) = plan_recv(rest.as_ref(), ctx.data.mode)?;
     let offset = offset.checked_add(extra).ok_or_else(bad)?;
     let path = ctx.resolve(arg);
-    receive(ctx, now, "ESTO", path, WriteMode::InPlace, offset, expected)
+    let cmd = Command::new("ESTO", &path, rest);
+    receive(ctx, now, cmd, WriteMode::InPlace, offset, expected)
 }
 
 #[cfg(test)]

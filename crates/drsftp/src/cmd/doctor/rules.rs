@@ -23,6 +23,22 @@ pub struct HostFacts {
     pub mtus: Vec<(String, u32)>,
     /// The checked path and its filesystem type.
     pub filesystem: Option<(String, String)>,
+    /// net.core.rmem_max/wmem_max can be written here: false inside a network namespace other than the
+    /// host's first one, where they are global and read-only (a `sysctl -w` there would fail).
+    pub core_mem_settable: bool,
+    /// The interface that routes to the server, when a URL was given.
+    pub route: Option<RouteFacts>,
+}
+
+/// The interface towards the server: its MTU and offloads (None: the driver did not say).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RouteFacts {
+    pub local_addr: String,
+    pub interface: String,
+    pub mtu: Option<u32>,
+    pub tso: Option<bool>,
+    pub gso: Option<bool>,
+    pub gro: Option<bool>,
 }
 
 /// What a path measured (or was said to be).
@@ -31,6 +47,9 @@ pub struct PathFacts {
     pub rtt_s: f64,
     /// Bottleneck rate, bits/s.
     pub rate_bps: f64,
+    /// Where the rate came from: `flag` (--rate), `probe` (measured, not window-limited) or `assumed`
+    /// (1 Gbit/s: the probe was held by a window, so it only bounds the rate from below).
+    pub rate_source: &'static str,
     /// Loss probability, if known.
     pub loss: Option<f64>,
 }
@@ -153,8 +172,16 @@ pub fn diagnose(host: &HostFacts, path: Option<PathFacts>) -> Report {
             fix: if enough {
                 vec![]
             } else {
-                vec![
-                    format!("sysctl -w {key}={want}"),
+                let core = if max >= want {
+                    None
+                } else if host.core_mem_settable {
+                    Some(format!("sysctl -w {key}={want}"))
+                } else {
+                    Some(format!(
+                        "on the machine itself (global, read-only in this network namespace): sysctl -w {key}={want}"
+                    ))
+                };
+                core.into_iter().chain([
                     format!("sysctl -w {tcpkey}=\"{} {} {want}\"", tcp[0], tcp[1]),
                     match bdp {
                         Some(b) => format!(
@@ -163,7 +190,7 @@ pub fn diagnose(host: &HostFacts, path: Option<PathFacts>) -> Report {
                         ),
                         None => "or without root: drsftp copy -p auto".into(),
                     },
-                ]
+                ]).collect()
             },
             cap_bps: stream_cap,
         });
@@ -235,6 +262,46 @@ pub fn diagnose(host: &HostFacts, path: Option<PathFacts>) -> Report {
                 cap_bps: None,
             });
         }
+    }
+    if let Some(r) = &host.route {
+        let off: Vec<&str> = [("tso", r.tso), ("gso", r.gso), ("gro", r.gro)]
+            .into_iter()
+            .filter(|(_, v)| *v == Some(false))
+            .map(|(n, _)| n)
+            .collect();
+        let state = |v: Option<bool>| match v {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "?",
+        };
+        f.push(Finding {
+            level: if off.is_empty() { Level::Ok } else { Level::Warn },
+            topic: "offloads",
+            message: format!(
+                "{} (towards the server, from {}): MTU {}, TSO {}, GSO {}, GRO {}{}",
+                r.interface,
+                r.local_addr,
+                r.mtu.map_or("?".into(), |m| m.to_string()),
+                state(r.tso),
+                state(r.gso),
+                state(r.gro),
+                if off.is_empty() {
+                    ""
+                } else {
+                    "; without them every 1500-byte packet costs a trip through the stack (CPU-bound above a few Gbit/s)"
+                }
+            ),
+            fix: if off.is_empty() {
+                vec![]
+            } else {
+                vec![format!(
+                    "ethtool -K {} {}",
+                    r.interface,
+                    off.iter().map(|o| format!("{o} on")).collect::<Vec<_>>().join(" ")
+                )]
+            },
+            cap_bps: None,
+        });
     }
     if let Some((p, fs)) = &host.filesystem {
         let (level, why) = match fs.as_str() {
@@ -309,6 +376,8 @@ mod tests {
             allowed_congestion: vec!["reno".into(), "cubic".into(), "bbr".into()],
             mtus: vec![("eth0".into(), 1500)],
             filesystem: Some(("/data".into(), "ext4".into())),
+            core_mem_settable: true,
+            route: None,
         }
     }
 
@@ -327,6 +396,7 @@ mod tests {
             Some(PathFacts {
                 rtt_s: 0.001,
                 rate_bps: 1e10,
+                rate_source: "flag",
                 loss: None,
             }),
         );
@@ -340,6 +410,7 @@ mod tests {
             Some(PathFacts {
                 rtt_s: 0.1,
                 rate_bps: 1e9,
+                rate_source: "flag",
                 loss: None,
             }),
         );
@@ -365,6 +436,7 @@ mod tests {
             Some(PathFacts {
                 rtt_s: 0.1,
                 rate_bps: 1e9,
+                rate_source: "flag",
                 loss: None,
             }),
         );
@@ -391,6 +463,7 @@ mod tests {
             Some(PathFacts {
                 rtt_s: 0.1,
                 rate_bps: 1e9,
+                rate_source: "flag",
                 loss: None,
             }),
         );
@@ -413,6 +486,7 @@ mod tests {
             Some(PathFacts {
                 rtt_s: 0.05,
                 rate_bps: 1e9,
+                rate_source: "flag",
                 loss: Some(0.001),
             }),
         );
@@ -430,5 +504,64 @@ mod tests {
             .findings
             .iter()
             .any(|f| f.topic == "filesystem" && f.level == Level::Warn));
+    }
+
+    #[test]
+    fn namespaced_host_gets_only_commands_that_apply_there() {
+        // The lab of docs/bench/doctor.md: tcp_rmem/tcp_wmem max 256 KiB in the namespace, the global
+        // rmem_max 4 MiB (read-only there), 1 Gbit/s x 50 ms.
+        let h = HostFacts {
+            rmem_max: Some(4 << 20),
+            wmem_max: Some(4 << 20),
+            tcp_rmem: Some([4096, 131_072, 262_144]),
+            tcp_wmem: Some([4096, 131_072, 262_144]),
+            core_mem_settable: false,
+            route: Some(RouteFacts {
+                local_addr: "198.18.0.2".into(),
+                interface: "veth0".into(),
+                mtu: Some(1500),
+                tso: Some(true),
+                gso: Some(false),
+                gro: Some(false),
+            }),
+            ..good()
+        };
+        let r = diagnose(
+            &h,
+            Some(PathFacts {
+                rtt_s: 0.05,
+                rate_bps: 1e9,
+                rate_source: "assumed",
+                loss: None,
+            }),
+        );
+        assert_eq!(r.binding, Some("receive-buffer"));
+        let commands: Vec<&str> = r
+            .findings
+            .iter()
+            .flat_map(|f| f.fix.iter())
+            .map(String::as_str)
+            .filter(|l| l.starts_with("sysctl -w"))
+            .collect();
+        assert_eq!(
+            commands,
+            [
+                "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 12582912\"",
+                "sysctl -w net.ipv4.tcp_wmem=\"4096 131072 12582912\"",
+            ]
+        );
+        let rb = r
+            .findings
+            .iter()
+            .find(|f| f.topic == "receive-buffer")
+            .unwrap();
+        assert!(
+            rb.fix[0].starts_with("on the machine itself"),
+            "{:?}",
+            rb.fix
+        );
+        let off = r.findings.iter().find(|f| f.topic == "offloads").unwrap();
+        assert_eq!(off.level, Level::Warn);
+        assert_eq!(off.fix, ["ethtool -K veth0 gso on gro on"]);
     }
 }
