@@ -177,7 +177,8 @@ mod tests {
     #[test]
     fn path_flags_parse_for_every_lab_subcommand() {
         for sub in ["drs", "gridftp", "sweep"] {
-            let cli = Cli::try_parse_from(["drsftp-bench", sub, "--rtt", "50ms", "--rate", "1gbit"]);
+            let cli =
+                Cli::try_parse_from(["drsftp-bench", sub, "--rtt", "50ms", "--rate", "1gbit"]);
             assert!(cli.is_ok(), "{sub}: {cli:?}");
         }
     }

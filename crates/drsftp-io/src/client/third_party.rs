@@ -546,7 +546,9 @@ async fn destination_refusal(
 ) -> Option<Failed> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
     loop {
-        let ev = tokio::time::timeout_at(deadline, d.next_event()).await.ok()?;
+        let ev = tokio::time::timeout_at(deadline, d.next_event())
+            .await
+            .ok()?;
         match step(End::Destination, d, ev) {
             Err(error) => {
                 return Some(Failed {

@@ -142,13 +142,13 @@ fn the_ramp_is_sized_from_the_minimum_rtt() {
     }
     // ...and once it fills the queue the window stays at 2x the base-RTT BDP: the queue is not counted as path.
     assert!(log.iter().all(|e| e.1 <= 2 * pipe * 11 / 10), "{log:?}");
-    assert!(!log.last().unwrap().2, "the ramp ends once the pipe is full: {log:?}");
+    assert!(
+        !log.last().unwrap().2,
+        "the ramp ends once the pipe is full: {log:?}"
+    );
     // Sized from the RTT it reads, the ramp doubled the flight into the queue: 2x the flight, 4x the pipe and more.
     let inflated = slow_start_into_a_queue(false);
-    assert!(
-        inflated.iter().any(|e| e.1 >= 4 * pipe),
-        "{inflated:?}"
-    );
+    assert!(inflated.iter().any(|e| e.1 >= 4 * pipe), "{inflated:?}");
 }
 
 #[test]
