@@ -53,6 +53,22 @@ const NEW_FILE_MODE: u32 = 0o666;
 const NEW_DIR_MODE: u32 = 0o777;
 
 impl FsStorage {
+    /// Opens the regular file at the clean virtual path `v` for reading, beneath the root. It is classified first
+    /// through a path-only fd, so a directory, socket or device gives NotAFile without being opened at all
+    /// (opening a device can have side effects); then opened, beneath the root again, and checked again.
+    fn open_regular(&self, v: &str) -> Result<File> {
+        let probe = self
+            .dir
+            .open_beneath(rel(v), libc::O_PATH, 0)
+            .map_err(|e| resolve_err(v, e))?;
+        drop(regular(probe, v)?);
+        let fd = self
+            .dir
+            .open_beneath(rel(v), libc::O_RDONLY | OPEN_FLAGS, 0)
+            .map_err(|e| resolve_err(v, e))?;
+        regular(fd, v)
+    }
+
     /// Serve the directory `root`. It is canonicalised and opened once here; it must exist and be a directory.
     /// Paths resolve with `openat2` where the kernel allows it, else by the stricter component walk.
     pub fn new(root: impl Into<PathBuf>) -> Result<Self> {
@@ -283,19 +299,7 @@ impl Storage for FsStorage {
     fn open_read(&self, path: &str) -> Result<Arc<dyn FileHandle>> {
         let v = clean(path)?;
         check_visible_name(&v)?;
-        // Classify first through a path-only fd, so a directory, socket or device gives NotAFile without being
-        // opened at all (opening a device can have side effects)...
-        let probe = self
-            .dir
-            .open_beneath(rel(&v), libc::O_PATH, 0)
-            .map_err(|e| resolve_err(&v, e))?;
-        drop(regular(probe, &v)?);
-        // ...then open for reading, beneath the root again, and check again what was opened.
-        let fd = self
-            .dir
-            .open_beneath(rel(&v), libc::O_RDONLY | OPEN_FLAGS, 0)
-            .map_err(|e| resolve_err(&v, e))?;
-        let file = regular(fd, &v)?;
+        let file = self.open_regular(&v)?;
         Ok(Arc::new(FsFile { file, vpath: v }))
     }
 
@@ -413,17 +417,7 @@ impl Storage for FsStorage {
     fn set_modified(&self, path: &str, time: SystemTime) -> Result<()> {
         let v = clean(path)?;
         check_visible_name(&v)?;
-        // As open_read: classify through a path-only fd first, so a device is never opened.
-        let probe = self
-            .dir
-            .open_beneath(rel(&v), libc::O_PATH, 0)
-            .map_err(|e| resolve_err(&v, e))?;
-        drop(regular(probe, &v)?);
-        let fd = self
-            .dir
-            .open_beneath(rel(&v), libc::O_RDONLY | OPEN_FLAGS, 0)
-            .map_err(|e| resolve_err(&v, e))?;
-        regular(fd, &v)?
+        self.open_regular(&v)?
             .set_modified(time)
             .map_err(|e| StorageError::from_io(&v, e))
     }
