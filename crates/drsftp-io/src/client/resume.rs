@@ -98,32 +98,12 @@ impl Checkpoint {
     }
 
     pub(crate) fn decode(b: &[u8]) -> Result<Checkpoint, String> {
-        let split = b
-            .windows(2)
-            .position(|w| w == b"\n\n")
-            .ok_or("no header end")?;
-        let head = std::str::from_utf8(&b[..split]).map_err(|_| "header is not UTF-8")?;
-        let body = &b[split + 2..];
-        let mut lines = head.lines();
-        if lines.next() != Some(FORMAT) {
-            return Err("unknown format or version".into());
-        }
-        let mut field = |key: &str| -> Result<String, String> {
-            lines
-                .next()
-                .and_then(|l| l.strip_prefix(key))
-                .and_then(|l| l.strip_prefix(' '))
-                .map(str::to_string)
-                .ok_or_else(|| format!("missing {key}"))
-        };
-        let num = |v: String, key: &str| v.parse::<u64>().map_err(|_| format!("bad {key}"));
-        let source = field("source")?;
-        let size = num(field("size")?, "size")?;
-        let mtime = Some(field("mtime")?).filter(|m| m != "-");
-        let payload = num(field("packet")?, "packet")? as usize;
-        let packets = num(field("packets")?, "packets")?;
-        let crc = u32::from_str_radix(&field("crc32c")?, 16).map_err(|_| "bad crc32c")?;
-        let params = TransferParams::new(0, size, payload).map_err(|e| e.to_string())?;
+        let (mut h, body) = Header::split(b, FORMAT)?;
+        let id = h.identity()?;
+        let payload = h.num("packet")? as usize;
+        let packets = h.num("packets")?;
+        let crc = h.crc()?;
+        let params = TransferParams::new(0, id.size, payload).map_err(|e| e.to_string())?;
         if params.total_packets() != packets {
             return Err("packet count does not match size and packet size".into());
         }
@@ -131,15 +111,7 @@ impl Checkpoint {
             return Err("map CRC mismatch".into());
         }
         let map = Bitmap::from_bytes(packets, body).map_err(|e| e.to_string())?;
-        Ok(Checkpoint {
-            id: Identity {
-                source,
-                size,
-                mtime,
-            },
-            payload,
-            map,
-        })
+        Ok(Checkpoint { id, payload, map })
     }
 
     /// The bytes its map covers.
@@ -175,26 +147,11 @@ impl RangeCheckpoint {
     }
 
     pub(crate) fn decode(b: &[u8]) -> Result<RangeCheckpoint, String> {
-        let text = std::str::from_utf8(b).map_err(|_| "not UTF-8")?;
-        let (head, body) = text.split_once("\n\n").ok_or("no header end")?;
-        let mut lines = head.lines();
-        if lines.next() != Some(RANGES_FORMAT) {
-            return Err("unknown format or version".into());
-        }
-        let mut field = |key: &str| -> Result<String, String> {
-            lines
-                .next()
-                .and_then(|l| l.strip_prefix(key))
-                .and_then(|l| l.strip_prefix(' '))
-                .map(str::to_string)
-                .ok_or_else(|| format!("missing {key}"))
-        };
-        let num = |v: String, key: &str| v.parse::<u64>().map_err(|_| format!("bad {key}"));
-        let source = field("source")?;
-        let size = num(field("size")?, "size")?;
-        let mtime = Some(field("mtime")?).filter(|m| m != "-");
-        let count = num(field("ranges")?, "ranges")?;
-        let crc = u32::from_str_radix(&field("crc32c")?, 16).map_err(|_| "bad crc32c")?;
+        let (mut h, body) = Header::split(b, RANGES_FORMAT)?;
+        let id = h.identity()?;
+        let count = h.num("ranges")?;
+        let crc = h.crc()?;
+        let body = std::str::from_utf8(body).map_err(|_| "ranges are not UTF-8")?;
         if crc32c::crc32c(body.as_bytes()) != crc {
             return Err("ranges CRC mismatch".into());
         }
@@ -206,17 +163,61 @@ impl RangeCheckpoint {
         if held.len() as u64 != count {
             return Err("range count does not match".into());
         }
-        if held.ranges().last().is_some_and(|r| r.end > size) {
+        if held.ranges().last().is_some_and(|r| r.end > id.size) {
             return Err("ranges past the end of the file".into());
         }
-        Ok(RangeCheckpoint {
-            id: Identity {
-                source,
-                size,
-                mtime,
-            },
-            held,
+        Ok(RangeCheckpoint { id, held })
+    }
+}
+
+/// The text header both checkpoint formats share: the format line, then `key value` lines in a fixed order
+/// (the source's identity first), then a blank line before the body.
+struct Header<'a> {
+    lines: std::str::Lines<'a>,
+}
+
+impl<'a> Header<'a> {
+    /// The header of `b`, checked to be `format`, and the body after it.
+    fn split(b: &'a [u8], format: &str) -> Result<(Header<'a>, &'a [u8]), String> {
+        let split = b
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .ok_or("no header end")?;
+        let head = std::str::from_utf8(&b[..split]).map_err(|_| "header is not UTF-8")?;
+        let mut lines = head.lines();
+        if lines.next() != Some(format) {
+            return Err("unknown format or version".into());
+        }
+        Ok((Header { lines }, &b[split + 2..]))
+    }
+
+    /// The value of the next line, which must be `key`'s.
+    fn field(&mut self, key: &str) -> Result<String, String> {
+        self.lines
+            .next()
+            .and_then(|l| l.strip_prefix(key))
+            .and_then(|l| l.strip_prefix(' '))
+            .map(str::to_string)
+            .ok_or_else(|| format!("missing {key}"))
+    }
+
+    fn num(&mut self, key: &str) -> Result<u64, String> {
+        self.field(key)?
+            .parse::<u64>()
+            .map_err(|_| format!("bad {key}"))
+    }
+
+    /// `source`, `size` and `mtime` (`-` when the server gave none).
+    fn identity(&mut self) -> Result<Identity, String> {
+        Ok(Identity {
+            source: self.field("source")?,
+            size: self.num("size")?,
+            mtime: Some(self.field("mtime")?).filter(|m| m != "-"),
         })
+    }
+
+    fn crc(&mut self) -> Result<u32, String> {
+        u32::from_str_radix(&self.field("crc32c")?, 16).map_err(|_| "bad crc32c".into())
     }
 }
 
