@@ -3,15 +3,14 @@
 //! sizes; SIGHUP to a real server process while a download is held open mid-transfer (it completes, and a user
 //! added to the users file meanwhile can log in); `--data-ports` keeping PASV, EPSV, SPAS and BPAS in range and
 //! answering 425 when the range is used up; IPv6 end to end on `[::1]` (skipped with a reason without IPv6
-//! loopback); the Debian package metadata; and `drsftp copy` defaults and host aliases from
-//! `$XDG_CONFIG_HOME/drsftp/config.toml`; `drsftp doctor` measuring a real server (RTT, upload and download
-//! probes, the route's offloads); and the transfer log naming the verb the client sent and its REST.
+//! loopback); and the transfer log naming the verb the client sent and its REST. The client's side of operations
+//! is in `cli_client_ops.rs`, the Debian package in `package_install.rs`.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,10 +18,6 @@ use common::*;
 
 const T: Duration = Duration::from_secs(120);
 const PW: &str = "correct horse battery";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// A `drsftp serve` started with `args` (plus `--print-addr`), its control address and, with --metrics, the
 /// metrics address. Killed by PID on drop (`ServerProcess`).
@@ -79,25 +74,6 @@ fn passwd(file: &Path, name: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// GET http://addr/metrics.
-fn scrape(addr: SocketAddr) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    text
-}
-
-/// The value of the sample named exactly `name` (with labels, if any), 0 if absent.
-fn sample(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-        .map_or(0.0, |v| v.trim().parse().unwrap())
 }
 
 /// The transfer log's lines, waiting up to 10 s for `n` of them (the writer is a thread of its own).
@@ -561,260 +537,4 @@ fn ipv6_loopback_end_to_end() {
     raw.login();
     let r = raw.cmd("EPSV");
     assert!(r.starts_with("229") && r.contains("(|||"), "{r}");
-}
-
-#[test]
-fn debian_metadata_names_files_that_exist() {
-    let manifest =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
-    let doc: toml::Table = toml::from_str(&manifest).unwrap();
-    let deb = &doc["package"]["metadata"]["deb"];
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut dests = vec![];
-    for a in deb["assets"].as_array().unwrap() {
-        let a = a.as_array().unwrap();
-        let (src, dest) = (a[0].as_str().unwrap(), a[1].as_str().unwrap());
-        dests.push(dest.to_string());
-        if !src.starts_with("target/") {
-            assert!(crate_dir.join(src).is_file(), "asset {src} missing");
-        }
-    }
-    assert!(dests.iter().any(|d| d == "usr/bin/"));
-    assert!(dests.iter().any(|d| d == "etc/drsftp/drsftp.toml"));
-    let units = deb["systemd-units"]["unit-scripts"].as_str().unwrap();
-    assert!(crate_dir.join(units).join("drsftp.service").is_file());
-    assert!(crate_dir
-        .join(deb["maintainer-scripts"].as_str().unwrap())
-        .join("postinst")
-        .is_file());
-    // The unit starts the server on the packaged config, which itself parses (every key a serve flag).
-    let unit = std::fs::read_to_string(repo().join("packaging/drsftp.service")).unwrap();
-    assert!(unit
-        .contains("ExecStart=/usr/bin/drsftp --log info serve --config /etc/drsftp/drsftp.toml"));
-    for k in [
-        "NoNewPrivileges=yes",
-        "ProtectSystem=strict",
-        "ReadWritePaths=/srv/drsftp /var/log/drsftp",
-        "PrivateTmp=yes",
-    ] {
-        assert!(unit.contains(k), "{k}");
-    }
-    let config = repo().join("packaging/drsftp.toml");
-    let (ok, out, err) = run(
-        Command::new(bin()).args([
-            "serve",
-            "--config",
-            config.to_str().unwrap(),
-            "--print-config",
-        ]),
-        T,
-    );
-    assert!(ok, "{err}");
-    assert!(out.contains("data-ports = \"50000-51000\""), "{out}");
-    assert!(
-        out.contains("transfer-log = \"/var/log/drsftp/transfers.jsonl\""),
-        "{out}"
-    );
-
-    // With cargo-deb installed, build the package and list it (skipped with the reason otherwise).
-    let have_deb = Command::new("cargo")
-        .args(["deb", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let have_dpkg = Command::new("dpkg-deb")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !(have_deb && have_dpkg) {
-        eprintln!("SKIPPED building the .deb (cargo-deb: {have_deb}, dpkg-deb: {have_dpkg}; `cargo install cargo-deb --locked`)");
-        return;
-    }
-    let out = Command::new("cargo")
-        .current_dir(repo())
-        .args([
-            "deb",
-            "-p",
-            "drsftp",
-            "--no-build",
-            "--strip",
-            "--fast",
-            "-o",
-        ])
-        .arg(std::env::temp_dir())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let deb_path = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .lines()
-        .last()
-        .unwrap()
-        .to_string();
-    let list = Command::new("dpkg-deb")
-        .args(["-c", &deb_path])
-        .output()
-        .unwrap();
-    let list = String::from_utf8_lossy(&list.stdout);
-    for f in [
-        "./usr/bin/drsftp",
-        "./etc/drsftp/drsftp.toml",
-        "drsftp.service",
-    ] {
-        assert!(list.contains(f), "{f} not in the package:\n{list}");
-    }
-    let _ = std::fs::remove_file(&deb_path);
-}
-
-#[test]
-fn client_config_gives_copy_defaults_and_host_aliases() {
-    let d = tempfile::tempdir().unwrap();
-    let root = d.path().join("srv");
-    std::fs::create_dir(&root).unwrap();
-    let want = random_file(&root.join("f.bin"), 1 << 20, 9);
-    let (srv, _) = serve(
-        d.path(),
-        &[
-            "--root",
-            root.to_str().unwrap(),
-            "--anonymous",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    );
-    let xdg = d.path().join("xdg");
-    std::fs::create_dir_all(xdg.join("drsftp")).unwrap();
-    std::fs::write(
-        xdg.join("drsftp/config.toml"),
-        format!(
-            "[copy]\nparallel = 3\njson = true\n\n[hosts.lab]\nhost = \"{}\"\n",
-            srv.addr
-        ),
-    )
-    .unwrap();
-    let copy_with = |extra: &[&str], out: &Path| {
-        run(
-            Command::new(bin())
-                .arg("copy")
-                .arg("ftp://lab/f.bin")
-                .arg(out)
-                .args(extra)
-                .env("XDG_CONFIG_HOME", &xdg)
-                .env("HOME", "/nonexistent"),
-            T,
-        )
-    };
-    // The alias reaches the server; [copy] asks for 3 streams and a JSON summary.
-    let got = d.path().join("a.bin");
-    let (ok, out, err) = copy_with(&[], &got);
-    assert!(ok, "{err}");
-    assert_eq!(sha256_file(&got), want);
-    assert_eq!(json_of(&out)["streams"], 3, "{out}");
-    // The command line wins over the file.
-    let got = d.path().join("b.bin");
-    let (ok, out, err) = copy_with(&["-p", "2"], &got);
-    assert!(ok, "{err}");
-    assert_eq!(json_of(&out)["streams"], 2, "{out}");
-    // An unknown key is named.
-    std::fs::write(xdg.join("drsftp/config.toml"), "[copy]\nparalel = 3\n").unwrap();
-    let (ok, _, err) = copy_with(&[], &d.path().join("c.bin"));
-    assert!(!ok && err.contains("unknown key \"paralel\""), "{err}");
-}
-
-#[test]
-fn doctor_reports_host_facts_and_measures_a_server() {
-    let d = tempfile::tempdir().unwrap();
-    let (srv, _) = serve(
-        d.path(),
-        &[
-            "--root",
-            d.path().to_str().unwrap(),
-            "--anonymous",
-            "--anonymous-write",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    );
-    let (ok, out, err) = run(
-        Command::new(bin())
-            .args([
-                "doctor",
-                &srv.url("/"),
-                "--rate",
-                "10gbit",
-                "--probe-secs",
-                "0.5",
-                "--json",
-                "--path",
-            ])
-            .arg(d.path()),
-        T,
-    );
-    assert!(ok, "{err}");
-    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    // The host facts are this machine's.
-    if let Ok(v) = std::fs::read_to_string("/proc/sys/net/core/rmem_max") {
-        assert_eq!(r["host"]["rmem_max"], v.trim().parse::<u64>().unwrap());
-    }
-    let rtt = r["path"]["rtt_s"].as_f64().unwrap();
-    assert!(rtt > 0.0 && rtt < 0.5, "loopback RTT {rtt}");
-    // BDP = rate × RTT.
-    let bdp = r["bdp_bytes"].as_u64().unwrap();
-    assert_eq!(bdp, (1e10 / 8.0 * rtt) as u64);
-    assert!(r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|f| f["topic"] == "congestion"));
-    assert_eq!(r["path"]["rate_source"], "flag");
-    // The directory URL: an upload probe, measured as the sender (loss is a number), its scratch file gone.
-    let p = &r["probe"];
-    assert_eq!(p["direction"], "upload", "{r}");
-    assert!(p["bytes"].as_u64().unwrap() > 0, "{p}");
-    assert!(p["rate_bps"].as_f64().unwrap() > 0.0, "{p}");
-    let loss = p["loss"].as_f64().unwrap();
-    assert!((0.0..1.0).contains(&loss), "{p}");
-    let left: Vec<_> = std::fs::read_dir(d.path())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains("drsftp-doctor"))
-        .collect();
-    assert!(left.is_empty(), "scratch file left: {left:?}");
-    // The route to the server is loopback, whose offloads the kernel reports.
-    assert_eq!(r["host"]["route"]["interface"], "lo", "{r}");
-    assert_eq!(r["host"]["route"]["mtu"], 65536);
-    assert!(r["host"]["route"]["gso"].is_boolean(), "{r}");
-    // A file URL: a download probe of that file; a receiver cannot see loss. Without --rate the BDP uses the
-    // probe's rate or says it assumed one.
-    std::fs::write(d.path().join("probe.bin"), vec![7u8; 4 << 20]).unwrap();
-    let (ok, out, err) = run(
-        Command::new(bin()).args([
-            "doctor",
-            &srv.url("/probe.bin"),
-            "--probe-secs",
-            "0.5",
-            "--json",
-        ]),
-        T,
-    );
-    assert!(ok, "{err}");
-    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    let p = &r["probe"];
-    assert_eq!(p["direction"], "download", "{r}");
-    assert_eq!(p["bytes"], 4 << 20, "{p}");
-    assert!(p["loss"].is_null(), "{p}");
-    let source = r["path"]["rate_source"].as_str().unwrap();
-    assert!(source == "probe" || source == "assumed", "{r}");
-    if source == "probe" {
-        assert_eq!(r["path"]["rate_bps"], p["rate_bps"]);
-    }
-    // A server that is not there is an error, not a report.
-    let (ok, _, err) = run(
-        Command::new(bin()).args(["doctor", "ftp://127.0.0.1:1/"]),
-        T,
-    );
-    assert!(!ok && err.contains("connect"), "{err}");
 }

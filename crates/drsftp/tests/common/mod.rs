@@ -183,3 +183,27 @@ pub fn pasv_addr(reply: &str) -> SocketAddr {
         .parse()
         .expect("addr")
 }
+
+/// The workspace's root directory.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// GET http://addr/metrics (the Prometheus text of `serve --metrics`).
+pub fn scrape(addr: SocketAddr) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text
+}
+
+/// The value of the metrics sample named exactly `name` (with labels, if any), 0 if absent.
+pub fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
+}
