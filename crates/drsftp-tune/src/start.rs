@@ -41,6 +41,9 @@ pub struct AutoStartInput {
     pub cores: u32,
     pub mem_budget: u64,
     pub max_streams: u32,
+    /// The server offers MODE E (its FEAT lists `PARALLEL`). Plain FTP servers do not: one stream in stream
+    /// mode is then the only way to move data.
+    pub mode_e: bool,
 }
 
 /// The choice and why.
@@ -61,6 +64,20 @@ pub fn auto_start(inp: &AutoStartInput) -> AutoStart {
         .rate_bps
         .filter(|r| *r > 0.0)
         .unwrap_or(DEFAULT_RATE_BPS);
+    if !inp.mode_e {
+        return AutoStart {
+            streams: 1,
+            model_buf: match inp.buffer {
+                StartBuffer::Fixed(b) => b,
+                StartBuffer::Adaptive { max_buf } => max_buf,
+            },
+            rate_bps: rate,
+            local: inp.loopback || inp.rtt < LOCAL_RTT,
+            reason: "-p auto chose 1: the server does not offer MODE E (no PARALLEL in its FEAT), so one \
+                     stream in stream mode"
+                .into(),
+        };
+    }
     let cap = if inp.rate_bps.is_some() {
         inp.max_streams
     } else {
@@ -148,6 +165,20 @@ mod tests {
             cores: 2,
             mem_budget: 64 << 20,
             max_streams: 32,
+            mode_e: true,
+        }
+    }
+
+    #[test]
+    fn a_server_without_mode_e_gets_one_stream() {
+        for rtt in [Duration::from_micros(60), Duration::from_millis(100)] {
+            let mut i = input(rtt);
+            i.mode_e = false;
+            let a = auto_start(&i);
+            assert_eq!(a.streams, 1, "{a:?}");
+            assert!(a.reason.contains("does not offer MODE E"), "{}", a.reason);
+            i.mode_e = true;
+            assert!(auto_start(&i).streams > 1, "the same path with MODE E");
         }
     }
 

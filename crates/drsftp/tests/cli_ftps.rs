@@ -1,7 +1,8 @@
 //! `drsftp copy`/`ls` ⇄ `drsftp serve` over explicit FTPS in stream mode and MODE E (`-p 8`, `-p auto`, every
 //! data connection TLS and resuming the control session): trust by `--cacert` and by
 //! `--tls-fingerprint`; a wrong fingerprint or an untrusted CA fails with a clear error before any USER goes
-//! out; `--tls require` against a server without TLS fails; a third-party copy from a TLS source without SSCN
+//! out; `--tls require` against a server without TLS fails; download and upload with a plain FTPS server
+//! (pyftpdlib); a third-party copy from a TLS source without SSCN
 //! (pyftpdlib) fails rather than going cleartext; and, as root with tcpdump, a capture of a `PROT P`
 //! download with a password login holds neither the file's marker string nor the password.
 
@@ -166,6 +167,52 @@ fn third_party_copy_is_tls_end_to_end() {
     ]);
     assert!(!ok, "--tls off against two --tls-required servers: {err}");
     assert!(!root2.join("never.bin").exists());
+}
+
+/// A plain FTPS server that is not drsftp (pyftpdlib: stream mode only, TYPE A until told otherwise, so SIZE is
+/// refused before `TYPE I`, no MODE E): download and upload with the default `-p auto` under `--tls require`
+/// with the CA, byte-identical, PROT P, in stream mode.
+#[test]
+fn plain_ftps_server_download_and_upload() {
+    let s = tlsfix::serve(false);
+    let root = s.dir.path().join("py");
+    std::fs::create_dir_all(&root).unwrap();
+    let Some(py) = tlsfix::pyftpdlib("plain_ftps_server_download_and_upload", &s.pki, &root) else {
+        return;
+    };
+    let want = random_file(&root.join("data.bin"), 2 << 20, 37);
+    let ca = s.pki.ca.display().to_string();
+    let base = format!("ftp://{USER}:{PASSWORD}@{}", py.authority());
+    let dl = s.dir.path().join("dl.bin");
+    let (ok, out, err) = drsftp(&[
+        "copy",
+        "--tls",
+        "require",
+        "--cacert",
+        &ca,
+        &format!("{base}/data.bin"),
+        dl.to_str().unwrap(),
+    ]);
+    assert!(ok, "download: {out} {err}\n{}", py.log_text());
+    assert_eq!(sha256_file(&dl), want);
+    let size = err.find("-> SIZE").expect("SIZE was asked");
+    let type_i = err.find("-> TYPE I").expect("TYPE I was sent");
+    assert!(type_i < size, "SIZE went out before TYPE I:\n{err}");
+    assert!(err.contains("-> PROT P"), "{err}");
+    // No FEAT PARALLEL: the default -p auto stays in stream mode rather than failing on MODE E.
+    assert!(!err.contains("-> MODE E"), "{err}");
+    let (ok, out, err) = drsftp(&[
+        "copy",
+        "--tls",
+        "require",
+        "--cacert",
+        &ca,
+        dl.to_str().unwrap(),
+        &format!("{base}/up.bin"),
+    ]);
+    assert!(ok, "upload: {out} {err}\n{}", py.log_text());
+    assert!(!err.contains("-> MODE E"), "{err}");
+    assert_eq!(sha256_file(&root.join("up.bin")), want);
 }
 
 /// A TLS source without SSCN (pyftpdlib) under `--tls require`, server to server: the source cannot be the TLS

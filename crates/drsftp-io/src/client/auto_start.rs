@@ -101,6 +101,7 @@ impl Client {
             cores: std::thread::available_parallelism().map_or(2, |n| n.get() as u32),
             mem_budget: AUTO_MEM_BUDGET,
             max_streams: AUTO_START_MAX_STREAMS,
+            mode_e: self.features().parallel(),
         };
         Ok(AutoChoice {
             start: auto_start(&inp),

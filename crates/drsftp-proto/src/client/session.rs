@@ -200,7 +200,13 @@ impl ClientSession {
                 Step::Cmd("FEAT".into(), Kind::Feat),
             ]
             .into(),
-            Op::Size(p) => [Step::Cmd(format!("SIZE {p}"), Kind::Size)].into(),
+            // SIZE is only defined in binary mode: RFC 3659 §4 lets a server refuse it under TYPE A (the
+            // default), and pyftpdlib and ProFTPD do.
+            Op::Size(p) => {
+                let mut s = self.prelude(None);
+                s.push_back(Step::Cmd(format!("SIZE {p}"), Kind::Size));
+                s
+            }
             Op::Checksum {
                 algorithm,
                 offset,

@@ -339,7 +339,9 @@ fn buffer_falls_back_to_sbuf_then_continues() {
 fn size_checksum_list_raw_quit() {
     let mut h = Scripted::new();
     login_globus(&mut h);
+    // SIZE goes out in binary mode: a server may refuse it under TYPE A (RFC 3659 §4).
     h.start(Op::Size("/f".into()));
+    h.expect("TYPE I", "200 ok\n");
     h.expect("SIZE /f", "213 209715200\n");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Size(209715200))]);
     h.start(Op::Checksum {
@@ -370,7 +372,6 @@ fn size_checksum_list_raw_quit() {
         path: "/tmp".into(),
         kind: ListKind::Mlsd,
     });
-    h.expect("TYPE I", "200 ok\n");
     h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,0,21)\n");
     h.s.handle_data_ready(h.now);
     h.expect("MLSD /tmp", "150 Opening\n226 Closing\n");
@@ -395,6 +396,8 @@ fn reply_timeout_is_fatal_and_virtual() {
     assert_eq!(h.s.poll_timeout(), Some(h.now + Duration::from_secs(60)));
     h.reply("220 hi\n");
     h.start(Op::Size("/x".into()));
+    assert_eq!(sent(&mut h), "TYPE I");
+    h.reply("200 ok\n");
     assert_eq!(sent(&mut h), "SIZE /x");
     let d = h.s.poll_timeout().unwrap();
     h.s.handle_timeout(d - Duration::from_millis(1));

@@ -373,11 +373,14 @@ async fn copy(
     if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
         *auto = Some(super::auto::choose(&mut client, url, &mut opts, None).await?);
         // Online refinement from that start (uploads: we are the MODE E sender; downloads from a drsftp server:
-        // OPTS RETR Parallelism=<start>,1,<max>; and the server refines).
-        opts.auto_streams = Some(drsftp_io::data::AutoSender::new(drsftp_tune::AutoConfig {
-            max_streams: AUTO_MAX_STREAMS.max(opts.streams),
-            ..drsftp_tune::AutoConfig::default()
-        }));
+        // OPTS RETR Parallelism=<start>,1,<max>; and the server refines). It needs MODE E, which a plain FTP
+        // server lacks: the start choice then said one stream, and stream mode it stays.
+        opts.auto_streams = client.features().parallel().then(|| {
+            drsftp_io::data::AutoSender::new(drsftp_tune::AutoConfig {
+                max_streams: AUTO_MAX_STREAMS.max(opts.streams),
+                ..drsftp_tune::AutoConfig::default()
+            })
+        });
     }
     let progress = Arc::new(Progress::new());
     let summary = match plan {

@@ -120,7 +120,7 @@ pub fn url(s: &TlsServer, path: &str) -> String {
 
 /// pyftpdlib's FTPS server (`TLS_FTPHandler`: AUTH TLS, PBSZ, PROT, and no SSCN) serving `root` to [`USER`] with
 /// `pki`'s server certificate; cleartext data connections are allowed, so only the client can keep data out of
-/// cleartext. `None`, with a printed reason, when no Python on this machine has pyftpdlib and pyOpenSSL
+/// cleartext. Left at its defaults otherwise: it starts in TYPE A and refuses SIZE there, as RFC 3659 allows. `None`, with a printed reason, when no Python on this machine has pyftpdlib and pyOpenSSL
 /// (scripts/setup.sh installs Debian's python3-pyftpdlib).
 pub fn pyftpdlib(test: &str, pki: &Pki, root: &Path) -> Option<ServerProcess> {
     const SERVER: &str = r#"
@@ -136,10 +136,6 @@ class Handler(TLS_FTPHandler):
     certfile = cert
     keyfile = key
     authorizer = auth
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        # pyftpdlib refuses SIZE in its default ASCII type, and drsftp asks SIZE before TYPE I.
-        self._current_type = "i"
 FTPServer(("127.0.0.1", int(port)), Handler).serve_forever()
 "#;
     let has = |py: &&&str| {
