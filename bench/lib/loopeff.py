@@ -16,6 +16,7 @@ the server's RSS is summed over its process tree. Output: a report on stdout and
 """
 import json
 import os
+import signal
 import shutil
 import socket
 import statistics
@@ -35,14 +36,16 @@ def free_port():
 
 
 def wait_port(port, proc, what):
+    """Waits until something listens on 127.0.0.1:port, from /proc/net/tcp: a probe connection would count as a
+    client (iperf3 answers the real one after it with "the server is busy")."""
+    want = f"0100007F:{port:04X}"
     for _ in range(200):
         if proc.poll() is not None:
             sys.exit(f"{what} exited at start")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
+        with open("/proc/net/tcp") as f:
+            if any(l.split()[1] == want and l.split()[3] == "0A" for l in list(f)[1:]):
+                return
+        time.sleep(0.05)
     sys.exit(f"{what} did not listen on {port}")
 
 
@@ -111,6 +114,8 @@ def client_cpu_of_last_child():
 
 
 def main():
+    # A SIGTERM (timeout, ^C from a wrapper) ends through `finally`, so the servers started here are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.environ["DRSFTP_PASSWORD"] = "bench-pw"  # the drsftp client's password, kept off the command line
     work, bin_, size_mib, rounds, placement = (
         sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1")
@@ -198,19 +203,15 @@ def main():
                     if os.path.getsize(out) != size or not filecmp(out, src):
                         sys.exit(f"{k}: the copy differs from the source")
                     os.remove(out)
-                rows.append(dict(round=r + 1, case=k, wall=wall, mbps_wall=size * 8 / wall / 1e6,
+                row = dict(round=r + 1, case=k, wall=wall, mbps_wall=size * 8 / wall / 1e6,
                                  mbps_tool=tool_mbps, cli_cpu=cli_cpu, srv_cpu=srv_cpu,
                                  cli_rss_peak=max(cs, default=0), cli_rss_mean=mean(cs),
-                                 srv_rss_peak=max(ss, default=0), srv_rss_mean=mean(ss)))
+                                 srv_rss_peak=max(ss, default=0), srv_rss_mean=mean(ss))
+                rows.append(row)
+                write_row(os.path.join(work, "results.csv"), row)
                 print(f"loopeff: round {r + 1} {k}: {wall:.2f} s, tool {tool_mbps or 0:.0f} Mbit/s, "
                       f"CPU client {cli_cpu:.2f} s server {srv_cpu:.2f} s", file=sys.stderr)
             loads.append(os.getloadavg()[0])
-        with open(os.path.join(work, "results.csv"), "w") as f:
-            cols = list(rows[0])
-            f.write(",".join(cols) + "\n")
-            for row in rows:
-                f.write(",".join("" if row[c] is None else (f"{row[c]:.4f}" if isinstance(row[c], float)
-                                                           else str(row[c])) for c in cols) + "\n")
         report(rows, order, names, size, rounds, loads)
     finally:
         for p in procs:
@@ -220,6 +221,16 @@ def main():
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def write_row(path, row):
+    """Appends one run to results.csv (written as runs finish, so an interrupted run keeps what it measured)."""
+    new = not os.path.exists(path)
+    with open(path, "a") as f:
+        if new:
+            f.write(",".join(row) + "\n")
+        f.write(",".join("" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
+                         for v in row.values()) + "\n")
 
 
 def mean(v):
