@@ -236,7 +236,8 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "a check beyond one per core waits");
         drop(held);
-        waiting.await.unwrap().unwrap();
+        let _granted = waiting.await.unwrap().unwrap();
+        assert_eq!(slots.available_permits(), login_slots() - 1);
     }
 
     #[test]
