@@ -147,8 +147,14 @@ pub(crate) async fn run(
                             .users()
                             .unwrap_or_else(|| params.users.clone());
                         let tx = login_tx.clone();
-                        // argon2 takes tens of milliseconds of CPU by design: never on the runtime's threads.
+                        let slots = shared.login_slots();
+                        // argon2 takes tens of milliseconds of CPU by design: never on the runtime's threads, and
+                        // with a permit, so logins together hold at most cores × its memory.
                         tokio::spawn(async move {
+                            let Ok(_permit) = slots.acquire_owned().await else {
+                                let _ = tx.send(None).await; // never closed; a refusal if it were
+                                return;
+                            };
                             let grant = tokio::task::spawn_blocking(move || {
                                 users.verify(&name, &password.0)
                             })

@@ -32,6 +32,11 @@ impl Default for ServerLimits {
     }
 }
 
+/// Password verifications that may run at once: one per core.
+fn login_slots() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
 /// Most addresses the failure map remembers; beyond it, expired then oldest entries are dropped (an attacker
 /// with many addresses can push entries out, but then each address has its own small budget anyway).
 const MAX_TRACKED: usize = 4096;
@@ -56,6 +61,7 @@ pub(crate) struct Shared {
     live: Arc<super::ops::Live>,
     sessions: Arc<Mutex<Counts>>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    logins: Arc<tokio::sync::Semaphore>,
 }
 
 /// One open session's place in the counters; dropping it gives the place back.
@@ -90,7 +96,14 @@ impl Shared {
             live,
             sessions: Arc::default(),
             failures: Mutex::default(),
+            logins: Arc::new(tokio::sync::Semaphore::new(login_slots())),
         }
+    }
+
+    /// Permits for password verifications: take one before running argon2 and hold it until the result is in.
+    /// Verification is CPU-bound, so more at once than cores would not finish sooner, only hold more memory.
+    pub(crate) fn login_slots(&self) -> Arc<tokio::sync::Semaphore> {
+        Arc::clone(&self.logins)
     }
 
     /// A slot for a new session from `ip`, or `None` when a limit is reached.
@@ -208,6 +221,23 @@ mod tests {
         let second = s.open_session(ip).unwrap();
         assert!(s.open_session(ip).is_none());
         drop((first, second));
+    }
+
+    /// Many sessions sending PASS at once run at most one argon2 verification per core: the next waits for a
+    /// permit (each verification holds ~19 MiB, so this bounds login memory to cores × 19 MiB).
+    #[tokio::test]
+    async fn password_checks_run_at_most_one_per_core() {
+        let s = Shared::new(ServerLimits::default(), Arc::default());
+        let slots = s.login_slots();
+        let held: Vec<_> = (0..login_slots())
+            .map(|_| Arc::clone(&slots).try_acquire_owned().unwrap())
+            .collect();
+        let waiting = tokio::spawn(Arc::clone(&slots).acquire_owned());
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "a check beyond one per core waits");
+        drop(held);
+        let _granted = waiting.await.unwrap().unwrap();
+        assert_eq!(slots.available_permits(), login_slots() - 1);
     }
 
     #[test]

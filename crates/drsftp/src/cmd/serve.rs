@@ -342,6 +342,11 @@ pub fn run(args: Args, cli: &clap::ArgMatches) -> Result<()> {
         storage,
         ops: ops.clone(),
     };
+    // Memory freed by logins (argon2id, ~19 MiB each) and transfers goes back to the kernel instead of staying in
+    // glibc's arenas, so RSS stays bounded over many sessions (drsftp_sys::malloc, docs/bench/loopback.md).
+    if !drsftp_sys::malloc::pin_mmap_threshold() {
+        tracing::debug!("could not pin the allocator's mmap threshold");
+    }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         // Handlers first: a SIGHUP sent as soon as the address is printed must reload, not kill.
