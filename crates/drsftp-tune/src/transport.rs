@@ -101,7 +101,11 @@ pub const PROFILE_LOSSY: f64 = 0.0005;
 
 /// The start choice: `peer_blast` whether the peer offers blast, `profile` the path profile's loss if any,
 /// `watchable` whether the transfer can switch mid-way (a whole download of known size).
-pub fn start_choice(peer_blast: bool, profile: Option<ProfileLoss>, watchable: bool) -> StartChoice {
+pub fn start_choice(
+    peer_blast: bool,
+    profile: Option<ProfileLoss>,
+    watchable: bool,
+) -> StartChoice {
     if !peer_blast {
         return StartChoice::Tcp("the server does not offer UDP blast".into());
     }
@@ -150,7 +154,9 @@ impl TransportDecider {
             min_rtt: None,
             points: Vec::new(),
             peak_rate: 0.0,
-            link_hint: link_hint_bps.filter(|r| r.is_finite() && *r > 0.0).map(|r| r / 8.0),
+            link_hint: link_hint_bps
+                .filter(|r| r.is_finite() && *r > 0.0)
+                .map(|r| r / 8.0),
             decided: false,
         }
     }
@@ -178,7 +184,11 @@ impl TransportDecider {
         self.points.push(Point { at: now, r });
         // Keep the window plus one base point before it.
         let horizon = now.checked_sub(self.cfg.window).unwrap_or(self.start);
-        let first_in = self.points.iter().position(|p| p.at >= horizon).unwrap_or(0);
+        let first_in = self
+            .points
+            .iter()
+            .position(|p| p.at >= horizon)
+            .unwrap_or(0);
         if first_in > 1 {
             self.points.drain(..first_in - 1);
         }

@@ -128,9 +128,15 @@ fn a_profile_rate_lets_it_see_the_headroom() {
 
 #[test]
 fn start_choice_follows_peer_and_profile() {
-    assert!(matches!(start_choice(false, None, true), StartChoice::Tcp(_)));
+    assert!(matches!(
+        start_choice(false, None, true),
+        StartChoice::Tcp(_)
+    ));
     let lossy = Some(ProfileLoss { loss: 0.01 });
-    assert!(matches!(start_choice(false, lossy, true), StartChoice::Tcp(_)));
+    assert!(matches!(
+        start_choice(false, lossy, true),
+        StartChoice::Tcp(_)
+    ));
     match start_choice(true, lossy, false) {
         StartChoice::Blast(r) => assert!(r.contains("1.00 %"), "{r}"),
         other => panic!("{other:?}"),
@@ -139,7 +145,10 @@ fn start_choice_follows_peer_and_profile() {
         start_choice(true, Some(ProfileLoss { loss: 0.0 }), true),
         StartChoice::TcpWatched
     );
-    assert!(matches!(start_choice(true, None, false), StartChoice::Tcp(_)));
+    assert!(matches!(
+        start_choice(true, None, false),
+        StartChoice::Tcp(_)
+    ));
 }
 
 fn tick() -> impl Strategy<Value = Tick> {
