@@ -225,7 +225,16 @@ impl TransportDecider {
             .windows(2)
             .filter(|w| w[1].r.loss_marks > w[0].r.loss_marks)
             .count();
-        if loss < self.cfg.min_loss_fraction || lossy_intervals < self.cfg.min_lossy_intervals {
+        // Intervals in which nothing arrived: with a window of a few segments (heavy loss) TCP recovers by
+        // retransmission timeout, leaving no out-of-order segments to count, only silence.
+        let silent = self
+            .points
+            .windows(2)
+            .filter(|w| w[0].r.delivered > 0 && w[1].r.delivered == w[0].r.delivered)
+            .count();
+        let marked =
+            loss >= self.cfg.min_loss_fraction && lossy_intervals >= self.cfg.min_lossy_intervals;
+        if !marked && silent < self.cfg.min_lossy_intervals {
             return Some(Decision::StayTcp(format!(
                 "clean path: {:.2} % of segments marked lost in the last {span:.1} s",
                 loss * 100.0
@@ -253,10 +262,16 @@ impl TransportDecider {
         }
         let t_tcp = remaining as f64 / tcp_rate;
         let t_blast = self.cfg.switch_cost.as_secs_f64() + remaining as f64 / blast_rate;
+        let evidence = if marked {
+            format!("{:.2} % of segments marked lost", loss * 100.0)
+        } else {
+            format!(
+                "TCP stalled in {silent} of the last {} intervals",
+                self.points.len() - 1
+            )
+        };
         let facts = format!(
-            "random loss ({:.2} % of segments marked lost, RTT {:.1} ms near its minimum {:.1} ms); TCP moves {:.1} \
-             Mbit/s",
-            loss * 100.0,
+            "random loss ({evidence}, RTT {:.1} ms near its minimum {:.1} ms); TCP moves {:.1} Mbit/s",
             mean * 1e3,
             min * 1e3,
             tcp_rate * 8e-6
