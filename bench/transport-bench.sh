@@ -47,7 +47,7 @@ CSV=$OUT/runs.csv
 echo "case,cc,variant,rep,bytes,seconds,mbps,chosen,reason,setup_seconds,load1" >"$CSV"
 
 one() { # case cc variant rep url dst -> appends a row
-    local c=$1 cc=$2 v=$3 rep=$4 url=$5 dst=$6 j t0 t1 secs bytes
+    local c=$1 cc=$2 v=$3 rep=$4 url=$5 dst=$6 j="" t0 t1 secs=0 bytes=0
     rm -f "$dst"
     load=$(cut -d' ' -f1 /proc/loadavg)
     case "$v" in
@@ -63,7 +63,7 @@ one() { # case cc variant rep url dst -> appends a row
                 bytes=$(stat -c %s "$dst")
                 if [ "$(echo "$bytes * 8 / $secs > $best" | bc -l)" = 1 ]; then best=$(echo "$bytes * 8 / $secs" | bc -l); bsecs=$secs; fi
             done
-            echo "$c,$cc,guc,$rep,$bytes,$bsecs,$(echo "$best / 1000000" | bc -l | xargs printf %.1f),,,,$load" >>"$CSV"
+            echo "${c//,/ },$cc,guc,$rep,$bytes,$bsecs,$(echo "$best / 1000000" | bc -l | xargs printf %.1f),,,,$load" >>"$CSV"
             ;;
         *)
             local flag=()
@@ -77,6 +77,7 @@ one() { # case cc variant rep url dst -> appends a row
             python3 - "$c" "$cc" "$v" "$rep" "$bytes" "$secs" "$load" "$j" >>"$CSV" <<'PY'
 import json, sys
 c, cc, v, rep, nbytes, secs, load, j = sys.argv[1:]
+c = c.replace(',', ' ')
 j = json.loads(j)
 ch = j.get("transport_choice") or {}
 reason = (ch.get("reason") or "").replace(",", ";").replace('"', "'")
@@ -118,7 +119,7 @@ def rate(s):
 groups = {}
 for r in rows:
     groups.setdefault((r["case"], r["cc"]), []).append(r)
-print("| case (rate,rtt,loss,size) | cc | auto Mbit/s | auto chose | tcp | udp | guc best | auto / link | auto / better forced | auto / guc | load1 |")
+print("| case (rate rtt loss size) | cc | auto Mbit/s | auto chose | tcp | udp | guc best | auto / link | auto / better forced | auto / guc | load1 |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for (c, cc), rs in groups.items():
     med = {}
@@ -126,7 +127,7 @@ for (c, cc), rs in groups.items():
         xs = [float(r["mbps"]) for r in rs if r["variant"] == v and float(r["mbps"]) > 0]
         med[v] = statistics.median(xs) if xs else None
     chose = sorted({r["chosen"] for r in rs if r["variant"] == "auto"})
-    link = rate(c.split(",")[0])
+    link = rate(c.split(" ")[0])
     f = lambda x: "–" if x is None else f"{x:.1f}"
     ratio = lambda a, b: "–" if a is None or not b else f"{a / b:.2f}"
     forced = max([x for x in (med["tcp"], med["udp"]) if x] or [0]) or None

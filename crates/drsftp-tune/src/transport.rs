@@ -129,8 +129,9 @@ struct Point {
 }
 
 /// The online rule (module docs). Feed [`handle_reading`](Self::handle_reading) every sample interval; ask
-/// [`poll_decision`](Self::poll_decision) with the bytes still to move. A decision is final: after it the
-/// decider answers `None`.
+/// [`poll_decision`](Self::poll_decision) with the bytes still to move. "Stay on TCP" is the verdict so far and
+/// is judged again on later readings (loss may show only once TCP leaves slow start); a switch is final: after
+/// it the decider answers `None`.
 #[derive(Debug, Clone)]
 pub struct TransportDecider {
     cfg: TransportConfig,
@@ -183,7 +184,7 @@ impl TransportDecider {
         }
         self.points.push(Point { at: now, r });
         // Keep the window plus one base point before it.
-        let horizon = now.checked_sub(self.cfg.window).unwrap_or(self.start);
+        let horizon = now.checked_sub(self.window()).unwrap_or(self.start);
         let first_in = self
             .points
             .iter()
@@ -194,22 +195,29 @@ impl TransportDecider {
         }
     }
 
-    /// The decision, once the evidence allows one, for `remaining` bytes still to move; `None` while undecided
-    /// (and for ever after a decision was returned).
+    /// The verdict, once the evidence allows one, for `remaining` bytes still to move; `None` while undecided
+    /// (and for ever after a switch was returned).
     pub fn poll_decision(&mut self, now: Instant, remaining: u64) -> Option<Decision> {
-        if self.decided || now < self.start + self.cfg.warmup {
+        // Long paths leave slow start later: the warm-up and the window grow with the RTT.
+        let rtt = self.min_rtt.unwrap_or_default();
+        if self.decided || now < self.start + self.cfg.warmup.max(rtt * 20) {
             return None;
         }
         let d = self.judge(now, remaining)?;
-        self.decided = true;
+        self.decided = matches!(d, Decision::SwitchToBlast(_));
         Some(d)
+    }
+
+    /// The evidence window: [`TransportConfig::window`], at least 30 RTTs.
+    fn window(&self) -> Duration {
+        self.cfg.window.max(self.min_rtt.unwrap_or_default() * 30)
     }
 
     fn judge(&self, now: Instant, remaining: u64) -> Option<Decision> {
         let (base, last) = (self.points.first()?, self.points.last()?);
         // A full window of evidence, unless the transfer is about to end anyway.
         let span = (last.at - base.at).as_secs_f64();
-        if span < self.cfg.window.as_secs_f64() * 0.9 && now < self.start + self.cfg.window * 2 {
+        if span < self.window().as_secs_f64() * 0.9 && now < self.start + self.window() * 2 {
             return None;
         }
         if span <= 0.0 {
@@ -235,9 +243,15 @@ impl TransportDecider {
         let marked =
             loss >= self.cfg.min_loss_fraction && lossy_intervals >= self.cfg.min_lossy_intervals;
         if !marked && silent < self.cfg.min_lossy_intervals {
+            let why = if loss < self.cfg.min_loss_fraction {
+                "clean path"
+            } else {
+                "no sign of random loss"
+            };
             return Some(Decision::StayTcp(format!(
-                "clean path: {:.2} % of segments marked lost in the last {span:.1} s",
-                loss * 100.0
+                "{why}: {:.2} % of segments marked lost in {lossy_intervals} of {} intervals of the last {span:.1} s",
+                loss * 100.0,
+                self.points.len() - 1
             )));
         }
         let rtts: Vec<f64> = self.points[1..]

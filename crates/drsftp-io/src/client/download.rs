@@ -368,7 +368,7 @@ fn auto_decider(opts: &ClientOptions) -> TransportDecider {
 
 /// How a TCP part of a download ended.
 enum Leg {
-    /// The transfer finished on TCP; with a decider, why it stayed there (if it decided).
+    /// The transfer finished on TCP; with a decider, its last verdict for staying there (if it had one).
     Done(super::transfer::Moved, Option<String>),
     /// The decider moved the rest to blast: why. The TCP transfer was dropped (not yet aborted).
     Switch(String),
@@ -431,7 +431,7 @@ impl TcpLeg {
                             }
                             return Ok(Leg::Done(m, stayed));
                         }
-                        _ = tick.tick(), if stayed.is_none() => {
+                        _ = tick.tick() => {
                             let now = std::time::Instant::now();
                             d.handle_reading(now, progress.rx_reading());
                             let left = size.saturating_sub(progress.bytes());
