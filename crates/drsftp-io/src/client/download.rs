@@ -260,7 +260,7 @@ pub(crate) async fn run(
                             "the transfer ended on TCP before the rule had seen enough of the path";
                         choice = Some(choose("tcp", w));
                     }
-                    (m, tcp_held)
+                    (*m, tcp_held)
                 }
                 Leg::Switch(why) => {
                     let Some((b, _)) = decider else {
@@ -369,7 +369,7 @@ fn auto_decider(opts: &ClientOptions) -> TransportDecider {
 /// How a TCP part of a download ended.
 enum Leg {
     /// The transfer finished on TCP; with a decider, its last verdict for staying there (if it had one).
-    Done(super::transfer::Moved, Option<String>),
+    Done(Box<super::transfer::Moved>, Option<String>),
     /// The decider moved the rest to blast: why. The TCP transfer was dropped (not yet aborted).
     Switch(String),
 }
@@ -429,7 +429,7 @@ impl TcpLeg {
                             if let Some(w) = watch {
                                 m.actions = w.finish();
                             }
-                            return Ok(Leg::Done(m, stayed));
+                            return Ok(Leg::Done(Box::new(m), stayed));
                         }
                         _ = tick.tick() => {
                             let now = std::time::Instant::now();
@@ -453,7 +453,7 @@ impl TcpLeg {
         if let Some(w) = watch {
             m.actions = w.finish();
         }
-        Ok(Leg::Done(m, None))
+        Ok(Leg::Done(Box::new(m), None))
     }
 }
 
@@ -461,7 +461,7 @@ impl Leg {
     /// The finished transfer, when no switch could happen (no decider).
     fn done(self) -> Result<super::transfer::Moved, ClientError> {
         match self {
-            Leg::Done(m, _) => Ok(m),
+            Leg::Done(m, _) => Ok(*m),
             Leg::Switch(why) => Err(ClientError::Invalid(format!("unexpected switch: {why}"))),
         }
     }
