@@ -131,6 +131,7 @@ async fn start_choice_reads_the_path_profile() {
     let store = ProfileStore::in_dir(dir.path());
     store
         .put(&PathProfile {
+            loss: None,
             host_port: key.clone(),
             rtt_ms: 0.1,
             rate_bps: 9e9,

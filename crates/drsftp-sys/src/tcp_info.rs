@@ -125,6 +125,8 @@ pub struct TcpInfo {
     pub snd_wnd: u32,
     /// Our advertised window after scaling (bytes), kernel >= 6.x.
     pub rcv_wnd: u32,
+    /// Segments that arrived out of order (behind a hole a loss left), kernel >= 5.4.
+    pub rcv_ooopack: u32,
 }
 
 impl TcpInfo {
@@ -192,6 +194,7 @@ pub fn tcp_info(fd: impl AsFd) -> io::Result<TcpInfo> {
         sndbuf_limited: Duration::from_micros(r.sndbuf_limited),
         snd_wnd: r.snd_wnd,
         rcv_wnd: r.rcv_wnd,
+        rcv_ooopack: r.rcv_ooopack,
     })
 }
 

@@ -11,6 +11,7 @@ pub mod model;
 pub mod policy;
 pub mod sample;
 pub mod start;
+pub mod transport;
 
 pub use auto::{AutoConfig, AutoStreams, PathSample, StreamAction};
 pub use drs::{
@@ -20,6 +21,10 @@ pub use model::{fit, saturation_point, Fit, FitPoint, Model, RecommendInput, Rec
 pub use policy::{BufferPolicy, Limit, LimitClassifier, LimitReport, ParseError};
 pub use sample::TcpSample;
 pub use start::{auto_start, AutoStart, AutoStartInput, StartBuffer};
+pub use transport::{
+    start_choice, Decision, PathReading, ProfileLoss, StartChoice, TransportConfig,
+    TransportDecider,
+};
 // The units grammar lives in drsftp-units; re-exported so code that imports it from here (the bench harnesses)
 // keeps building. New code imports drsftp_units.
 pub use drsftp_units::{format_size, parse_duration, parse_rate, parse_size};

@@ -308,6 +308,8 @@ fn finish(
         blast: None,
         traces: vec![],
         stream_actions: vec![],
+        transport_choice: None,
+        setup_seconds: None,
     };
     match (alg, theirs) {
         (Some(alg), Some(Ok(theirs))) => {

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use drsftp_blast::{DataDirection, Protection, TransferParams};
 use drsftp_proto::client::{BlastChannel, Event, Op, Outcome, TransferReport, TransferSpec};
+use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::FileHandle;
 use tokio::task::JoinHandle;
 
@@ -40,8 +41,11 @@ pub(crate) enum Side {
     Recv {
         file: Arc<dyn FileHandle>,
         base: u64,
-        /// A resumable whole-file download: held ranges and the checkpoint writer.
+        /// A resumable whole-file download: the checkpoint writer.
         resume: Option<Arc<Resumable>>,
+        /// File ranges already in the file (a checkpoint's, or what TCP moved before `--transport auto`
+        /// switched): asked for with `REST <ranges>` and not sent again.
+        held: RangeSet,
     },
     /// Upload: send from `base`.
     Send {
@@ -76,9 +80,21 @@ fn spawn(
     };
     let peer = ch.peer;
     Ok(match side {
-        Side::Recv { file, base, resume } => {
+        Side::Recv {
+            file,
+            base,
+            resume,
+            held,
+        } => {
             let rr = match &resume {
-                Some(r) => r.start(&params, file.clone()),
+                Some(r) => r.start(&params, file.clone(), &held),
+                None if !held.is_empty() => blast::RecvResume {
+                    from: Some(drsftp_blast::resume::packets_within(
+                        &params,
+                        held.ranges().iter().cloned(),
+                    )),
+                    ..blast::RecvResume::default()
+                },
                 None => blast::RecvResume::default(),
             };
             tokio::spawn(async move {
@@ -94,7 +110,9 @@ fn spawn(
     })
 }
 
-/// Runs `spec` (a blast transfer of `expected` bytes, if known) on `control`.
+/// Runs `spec` (a blast transfer of `expected` bytes, if known) on `control`. With `blocked_after`, a transfer
+/// that moves no byte for that long after the server's `150` is aborted with [`ClientError::BlastBlocked`].
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
     control: &mut Control,
     spec: TransferSpec,
@@ -103,19 +121,19 @@ pub(crate) async fn run(
     opts: &BlastOpts,
     progress: Arc<Progress>,
     stall: Duration,
+    blocked_after: Option<Duration>,
 ) -> Result<Moved, ClientError> {
     let begin = Instant::now();
     let upload = matches!(side, Side::Send { .. });
     let (Side::Recv { base, .. } | Side::Send { base, .. }) = &side;
     let base = *base;
-    if let Side::Recv {
-        resume: Some(r), ..
-    } = &side
-    {
-        if !r.held().is_empty() {
-            control.session_mut().set_resume(r.held().clone());
+    if let Side::Recv { held, .. } = &side {
+        if !held.is_empty() {
+            control.session_mut().set_resume(held.clone());
         }
     }
+    let bytes_before = progress.bytes();
+    let mut opened: Option<Instant> = None;
     control.start(Op::Transfer(spec))?;
     let mut side = Some(side);
     let mut sock: Option<std::net::UdpSocket> = None;
@@ -166,6 +184,7 @@ pub(crate) async fn run(
                 }
                 Event::TransferStarted(reply) => {
                     tracing::debug!("transfer started: {reply}");
+                    opened = opened.or(Some(Instant::now()));
                     let ch = control.session().blast_channel();
                     match start(control, ch, &mut side, &mut sock) {
                         Ok(t) => task.0 = t.or(task.0.take()),
@@ -226,6 +245,21 @@ pub(crate) async fn run(
                         continue;
                     }
                 }
+                let blocked = match (blocked_after, opened) {
+                    (Some(d), Some(t)) => {
+                        t.elapsed() >= d && progress.bytes() == bytes_before && data.is_none()
+                    }
+                    _ => false,
+                };
+                if blocked {
+                    if let Some(t) = task.0.take() {
+                        t.abort();
+                    }
+                    if report.is_none() {
+                        abort(control).await;
+                    }
+                    return Err(ClientError::BlastBlocked(blocked_after.unwrap_or_default()));
+                }
                 if watch.stalled(progress.bytes(), stall) {
                     if let Some(t) = task.0.take() {
                         t.abort();
@@ -261,6 +295,7 @@ pub(crate) async fn run(
         actions: vec![],
         seconds: begin.elapsed().as_secs_f64(),
         blast: Some(blast),
+        setup: opened.map(|t| (t - begin).as_secs_f64()),
     })
 }
 

@@ -10,8 +10,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use drsftp_proto::client::{Direction, TransferSpec};
+use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::FileHandle;
-use drsftp_tune::BufferPolicy;
+use drsftp_tune::{
+    start_choice, BufferPolicy, Decision, ProfileLoss, StartChoice, TransportConfig,
+    TransportDecider,
+};
 
 use super::blast;
 use super::control::Control;
@@ -19,8 +23,14 @@ use super::local::Destination;
 use super::observe::StreamWatch;
 use super::resume;
 use super::transfer::{self, DataJob};
-use super::{verify, ClientError, ClientOptions, TransferSummary};
-use crate::data::Progress;
+use super::{verify, ClientError, ClientOptions, TransferSummary, TransportChoice};
+use crate::data::{DataOpts, Progress};
+
+/// `--transport auto` on blast: no byte this long after the server's `150` means UDP is blocked: fall back to TCP.
+const BLAST_BLOCKED_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How often `--transport auto` feeds the decider a reading of the TCP streams.
+const AUTO_SAMPLE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Smaller TCP downloads start afresh: the MDTM round trip and checkpoint thread cost more than sending again.
 pub(crate) const TCP_RESUME_MIN: u64 = 4 << 20;
@@ -66,6 +76,21 @@ pub(crate) async fn run(
         (None, None) => 0..u64::MAX,
     };
     let (udp, udp_notice) = blast::wanted(control, opts);
+    // `--transport auto`: the start choice (the switch itself comes from the decider while TCP runs).
+    let watchable = opts.partial.is_none() && size.is_some();
+    let start = opts.auto_transport.as_ref().map(|a| {
+        let loss = a.profile_loss.map(|loss| ProfileLoss { loss });
+        start_choice(udp.is_some(), loss, watchable)
+    });
+    let blast_opts = udp;
+    let (udp, mut choice) = match &start {
+        Some(StartChoice::Tcp(why)) => (None, Some(choose("tcp", why))),
+        Some(StartChoice::TcpWatched) => (None, None),
+        Some(StartChoice::Blast(why)) => (udp, Some(choose("udp", why))),
+        None => (udp, None),
+    };
+    // Under auto the choice says it all; the "no BLAST: used TCP" notice is for an explicit `--transport udp`.
+    let udp_notice = udp_notice.filter(|_| start.is_none());
     let alg = if opts.verify {
         verify::pick_alg(control.session().features())
     } else {
@@ -112,17 +137,18 @@ pub(crate) async fn run(
     }
     let offset = opts.partial.map_or(0, |p| p.offset);
     // What a TCP download already holds: MODE E asks for the gaps, stream mode continues after the held prefix.
-    let held = match (&resumable, udp) {
-        (Some(r), None) => match mode {
+    // (A blast download asks for the checkpoint's packets, `Side::Recv::held`.)
+    let tcp_held = match &resumable {
+        Some(r) => match mode {
             drsftp_proto::client::TransferMode::Extended => r.held().clone(),
             drsftp_proto::client::TransferMode::Stream => {
                 let prefix = r.held().ranges().first().filter(|p| p.start == 0).cloned();
                 prefix.into_iter().collect()
             }
         },
-        _ => Default::default(),
+        None => Default::default(),
     };
-    let stream_from = held.ranges().first().map_or(0, |p| p.end);
+    let stream_from = tcp_held.ranges().first().map_or(0, |p| p.end);
     let job = match mode {
         drsftp_proto::client::TransferMode::Extended => DataJob::RecvModeE {
             file: file.clone(),
@@ -148,32 +174,125 @@ pub(crate) async fn run(
         drs: opts.buffer == BufferPolicy::Drs,
         transport: blast::transport(udp),
     };
-    let moved = match udp {
+    let len = (want.end != u64::MAX).then(|| want.end - want.start);
+    let blast_leg = |held: RangeSet| blast::Side::Recv {
+        file: file.clone(),
+        base: offset,
+        resume: resumable.clone(),
+        held,
+    };
+    let switch_spec = spec.clone();
+    let tcp_held_covered = tcp_held.covered();
+    let tcp_leg = TcpLeg {
+        spec: TransferSpec {
+            transport: blast::transport(None),
+            ..spec.clone()
+        },
+        job,
+        dopts,
+        file: file.clone(),
+        resumable: resumable.clone(),
+        held: tcp_held.clone(),
+        len,
+    };
+    // `held`: what this run did not ask for again (checkpoint, or what TCP moved before a switch).
+    let (moved, held) = match udp {
         Some(b) => {
-            let side = blast::Side::Recv {
-                file: file.clone(),
-                base: offset,
-                resume: resumable.clone(),
-            };
-            let len = (want.end != u64::MAX).then(|| want.end - want.start);
-            let moved = blast::run(control, spec, side, len, b, progress, opts.timeout).await?;
-            resumable.iter().for_each(|r| r.complete());
-            moved
+            let from = resumable
+                .as_ref()
+                .map(|r| r.held().clone())
+                .unwrap_or_default();
+            let blocked = start.as_ref().map(|_| BLAST_BLOCKED_AFTER);
+            let side = blast_leg(from);
+            let r = blast::run(
+                control,
+                spec,
+                side,
+                len,
+                b,
+                progress.clone(),
+                opts.timeout,
+                blocked,
+            )
+            .await;
+            match r {
+                Ok(m) => {
+                    resumable.iter().for_each(|r| r.complete());
+                    (m, RangeSet::new())
+                }
+                // Blocked, or refused by the server's side of the path before a byte moved (e.g. a host
+                // firewall answering its sends with an error): under auto, TCP instead.
+                Err(e)
+                    if start.is_some()
+                        && progress.bytes() == 0
+                        && (matches!(e, ClientError::BlastBlocked(_))
+                            || matches!(e.reply_code(), Some(425 | 426))) =>
+                {
+                    let why = choice.as_ref().map_or("", |c| c.reason.as_str());
+                    choice = Some(choose(
+                        "tcp",
+                        &format!("blast was chosen ({why}), but {e}; fell back to TCP"),
+                    ));
+                    let m = tcp_leg.run(control, opts, progress, None).await?.done()?;
+                    (m, tcp_held)
+                }
+                Err(e) => return Err(e),
+            }
         }
         None => {
-            let watch = auto_range.map(|_| StreamWatch::start(progress.clone()));
-            if let Some(r) = &resumable {
-                r.start_ranges(file.clone(), progress.clone());
-                if !held.is_empty() {
-                    control.session_mut().set_resume(held.clone());
+            let decider = match (&start, blast_opts) {
+                (Some(StartChoice::TcpWatched), Some(b)) => Some((b, auto_decider(opts))),
+                _ => None,
+            };
+            let t0 = std::time::Instant::now();
+            let run = tcp_leg.run(
+                control,
+                opts,
+                progress.clone(),
+                decider.as_ref().map(|d| d.1.clone()),
+            );
+            match run.await? {
+                Leg::Done(m, why) => {
+                    if let Some(w) = why {
+                        choice = Some(choose("tcp", &w));
+                    } else if decider.is_some() {
+                        let w =
+                            "the transfer ended on TCP before the rule had seen enough of the path";
+                        choice = Some(choose("tcp", w));
+                    }
+                    (*m, tcp_held)
+                }
+                Leg::Switch(why) => {
+                    let Some((b, _)) = decider else {
+                        unreachable!("a switch needs a decider")
+                    };
+                    // ABOR the TCP transfer; the ranges it wrote are kept and not asked for again.
+                    transfer::abort(control).await;
+                    let mut prior = tcp_held.clone();
+                    prior.extend(&progress.ranges());
+                    let tcp_bytes = progress.bytes();
+                    tracing::info!(
+                        "--transport auto: {why}; the remaining bytes go over UDP blast"
+                    );
+                    let spec = TransferSpec {
+                        transport: blast::transport(Some(b)),
+                        ..switch_spec
+                    };
+                    let side = blast_leg(prior.clone());
+                    let mut m =
+                        blast::run(control, spec, side, len, b, progress, opts.timeout, None)
+                            .await?;
+                    resumable.iter().for_each(|r| r.complete());
+                    m.data.bytes += tcp_bytes;
+                    m.seconds = t0.elapsed().as_secs_f64();
+                    choice = Some(TransportChoice {
+                        chosen: "tcp+udp",
+                        reason: why,
+                        tcp_bytes,
+                    });
+                    (m, prior)
                 }
             }
-            let mut moved =
-                transfer::run(control, spec, job, dopts, progress, opts.timeout).await?;
-            if let Some(w) = watch {
-                moved.actions = w.finish();
-            }
-            moved
         }
     };
     let want = if want.end == u64::MAX {
@@ -207,7 +326,15 @@ pub(crate) async fn run(
         tokio::task::spawn_blocking(move || h.sync())
     };
     let mut summary = TransferSummary::new(mode, &moved);
-    summary.resumed = held.covered();
+    summary.resumed = if moved.blast.is_some() {
+        0
+    } else {
+        held.covered()
+    };
+    if choice.as_ref().is_some_and(|c| c.chosen == "tcp+udp") {
+        summary.resumed = tcp_held_covered;
+    }
+    summary.transport_choice = choice;
     summary.notices.extend(udp_notice);
     summary
         .notices
@@ -223,4 +350,119 @@ pub(crate) async fn run(
         .map_err(|e| ClientError::Invalid(format!("fsync task: {e}")))??;
     dest.commit()?;
     Ok(summary)
+}
+
+fn choose(chosen: &'static str, reason: &str) -> TransportChoice {
+    TransportChoice {
+        chosen,
+        reason: reason.to_string(),
+        tcp_bytes: 0,
+    }
+}
+
+/// The decider for a download that starts on TCP, with the path profile's rate as its link estimate.
+fn auto_decider(opts: &ClientOptions) -> TransportDecider {
+    let link = opts.auto_transport.as_ref().and_then(|a| a.link_bps);
+    TransportDecider::new(std::time::Instant::now(), TransportConfig::default(), link)
+}
+
+/// How a TCP part of a download ended.
+enum Leg {
+    /// The transfer finished on TCP; with a decider, its last verdict for staying there (if it had one).
+    Done(Box<super::transfer::Moved>, Option<String>),
+    /// The decider moved the rest to blast: why. The TCP transfer was dropped (not yet aborted).
+    Switch(String),
+}
+
+/// The TCP part of a download: everything `transfer::run` needs, and the checkpoint writer to start.
+struct TcpLeg {
+    spec: TransferSpec,
+    job: DataJob,
+    dopts: DataOpts,
+    file: Arc<dyn FileHandle>,
+    resumable: Option<Arc<resume::Resumable>>,
+    held: RangeSet,
+    /// Bytes the whole transfer moves (the decider's "remaining" is this less what arrived).
+    len: Option<u64>,
+}
+
+impl TcpLeg {
+    /// Runs the TCP transfer; with `decider`, samples the receiving streams every [`AUTO_SAMPLE`] and stops as
+    /// soon as it says to switch.
+    async fn run(
+        self,
+        control: &mut Control,
+        opts: &ClientOptions,
+        progress: Arc<Progress>,
+        decider: Option<TransportDecider>,
+    ) -> Result<Leg, ClientError> {
+        let watch = self
+            .spec
+            .streams_range
+            .map(|_| StreamWatch::start(progress.clone()));
+        if let Some(r) = &self.resumable {
+            r.start_ranges(self.file.clone(), progress.clone());
+            if !self.held.is_empty() {
+                control.session_mut().set_resume(self.held.clone());
+            }
+        }
+        let total = self.len;
+        let fut = transfer::run(
+            control,
+            self.spec,
+            self.job,
+            self.dopts,
+            progress.clone(),
+            opts.timeout,
+        );
+        let mut fut = Box::pin(fut);
+        let mut stayed: Option<String> = None;
+        let switch = match decider {
+            None => None,
+            Some(mut d) => {
+                let size = total.unwrap_or(0);
+                let mut tick = tokio::time::interval(AUTO_SAMPLE);
+                loop {
+                    tokio::select! {
+                        r = &mut fut => {
+                            let mut m = r?;
+                            if let Some(w) = watch {
+                                m.actions = w.finish();
+                            }
+                            return Ok(Leg::Done(Box::new(m), stayed));
+                        }
+                        _ = tick.tick() => {
+                            let now = std::time::Instant::now();
+                            d.handle_reading(now, progress.rx_reading());
+                            let left = size.saturating_sub(progress.bytes());
+                            match d.poll_decision(now, left) {
+                                Some(Decision::SwitchToBlast(why)) => break Some(why),
+                                Some(Decision::StayTcp(why)) => stayed = Some(why),
+                                None => {}
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(why) = switch {
+            drop(fut);
+            return Ok(Leg::Switch(why));
+        }
+        let mut m = fut.await?;
+        if let Some(w) = watch {
+            m.actions = w.finish();
+        }
+        Ok(Leg::Done(Box::new(m), None))
+    }
+}
+
+impl Leg {
+    /// The finished transfer, when no switch could happen (no decider).
+    fn done(self) -> Result<super::transfer::Moved, ClientError> {
+        match self {
+            Leg::Done(m, _) => Ok(*m),
+            Leg::Switch(why) => Err(ClientError::Invalid(format!("unexpected switch: {why}"))),
+        }
+    }
 }

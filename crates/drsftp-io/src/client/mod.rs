@@ -83,6 +83,31 @@ pub struct ClientOptions {
     /// Resume an interrupted whole-file download from the stable part file and checkpoint it left next to the
     /// destination (`resume.rs`); `false` discards them and starts afresh (`--no-resume`).
     pub resume: bool,
+    /// `--transport auto` (docs/auto-transport.md): a download from a server with `BLAST` starts on TCP and moves
+    /// the rest to blast (with [`Self::blast`]'s settings) when `drsftp_tune::TransportDecider` sees random loss,
+    /// or starts on blast when the path profile says the path is lossy, falling back to TCP when no datagram
+    /// arrives. `None`: [`Self::blast`] alone decides (`--transport udp|tcp`).
+    pub auto_transport: Option<AutoTransport>,
+}
+
+/// What `--transport auto` knows before the transfer (the path profile's readings).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AutoTransport {
+    /// Random loss the path profile measured, a fraction.
+    pub profile_loss: Option<f64>,
+    /// The path profile's rate, bit/s: the decider's estimate of what blast could reach.
+    pub link_bps: Option<f64>,
+}
+
+/// Which transport `--transport auto` used and why, for `--json` and the summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransportChoice {
+    /// `"tcp"`, `"udp"`, or `"tcp+udp"` (started on TCP, the rest over blast).
+    pub chosen: &'static str,
+    /// Why, in words.
+    pub reason: String,
+    /// For `"tcp+udp"`: bytes that had arrived over TCP when it switched.
+    pub tcp_bytes: u64,
 }
 
 impl Default for ClientOptions {
@@ -100,6 +125,7 @@ impl Default for ClientOptions {
             trace: false,
             auto_streams: None,
             resume: true,
+            auto_transport: None,
         }
     }
 }
@@ -162,6 +188,10 @@ pub struct TransferSummary {
     /// With [`ClientOptions::auto_streams`]: on an upload the controller's decisions, in order; on a download
     /// from a drsftp server the changes in live streams seen by the receiver (see [`peak_and_final`]).
     pub stream_actions: Vec<AutoEvent>,
+    /// With [`ClientOptions::auto_transport`]: the transport chosen and why.
+    pub transport_choice: Option<TransportChoice>,
+    /// Blast: seconds from the transfer command to the server's `150` (the data channel's set-up).
+    pub setup_seconds: Option<f64>,
 }
 
 impl TransferSummary {
@@ -184,6 +214,8 @@ impl TransferSummary {
             blast: moved.blast.clone(),
             traces: moved.data.traces.clone(),
             stream_actions: moved.actions.clone(),
+            transport_choice: None,
+            setup_seconds: moved.setup,
         }
     }
 

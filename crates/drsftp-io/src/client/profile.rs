@@ -61,6 +61,10 @@ pub struct PathProfile {
     pub points: usize,
     /// When it was measured, seconds since the Unix epoch.
     pub timestamp: u64,
+    /// Random packet loss on the path, a fraction (0.01 = 1 %), when known: from 0.05 % up `--transport auto`
+    /// starts on UDP blast directly (docs/auto-transport.md). Calibration does not measure it yet; set by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
 }
 
 impl PathProfile {
@@ -173,6 +177,7 @@ mod tests {
 
     fn prof(hp: &str, rate: f64) -> PathProfile {
         PathProfile {
+            loss: None,
             host_port: hp.into(),
             rtt_ms: 20.5,
             rate_bps: rate,
@@ -192,6 +197,7 @@ mod tests {
         assert_eq!(store.get("a:2811").unwrap(), None, "missing file is empty");
         let a = prof("a:2811", 9e8);
         let b = PathProfile {
+            loss: None,
             c1: None,
             c2: None,
             ..prof("[::1]:2811", 3e9)

@@ -419,11 +419,18 @@ impl Resumable {
         &self.notes
     }
 
-    /// Where the blast receiver for `params` starts, with the checkpoint writer thread started on `file`.
-    pub(crate) fn start(&self, params: &TransferParams, file: Arc<dyn FileHandle>) -> RecvResume {
-        let from = (!self.held.is_empty()).then(|| {
-            drsftp_blast::resume::packets_within(params, self.held.ranges().iter().cloned())
-        });
+    /// Where the blast receiver for `params` starts (the packets within `held`: [`held`](Self::held) plus what
+    /// an earlier TCP part of the same download moved), with the checkpoint writer thread started on `file`. A
+    /// TCP checkpoint writer still running is stopped first (its last save taken).
+    pub(crate) fn start(
+        &self,
+        params: &TransferParams,
+        file: Arc<dyn FileHandle>,
+        held: &RangeSet,
+    ) -> RecvResume {
+        self.stop_writer();
+        let from = (!held.is_empty())
+            .then(|| drsftp_blast::resume::packets_within(params, held.ranges().iter().cloned()));
         let (tx, rx) = mpsc::sync_channel::<Bitmap>(1);
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let stop = Arc::new(AtomicBool::new(false));
@@ -560,13 +567,20 @@ impl Resumable {
     }
 }
 
-impl Drop for Resumable {
-    fn drop(&mut self) {
+impl Resumable {
+    /// Stops the checkpoint writer, if one runs, after its last save.
+    fn stop_writer(&self) {
         if let Some((done, stop)) = self.writer.lock().ok().and_then(|mut w| w.take()) {
             // Stop the receiver (its last map goes to the writer), then wait for the writer to save it.
             stop.store(true, Ordering::Relaxed);
             let _ = done.recv_timeout(FINAL_WAIT);
         }
+    }
+}
+
+impl Drop for Resumable {
+    fn drop(&mut self) {
+        self.stop_writer();
         if self.complete.load(Ordering::Relaxed) || !self.ck.exists() {
             remove(&self.part);
             remove(&self.ck);

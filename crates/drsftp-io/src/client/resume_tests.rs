@@ -136,7 +136,7 @@ fn writer_syncs_then_saves_the_last_map() {
         .unwrap();
     let d = r.destination().unwrap();
     let params = TransferParams::new(1, 5000, 1000).unwrap();
-    let rr = r.start(&params, d.handle());
+    let rr = r.start(&params, d.handle(), &r.held().clone());
     assert!(rr.from.is_none() && rr.stop.is_some());
     let sink = rr.checkpoints.unwrap();
     d.handle().write_at(&[1u8; 2000], 0).unwrap();
@@ -156,7 +156,7 @@ fn writer_syncs_then_saves_the_last_map() {
     // The next run resumes from it, and its receiver starts with those packets.
     let r = Resumable::open(&dest, ident, true).unwrap().unwrap();
     let d = r.destination().unwrap();
-    let rr = r.start(&params, d.handle());
+    let rr = r.start(&params, d.handle(), &r.held().clone());
     assert_eq!(rr.from.unwrap().count_ones(), 2);
 }
 

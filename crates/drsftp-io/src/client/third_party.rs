@@ -194,6 +194,8 @@ pub async fn copy(
         blast: None,
         traces: vec![],
         stream_actions: vec![],
+        transport_choice: None,
+        setup_seconds: None,
     };
     if opts.verify {
         verify(s, src_path, d, dst_path, &mut summary).await?;

@@ -68,6 +68,8 @@ pub(crate) struct Moved {
     pub(crate) seconds: f64,
     /// The blast data path's report, for a transfer over the UDP blast channel.
     pub(crate) blast: Option<crate::blast::BlastReport>,
+    /// Blast: seconds from the first command to the `150` that opened the channel.
+    pub(crate) setup: Option<f64>,
 }
 
 type DataTask = JoinHandle<Result<(DataReport, Vec<AutoEvent>), DataError>>;
@@ -238,6 +240,7 @@ pub(crate) async fn run_started(
         actions,
         seconds: begin.elapsed().as_secs_f64(),
         blast: None,
+        setup: None,
     })
 }
 

@@ -52,6 +52,18 @@ pub(crate) async fn run(
         None => opts.mode(),
     };
     let (udp, udp_notice) = blast::wanted(control, opts);
+    // `--transport auto`: an upload cannot switch mid-way (yet), so blast only from a lossy path profile.
+    let (udp, choice, udp_notice) = match &opts.auto_transport {
+        Some(a) => {
+            let loss = a.profile_loss.map(|loss| drsftp_tune::ProfileLoss { loss });
+            match drsftp_tune::start_choice(udp.is_some(), loss, false) {
+                drsftp_tune::StartChoice::Blast(why) => (udp, Some(("udp", why)), None),
+                drsftp_tune::StartChoice::Tcp(why) => (None, Some(("tcp", why)), None),
+                drsftp_tune::StartChoice::TcpWatched => (None, None, None),
+            }
+        }
+        None => (udp, None, udp_notice),
+    };
     let alg = if opts.verify {
         verify::pick_alg(control.session().features())
     } else {
@@ -88,7 +100,7 @@ pub(crate) async fn run(
                 base: range.start,
             };
             let len = Some(range.end - range.start);
-            blast::run(control, spec, side, len, b, progress, opts.timeout).await?
+            blast::run(control, spec, side, len, b, progress, opts.timeout, None).await?
         }
         None => {
             let mut dopts = opts.data_opts();
@@ -111,6 +123,11 @@ pub(crate) async fn run(
     }
     let mut summary = TransferSummary::new(mode, &moved);
     summary.notices.extend(udp_notice);
+    summary.transport_choice = choice.map(|(chosen, reason)| super::TransportChoice {
+        chosen,
+        reason,
+        tcp_bytes: 0,
+    });
     if opts.verify {
         let whole = opts.partial.is_none();
         verify::check(control, alg, remote, file, range, &moved.data, whole)

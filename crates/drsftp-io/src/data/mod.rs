@@ -131,6 +131,11 @@ pub struct Progress {
     min_rtt_us: AtomicU64,
     /// The largest send MSS read (not a sum).
     mss: AtomicU64,
+    /// Receiving side, Linux: cumulative TCP_INFO readings over the receiving streams (see [`Self::rx_reading`]):
+    /// segments received, segments that arrived out of order, the latest receiver RTT estimate.
+    rx_segments: AtomicU64,
+    rx_ooo: AtomicU64,
+    rx_rtt_us: AtomicU64,
     ranges: Mutex<RangeSet>,
     /// Stream mode's control-channel SBUF link (docs/drs.md §4.4).
     sbuf: SbufLink,
@@ -209,6 +214,33 @@ impl Progress {
                 .fetch_add(i.rtt.as_micros() as u64, Ordering::Relaxed);
             self.min_rtt_us
                 .fetch_add(i.min_rtt.as_micros() as u64, Ordering::Relaxed);
+        }
+    }
+    /// What the receiving streams have seen so far, for `--transport auto` (`drsftp_tune::TransportDecider`):
+    /// out-of-order segments stand for loss marks (a sender's retransmits are not visible here).
+    pub fn rx_reading(&self) -> drsftp_tune::PathReading {
+        drsftp_tune::PathReading {
+            delivered: self.bytes(),
+            segments: self.rx_segments.load(Ordering::Relaxed),
+            loss_marks: self.rx_ooo.load(Ordering::Relaxed),
+            rtt: std::time::Duration::from_micros(self.rx_rtt_us.load(Ordering::Relaxed)),
+        }
+    }
+    /// One receiving stream's TCP_INFO reading: `last` holds that stream's previous (bytes received,
+    /// out-of-order segments) totals, whose increments are added here.
+    pub(crate) fn add_rx_info(&self, last: &mut [u64; 2], i: &drsftp_sys::tcp_info::TcpInfo) {
+        let now = [i.bytes_received, u64::from(i.rcv_ooopack)];
+        let d = [
+            now[0].saturating_sub(last[0]),
+            now[1].saturating_sub(last[1]),
+        ];
+        *last = [last[0].max(now[0]), last[1].max(now[1])];
+        self.rx_segments
+            .fetch_add(d[0] / u64::from(i.rcv_mss.max(536)), Ordering::Relaxed);
+        self.rx_ooo.fetch_add(d[1], Ordering::Relaxed);
+        if !i.rcv_rtt.is_zero() {
+            self.rx_rtt_us
+                .store(i.rcv_rtt.as_micros() as u64, Ordering::Relaxed);
         }
     }
     pub(crate) fn set_streams(&self, n: u64) {

@@ -164,6 +164,7 @@ impl GaugeSet {
             next: now,
             win: 0,
             win_next: now,
+            rx_last: [0; 2],
         }
     }
 }
@@ -176,6 +177,8 @@ pub(crate) struct Gauge {
     next: Instant,
     win: u64,
     win_next: Instant,
+    /// This stream's last TCP_INFO totals handed to `Progress::add_rx_info`.
+    rx_last: [u64; 2],
 }
 
 /// Which buffer a stream reports.
@@ -216,6 +219,7 @@ impl Gauge {
             self.win_next = now + WINDOW_INTERVAL;
             if let Ok(i) = drsftp_sys::tcp_info::tcp_info(fd.as_fd()) {
                 self.set_window(i.rcv_wnd as u64);
+                self.set.progress.add_rx_info(&mut self.rx_last, &i);
             }
         }
         if let Some(d) = drs {

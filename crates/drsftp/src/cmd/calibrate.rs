@@ -255,6 +255,7 @@ async fn sweep(
         .as_ref()
         .filter(|f| f.model.c2 > -1e-9 && f.model.c1.is_finite());
     let profile = PathProfile {
+        loss: None,
         host_port: key.clone(),
         rtt_ms,
         rate_bps: best * 1e6,

@@ -13,7 +13,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use drsftp_io::blast::BlastOpts;
 use drsftp_io::client::job::plan::SyncMode;
-use drsftp_io::client::{Client, ClientOptions, Partial, TransferMode, TransferSummary};
+use drsftp_io::client::profile::ProfileStore;
+use drsftp_io::client::{
+    AutoTransport, Client, ClientOptions, Partial, TransferMode, TransferSummary,
+};
 use drsftp_io::data::Progress;
 use drsftp_tune::BufferPolicy;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -98,9 +101,11 @@ pub struct Args {
     /// Use MODE E even with a single stream.
     #[arg(long)]
     mode_e: bool,
-    /// Data channel: `tcp` (stream mode / MODE E) or `udp`, the rate-controlled UDP blast channel (docs/blast.md),
-    /// used when the server lists BLAST in FEAT; with any other server the copy falls back to TCP and says so.
-    #[arg(long, value_name = "tcp|udp", default_value = "tcp", value_parser = ["tcp", "udp"])]
+    /// Data channel: `auto` (default: TCP, moving the rest of a download to UDP blast when the path shows random
+    /// loss, or blast from the start when the path profile says it is lossy; docs/auto-transport.md), `tcp`
+    /// (stream mode / MODE E) or `udp`, the rate-controlled UDP blast channel (docs/blast.md), used when the
+    /// server lists BLAST in FEAT; with any other server the copy falls back to TCP and says so.
+    #[arg(long, value_name = "auto|tcp|udp", default_value = "auto", value_parser = ["auto", "tcp", "udp"])]
     transport: String,
     /// UDP: cap on the sending rate (whichever side sends), e.g. 500mbit, 622Mbps, 1gbit (bits; an upper-case B
     /// is bytes: 100MBps = 800 Mbit/s). Default: no cap beyond the server's.
@@ -266,19 +271,40 @@ fn options(args: &Args) -> ClientOptions {
         verify: !args.no_verify,
         timeout: args.timeout,
         congestion: args.congestion.clone(),
-        blast: (args.transport == "udp").then(|| BlastOpts {
-            mtu: args.mtu,
-            max_rate: args.max_rate.unwrap_or(0),
-            ack_every: args.ack_every,
-            max_ack_delay: args.ack_delay,
-            port: args.udp_port,
-            idle_timeout: args.timeout,
-            resume: !args.no_resume,
-            ..BlastOpts::default()
-        }),
+        blast: (args.transport == "udp").then(|| blast_opts(args)),
         trace: args.trace.is_some(),
         auto_streams: None, // -p auto sets it after login
         resume: !args.no_resume,
+        auto_transport: None, // --transport auto: set after login, from the path profile
+    }
+}
+
+/// The blast settings from the UDP options.
+fn blast_opts(args: &Args) -> BlastOpts {
+    BlastOpts {
+        mtu: args.mtu,
+        max_rate: args.max_rate.unwrap_or(0),
+        ack_every: args.ack_every,
+        max_ack_delay: args.ack_delay,
+        port: args.udp_port,
+        idle_timeout: args.timeout,
+        resume: !args.no_resume,
+        ..BlastOpts::default()
+    }
+}
+
+/// `--transport auto`: what the path profile of `url`'s server knows (loss, rate), or nothing.
+fn auto_transport(url: &FtpUrl) -> AutoTransport {
+    let profile = ProfileStore::open(None).and_then(|s| match s.get(&url.authority()) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::debug!("--transport auto: no path profile: {e}");
+            None
+        }
+    });
+    AutoTransport {
+        profile_loss: profile.as_ref().and_then(|p| p.loss),
+        link_bps: profile.map(|p| p.rate_bps).filter(|r| *r > 0.0),
     }
 }
 
@@ -370,6 +396,11 @@ async fn copy(
             .await
             .with_context(|| format!("logging in to {}", url.authority()))?;
     let (p, udp) = (args.parallel, args.transport == "udp");
+    if args.transport == "auto" {
+        // One download or upload: the client may choose blast (-r jobs and third-party copies stay on TCP).
+        opts.auto_transport = Some(auto_transport(url));
+        opts.blast = Some(blast_opts(args));
+    }
     if super::auto::wants_auto(p, args.tcp_bs.is_some(), args.buffer.is_some(), udp) {
         *auto = Some(super::auto::choose(&mut client, url, &mut opts, None).await?);
         // Online refinement from that start (uploads: we are the MODE E sender; downloads from a drsftp server:
@@ -562,6 +593,12 @@ fn report(
             },
             "wire_mode": s.mode.letter().to_string(),
             "transport": s.transport,
+            "transport_choice": s.transport_choice.as_ref().map(|c| json!({
+                "chosen": c.chosen,
+                "reason": c.reason,
+                "tcp_bytes": c.tcp_bytes,
+            })),
+            "setup_seconds": s.setup_seconds,
             "duplicates": s.duplicates,
             "rejected": s.rejected,
             "blast": s.blast.as_ref().map(|b| json!({
@@ -611,6 +648,9 @@ fn report(
             }
             if let Some(a) = auto {
                 eprintln!("  {}", a.start.reason);
+            }
+            if let Some(c) = &s.transport_choice {
+                eprintln!("  transport {}: {}", c.chosen, c.reason);
             }
         }
     }
@@ -682,6 +722,8 @@ mod tests {
             blast: None,
             traces: vec![],
             stream_actions: vec![],
+            transport_choice: None,
+            setup_seconds: None,
         };
         assert_eq!(
             summary_line(&s),

@@ -1,0 +1,309 @@
+//! `--transport auto`: the pure decision between staying on TCP and moving the rest of a transfer to UDP blast,
+//! from the TCP path's readings (RTT, loss marks, bytes delivered) fed with `now`, plus the start choice from a
+//! path profile. No clock or socket: the driver samples TCP_INFO and asks [`TransportDecider::poll_decision`].
+//!
+//! The rule (docs/auto-transport.md): switch only when the path shows *random* loss — loss marks in many sample
+//! intervals while the RTT stays near its minimum, i.e. no standing queue — and blast's projected time for the
+//! remaining bytes, set-up included, beats TCP's by [`TransportConfig::margin`]. Loss that comes with a queue is
+//! congestion (another flow sharing the link, our own overshoot): TCP is doing its job there and blast, which
+//! yields to queue-building flows, would gain nothing, so two drsftp transfers on a clean shared link stay on TCP.
+
+use std::time::{Duration, Instant};
+
+/// One reading of the TCP data path, cumulative over its streams since the transfer began.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PathReading {
+    /// Payload bytes delivered so far.
+    pub delivered: u64,
+    /// Segments delivered so far (the loss marks' denominator).
+    pub segments: u64,
+    /// Loss marks so far: retransmitted segments at a sender, segments that arrived out of order at a receiver
+    /// (each hole a loss leaves makes the segments behind it arrive out of order until it is filled).
+    pub loss_marks: u64,
+    /// The current RTT estimate; zero when the socket has none yet.
+    pub rtt: Duration,
+}
+
+/// Tuning of the rule; the defaults are what `drsftp copy` uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransportConfig {
+    /// No decision before TCP has run this long (slow start is no evidence either way).
+    pub warmup: Duration,
+    /// Evidence is judged over the readings of this trailing window.
+    pub window: Duration,
+    /// "No standing queue": the window's mean RTT is at most this multiple of the minimum RTT seen.
+    pub queue_ratio: f64,
+    /// Loss marks per segment delivered in the window at least this for the path to count as lossy.
+    pub min_loss_fraction: f64,
+    /// Random loss is spread out: at least this many sample intervals of the window carry loss marks.
+    pub min_lossy_intervals: usize,
+    /// Blast must beat TCP's projected remaining time by this fraction (0.2 = 20 % shorter).
+    pub margin: f64,
+    /// What a switch costs before blast moves data at its rate: ABOR, BPAS/RETR round trips, rate ramp.
+    pub switch_cost: Duration,
+    /// Of the best rate the path has shown (or the profile's), the share blast is assumed to keep.
+    pub blast_efficiency: f64,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            warmup: Duration::from_secs(2),
+            window: Duration::from_secs(3),
+            queue_ratio: 1.25,
+            min_loss_fraction: 0.002,
+            min_lossy_intervals: 3,
+            margin: 0.2,
+            switch_cost: Duration::from_millis(1500),
+            blast_efficiency: 0.9,
+        }
+    }
+}
+
+/// What the decider concluded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Keep TCP for the rest of the transfer, and why.
+    StayTcp(String),
+    /// Move the remaining bytes to blast, and why.
+    SwitchToBlast(String),
+}
+
+impl Decision {
+    /// The reason, for `--json` and the summary.
+    pub fn reason(&self) -> &str {
+        match self {
+            Decision::StayTcp(r) | Decision::SwitchToBlast(r) => r,
+        }
+    }
+}
+
+/// How a transfer starts under `--transport auto`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartChoice {
+    /// TCP for good (no blast at the peer, or nothing to gain): the reason.
+    Tcp(String),
+    /// TCP, watched by a [`TransportDecider`] that may move the rest to blast.
+    TcpWatched,
+    /// Blast from the start: the reason.
+    Blast(String),
+}
+
+/// What the path profile (`drsftp tune calibrate`, paths.json) says about loss.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ProfileLoss {
+    /// Random loss measured on the path, a fraction (0.01 = 1 %).
+    pub loss: f64,
+}
+
+/// Loss at or above this in a path profile starts a transfer on blast directly.
+pub const PROFILE_LOSSY: f64 = 0.0005;
+
+/// The start choice: `peer_blast` whether the peer offers blast, `profile` the path profile's loss if any,
+/// `watchable` whether the transfer can switch mid-way (a whole download of known size).
+pub fn start_choice(
+    peer_blast: bool,
+    profile: Option<ProfileLoss>,
+    watchable: bool,
+) -> StartChoice {
+    if !peer_blast {
+        return StartChoice::Tcp("the server does not offer UDP blast".into());
+    }
+    if let Some(p) = profile.filter(|p| p.loss >= PROFILE_LOSSY) {
+        return StartChoice::Blast(format!(
+            "the path profile shows {:.2} % random loss",
+            p.loss * 100.0
+        ));
+    }
+    if watchable {
+        StartChoice::TcpWatched
+    } else {
+        StartChoice::Tcp("no lossy path profile, and this transfer cannot switch mid-way".into())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    at: Instant,
+    r: PathReading,
+}
+
+/// The online rule (module docs). Feed [`handle_reading`](Self::handle_reading) every sample interval; ask
+/// [`poll_decision`](Self::poll_decision) with the bytes still to move. "Stay on TCP" is the verdict so far and
+/// is judged again on later readings (loss may show only once TCP leaves slow start); a switch is final: after
+/// it the decider answers `None`.
+#[derive(Debug, Clone)]
+pub struct TransportDecider {
+    cfg: TransportConfig,
+    start: Instant,
+    min_rtt: Option<Duration>,
+    /// Readings of the trailing window (plus the one just before it, the window's base).
+    points: Vec<Point>,
+    /// Best delivery rate over one sample interval, bytes/s.
+    peak_rate: f64,
+    /// A link rate known from elsewhere (profile), bytes/s.
+    link_hint: Option<f64>,
+    decided: bool,
+}
+
+impl TransportDecider {
+    /// A decider for a TCP transfer that began at `now`; `link_hint_bps` a known link rate in bit/s.
+    pub fn new(now: Instant, cfg: TransportConfig, link_hint_bps: Option<f64>) -> Self {
+        TransportDecider {
+            cfg,
+            start: now,
+            min_rtt: None,
+            points: Vec::new(),
+            peak_rate: 0.0,
+            link_hint: link_hint_bps
+                .filter(|r| r.is_finite() && *r > 0.0)
+                .map(|r| r / 8.0),
+            decided: false,
+        }
+    }
+
+    /// A reading taken at `now`. Readings that go backwards (a stream ended) are clamped to the last one.
+    pub fn handle_reading(&mut self, now: Instant, r: PathReading) {
+        let mut r = r;
+        if let Some(last) = self.points.last() {
+            if now <= last.at {
+                return;
+            }
+            r.delivered = r.delivered.max(last.r.delivered);
+            r.segments = r.segments.max(last.r.segments);
+            r.loss_marks = r.loss_marks.max(last.r.loss_marks);
+            let dt = (now - last.at).as_secs_f64();
+            let rate = (r.delivered - last.r.delivered) as f64 / dt;
+            // Past slow start only: a peak while the window still doubles says nothing of the path.
+            if now >= self.start + self.cfg.warmup / 2 {
+                self.peak_rate = self.peak_rate.max(rate);
+            }
+        }
+        if !r.rtt.is_zero() {
+            self.min_rtt = Some(self.min_rtt.map_or(r.rtt, |m| m.min(r.rtt)));
+        }
+        self.points.push(Point { at: now, r });
+        // Keep the window plus one base point before it.
+        let horizon = now.checked_sub(self.window()).unwrap_or(self.start);
+        let first_in = self
+            .points
+            .iter()
+            .position(|p| p.at >= horizon)
+            .unwrap_or(0);
+        if first_in > 1 {
+            self.points.drain(..first_in - 1);
+        }
+    }
+
+    /// The verdict, once the evidence allows one, for `remaining` bytes still to move; `None` while undecided
+    /// (and for ever after a switch was returned).
+    pub fn poll_decision(&mut self, now: Instant, remaining: u64) -> Option<Decision> {
+        // Long paths leave slow start later: the warm-up and the window grow with the RTT.
+        let rtt = self.min_rtt.unwrap_or_default();
+        if self.decided || now < self.start + self.cfg.warmup.max(rtt * 20) {
+            return None;
+        }
+        let d = self.judge(now, remaining)?;
+        self.decided = matches!(d, Decision::SwitchToBlast(_));
+        Some(d)
+    }
+
+    /// The evidence window: [`TransportConfig::window`], at least 30 RTTs.
+    fn window(&self) -> Duration {
+        self.cfg.window.max(self.min_rtt.unwrap_or_default() * 30)
+    }
+
+    fn judge(&self, now: Instant, remaining: u64) -> Option<Decision> {
+        let (base, last) = (self.points.first()?, self.points.last()?);
+        // A full window of evidence, unless the transfer is about to end anyway.
+        let span = (last.at - base.at).as_secs_f64();
+        if span < self.window().as_secs_f64() * 0.9 && now < self.start + self.window() * 2 {
+            return None;
+        }
+        if span <= 0.0 {
+            return None;
+        }
+        let delivered = last.r.delivered - base.r.delivered;
+        let tcp_rate = delivered as f64 / span;
+        let segments = (last.r.segments - base.r.segments).max(1);
+        let marks = last.r.loss_marks - base.r.loss_marks;
+        let loss = marks as f64 / segments as f64;
+        let lossy_intervals = self
+            .points
+            .windows(2)
+            .filter(|w| w[1].r.loss_marks > w[0].r.loss_marks)
+            .count();
+        // Intervals in which nothing arrived: with a window of a few segments (heavy loss) TCP recovers by
+        // retransmission timeout, leaving no out-of-order segments to count, only silence.
+        let silent = self
+            .points
+            .windows(2)
+            .filter(|w| w[0].r.delivered > 0 && w[1].r.delivered == w[0].r.delivered)
+            .count();
+        let marked =
+            loss >= self.cfg.min_loss_fraction && lossy_intervals >= self.cfg.min_lossy_intervals;
+        if !marked && silent < self.cfg.min_lossy_intervals {
+            let why = if loss < self.cfg.min_loss_fraction {
+                "clean path"
+            } else {
+                "no sign of random loss"
+            };
+            return Some(Decision::StayTcp(format!(
+                "{why}: {:.2} % of segments marked lost in {lossy_intervals} of {} intervals of the last {span:.1} s",
+                loss * 100.0,
+                self.points.len() - 1
+            )));
+        }
+        let rtts: Vec<f64> = self.points[1..]
+            .iter()
+            .filter(|p| !p.r.rtt.is_zero())
+            .map(|p| p.r.rtt.as_secs_f64())
+            .collect();
+        let min = self.min_rtt?.as_secs_f64();
+        let mean = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
+        if rtts.is_empty() || min <= 0.0 || mean > min * self.cfg.queue_ratio {
+            return Some(Decision::StayTcp(format!(
+                "loss comes with a standing queue (RTT {:.1} ms against a minimum of {:.1} ms): congestion, not \
+                 random loss",
+                mean * 1e3,
+                min * 1e3
+            )));
+        }
+        let blast_rate =
+            self.link_hint.unwrap_or(0.0).max(self.peak_rate) * self.cfg.blast_efficiency;
+        if tcp_rate <= 0.0 || blast_rate <= 0.0 {
+            return None;
+        }
+        let t_tcp = remaining as f64 / tcp_rate;
+        let t_blast = self.cfg.switch_cost.as_secs_f64() + remaining as f64 / blast_rate;
+        let evidence = if marked {
+            format!("{:.2} % of segments marked lost", loss * 100.0)
+        } else {
+            format!(
+                "TCP stalled in {silent} of the last {} intervals",
+                self.points.len() - 1
+            )
+        };
+        let facts = format!(
+            "random loss ({evidence}, RTT {:.1} ms near its minimum {:.1} ms); TCP moves {:.1} Mbit/s",
+            mean * 1e3,
+            min * 1e3,
+            tcp_rate * 8e-6
+        );
+        if t_blast < t_tcp * (1.0 - self.cfg.margin) {
+            Some(Decision::SwitchToBlast(format!(
+                "{facts}, blast projected at {:.1} Mbit/s: {t_blast:.1} s instead of {t_tcp:.1} s for the rest",
+                blast_rate * 8e-6
+            )))
+        } else {
+            Some(Decision::StayTcp(format!(
+                "{facts}, near the best rate the path has shown: blast would not finish {:.0} % sooner",
+                self.cfg.margin * 100.0
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "transport_tests.rs"]
+mod tests;

@@ -1,0 +1,230 @@
+//! The transport rule on a virtual clock: path shapes in, decisions out.
+
+use super::*;
+use proptest::prelude::*;
+
+const STEP: Duration = Duration::from_millis(250);
+const MSS: u64 = 1448;
+
+/// One sample interval of a synthetic path: bytes delivered, loss marks, RTT.
+#[derive(Debug, Clone, Copy)]
+struct Tick {
+    bytes: u64,
+    marks: u64,
+    rtt_ms: u64,
+}
+
+/// Feeds `ticks` every 250 ms from t0 and returns the switch with its time, or else the last verdict, for
+/// `remaining` bytes.
+fn drive(ticks: impl IntoIterator<Item = Tick>, remaining: u64) -> Option<(Duration, Decision)> {
+    let t0 = Instant::now();
+    let mut d = TransportDecider::new(t0, TransportConfig::default(), None);
+    let mut r = PathReading::default();
+    let mut now = t0;
+    d.handle_reading(now, r);
+    let (mut first, mut last) = (None, None);
+    for t in ticks {
+        now += STEP;
+        r.delivered += t.bytes;
+        r.segments += t.bytes / MSS;
+        r.loss_marks += t.marks;
+        r.rtt = Duration::from_millis(t.rtt_ms);
+        d.handle_reading(now, r);
+        match d.poll_decision(now, remaining) {
+            Some(dec @ Decision::SwitchToBlast(_)) => return Some((now - t0, dec)),
+            Some(dec) => last = Some((*first.get_or_insert(now - t0), dec)),
+            None => {}
+        }
+    }
+    last
+}
+
+/// 100 Mbit/s for 250 ms.
+const FULL: u64 = 100_000_000 / 8 / 4;
+
+#[test]
+fn a_clean_path_stays_on_tcp() {
+    let ticks = (0..40).map(|_| Tick {
+        bytes: FULL,
+        marks: 0,
+        rtt_ms: 50,
+    });
+    let (at, d) = drive(ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
+    assert!(d.reason().contains("clean path"), "{d:?}");
+    assert!(at >= TransportConfig::default().warmup, "decided at {at:?}");
+}
+
+#[test]
+fn random_loss_without_a_queue_switches_to_blast() {
+    // Cubic under 1 % random loss: the rate saws between a tenth and a third of the link, RTT stays at 50 ms.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: if k % 4 == 0 { FULL / 3 } else { FULL / 10 },
+        marks: 40,
+        rtt_ms: 50 + (k % 3),
+    });
+    let (_, d) = drive(ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::SwitchToBlast(_)), "{d:?}");
+    assert!(d.reason().contains("random loss"), "{d:?}");
+}
+
+#[test]
+fn loss_with_a_standing_queue_is_congestion_and_stays() {
+    // Two flows sharing a clean link: each sees loss when the queue overflows, with the RTT doubled by the queue.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: if k % 4 == 0 { FULL / 2 } else { FULL / 4 },
+        marks: if k % 2 == 0 { 30 } else { 0 },
+        rtt_ms: if k < 2 { 50 } else { 95 + (k % 10) },
+    });
+    let (_, d) = drive(ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
+    assert!(d.reason().contains("standing queue"), "{d:?}");
+}
+
+#[test]
+fn tcp_already_near_its_peak_stays() {
+    // BBR under random loss keeps the link full: blast has nothing to win.
+    let ticks = (0..40).map(|_| Tick {
+        bytes: FULL * 95 / 100,
+        marks: 50,
+        rtt_ms: 51,
+    });
+    let (_, d) = drive(ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
+    assert!(d.reason().contains("would not finish"), "{d:?}");
+}
+
+#[test]
+fn timeouts_without_a_queue_switch_too() {
+    // Heavy loss on a long path: a window of a few segments, recovered by timeouts: no out-of-order segments,
+    // but whole intervals without data, the RTT at its minimum.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: if k % 3 == 0 {
+            0
+        } else {
+            FULL / 20 + (k % 2) * FULL / 10
+        },
+        marks: 0,
+        rtt_ms: 200,
+    });
+    let (_, d) = drive(ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::SwitchToBlast(_)), "{d:?}");
+    assert!(d.reason().contains("stalled"), "{d:?}");
+}
+
+#[test]
+fn a_nearly_finished_transfer_does_not_pay_the_switch() {
+    let ticks = (0..40).map(|k| Tick {
+        bytes: if k % 4 == 0 { FULL / 3 } else { FULL / 10 },
+        marks: 40,
+        rtt_ms: 50,
+    });
+    // 1 MB left at ~4 Mbit/s is 2 s; the switch alone costs 1.5 s.
+    let (_, d) = drive(ticks, 1_000_000).expect("a decision");
+    assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
+}
+
+#[test]
+fn a_profile_rate_lets_it_see_the_headroom() {
+    // Steady but slow under random loss: without a link rate no headroom shows; with the profile's it does.
+    let t0 = Instant::now();
+    let mut with = TransportDecider::new(t0, TransportConfig::default(), Some(100e6));
+    let mut without = TransportDecider::new(t0, TransportConfig::default(), None);
+    let mut r = PathReading::default();
+    let mut now = t0;
+    let (mut a, mut b) = (None, None);
+    for _ in 0..40 {
+        now += STEP;
+        r.delivered += FULL / 10;
+        r.segments += FULL / 10 / MSS;
+        r.loss_marks += 20;
+        r.rtt = Duration::from_millis(50);
+        with.handle_reading(now, r);
+        without.handle_reading(now, r);
+        a = a.or(with.poll_decision(now, 1 << 30));
+        b = b.or(without.poll_decision(now, 1 << 30));
+    }
+    assert!(matches!(a, Some(Decision::SwitchToBlast(_))), "{a:?}");
+    assert!(matches!(b, Some(Decision::StayTcp(_))), "{b:?}");
+}
+
+#[test]
+fn start_choice_follows_peer_and_profile() {
+    assert!(matches!(
+        start_choice(false, None, true),
+        StartChoice::Tcp(_)
+    ));
+    let lossy = Some(ProfileLoss { loss: 0.01 });
+    assert!(matches!(
+        start_choice(false, lossy, true),
+        StartChoice::Tcp(_)
+    ));
+    match start_choice(true, lossy, false) {
+        StartChoice::Blast(r) => assert!(r.contains("1.00 %"), "{r}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        start_choice(true, Some(ProfileLoss { loss: 0.0 }), true),
+        StartChoice::TcpWatched
+    );
+    assert!(matches!(
+        start_choice(true, None, false),
+        StartChoice::Tcp(_)
+    ));
+}
+
+fn tick() -> impl Strategy<Value = Tick> {
+    (0..FULL * 2, 0u64..200, 1u64..400).prop_map(|(bytes, marks, rtt_ms)| Tick {
+        bytes,
+        marks,
+        rtt_ms,
+    })
+}
+
+proptest! {
+    /// Whatever the path does: nothing before the warm-up, nothing after a switch, and never a switch without loss
+    /// marks or silent intervals, or while the RTT sits well above its minimum all window long.
+    #[test]
+    fn the_rule_holds_on_any_path(ticks in proptest::collection::vec(tick(), 1..80), remaining in 0u64..1 << 34) {
+        let cfg = TransportConfig::default();
+        let t0 = Instant::now();
+        let mut d = TransportDecider::new(t0, cfg.clone(), None);
+        let mut r = PathReading::default();
+        let mut now = t0;
+        let mut switches = 0;
+        let mut min_rtt = u64::MAX;
+        let mut window: Vec<(Instant, Tick)> = Vec::new();
+        for t in ticks {
+            now += STEP;
+            r.delivered += t.bytes;
+            r.segments += t.bytes / MSS;
+            r.loss_marks += t.marks;
+            r.rtt = Duration::from_millis(t.rtt_ms);
+            min_rtt = min_rtt.min(t.rtt_ms);
+            window.push((now, t));
+            let span = cfg.window.max(Duration::from_millis(min_rtt) * 30);
+            window.retain(|(at, _)| *at + span >= now);
+            d.handle_reading(now, r);
+            if let Some(dec) = d.poll_decision(now, remaining) {
+                prop_assert_eq!(switches, 0, "a verdict after a switch");
+                prop_assert!(now >= t0 + cfg.warmup);
+                if let Decision::SwitchToBlast(_) = dec {
+                    switches += 1;
+                    prop_assert!(window.iter().any(|(_, t)| t.marks > 0 || t.bytes == 0));
+                    let all_queued = window.iter().all(|(_, t)| t.rtt_ms as f64 > min_rtt as f64 * cfg.queue_ratio);
+                    prop_assert!(!all_queued, "switched with a standing queue: {dec:?}");
+                }
+            }
+        }
+        prop_assert!(switches <= 1);
+    }
+
+    /// A path without loss marks, that never falls silent, never leaves TCP.
+    #[test]
+    fn no_loss_never_switches(bytes in proptest::collection::vec(1..FULL * 2, 1..80), rtt in 1u64..400) {
+        let ticks = bytes.into_iter().map(|b| Tick { bytes: b, marks: 0, rtt_ms: rtt });
+        if let Some((_, d)) = drive(ticks, 1 << 34) {
+            prop_assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! `drsftp copy` with no transport flag (`--transport auto`) on the WAN lab: on a lossy path (100 Mbit/s · 50 ms ·
+//! 1 %, the server on cubic) the download starts on TCP and moves the rest to UDP blast, saying why; on a clean
+//! path it stays on TCP, also with two default copies sharing the link (queue-building loss is congestion); a
+//! server without BLAST, and one whose blast datagrams are dropped (UDP blackholed by policy routing), give a
+//! clean TCP copy. Every destination is checked against the source's SHA-256. Needs root and /dev/net/tun;
+//! otherwise prints `SKIPPED <test>: <reason>` and returns.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use drsftp_io::client::profile::{PathProfile, ProfileStore};
+use drsftp_lab::{Lab, LabConfig};
+use drsftp_netem::LossModel;
+
+const T: Duration = Duration::from_secs(180);
+
+/// A 2-host lab named `auto<pid><suffix>` (this helper's prefix, unique per test process).
+fn lab(suffix: &str, rtt_ms: u64, rate: u64, loss: f64) -> Lab {
+    let name = format!("auto{}{suffix}", std::process::id() % 10_000);
+    let mut cfg = LabConfig::new(&name, 2, Duration::from_millis(rtt_ms), rate);
+    if loss > 0.0 {
+        cfg.link = cfg.link.with_loss(LossModel::Bernoulli { p: loss });
+    }
+    Lab::up(cfg).expect("lab up")
+}
+
+fn lab_server(lab: &Lab, root: &Path, extra: &[&str]) -> ServerProcess {
+    let cmd = lab.exec(1, bin().to_str().expect("utf-8 binary path"));
+    drsftp_serve(cmd, &format!("{}:0", lab.addr(1)), root, extra)
+}
+
+/// `drsftp copy --json <extra> src dst` on host 2 with its own (empty unless filled) profile directory.
+fn lab_copy(lab: &Lab, config: &Path, extra: &[&str], src: &str, dst: &Path) -> Command {
+    let mut cmd = lab.exec(2, bin().to_str().expect("utf-8 binary path"));
+    cmd.env("XDG_CONFIG_HOME", config)
+        .args(["copy", "--json", "--no-resume"])
+        .args(extra)
+        .args([src, dst.to_str().expect("utf-8 path")]);
+    cmd
+}
+
+/// Runs a copy and returns its JSON summary, panicking with its output on failure.
+fn copied(mut cmd: Command, what: &str, logs: &dyn Fn() -> String) -> serde_json::Value {
+    let (ok, o, e) = run(&mut cmd, T);
+    assert!(ok, "{what}: {o} {e}\n{}", logs());
+    json_of(&o)
+}
+
+#[test]
+fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
+    drsftp_testkit::require_lab!("auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly");
+    let lab = lab("l", 50, 100_000_000, 0.01);
+    let dir = open_tempdir();
+    let (root, cfg, out) = (
+        dir.path().join("root"),
+        dir.path().join("config"),
+        dir.path().join("out"),
+    );
+    for d in [&root, &cfg, &out] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let big = random_file(&root.join("big.bin"), (48 << 20) + 777, 22);
+    let small = random_file(&root.join("small.bin"), (2 << 20) + 3, 23);
+    let srv = lab_server(&lab, &root, &["--congestion", "cubic"]);
+    let plain = lab_server(&lab, &root, &["--congestion", "cubic", "--no-blast"]);
+    let logs = || format!("server log:\n{}", srv.log_text());
+
+    // No flag: TCP first, then the rest over blast once the random loss shows.
+    let dst = out.join("big.bin");
+    let j = copied(
+        lab_copy(&lab, &cfg, &[], &srv.url("/big.bin"), &dst),
+        "lossy copy",
+        &logs,
+    );
+    let c = &j["transport_choice"];
+    assert_eq!(c["chosen"], "tcp+udp", "{j}");
+    assert!(c["reason"].as_str().unwrap().contains("random loss"), "{j}");
+    assert!(c["tcp_bytes"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(j["transport"], "udp", "{j}");
+    assert_eq!(sha256_file(&dst), big);
+
+    // A server without BLAST: TCP, and the reason says so.
+    let dst = out.join("plain.bin");
+    let j = copied(
+        lab_copy(&lab, &cfg, &[], &plain.url("/small.bin"), &dst),
+        "no-blast copy",
+        &logs,
+    );
+    assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
+    assert!(
+        j["transport_choice"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not offer"),
+        "{j}"
+    );
+    assert_eq!(sha256_file(&dst), small);
+
+    // A lossy path profile starts on blast; with the server's UDP blackholed no datagram arrives, and the copy
+    // falls back to TCP within about a second.
+    let key = srv
+        .url("/")
+        .trim_start_matches("ftp://")
+        .trim_end_matches('/')
+        .to_string();
+    ProfileStore::in_dir(&cfg.join("drsftp"))
+        .put(&PathProfile {
+            host_port: key,
+            rtt_ms: 50.0,
+            rate_bps: 100e6,
+            c1: None,
+            c2: None,
+            fit_mean_rel_err: None,
+            fit_max_rel_err: None,
+            points: 0,
+            timestamp: 0,
+            loss: Some(0.01),
+        })
+        .unwrap();
+    let dst = out.join("started.bin");
+    let j = copied(
+        lab_copy(&lab, &cfg, &[], &srv.url("/small.bin"), &dst),
+        "profile copy",
+        &logs,
+    );
+    assert_eq!(j["transport_choice"]["chosen"], "udp", "{j}");
+    assert!(
+        j["transport_choice"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("path profile"),
+        "{j}"
+    );
+    assert_eq!(sha256_file(&dst), small);
+    // Blast datagrams silently dropped on arrival at the client's host (an input rule ahead of the local table).
+    let ns = &lab.host(2).netns;
+    let ip = |args: &[&str]| {
+        let s = Command::new("ip")
+            .args(["netns", "exec", ns, "ip", "rule"])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(s.success(), "ip rule {args:?}");
+    };
+    ip(&["add", "pref", "100", "lookup", "local"]);
+    ip(&["del", "pref", "0", "lookup", "local"]);
+    ip(&[
+        "add",
+        "pref",
+        "10",
+        "iif",
+        "tun0",
+        "ipproto",
+        "udp",
+        "blackhole",
+    ]);
+    let dst = out.join("blocked.bin");
+    let j = copied(
+        lab_copy(&lab, &cfg, &[], &srv.url("/small.bin"), &dst),
+        "blocked copy",
+        &logs,
+    );
+    assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
+    assert!(
+        j["transport_choice"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("UDP looks blocked"),
+        "{j}"
+    );
+    assert_eq!(j["transport"], "tcp", "{j}");
+    assert_eq!(sha256_file(&dst), small);
+
+    drop((srv, plain));
+    lab.down().expect("lab down");
+}
+
+#[test]
+fn auto_stays_on_tcp_on_a_clean_shared_path() {
+    drsftp_testkit::require_lab!("auto_stays_on_tcp_on_a_clean_shared_path");
+    let lab = lab("c", 20, 100_000_000, 0.0);
+    let dir = open_tempdir();
+    let (root, cfg, out) = (
+        dir.path().join("root"),
+        dir.path().join("config"),
+        dir.path().join("out"),
+    );
+    for d in [&root, &cfg, &out] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let want = random_file(&root.join("f.bin"), (64 << 20) + 5, 24);
+    let srv = lab_server(&lab, &root, &["--congestion", "cubic"]);
+    let logs = || format!("server log:\n{}", srv.log_text());
+
+    let dst = out.join("one.bin");
+    let j = copied(
+        lab_copy(&lab, &cfg, &[], &srv.url("/f.bin"), &dst),
+        "clean copy",
+        &logs,
+    );
+    assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
+    assert_eq!(j["transport"], "tcp", "{j}");
+    assert_eq!(sha256_file(&dst), want);
+
+    // Two default copies sharing the link: the loss they cause each other comes with a queue, so both stay.
+    let (a, b) = (out.join("a.bin"), out.join("b.bin"));
+    let mut ca = lab_copy(&lab, &cfg, &[], &srv.url("/f.bin"), &a);
+    let mut cb = lab_copy(&lab, &cfg, &[], &srv.url("/f.bin"), &b);
+    let other = std::thread::spawn(move || run(&mut cb, T));
+    let (ok, o, e) = run(&mut ca, T);
+    assert!(ok, "first shared copy: {o} {e}\n{}", logs());
+    let (ok2, o2, e2) = other.join().unwrap();
+    assert!(ok2, "second shared copy: {o2} {e2}\n{}", logs());
+    for (j, dst) in [(json_of(&o), &a), (json_of(&o2), &b)] {
+        assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
+        assert_eq!(j["transport"], "tcp", "{j}");
+        assert_eq!(sha256_file(dst), want);
+    }
+
+    drop(srv);
+    lab.down().expect("lab down");
+}
