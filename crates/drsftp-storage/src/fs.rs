@@ -34,7 +34,10 @@ pub use drsftp_sys::resolve::Strategy as ResolveStrategy;
 use drsftp_sys::resolve::{self, Root};
 
 use crate::path::{clean, file_name, is_part_name, is_strictly_below, PART_MARKER};
-use crate::{EntryKind, FileHandle, Metadata, PartFile, Result, Storage, StorageError, WriteMode};
+use crate::{
+    EntryKind, FileHandle, KeptId, KeptLimits, Metadata, PartFile, Result, Storage, StorageError,
+    WriteMode,
+};
 
 /// A directory tree on the local filesystem served as `/`.
 #[derive(Debug, Clone)]
@@ -379,6 +382,35 @@ impl Storage for FsStorage {
                 }))
             }
         }
+    }
+
+    fn kept_held(&self, id: &KeptId, limits: &KeptLimits) -> Result<Option<String>> {
+        let id = KeptId {
+            path: clean(&id.path)?,
+            ..id.clone()
+        };
+        crate::kept::held(&self.dir, &id, limits)
+    }
+
+    fn kept_open(
+        &self,
+        id: &KeptId,
+        resume: bool,
+        limits: &KeptLimits,
+    ) -> Result<Option<(Box<dyn PartFile>, String)>> {
+        let v = clean(&id.path)?;
+        check_creatable_name(&v)?;
+        let Some((dir, name)) = self.parent(&v)? else {
+            return Err(StorageError::NotAFile(v));
+        };
+        if lstat_opt(&dir, &name, &v)?.is_some_and(|md| md.is_dir()) {
+            return Err(StorageError::NotAFile(v));
+        }
+        let id = KeptId {
+            path: v,
+            ..id.clone()
+        };
+        crate::kept::open(&self.dir, &id, resume, limits, dir, name)
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {
