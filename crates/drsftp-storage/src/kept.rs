@@ -5,9 +5,10 @@
 //! or rename them through the FTP verbs; only [`crate::Storage::kept_open`] and [`crate::Storage::kept_held`]
 //! reach them, and only with the identity that made them.
 //!
-//! Every open sweeps the directory first: partials older than the age limit go, then the oldest until the
-//! user's count and byte caps hold (bytes as allocated on disk, so a sparse file counts what it really costs).
-//! A partial in use (its part file `flock`ed by a running upload) is never removed.
+//! Every query and open sweeps the directory first: partials older than the age limit go (anyone's), then the
+//! user's own oldest until their count and byte caps hold (bytes as allocated on disk, so a sparse file counts
+//! what it really costs); users sharing one area never evict each other's partials. A partial in use (its part
+//! file `flock`ed by a running upload) is never removed.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -228,6 +229,27 @@ struct Found {
     key: String,
     modified: SystemTime,
     bytes: u64,
+    /// Whether it belongs to the user the caps are applied for.
+    mine: bool,
+}
+
+/// Whether `key`'s checkpoint names `user` (the `user` line of its header).
+fn owned_by(kept: &OwnedFd, key: &str, user: &str) -> bool {
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC;
+    let Ok(fd) = resolve::open_at(kept.as_fd(), OsStr::new(&ck_name(key)), flags, 0) else {
+        return false;
+    };
+    let mut head = String::new();
+    let _ = File::from(fd).take(4096).read_to_string(&mut head);
+    let want = KeptId {
+        user: user.to_string(),
+        path: String::new(),
+        size: 0,
+        tag: String::new(),
+    };
+    let line = want.header();
+    let user_line = line.lines().nth(1).unwrap_or_default();
+    head.lines().nth(1) == Some(user_line)
 }
 
 /// Whether `key`'s part file is locked by a running upload.
@@ -244,8 +266,15 @@ fn remove_kept(kept: &OwnedFd, key: &str) {
     let _ = resolve::unlink_at(kept.as_fd(), OsStr::new(&ck_name(key)));
 }
 
-/// Removes what the limits no longer allow, leaving room for `room` more partials.
-fn sweep(kept: &OwnedFd, limits: &KeptLimits, now: SystemTime, room: usize) -> io::Result<()> {
+/// Removes every partial past the age limit, and the oldest of `user`'s own until their count (with room for
+/// `room` more) and bytes are within the caps: one user cannot evict another's partials.
+fn sweep(
+    kept: &OwnedFd,
+    user: &str,
+    limits: &KeptLimits,
+    now: SystemTime,
+    room: usize,
+) -> io::Result<()> {
     let names: Vec<OsString> = resolve::read_dir_at(kept.as_fd())?;
     let mut found = Vec::new();
     for n in &names {
@@ -284,19 +313,22 @@ fn sweep(kept: &OwnedFd, limits: &KeptLimits, now: SystemTime, room: usize) -> i
             key: name.to_string(),
             modified: modified.max(md.modified().unwrap_or(modified)),
             bytes: md.blocks() * 512,
+            mine: ck.is_some() && owned_by(kept, name, user),
         });
     }
     // Oldest first: expired ones go, then the oldest until the caps hold with room for `room` more.
     found.sort_by_key(|f| f.modified);
-    let mut count = found.len();
-    let mut bytes: u64 = found.iter().map(|f| f.bytes).sum();
+    let mut count = found.iter().filter(|f| f.mine).count();
+    let mut bytes: u64 = found.iter().filter(|f| f.mine).map(|f| f.bytes).sum();
     for f in &found {
         let expired = now.duration_since(f.modified).unwrap_or_default() > limits.max_age;
-        let over = count + room > limits.max_files || bytes > limits.max_bytes;
+        let over = f.mine && (count + room > limits.max_files || bytes > limits.max_bytes);
         if (expired || over) && !in_use(kept, &f.key) {
             remove_kept(kept, &f.key);
-            count -= 1;
-            bytes -= f.bytes;
+            if f.mine {
+                count -= 1;
+                bytes -= f.bytes;
+            }
         }
     }
     Ok(())
@@ -316,7 +348,7 @@ pub(crate) fn held(root: &Root, id: &KeptId, limits: &KeptLimits) -> Result<Opti
     let Some(kept) = kept_dir(root, false).map_err(io)? else {
         return Ok(None);
     };
-    sweep(&kept, limits, SystemTime::now(), 0).map_err(io)?;
+    sweep(&kept, &id.user, limits, SystemTime::now(), 0).map_err(io)?;
     read_ck(&kept, &id.key(), &id.header()).map_err(io)
 }
 
@@ -342,7 +374,13 @@ pub(crate) fn open(
     let key = id.key();
     let header = id.header();
     let exists = resolve::lstat_at(kept.as_fd(), OsStr::new(&key)).is_ok();
-    sweep(&kept, limits, SystemTime::now(), usize::from(!exists)).map_err(io)?;
+    sweep(
+        &kept,
+        &id.user,
+        limits,
+        SystemTime::now(),
+        usize::from(!exists),
+    ).map_err(io)?;
     let flags = libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC;
     let file = File::from(resolve::open_at(kept.as_fd(), OsStr::new(&key), flags, 0o600).map_err(io)?);
     if file.try_lock().is_err() {
