@@ -217,17 +217,23 @@ fn regular(fd: OwnedFd, v: &str) -> Result<File> {
     Ok(file)
 }
 
-/// Refuse to create a name that would look like a hidden part file.
+/// Whether any component of `v` is a part name: the final one (a part file) or one above it (the kept
+/// partials' directory, `kept.rs`), so nothing beneath a hidden name can be named either.
+fn names_part(v: &str) -> bool {
+    v.split('/').any(is_part_name)
+}
+
+/// Refuse to create a name that would look like a hidden part file, or anything beneath one.
 fn check_creatable_name(v: &str) -> Result<()> {
-    if is_part_name(file_name(v)) {
+    if names_part(v) {
         return Err(StorageError::InvalidPath(v.into()));
     }
     Ok(())
 }
 
-/// Part files are invisible: naming one is the same as naming nothing.
+/// Part files are invisible: naming one (or anything beneath a hidden name) is the same as naming nothing.
 fn check_visible_name(v: &str) -> Result<()> {
-    if is_part_name(file_name(v)) {
+    if names_part(v) {
         return Err(StorageError::NotFound(v.into()));
     }
     Ok(())

@@ -51,12 +51,19 @@ impl KeptId {
     /// The file name: a SHA-256 of the whole identity, so no part of a name a user chose reaches the disk.
     fn key(&self) -> String {
         let mut h = Sha256::new();
-        for part in [self.user.as_bytes(), self.path.as_bytes(), self.tag.as_bytes()] {
+        for part in [
+            self.user.as_bytes(),
+            self.path.as_bytes(),
+            self.tag.as_bytes(),
+        ] {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part);
         }
         h.update(self.size.to_le_bytes());
-        h.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
+        h.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     /// The checkpoint's header (control characters shown as `?`; the key already binds the exact identity).
@@ -180,7 +187,12 @@ fn ck_name(key: &str) -> String {
 fn write_ck(kept: &OwnedFd, key: &str, header: &str, ranges: &str) -> io::Result<()> {
     let tmp = format!("{key}.ck.tmp");
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
-    let mut f = File::from(resolve::open_at(kept.as_fd(), OsStr::new(&tmp), flags, 0o600)?);
+    let mut f = File::from(resolve::open_at(
+        kept.as_fd(),
+        OsStr::new(&tmp),
+        flags,
+        0o600,
+    )?);
     f.write_all(header.as_bytes())?;
     f.write_all(ranges.as_bytes())?;
     f.sync_all()?;
@@ -368,9 +380,9 @@ pub(crate) fn open(
     }
     let _g = SWEEP.lock().unwrap_or_else(|p| p.into_inner());
     let io = |e| StorageError::from_io(&id.path, e);
-    let kept = kept_dir(root, true).map_err(io)?.ok_or_else(|| {
-        StorageError::from_io(&id.path, io::Error::from(io::ErrorKind::NotFound))
-    })?;
+    let kept = kept_dir(root, true)
+        .map_err(io)?
+        .ok_or_else(|| StorageError::from_io(&id.path, io::Error::from(io::ErrorKind::NotFound)))?;
     let key = id.key();
     let header = id.header();
     let exists = resolve::lstat_at(kept.as_fd(), OsStr::new(&key)).is_ok();
@@ -380,14 +392,18 @@ pub(crate) fn open(
         limits,
         SystemTime::now(),
         usize::from(!exists),
-    ).map_err(io)?;
+    )
+    .map_err(io)?;
     let flags = libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC;
-    let file = File::from(resolve::open_at(kept.as_fd(), OsStr::new(&key), flags, 0o600).map_err(io)?);
+    let file =
+        File::from(resolve::open_at(kept.as_fd(), OsStr::new(&key), flags, 0o600).map_err(io)?);
     if file.try_lock().is_err() {
         return Ok(None);
     }
     let held = if resume {
-        read_ck(&kept, &key, &header).map_err(io)?.unwrap_or_default()
+        read_ck(&kept, &key, &header)
+            .map_err(io)?
+            .unwrap_or_default()
     } else {
         String::new()
     };

@@ -155,10 +155,24 @@ fn uploads_resume_after_client_and_server_kills() {
         resumed >= 6 << 20 && resumed <= held,
         "resumed {resumed}, held {held}: {j}"
     );
-    assert_eq!(j["bytes"].as_u64(), Some(size - resumed), "only the gaps: {j}");
+    assert_eq!(
+        j["bytes"].as_u64(),
+        Some(size - resumed),
+        "only the gaps: {j}"
+    );
     assert_eq!(kept_parts(&root), 0, "the partial became the file");
+    // The killed run's record is written once the server has noticed the dead connections.
+    let t0 = Instant::now();
+    while received(&root).len() < before + 2 && t0.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let runs = received(&root)[before..].to_vec();
-    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(
+        runs.len(),
+        2,
+        "{runs:?}: {}",
+        std::fs::read_to_string(root.with_extension("xfer.jsonl")).unwrap_or_default()
+    );
     let again = runs.iter().sum::<u64>().saturating_sub(size);
     report.push(format!(
         "client kill: size {size}, resumed {resumed}, server received {runs:?}: {again} twice"
@@ -190,7 +204,9 @@ fn uploads_resume_after_client_and_server_kills() {
     // The local source changes (same size, new content and time) between runs: the partial is not spliced in.
     let url = srv.url("/changed.bin");
     let dst = root.join("changed.bin");
-    interrupted(&lab, &src, &url, &root, &dst, 6 << 20, |c| c.kill().unwrap());
+    interrupted(&lab, &src, &url, &root, &dst, 6 << 20, |c| {
+        c.kill().unwrap()
+    });
     let new = random_file(&src, size as usize, 41);
     let j = rerun(&lab, &src, &url);
     assert_eq!(j["resumed_bytes"].as_u64(), Some(0), "{j}");

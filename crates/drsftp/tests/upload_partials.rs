@@ -33,8 +33,8 @@ fn login(c: &mut Raw, user: &str) {
     assert_eq!(code(&c.cmd("MODE E")), 200);
 }
 
-/// `SITE PARTIAL`, then a STOR of `size` bytes of which only `blocks` (offset, bytes) are sent before the data
-/// connection dies; returns the SITE PARTIAL reply.
+/// `SITE PARTIAL`, then a STOR of `size` bytes of which only `blocks` (offset, bytes) are sent, then EOD+EOF
+/// (`complete`) or nothing before the data connection closes; returns the SITE PARTIAL and final replies.
 fn partial_upload(
     c: &mut Raw,
     path: &str,
@@ -84,16 +84,31 @@ fn partials_are_private_bounded_and_never_complete_early() {
     std::fs::create_dir(&root).unwrap();
     let srv = drsftp_server(
         &root,
-        &["--user", "alice:pw", "--user", "bob:pw", "--partials-max", "3"],
+        &[
+            "--user",
+            "alice:pw",
+            "--user",
+            "bob:pw",
+            "--partials-max",
+            "3",
+        ],
     );
     let size = 1u64 << 20;
     let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
     let half = (size / 2) as usize;
 
-    // Alice's upload dies after the first half: nothing under the final name, the half is kept.
+    // Alice's upload ends after the first half (EOF, short of ALLO): nothing under the final name, the half is
+    // kept. (A connection that just dies is the lab test's case: cli_upload_resume.rs.)
     let mut a = Raw::connect(srv.addr);
     login(&mut a, "alice");
-    let (asked, r) = partial_upload(&mut a, "up.bin", size, None, &[(0, data[..half].to_vec())], false);
+    let (asked, r) = partial_upload(
+        &mut a,
+        "up.bin",
+        size,
+        None,
+        &[(0, data[..half].to_vec())],
+        true,
+    );
     assert_eq!(code(&asked), 200, "{asked}");
     assert!((400..500).contains(&code(&r)), "{r}");
     assert!(!root.join("up.bin").exists());
@@ -102,7 +117,10 @@ fn partials_are_private_bounded_and_never_complete_early() {
     assert_eq!(asked, format!("213 Range Marker 0-{half}"));
     // Another tag (a changed source) or size holds nothing.
     assert_eq!(code(&a.cmd(&format!("SITE PARTIAL {size} v2 up.bin"))), 200);
-    assert_eq!(code(&a.cmd(&format!("SITE PARTIAL {} v1 up.bin", size + 1))), 200);
+    assert_eq!(
+        code(&a.cmd(&format!("SITE PARTIAL {} v1 up.bin", size + 1))),
+        200
+    );
 
     // Bob, same path, size and tag: nothing held, and his claim of Alice's ranges commits nothing.
     let mut b = Raw::connect(srv.addr);
@@ -117,7 +135,10 @@ fn partials_are_private_bounded_and_never_complete_early() {
     );
     assert_eq!(code(&asked), 200, "{asked}");
     assert!((400..500).contains(&code(&r)), "bob's splice: {r}");
-    assert!(!root.join("up.bin").exists(), "a file with a hole was committed");
+    assert!(
+        !root.join("up.bin").exists(),
+        "a file with a hole was committed"
+    );
     // Neither sees the kept directory in any way.
     for c in [&mut a, &mut b] {
         let r = c.cmd("STAT /");
@@ -146,7 +167,14 @@ fn partials_are_private_bounded_and_never_complete_early() {
     assert_eq!(std::fs::read(root.join("up.bin")).unwrap(), data);
 
     // Claiming more than is held (a gap the server never received) is not committed either.
-    let (_, r) = partial_upload(&mut a, "gap.bin", size, None, &[(0, data[..1000].to_vec())], false);
+    let (_, r) = partial_upload(
+        &mut a,
+        "gap.bin",
+        size,
+        None,
+        &[(0, data[..1000].to_vec())],
+        true,
+    );
     assert!((400..500).contains(&code(&r)), "{r}");
     let (asked, r) = partial_upload(
         &mut a,
@@ -169,7 +197,7 @@ fn partials_are_private_bounded_and_never_complete_early() {
             size,
             None,
             &[(0, vec![1u8; 4096])],
-            false,
+            true,
         );
         assert!((400..500).contains(&code(&r)), "{r}");
         assert!(kept_parts(&root) <= 4, "after {i}: {}", kept_parts(&root));
@@ -196,7 +224,7 @@ fn old_partials_are_removed() {
     let mut a = Raw::connect(srv.addr);
     login(&mut a, "alice");
     let size = 100_000;
-    let (_, r) = partial_upload(&mut a, "old.bin", size, None, &[(0, vec![5u8; 5000])], false);
+    let (_, r) = partial_upload(&mut a, "old.bin", size, None, &[(0, vec![5u8; 5000])], true);
     assert!((400..500).contains(&code(&r)), "{r}");
     assert!(a
         .cmd(&format!("SITE PARTIAL {size} v1 old.bin"))

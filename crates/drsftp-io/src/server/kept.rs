@@ -70,9 +70,7 @@ impl KeptUpload {
         size: u64,
         progress: Arc<Progress>,
     ) -> KeptUpload {
-        let held = RangeSet::parse(held)
-            .unwrap_or_default()
-            .intersect(0..size);
+        let held = RangeSet::parse(held).unwrap_or_default().intersect(0..size);
         let start = match claimed {
             // held ∩ claimed: what the server has and the client will not send again.
             Some(c) => held.difference(&held.difference(&c)),

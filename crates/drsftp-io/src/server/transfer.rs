@@ -271,7 +271,8 @@ async fn run_inner(
                     // The ranges claimed are in a partial we cannot open: sending only the gaps would be wrong.
                     None if resume => {
                         return Err(DataError::Incomplete(
-                            "the partial upload is no longer kept or in use by another transfer".into(),
+                            "the partial upload is no longer kept or in use by another transfer"
+                                .into(),
                         ))
                     }
                     None => {}

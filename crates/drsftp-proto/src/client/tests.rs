@@ -207,10 +207,7 @@ fn resumed_upload_sends_rest_ranges_or_fails() {
     h.s.handle_data_ready(h.now);
     h.expect("REST 0-1000,5000-9000", "501 no\n");
     let ev = h.events();
-    assert!(
-        matches!(ev.last(), Some(Event::Failed(_))),
-        "{ev:?}"
-    );
+    assert!(matches!(ev.last(), Some(Event::Failed(_))), "{ev:?}");
 }
 
 #[test]

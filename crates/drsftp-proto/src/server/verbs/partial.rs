@@ -27,12 +27,16 @@ pub(super) fn site_partial(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult
         .filter(|t| {
             !t.is_empty()
                 && t.len() <= MAX_TAG
-                && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         })
         .ok_or_else(bad)?;
     let path = it.next().filter(|p| !p.is_empty()).ok_or_else(bad)?;
     let Some(user) = ctx.login.logged_in.clone() else {
-        return Err(CommandError::Reply(530, "Please login with USER and PASS.".into()));
+        return Err(CommandError::Reply(
+            530,
+            "Please login with USER and PASS.".into(),
+        ));
     };
     if ctx.login.read_only {
         return Err(CommandError::Reply(
@@ -105,7 +109,10 @@ mod tests {
             FsRequest::KeptHeld(keep.clone()),
             FsResult::Kept(Some("0-100,500-2000".into())),
         );
-        assert_eq!(r, "213 Range Marker 0-100,500-1000\r\n", "clamped to the size");
+        assert_eq!(
+            r, "213 Range Marker 0-100,500-1000\r\n",
+            "clamped to the size"
+        );
         h.cmd("ALLO 1000");
         h.cmd("REST 0-100,500-1000");
         h.cmd("STOR up");
@@ -126,14 +133,21 @@ mod tests {
         // Used once; another path, another size or stream mode is not kept.
         h.cmd("ALLO 1000");
         h.cmd("STOR up");
-        assert!(matches!(h.transfer().payload, Payload::RecvFile { keep: None, .. }));
+        assert!(matches!(
+            h.transfer().payload,
+            Payload::RecvFile { keep: None, .. }
+        ));
         h.done_ok(2);
         for (line, stor) in [
             ("SITE PARTIAL 1000 t other", "STOR up"),
             ("SITE PARTIAL 999 t up", "STOR up"),
         ] {
             h.send(line);
-            let path = if line.ends_with("other") { "/other" } else { "/up" };
+            let path = if line.ends_with("other") {
+                "/other"
+            } else {
+                "/up"
+            };
             let size = if line.contains("999") { 999 } else { 1000 };
             let keep = Keep {
                 id: id(path, size, "t"),
@@ -144,7 +158,10 @@ mod tests {
                 .starts_with("200 "));
             h.cmd("ALLO 1000");
             h.cmd(stor);
-            assert!(matches!(h.transfer().payload, Payload::RecvFile { keep: None, .. }));
+            assert!(matches!(
+                h.transfer().payload,
+                Payload::RecvFile { keep: None, .. }
+            ));
             h.done_ok(3);
         }
     }
