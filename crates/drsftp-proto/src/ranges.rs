@@ -175,6 +175,14 @@ impl RangeSet {
         }
     }
 
+    /// The parts of the set inside `within`.
+    pub fn intersect(&self, within: Range<u64>) -> RangeSet {
+        self.iter()
+            .map(|r| r.start.max(within.start)..r.end.min(within.end))
+            .filter(|r| r.start < r.end)
+            .collect()
+    }
+
     /// Total bytes covered: O(n), for the end of a transfer (kept out of the struct so a `RangeSet` stays small:
     /// it travels inside every `TransferPlan`).
     pub fn covered(&self) -> u64 {

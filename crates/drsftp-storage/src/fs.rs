@@ -34,7 +34,10 @@ pub use drsftp_sys::resolve::Strategy as ResolveStrategy;
 use drsftp_sys::resolve::{self, Root};
 
 use crate::path::{clean, file_name, is_part_name, is_strictly_below, PART_MARKER};
-use crate::{EntryKind, FileHandle, Metadata, PartFile, Result, Storage, StorageError, WriteMode};
+use crate::{
+    EntryKind, FileHandle, KeptId, KeptLimits, Metadata, PartFile, Result, Storage, StorageError,
+    WriteMode,
+};
 
 /// A directory tree on the local filesystem served as `/`.
 #[derive(Debug, Clone)]
@@ -214,17 +217,23 @@ fn regular(fd: OwnedFd, v: &str) -> Result<File> {
     Ok(file)
 }
 
-/// Refuse to create a name that would look like a hidden part file.
+/// Whether any component of `v` is a part name: the final one (a part file) or one above it (the kept
+/// partials' directory, `kept.rs`), so nothing beneath a hidden name can be named either.
+fn names_part(v: &str) -> bool {
+    v.split('/').any(is_part_name)
+}
+
+/// Refuse to create a name that would look like a hidden part file, or anything beneath one.
 fn check_creatable_name(v: &str) -> Result<()> {
-    if is_part_name(file_name(v)) {
+    if names_part(v) {
         return Err(StorageError::InvalidPath(v.into()));
     }
     Ok(())
 }
 
-/// Part files are invisible: naming one is the same as naming nothing.
+/// Part files are invisible: naming one (or anything beneath a hidden name) is the same as naming nothing.
 fn check_visible_name(v: &str) -> Result<()> {
-    if is_part_name(file_name(v)) {
+    if names_part(v) {
         return Err(StorageError::NotFound(v.into()));
     }
     Ok(())
@@ -379,6 +388,35 @@ impl Storage for FsStorage {
                 }))
             }
         }
+    }
+
+    fn kept_held(&self, id: &KeptId, limits: &KeptLimits) -> Result<Option<String>> {
+        let id = KeptId {
+            path: clean(&id.path)?,
+            ..id.clone()
+        };
+        crate::kept::held(&self.dir, &id, limits)
+    }
+
+    fn kept_open(
+        &self,
+        id: &KeptId,
+        resume: bool,
+        limits: &KeptLimits,
+    ) -> Result<Option<(Box<dyn PartFile>, String)>> {
+        let v = clean(&id.path)?;
+        check_creatable_name(&v)?;
+        let Some((dir, name)) = self.parent(&v)? else {
+            return Err(StorageError::NotAFile(v));
+        };
+        if lstat_opt(&dir, &name, &v)?.is_some_and(|md| md.is_dir()) {
+            return Err(StorageError::NotAFile(v));
+        }
+        let id = KeptId {
+            path: v,
+            ..id.clone()
+        };
+        crate::kept::open(&self.dir, &id, resume, limits, dir, name)
     }
 
     fn mkdir(&self, path: &str) -> Result<()> {

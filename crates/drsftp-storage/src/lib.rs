@@ -11,12 +11,14 @@
 mod checksum;
 mod error;
 mod fs;
+mod kept;
 mod mem;
 mod path;
 
 pub use checksum::{checksum, checksum_bytes, ChecksumAlg, Checksummer};
 pub use error::StorageError;
 pub use fs::{FsStorage, ResolveStrategy};
+pub use kept::{KeptId, KeptLimits, KEPT_DIR};
 pub use mem::{BytesFile, MemStorage};
 pub use path::{
     is_part_name, join_virtual, normalize_virtual, validate, MAX_COMPONENT_LEN, MAX_PATH_LEN,
@@ -89,6 +91,11 @@ pub trait PartFile: Send + Sync + std::fmt::Debug {
     fn commit(self: Box<Self>) -> Result<()>;
     /// Throw the upload away (also what `Drop` does for `Replace`).
     fn abort(self: Box<Self>);
+    /// A kept partial upload ([`Storage::kept_open`]): record that `ranges` (`a-b,c-d`, end exclusive) are on
+    /// disk, after syncing them. Other uploads have nothing to record.
+    fn save_held(&self, _ranges: &str) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A served file tree. All methods are synchronous and may block on disk; the I/O layer calls them from blocking
@@ -123,4 +130,20 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn rename(&self, from: &str, to: &str) -> Result<()>;
     /// Set the modification time of regular file `path` (MFMT).
     fn set_modified(&self, path: &str, time: SystemTime) -> Result<()>;
+    /// The byte ranges (`a-b,c-d` text) the kept partial upload `id` holds, if one is kept (`kept.rs`).
+    /// Backends without kept partials hold none.
+    fn kept_held(&self, _id: &KeptId, _limits: &KeptLimits) -> Result<Option<String>> {
+        Ok(None)
+    }
+    /// Begin a resumable upload kept under `id` (`kept.rs`): with `resume`, the bytes already kept stay and their
+    /// ranges are returned. `None` when this backend (or the limits, or a concurrent upload of the same partial)
+    /// keeps none: the caller then uploads the ordinary way.
+    fn kept_open(
+        &self,
+        _id: &KeptId,
+        _resume: bool,
+        _limits: &KeptLimits,
+    ) -> Result<Option<(Box<dyn PartFile>, String)>> {
+        Ok(None)
+    }
 }

@@ -40,11 +40,12 @@ pub(crate) enum DataJob {
         file: Arc<dyn FileHandle>,
         offset: u64,
     },
-    /// MODE E upload of `range` over the opened connections, wire offsets `file offset - wire_sub`; with `auto`,
-    /// `AutoStreams` opens more connections to the same address and retires some while it runs.
+    /// MODE E upload of `ranges` (the whole section, or its gaps when resuming) over the opened connections,
+    /// wire offsets `file offset - wire_sub`; with `auto`, `AutoStreams` opens more connections to the same
+    /// address and retires some while it runs.
     SendModeE {
         file: Arc<dyn FileHandle>,
-        range: Range<u64>,
+        ranges: Vec<Range<u64>>,
         wire_sub: u64,
         auto: Option<AutoSender>,
     },
@@ -310,7 +311,7 @@ fn spawn(
 ) -> Result<DataTask, ClientError> {
     if let DataJob::SendModeE {
         file,
-        range,
+        ranges,
         wire_sub,
         auto: Some(auto),
     } = job
@@ -334,7 +335,7 @@ fn spawn(
                 }
             };
             let r = auto
-                .send(socks, connect, file, vec![range], wire_sub, &opts, progress)
+                .send(socks, connect, file, ranges, wire_sub, &opts, progress)
                 .await?;
             Ok((r.data, r.actions))
         }));
@@ -375,7 +376,7 @@ fn plain(
         }
         DataJob::SendModeE {
             file,
-            range,
+            ranges,
             wire_sub,
             auto: _,
         } => {
@@ -386,7 +387,7 @@ fn plain(
                 // The handshakes run here, once the server has started the transfer and accepts (RFC 4217 §7:
                 // we connected, yet the server is the TLS server).
                 let socks = crate::tls::protect_client_all(socks, &opts).await?;
-                data::send_mode_e(socks, file, vec![range], wire_sub, &opts, progress).await
+                data::send_mode_e(socks, file, ranges, wire_sub, &opts, progress).await
             })
         }
         DataJob::SendStream { file, range } => {

@@ -1,17 +1,25 @@
 //! Upload orchestration: open the local file, STOR (or `ESTO A offset` for `--off/--len`) in stream mode or MODE E
 //! with ALLO, then check the server's SIZE (whole files) and compare CKSM. A mismatch is reported as an error; the
-//! remote file is left for the user to inspect (we do not delete on the server).
+//! remote file is left for the user to inspect (we do not delete on the server), except after a resumed upload.
+//!
+//! Resume (docs/resume.md "Upload resume"): a whole-file MODE E upload of at least [`TCP_RESUME_MIN`] to a server
+//! with a CKSM we know first asks `SITE PARTIAL <size> <tag> <path>` (the tag names this version of the local
+//! file: its modification time and inode), which arms the server to keep the partial if the upload fails and
+//! answers the ranges it already keeps from an earlier one. Those go out with `REST` and only the gaps are
+//! sent. Kept bytes are checked by the whole file's CKSM at the end; if that fails the remote file is deleted,
+//! so a bad splice is never left looking complete.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use drsftp_proto::client::{Direction, TransferMode, TransferSpec};
+use drsftp_proto::client::{Direction, Op, Outcome, TransferMode, TransferSpec};
+use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::FileHandle;
 use drsftp_tune::BufferPolicy;
 
 use super::blast;
 use super::control::Control;
-use super::download::size_if_supported;
+use super::download::{size_if_supported, TCP_RESUME_MIN};
 use super::local::LocalFile;
 use super::transfer::{self, DataJob};
 use super::{verify, ClientError, ClientOptions, TransferSummary};
@@ -69,10 +77,42 @@ pub(crate) async fn run(
     } else {
         None
     };
+    let resumable = udp.is_none()
+        && mode == TransferMode::Extended
+        && opts.partial.is_none()
+        && alg.is_some()
+        && len >= TCP_RESUME_MIN;
+    let kept = match source_tag(local).filter(|_| resumable) {
+        Some(tag) => ask_kept(control, len, &tag, remote).await?,
+        None => None,
+    };
+    let mut notices = Vec::new();
+    let held = match kept {
+        Some(h) if opts.resume => h.intersect(0..len),
+        Some(h) => {
+            if !h.is_empty() {
+                notices.push(
+                    "--no-resume: the server's partial upload is replaced; starting afresh".into(),
+                );
+            }
+            RangeSet::new()
+        }
+        None => RangeSet::new(),
+    };
+    let send = if held.is_empty() {
+        vec![range.clone()]
+    } else {
+        notices.push(format!(
+            "resuming an interrupted upload: {} of {len} bytes already on the server",
+            held.covered()
+        ));
+        control.session_mut().set_resume(held.clone());
+        held.gaps(range.clone())
+    };
     let job = match mode {
         TransferMode::Extended => DataJob::SendModeE {
             file: file.clone(),
-            range: range.clone(),
+            ranges: send,
             wire_sub: range.start,
             auto: opts.auto_streams.clone(),
         },
@@ -109,7 +149,12 @@ pub(crate) async fn run(
             transfer::run(control, spec, job, dopts, progress, opts.timeout).await?
         }
     };
-    verify::check_moved(&local.display().to_string(), &moved.data, range.clone())?;
+    let what = local.display().to_string();
+    if held.is_empty() {
+        verify::check_moved(&what, &moved.data, range.clone())?;
+    } else {
+        verify::check_resumed(&what, &moved.data, range.clone(), &held)?;
+    }
     if opts.partial.is_none() {
         if let Some(got) = size_if_supported(control, remote).await? {
             if got != len {
@@ -122,17 +167,67 @@ pub(crate) async fn run(
         }
     }
     let mut summary = TransferSummary::new(mode, &moved);
+    summary.resumed = held.covered();
     summary.notices.extend(udp_notice);
     summary.transport_choice = choice.map(|(chosen, reason)| super::TransportChoice {
         chosen,
         reason,
         tcp_bytes: 0,
     });
+    summary.notices.extend(notices);
     if opts.verify {
         let whole = opts.partial.is_none();
-        verify::check(control, alg, remote, file, range, &moved.data, whole)
-            .await?
-            .record(&mut summary);
+        match verify::check(control, alg, remote, file, range, &moved.data, whole).await {
+            Ok(v) => v.record(&mut summary),
+            Err(e @ ClientError::ChecksumMismatch { .. }) if !held.is_empty() => {
+                // Kept bytes that do not check out: remove the file, so nothing looks complete; a rerun
+                // starts afresh (the partial was consumed by the commit).
+                let gone = control.run(Op::Command(format!("DELE {remote}"))).await;
+                tracing::warn!("resumed upload failed its checksum; deleted {remote}: {gone:?}");
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(summary)
+}
+
+/// The tag `SITE PARTIAL` names the local file's version with: its modification time and inode, so a changed
+/// source never resumes into another version's partial.
+fn source_tag(local: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::metadata(local).ok()?;
+    Some(format!(
+        "m{}-{}-i{}-d{}",
+        md.mtime(),
+        md.mtime_nsec(),
+        md.ino(),
+        md.dev()
+    ))
+}
+
+/// Arms the server to keep this upload if it fails and asks what it keeps from an earlier one (`SITE PARTIAL`):
+/// `None` if the server keeps no partials (globus-gridftp-server answers `500`), else the ranges (maybe none).
+async fn ask_kept(
+    control: &mut Control,
+    len: u64,
+    tag: &str,
+    remote: &str,
+) -> Result<Option<RangeSet>, ClientError> {
+    match control
+        .run(Op::Command(format!("SITE PARTIAL {len} {tag} {remote}")))
+        .await
+    {
+        Ok(Outcome::Reply(r)) if r.code == 213 => Ok(Some(
+            r.text()
+                .trim()
+                .strip_prefix("Range Marker")
+                .and_then(|t| RangeSet::parse(t.trim()))
+                .unwrap_or_default(),
+        )),
+        Ok(Outcome::Reply(r)) if r.code == 200 => Ok(Some(RangeSet::new())),
+        Ok(_) => Ok(None),
+        Err(ClientError::Session(e)) if !e.is_fatal() => Ok(None),
+        Err(e) => Err(e),
+    }
 }

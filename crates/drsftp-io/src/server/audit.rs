@@ -16,7 +16,10 @@ pub(crate) fn login(peer: SocketAddr, user: &str, anonymous: bool, ok: bool, rea
 pub(crate) fn changes(req: &FsRequest) -> bool {
     !matches!(
         req,
-        FsRequest::Stat(_) | FsRequest::List(_) | FsRequest::Checksum { .. }
+        FsRequest::Stat(_)
+            | FsRequest::List(_)
+            | FsRequest::Checksum { .. }
+            | FsRequest::KeptHeld(_)
     )
 }
 

@@ -308,6 +308,20 @@ pub(crate) async fn run(
             .filter(|p| p.sbuf().is_enabled());
         tokio::select! {
             n = rd.read(&mut buf) => {
+                if !matches!(n, Ok(n) if n > 0) {
+                    // The client is gone mid-transfer (killed, connection lost): the transfer ends here, and is
+                    // logged with what it moved (a resumed upload's second run is measured against it).
+                    if let Some(mut r) = running.take() {
+                        if let Some(t) = r.task.0.take() {
+                            t.abort();
+                            let _ = t.await;
+                        }
+                        if let Some((cmd, path)) = &r.audit {
+                            audit::transfer(peer, &user, cmd, path, r.progress.bytes(), &TransferResult::Aborted);
+                        }
+                        transfer_done(&params, &r, peer, &user, &TransferResult::Aborted, None);
+                    }
+                }
                 let n = n?;
                 if n == 0 {
                     return Ok(());

@@ -86,6 +86,7 @@ pub(crate) fn execute(storage: &Arc<dyn Storage>, req: FsRequest) -> FsResult {
             .open_read(&path)
             .and_then(|f| checksum(f.as_ref(), alg, offset, length))
             .map(FsResult::Checksum),
+        FsRequest::KeptHeld(k) => storage.kept_held(&k.id, &k.limits).map(FsResult::Kept),
     };
     r.unwrap_or_else(FsResult::Err)
 }

@@ -11,6 +11,7 @@ mod blast;
 pub(crate) use blast::bind_any_port as blast_bind_for_tests;
 mod conn;
 mod fs;
+mod kept;
 mod limits;
 mod listing;
 pub mod metrics;

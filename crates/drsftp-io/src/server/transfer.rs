@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use drsftp_proto::server::{DataEndpoint, Mode, Payload, TransferPlan, TransferResult};
+use drsftp_proto::server::{DataEndpoint, Mode, Payload, Rest, TransferPlan, TransferResult};
 use drsftp_storage::{BytesFile, FileHandle, PartFile, Storage, StorageError};
 use drsftp_tune::{AutoConfig, BufferPolicy};
 use tokio::net::{TcpListener, TcpStream};
@@ -233,13 +233,54 @@ async fn run_inner(
             write_mode,
             offset,
             expected,
+            keep: kept,
         } => {
-            let st = storage.clone();
-            let p = path.clone();
-            let part = blocking(move || st.open_write(&p, write_mode)).await?;
             let key = listener_key(&passive);
             // Connections the client kept from the previous MODE E upload to these listeners carry this one too.
             let cache = cache.filter(|c| c.key == key && plan.mode == Mode::Extended);
+            let claimed = plan.restart.as_ref().map(Rest::held);
+            if let Some(k) = kept.filter(|_| plan.mode == Mode::Extended) {
+                let st = storage.clone();
+                let resume = claimed.is_some();
+                let size = k.id.size;
+                match blocking(move || st.kept_open(&k.id, resume, &k.limits)).await? {
+                    Some((part, held)) => {
+                        let up = super::kept::KeptUpload::start(
+                            part,
+                            &held,
+                            claimed,
+                            size,
+                            progress.clone(),
+                        );
+                        tracing::debug!("resumable upload of {path}: {} bytes held", up.resumed());
+                        let r = recv(
+                            &plan,
+                            up.handle(),
+                            0,
+                            &opts,
+                            passive,
+                            accept,
+                            cache,
+                            progress,
+                        )
+                        .await;
+                        let report = up.finish(r).await?;
+                        let cache = keep(key, report.reusable);
+                        return Ok((report.bytes, report.streams, cache));
+                    }
+                    // The ranges claimed are in a partial we cannot open: sending only the gaps would be wrong.
+                    None if resume => {
+                        return Err(DataError::Incomplete(
+                            "the partial upload is no longer kept or in use by another transfer"
+                                .into(),
+                        ))
+                    }
+                    None => {}
+                }
+            }
+            let st = storage.clone();
+            let p = path.clone();
+            let part = blocking(move || st.open_write(&p, write_mode)).await?;
             let r = recv(
                 &plan,
                 part.handle(),
@@ -283,6 +324,7 @@ async fn run_blast(
             write_mode,
             offset,
             expected,
+            ..
         } => {
             let size = expected.unwrap_or(0);
             let part = blocking(move || storage.open_write(&path, write_mode)).await?;

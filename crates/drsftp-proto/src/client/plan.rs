@@ -112,6 +112,7 @@ impl ClientSession {
 
     /// `resume`: the bytes a download already holds (set by [`ClientSession::set_resume`]): MODE E sends them
     /// as `REST <ranges>` (the server sends only the gaps), stream mode the held prefix as `REST <offset>`.
+    /// For a MODE E upload: the ranges the server keeps, and we send only the gaps.
     pub(super) fn plan_transfer(
         &self,
         spec: &TransferSpec,
@@ -150,19 +151,20 @@ impl ClientSession {
         } else {
             s.push_back(Step::Cmd("PASV".into(), Kind::Pasv));
         }
-        match resume.filter(|r| down && !r.is_empty()) {
+        match resume.filter(|r| !r.is_empty()) {
+            // An upload sends only the gaps, so a server that refuses its ranges must fail the transfer.
             Some(r) if ext => s.push_back(Step::Cmd(
                 format!("REST {r}"),
-                Kind::Rest { required: false },
+                Kind::Rest { required: !down },
             )),
-            Some(r) => match r.ranges().first() {
+            Some(r) if down => match r.ranges().first() {
                 Some(p) if p.start == 0 => s.push_back(Step::Cmd(
                     format!("REST {}", p.end),
                     Kind::Rest { required: true },
                 )),
                 _ => {}
             },
-            None => {}
+            _ => {}
         }
         Self::transfer_steps(spec, &mut s);
         s
@@ -197,7 +199,8 @@ impl ClientSession {
     /// The next download resumes: it announces `held` (byte ranges relative to the section, as the receiver's
     /// checkpoint covers them) with `REST` before its transfer command (blast and MODE E: the ranges; stream
     /// mode: the end of the held prefix, nothing if none starts at 0). Used by the next
-    /// [`Op::Transfer`](super::Op::Transfer) only, whatever it is; ignored unless it is a download.
+    /// [`Op::Transfer`](super::Op::Transfer) only, whatever it is. A MODE E upload sends them the same way:
+    /// the ranges the server said it keeps (`SITE PARTIAL`), and a refused `REST` then fails the transfer.
     pub fn set_resume(&mut self, held: RangeSet) {
         self.resume = Some(held);
     }

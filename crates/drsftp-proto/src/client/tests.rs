@@ -178,6 +178,38 @@ fn mode_e_upload_with_markers() {
     assert_eq!(rep.last_perf.as_ref().unwrap().stripe_bytes, 209715200);
 }
 
+/// A resumed MODE E upload: the ranges the server keeps go out with `REST` before ALLO and STOR; a refusal
+/// fails the transfer, since only the gaps would be sent.
+#[test]
+fn resumed_upload_sends_rest_ranges_or_fails() {
+    let mut h = Scripted::new();
+    login_globus(&mut h);
+    let held: crate::ranges::RangeSet = [0..1000, 5000..9000].into_iter().collect();
+    let mut sp = spec(Direction::Upload, TransferMode::Extended, 2);
+    sp.tcp_buffer = None;
+    sp.path = "/up".into();
+    sp.alloc = Some(10000);
+    h.s.set_resume(held.clone());
+    h.start(Op::Transfer(sp.clone()));
+    h.expect("TYPE I", "200 ok\n");
+    h.expect("MODE E", "200 ok\n");
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,2)\n");
+    h.events();
+    h.s.handle_data_ready(h.now);
+    h.expect("REST 0-1000,5000-9000", "350 Restart Marker OK.\n");
+    h.expect("ALLO 10000", "200 ok\n");
+    h.expect("STOR /up", "150 go\n226 done\n");
+    assert!(matches!(h.events().last(), Some(Event::Done(_))));
+    h.s.set_resume(held);
+    h.start(Op::Transfer(sp));
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,1,2)\n");
+    h.events();
+    h.s.handle_data_ready(h.now);
+    h.expect("REST 0-1000,5000-9000", "501 no\n");
+    let ev = h.events();
+    assert!(matches!(ev.last(), Some(Event::Failed(_))), "{ev:?}");
+}
+
 #[test]
 fn stream_mode_partial_upload_and_mode_switch_back() {
     let mut h = Scripted::new();

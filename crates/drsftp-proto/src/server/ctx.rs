@@ -153,6 +153,8 @@ pub(crate) struct DataParams {
     pub(crate) rest: Option<Rest>,
     /// From `ALLO`, for the next upload.
     pub(crate) allo: Option<u64>,
+    /// From `SITE PARTIAL` (verbs/partial.rs): the next STOR of this identity's path is kept for resume.
+    pub(crate) kept: Option<drsftp_storage::KeptId>,
     /// Set by a successful PASV/EPSV/SPAS or PORT/EPRT/SPOR (or BPAS); kept across transfers (MODE E reuses it).
     pub(crate) endpoint: Option<DataEndpoint>,
     /// `EPSV ALL` was sent: PORT/PASV/EPRT/SPOR/SPAS are refused (RFC 2428 §4).
@@ -181,6 +183,7 @@ impl Default for DataParams {
             blast: BlastSettings::default(),
             rest: None,
             allo: None,
+            kept: None,
             endpoint: None,
             epsv_all: false,
             allow_foreign: false,
@@ -357,6 +360,7 @@ impl Ctx {
             FsResult::List(_) => "List",
             FsResult::Done => "Done",
             FsResult::Checksum(_) => "Checksum",
+            FsResult::Kept(_) => "Kept",
             FsResult::Err(_) => "Err",
         };
         self.reply(

@@ -37,6 +37,7 @@ fn run_fs(st: &MemStorage, req: FsRequest) -> FsResult {
             .open_read(&path)
             .and_then(|f| checksum(&*f, alg, offset, length))
             .map(FsResult::Checksum),
+        FsRequest::KeptHeld(k) => st.kept_held(&k.id, &k.limits).map(FsResult::Kept),
     };
     r.unwrap_or_else(FsResult::Err)
 }

@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::time::Duration;
 
-use drsftp_storage::{ChecksumAlg, Metadata, StorageError, WriteMode};
+use drsftp_storage::{ChecksumAlg, KeptId, KeptLimits, Metadata, StorageError, WriteMode};
 
 use crate::ranges::RangeSet;
 
@@ -60,6 +60,9 @@ pub struct ServerConfig {
     /// Explicit FTPS (RFC 4217): whether `AUTH TLS` is offered, and whether it is required. The driver holds
     /// the certificate; this only says what the session announces and enforces.
     pub tls: TlsPolicy,
+    /// Bounds on the partial uploads kept for resume in each user's area (`SITE PARTIAL`, docs/resume.md);
+    /// `max_files: 0` keeps none.
+    pub kept: KeptLimits,
 }
 
 /// Control- and data-channel security policy (RFC 4217). The session only decides *when* to switch
@@ -163,6 +166,7 @@ impl Default for ServerConfig {
             third_party: ThirdParty::Auth,
             data_timeout: Duration::from_secs(60),
             tls: TlsPolicy::Off,
+            kept: KeptLimits::default(),
         }
     }
 }
@@ -213,6 +217,8 @@ pub enum FsRequest {
         /// Length, `None` = to the end.
         length: Option<u64>,
     },
+    /// `Storage::kept_held` (SITE PARTIAL) → [`FsResult::Kept`].
+    KeptHeld(Keep),
 }
 
 /// The driver's answer to an [`FsRequest`].
@@ -226,6 +232,8 @@ pub enum FsResult {
     Done,
     /// Lower-case hex checksum.
     Checksum(String),
+    /// The ranges a kept partial upload holds (`a-b,c-d`), `None` if none is kept.
+    Kept(Option<String>),
     /// The operation failed; the session maps it with `StorageError::reply_code`.
     Err(StorageError),
 }
@@ -302,7 +310,19 @@ pub enum Payload {
         offset: u64,
         /// Expected size, if announced with ALLO (a short transfer is then an error).
         expected: Option<u64>,
+        /// A resumable upload armed with `SITE PARTIAL` (MODE E STOR with ALLO): written to the kept partial
+        /// of this identity, which a failed transfer leaves for a rerun; `write_mode` then does not apply.
+        keep: Option<Keep>,
     },
+}
+
+/// A kept partial upload: whose it is and the bounds of the user's area (`drsftp_storage::kept`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keep {
+    /// User, path, size and the client's source tag.
+    pub id: KeptId,
+    /// From [`ServerConfig::kept`].
+    pub limits: KeptLimits,
 }
 
 impl Payload {

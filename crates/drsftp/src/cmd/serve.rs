@@ -124,6 +124,17 @@ pub struct Args {
     /// 2m. 0 disables it.
     #[arg(long, default_value = "60s", value_name = "DURATION", value_parser = units_arg::duration)]
     pub data_timeout: std::time::Duration,
+    /// Resumable uploads (`drsftp copy` asks with SITE PARTIAL; docs/resume.md): how many failed uploads one
+    /// user's area keeps for a rerun to continue. They are hidden from every listing and command, and the
+    /// oldest go first when a new one would pass this count or --partials-max-bytes. 0 keeps none.
+    #[arg(long, default_value_t = drsftp_storage::KeptLimits::default().max_files, value_name = "N")]
+    pub partials_max: usize,
+    /// The most disk (allocated bytes) one user's kept partial uploads may take together, e.g. 64G.
+    #[arg(long, default_value = "64G", value_name = "SIZE", value_parser = units_arg::size)]
+    pub partials_max_bytes: u64,
+    /// A kept partial upload not continued for this long is removed (at the user's next upload), e.g. 24h.
+    #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = units_arg::duration)]
+    pub partials_max_age: std::time::Duration,
     /// Who may point data connections at a host other than their own (PORT/EPRT/SPOR, `BPAS <addr>`, BPRT).
     /// Plain FTP servers refuse that (reply 504) to stop "FTP bounce" attacks, where a client makes the server
     /// connect to, and send data to, a third machine (port scans, spoofed traffic from the server's address,
@@ -323,6 +334,11 @@ pub fn run(args: Args, cli: &clap::ArgMatches) -> Result<()> {
             third_party: args.third_party.into(),
             data_timeout: args.data_timeout,
             tls,
+            kept: drsftp_storage::KeptLimits {
+                max_files: args.partials_max,
+                max_bytes: args.partials_max_bytes,
+                max_age: args.partials_max_age,
+            },
             ..ServerConfig::default()
         },
         data: DataOpts {

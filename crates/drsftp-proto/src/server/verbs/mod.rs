@@ -37,6 +37,7 @@ mod mfmt;
 mod nav;
 mod opts_retr;
 mod params;
+mod partial;
 mod pasv;
 mod peer;
 mod port;

@@ -1,6 +1,6 @@
 //! SITE subcommands, as Globus names them: the TCP-buffer family (`RETRBUFSIZE`, `STORBUFSIZE`, `SBUF`,
 //! `RBUFSZ`, `RBUFSIZ`, `SBUFSZ`, `SBUFSIZ`; `BUFSIZE` is refused with `500` like Globus), `CLIENTINFO` (sent by
-//! globus-url-copy, acknowledged) and `HELP`.
+//! globus-url-copy, acknowledged), `PARTIAL` (resumable uploads, verbs/partial.rs) and `HELP`.
 
 use std::time::Instant;
 
@@ -23,7 +23,7 @@ const BUFFER_COMMANDS: [&str; 9] = [
 ];
 
 /// `SITE <subcommand> [args]`.
-fn site(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+fn site(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let arg = arg.trim_start();
     let (sub, rest) = arg.split_once(' ').unwrap_or((arg, ""));
     let sub = sub.to_ascii_uppercase();
@@ -35,7 +35,7 @@ fn site(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     match sub.as_str() {
         "HELP" => {
             let mut all: Vec<&str> = BUFFER_COMMANDS.to_vec();
-            all.extend(["CLIENTINFO", "HELP"]);
+            all.extend(["CLIENTINFO", "HELP", "PARTIAL"]);
             let body: Vec<String> = all.chunks(8).map(|c| format!(" {}", c.join(" "))).collect();
             ctx.reply_multi(
                 214,
@@ -45,6 +45,7 @@ fn site(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             );
             Ok(())
         }
+        "PARTIAL" => super::partial::site_partial(ctx, now, rest),
         "CLIENTINFO" => {
             ctx.reply(250, "OK.");
             Ok(())

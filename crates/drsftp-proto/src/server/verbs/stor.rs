@@ -7,6 +7,8 @@
 //! * `ESTO A <offset> <path>`: in place, `offset` added to every block offset (GFD.20); a stream-mode REST
 //!   offset adds to it.
 //!
+//! A MODE E `STOR` armed by `SITE PARTIAL` (verbs/partial.rs) is kept for resume if it fails.
+//!
 //! `ALLO` announces the expected size. In MODE E the session sends `112`/`111` markers (see `transfer.rs`).
 
 use std::time::Instant;
@@ -17,7 +19,7 @@ use super::Verb;
 use crate::server::ctx::{Ctx, Rest};
 use crate::server::error::{CmdResult, CommandError};
 use crate::server::transfer::Command;
-use crate::server::types::{FsRequest, FsResult, Mode, Payload};
+use crate::server::types::{FsRequest, FsResult, Keep, Mode, Payload};
 
 pub(super) const STOR: Verb = Verb::cmd("STOR", stor).writes();
 pub(super) const APPE: Verb = Verb::cmd("APPE", appe).writes();
@@ -44,6 +46,7 @@ fn receive(
     write_mode: WriteMode,
     offset: u64,
     expected: Option<u64>,
+    keep: Option<Keep>,
 ) -> CmdResult {
     let mode = ctx.data.mode;
     let payload = Payload::RecvFile {
@@ -51,6 +54,7 @@ fn receive(
         write_mode,
         offset,
         expected,
+        keep,
     };
     ctx.start_transfer(now, payload, mode, cmd)
 }
@@ -60,11 +64,21 @@ fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let arg = super::required(arg, "STOR")?;
     let rest = ctx.take_rest();
     let expected = ctx.data.allo.take();
+    let armed = ctx.data.kept.take();
     ctx.endpoint()?;
     let (write_mode, offset) = plan_recv(rest.as_ref(), ctx.data.mode)?;
     let path = ctx.resolve(arg);
+    // Kept for resume only as SITE PARTIAL armed it: this path, this size, MODE E (blocks carry offsets).
+    let keep = armed
+        .filter(|id| {
+            id.path == path && Some(id.size) == expected && ctx.data.mode == Mode::Extended
+        })
+        .map(|id| Keep {
+            id,
+            limits: ctx.cfg.kept,
+        });
     let cmd = Command::new("STOR", &path, rest);
-    receive(ctx, now, cmd, write_mode, offset, expected)
+    receive(ctx, now, cmd, write_mode, offset, expected, keep)
 }
 
 /// `APPE path`.
@@ -83,7 +97,7 @@ fn appe(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
             other => return ctx.fs_failed(other),
         };
         let cmd = Command::new("APPE", &path, None);
-        if let Err(e) = receive(ctx, now, cmd, WriteMode::InPlace, size, expected) {
+        if let Err(e) = receive(ctx, now, cmd, WriteMode::InPlace, size, expected, None) {
             ctx.refuse(&e);
         }
     });
@@ -104,7 +118,7 @@ fn esto(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
     let offset = offset.checked_add(extra).ok_or_else(bad)?;
     let path = ctx.resolve(arg);
     let cmd = Command::new("ESTO", &path, rest);
-    receive(ctx, now, cmd, WriteMode::InPlace, offset, expected)
+    receive(ctx, now, cmd, WriteMode::InPlace, offset, expected, None)
 }
 
 #[cfg(test)]
@@ -120,6 +134,7 @@ mod tests {
             write_mode,
             offset,
             expected,
+            keep: None,
         }
     }
 
