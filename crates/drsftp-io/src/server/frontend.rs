@@ -265,7 +265,12 @@ fn common_setup(plan: &TransferPlan) -> Vec<String> {
         v.push("OPTS DRS Inband=1;".into());
     }
     if plan.mode == Mode::Extended {
-        let p = plan.parallelism.max(1);
+        // A receiving mover takes at most its `Parallelism` connections: the most this plan may take.
+        let p = match plan.payload {
+            Payload::RecvFile { .. } => plan.max_connections,
+            _ => plan.parallelism,
+        }
+        .max(1);
         let (lo, hi) = plan.parallelism_range.unwrap_or((p, p));
         let layout = match plan.layout {
             StripeLayout::Partitioned => "StripeLayout=Partitioned;".to_string(),
