@@ -13,11 +13,11 @@ use drsftp_io::client::{Client, ClientOptions};
 use drsftp_io::data::Progress;
 use drsftp_io::server::{self, ServerParams, Shutdown};
 use drsftp_proto::mode_e::Header;
+use drsftp_testkit::ctl::{connect_from, Ctl};
 use drsftp_testkit::data::random_bytes;
 use drsftp_testkit::server::fs_params;
 use drsftp_testkit::sockets::listening_on;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::timeout;
 
@@ -35,86 +35,6 @@ async fn start(ip: &str, params: ServerParams) -> Srv {
         addr,
         _shutdown: shutdown,
     }
-}
-
-/// A raw control connection, to do what real clients would not.
-struct Ctl {
-    rd: BufReader<OwnedReadHalf>,
-    wr: OwnedWriteHalf,
-}
-
-impl Ctl {
-    async fn login(addr: SocketAddr) -> Ctl {
-        let (rd, wr) = TcpStream::connect(addr).await.unwrap().into_split();
-        let mut c = Ctl {
-            rd: BufReader::new(rd),
-            wr,
-        };
-        assert!(c.reply().await.starts_with("220"));
-        c.cmd("USER anonymous").await;
-        assert!(c.cmd("PASS x").await.starts_with("230"));
-        assert!(c.cmd("TYPE I").await.starts_with("200"));
-        c
-    }
-
-    /// The next complete reply (all lines of a multi-line one).
-    async fn reply(&mut self) -> String {
-        let mut all = String::new();
-        loop {
-            let mut line = String::new();
-            let n = timeout(Duration::from_secs(30), self.rd.read_line(&mut line))
-                .await
-                .expect("reply within 30 s")
-                .unwrap();
-            assert!(n > 0, "control connection closed after {all:?}");
-            all.push_str(&line);
-            let b = line.as_bytes();
-            if b.len() >= 4 && b[..3].iter().all(u8::is_ascii_digit) && b[3] == b' ' {
-                return all;
-            }
-        }
-    }
-
-    /// The next reply that is not a `111`/`112` marker.
-    async fn final_reply(&mut self) -> String {
-        loop {
-            let r = self.reply().await;
-            if !r.starts_with("111") && !r.starts_with("112") {
-                return r;
-            }
-        }
-    }
-
-    async fn send(&mut self, line: &str) {
-        self.wr
-            .write_all(format!("{line}\r\n").as_bytes())
-            .await
-            .unwrap();
-    }
-
-    async fn cmd(&mut self, line: &str) -> String {
-        self.send(line).await;
-        self.reply().await
-    }
-
-    async fn pasv(&mut self) -> SocketAddr {
-        let r = self.cmd("PASV").await;
-        let inner = r
-            .split('(')
-            .nth(1)
-            .and_then(|s| s.split(')').next())
-            .unwrap();
-        let n: Vec<u16> = inner.split(',').map(|x| x.parse().unwrap()).collect();
-        let ip = format!("{}.{}.{}.{}", n[0], n[1], n[2], n[3]);
-        SocketAddr::new(ip.parse().unwrap(), n[4] * 256 + n[5])
-    }
-}
-
-/// A data connection to `to` from the address `from` (a second loopback address plays the other host).
-async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
-    let s = TcpSocket::new_v4().unwrap();
-    s.bind(format!("{from}:0").parse().unwrap()).unwrap();
-    s.connect(to).await.unwrap()
 }
 
 /// Everything `s` yields until EOF, an error or `limit` of silence.
@@ -406,12 +326,7 @@ async fn port_toward_another_of_the_servers_own_addresses_is_refused() {
     users.add_password("alice", "right").unwrap();
     p.users = Arc::new(users);
     let srv = start("127.0.0.1", p).await;
-    let (rd, wr) = TcpStream::connect(srv.addr).await.unwrap().into_split();
-    let mut c = Ctl {
-        rd: BufReader::new(rd),
-        wr,
-    };
-    assert!(c.reply().await.starts_with("220"));
+    let mut c = Ctl::connect(srv.addr).await;
     assert!(c.cmd("USER alice").await.starts_with("331"));
     assert!(c.cmd("PASS right").await.starts_with("230"));
     for ip in own {

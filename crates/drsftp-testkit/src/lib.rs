@@ -8,6 +8,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "server")]
+pub mod ctl;
 pub mod data;
 pub mod globus;
 #[cfg(feature = "lab")]

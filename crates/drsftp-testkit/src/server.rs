@@ -124,17 +124,24 @@ pub fn drsftp_server(bin: &Path, root: &Path, extra: &[&str]) -> ServerProcess {
 /// Runs `cmd` (the drsftp binary, or a command that runs it, e.g. in a lab host) as `serve --listen <listen>
 /// --anonymous --anonymous-write --print-addr --root <root> <extra>` (the suites upload anonymously), its stderr going to `<root>.serve.log`, and waits for the
 /// address it announces.
-pub fn drsftp_serve(mut cmd: Command, listen: &str, root: &Path, extra: &[&str]) -> ServerProcess {
-    let log = root.with_extension("serve.log");
+pub fn drsftp_serve(cmd: Command, listen: &str, root: &Path, extra: &[&str]) -> ServerProcess {
+    let mut args = vec!["--anonymous", "--anonymous-write"];
+    args.extend_from_slice(extra);
+    drsftp_serve_as(cmd, listen, root, "serve", &args)
+}
+
+/// As [`drsftp_serve`] without the anonymous flags (servers that must refuse anonymous logins, such as data
+/// movers); the log goes to `<root>.<log>.log`, so several servers may share one root.
+pub fn drsftp_serve_as(
+    mut cmd: Command,
+    listen: &str,
+    root: &Path,
+    log: &str,
+    extra: &[&str],
+) -> ServerProcess {
+    let log = root.with_extension(format!("{log}.log"));
     let mut child = cmd
-        .args([
-            "serve",
-            "--listen",
-            listen,
-            "--anonymous",
-            "--anonymous-write",
-            "--print-addr",
-        ])
+        .args(["serve", "--listen", listen, "--print-addr"])
         .arg("--root")
         .arg(root)
         .args(extra)

@@ -137,6 +137,8 @@ pub struct Progress {
     rx_ooo: AtomicU64,
     rx_rtt_us: AtomicU64,
     ranges: Mutex<RangeSet>,
+    /// A striped frontend's bytes per stripe, as its movers report them (empty otherwise).
+    stripes: Mutex<Vec<u64>>,
     /// Stream mode's control-channel SBUF link (docs/drs.md §4.4).
     sbuf: SbufLink,
 }
@@ -180,6 +182,27 @@ impl Progress {
     /// File ranges written so far (receiving side) or sent (sending side), in file offsets.
     pub fn ranges(&self) -> RangeSet {
         self.ranges.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+    /// A striped frontend: bytes per stripe so far (empty otherwise).
+    pub fn stripes(&self) -> Vec<u64> {
+        self.stripes.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+    /// A striped frontend: stripe `i` of `n` has moved `bytes` (a mover's perf marker); the total follows.
+    pub fn set_stripe(&self, i: usize, n: usize, bytes: u64) {
+        if let Ok(mut s) = self.stripes.lock() {
+            let len = n.max(i + 1).max(s.len());
+            s.resize(len, 0);
+            s[i] = bytes;
+            self.bytes.store(s.iter().sum(), Ordering::Relaxed);
+        }
+    }
+    /// Counts `ranges` as moved (a mover's range marker), without counting bytes (those come per stripe).
+    pub fn add_ranges(&self, ranges: &[std::ops::Range<u64>]) {
+        if let Ok(mut r) = self.ranges.lock() {
+            for x in ranges {
+                r.insert(x.clone());
+            }
+        }
     }
     /// The control-channel SBUF link between this transfer's stream-mode engine and its control driver.
     pub fn sbuf(&self) -> &SbufLink {

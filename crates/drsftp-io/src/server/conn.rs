@@ -88,6 +88,8 @@ pub(crate) async fn run(
     // The CRC32C of the last whole file sent, for a following CKSM; dropped by anything that may change files.
     let mut sent_crc: Option<fs::SentCrc> = None;
     let mut blast_sock: Option<std::net::UdpSocket> = None;
+    // A striped frontend: data goes through the movers' control sessions (`frontend.rs`).
+    let mut frontend = params.movers.clone().map(super::frontend::Frontend::new);
     let mut buf = vec![0u8; 16 * 1024];
     let mut tick = tokio::time::interval(PROGRESS_TICK);
     let mut close = false;
@@ -165,6 +167,11 @@ pub(crate) async fn run(
                         });
                     }
                 }
+                Action::Listen { count, .. } if frontend.is_some() => {
+                    let f = frontend.as_mut().expect("guarded");
+                    let r = f.listen(count).await;
+                    s.handle_listening(now, r);
+                }
                 Action::Listen { ip, count } => {
                     passive.clear();
                     let mut addrs = vec![];
@@ -203,6 +210,17 @@ pub(crate) async fn run(
                     let info = TransferInfo::of(&plan, &params.data.buffer);
                     if let (Some(m), Some(_)) = (&params.ops.metrics, &info) {
                         m.track(&progress);
+                    }
+                    if let Some(f) = &frontend {
+                        let job = f.transfer(plan, storage.clone(), progress.clone());
+                        running = Some(Running {
+                            id,
+                            audit: what,
+                            task: AbortOnDrop::spawn(async move { (job.await, None, None) }),
+                            progress,
+                            info,
+                        });
+                        continue;
                     }
                     let blast = super::blast::take_socket(&plan, &mut blast_sock);
                     // PROT P blast: AEAD keys from this control connection's TLS session and the transfer's
@@ -433,5 +451,6 @@ fn progress_of(p: &Progress) -> TransferProgress {
     TransferProgress {
         bytes: p.bytes(),
         ranges: p.ranges(),
+        stripes: p.stripes(),
     }
 }

@@ -10,6 +10,7 @@ mod blast;
 #[cfg(test)]
 pub(crate) use blast::bind_any_port as blast_bind_for_tests;
 mod conn;
+mod frontend;
 mod fs;
 mod kept;
 mod limits;
@@ -20,13 +21,14 @@ mod transfer;
 mod users;
 pub mod xferlog;
 
+pub use frontend::{Movers, MOVER_MAX_LINE};
 pub use limits::ServerLimits;
 pub use metrics::Metrics;
 pub use ops::{DataPorts, DataPortsError, Live, ServerOps};
 pub use users::{hash_password, Grant, UserEntry, Users, UsersError, UsersFile};
 pub use xferlog::TransferLog;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use drsftp_proto::server::ServerConfig;
@@ -51,6 +53,11 @@ pub struct ServerParams {
     pub limits: ServerLimits,
     /// Reloadable settings, data-port range, transfer log, metrics.
     pub ops: ServerOps,
+    /// A striped frontend's data movers (`--movers`): transfers run on them, this server moves no data.
+    pub movers: Option<Arc<Movers>>,
+    /// A mover (`--mover`): the only addresses a control connection is accepted from (its frontend's); others
+    /// get `421` and are closed before any command is read. Empty: anyone.
+    pub control_from: Vec<IpAddr>,
 }
 
 impl ServerParams {
@@ -63,12 +70,17 @@ impl ServerParams {
             users: Arc::default(),
             limits: ServerLimits::default(),
             ops: ServerOps::default(),
+            movers: None,
+            control_from: Vec::new(),
         }
     }
 }
 
 /// The reply to a connection beyond `--max-sessions` / `--max-sessions-per-ip`.
 const TOO_MANY: &[u8] = b"421 Too many sessions, try again later.\r\n";
+
+/// The reply to a control connection a mover does not take (not from its frontend).
+const NOT_FRONTEND: &[u8] = b"421 This server is a data mover; it serves only its frontend.\r\n";
 
 /// A handle to stop a running server: dropping it or calling [`Shutdown::trigger`] ends the accept loop and
 /// every session (running transfers are aborted, sessions get `421`).
@@ -111,6 +123,12 @@ pub async fn serve(
                         continue;
                     }
                 };
+                let from = peer.ip().to_canonical();
+                if !params.control_from.is_empty() && !params.control_from.contains(&from) {
+                    let _ = sock.try_write(NOT_FRONTEND);
+                    tracing::warn!(target: "audit", event = "refused", peer = %peer, reason = "not the frontend");
+                    continue;
+                }
                 let Some(slot) = shared.open_session(peer.ip()) else {
                     // Refused at once, without a task: the greeting-sized reply fits the socket buffer, and
                     // dropping the socket frees the descriptor now.

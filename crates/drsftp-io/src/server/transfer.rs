@@ -3,6 +3,9 @@
 //! the previous transfer), hands them to the data engine (RETR/ERET with a `Parallelism` range: a dynamic MODE E
 //! send steered by `AutoSender`, see [`send_auto`]), and turns the outcome into a `TransferResult`.
 //! A whole file sent (RETR to EOF) also yields its CRC32C from the engine, for a following CKSM (`fs::SentCrc`).
+//! A MODE E send to several SPOR addresses ([`send_striped`]) treats each address as one receiving stripe: the
+//! plan's layout gives each its share, and each gets its own connections, EODs and EOF (GFD.20: exactly one EOF
+//! per stripe, counting the connections made to that stripe).
 //!
 //! Passive accepts trust nobody: a connection from an address other than the plan's `data_peer` (the control
 //! peer, or the sender named with `PEER`) is closed unread and logged (target `audit`), and the accept goes on
@@ -424,6 +427,54 @@ async fn accept_one(l: &TcpListener, a: Accept) -> Result<TcpStream, DataError> 
     }
 }
 
+/// MODE E to several receiving stripes: `socks` holds `per` connections to each SPOR address in order; stripe `i`
+/// gets the share of `ranges` the plan's layout gives it, over its own connections, ending with its own EOF
+/// counting `per` EODs. A stripe whose share is empty still gets its EOF (the receiver waits for one per stripe).
+/// Bytes sent and every connection back for reuse, in the order given. No whole-file CRC: the stripes read
+/// separate pieces.
+#[allow(clippy::too_many_arguments)]
+async fn send_striped(
+    plan: &TransferPlan,
+    socks: &mut Vec<MaybeTls>,
+    per: usize,
+    file: Arc<dyn FileHandle>,
+    ranges: Vec<Range<u64>>,
+    wire_sub: u64,
+    opts: &DataOpts,
+    progress: Arc<Progress>,
+) -> Result<(u64, Vec<MaybeTls>), DataError> {
+    // Shares are cut from the ranges as they will be sent: merged and clipped to the file now.
+    let len = file.len().map_err(DataError::Storage)?;
+    let mut set = drsftp_proto::ranges::RangeSet::new();
+    for r in ranges {
+        let r = r.start..r.end.min(len);
+        if r.start < r.end {
+            set.insert(r);
+        }
+    }
+    let stripes = socks.len() / per;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..stripes {
+        let group: Vec<MaybeTls> = socks.drain(..per).collect();
+        let share = plan.layout.share(set.ranges(), stripes, i);
+        let (file, opts, progress) = (Arc::clone(&file), opts.clone(), Arc::clone(&progress));
+        tasks.spawn(async move {
+            let r = data::send_mode_e(group, file, share, wire_sub, &opts, progress).await;
+            (i, r)
+        });
+    }
+    let mut bytes = 0;
+    let mut back: Vec<Option<Vec<MaybeTls>>> = (0..stripes).map(|_| None).collect();
+    // The first failure returns at once; dropping `tasks` aborts the other stripes.
+    while let Some(j) = tasks.join_next().await {
+        let (i, r) = j.map_err(|e| data::join_error("striped send", e))?;
+        let r = r?;
+        bytes += r.bytes;
+        back[i] = Some(r.reusable);
+    }
+    Ok((bytes, back.into_iter().flatten().flatten().collect()))
+}
+
 /// The one stream-mode data connection: accepted on our passive listener, or made to the client's PORT address.
 async fn stream_socket(
     ep: &DataEndpoint,
@@ -483,7 +534,7 @@ async fn send(
         }
         (Mode::Extended, DataEndpoint::Active(addrs)) => {
             let per = plan.parallelism.max(1) as usize;
-            let socks = match cache {
+            let mut socks = match cache {
                 Some(c) if c.key == *addrs && c.socks.len() == per * addrs.len() => c.socks,
                 _ => {
                     let mut v = Vec::with_capacity(per * addrs.len());
@@ -496,6 +547,18 @@ async fn send(
                     protect_data_all(v, plan.protect, opts).await?
                 }
             };
+            if addrs.len() > 1 {
+                let (bytes, reusable) = send_striped(
+                    plan, &mut socks, per, file, ranges, wire_sub, opts, progress,
+                )
+                .await?;
+                return Ok((
+                    bytes,
+                    per * addrs.len(),
+                    keep(addrs.clone(), reusable),
+                    None,
+                ));
+            }
             let r = data::send_mode_e(socks, file, ranges, wire_sub, opts, progress).await?;
             Ok((
                 r.bytes,

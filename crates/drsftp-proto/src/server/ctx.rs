@@ -143,6 +143,8 @@ pub(crate) struct DataParams {
     pub(crate) parallelism: Option<u32>,
     /// From `OPTS RETR Parallelism=<start>,<min>,<max>;` with `min < max`: refine online in that range.
     pub(crate) parallelism_range: Option<(u32, u32)>,
+    /// From `OPTS RETR StripeLayout=...;[BlockSize=n;]`: how a send over several SPOR addresses is divided.
+    pub(crate) layout: crate::server::StripeLayout,
     /// From SBUF / SITE *BUFSIZE.
     pub(crate) tcp_buffer: Option<u64>,
     /// `OPTS DRS Inband=1;` was accepted: two-argument SBUF, `126 SBUF` notices and in-band MODE E SBUF are on.
@@ -178,6 +180,7 @@ impl Default for DataParams {
             mode: Mode::Stream,
             parallelism: None,
             parallelism_range: None,
+            layout: crate::server::StripeLayout::default(),
             tcp_buffer: None,
             drs_inband: false,
             blast: BlastSettings::default(),

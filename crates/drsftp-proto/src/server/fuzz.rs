@@ -209,6 +209,7 @@ fn run(cfg: ServerConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         .into_iter()
                         .map(|(a, l)| a..a.saturating_add(l))
                         .collect::<RangeSet>(),
+                    stripes: vec![],
                 },
             ),
             Op::Done(cur, k, code) => {

@@ -186,6 +186,7 @@ impl Pair {
                     TransferProgress {
                         bytes,
                         ranges: ranges.into_iter().collect(),
+                        stripes: vec![],
                     },
                 );
                 self.now += Duration::from_secs(5);

@@ -13,6 +13,7 @@ fn progress(bytes: u64, ranges: &str) -> TransferProgress {
     TransferProgress {
         bytes,
         ranges: RangeSet::parse(ranges).unwrap_or_default(),
+        stripes: vec![],
     }
 }
 
@@ -242,6 +243,7 @@ fn long_range_lists_are_split_over_several_markers() {
         TransferProgress {
             bytes: 2500,
             ranges: many.clone(),
+            stripes: vec![],
         },
     );
     h.advance(Duration::from_secs(5));

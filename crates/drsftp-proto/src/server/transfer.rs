@@ -174,6 +174,7 @@ impl Ctx {
             endpoint,
             parallelism,
             parallelism_range,
+            layout: self.data.layout,
             tcp_buffer: self.data.tcp_buffer,
             ascii,
             inband_drs: self.data.drs_inband && mode == Mode::Extended,
@@ -411,18 +412,26 @@ fn blast_size(payload: &Payload, ascii: bool, packet: usize) -> Result<u64, Comm
 /// A `112` perf marker (bytes from progress unless `bytes` is given) and, if `ranges`, the `111` markers for
 /// ranges not reported yet.
 fn markers(run: &mut Running, ts: f64, bytes: Option<u64>, ranges: bool) -> Vec<u8> {
-    let n = bytes.unwrap_or(run.progress.bytes);
-    let mut out = reply::multi(
-        112,
-        "Perf Marker",
-        &[
-            format!(" Timestamp: {ts:.1}"),
-            " Stripe Index: 0".into(),
-            format!(" Stripe Bytes Transferred: {n}"),
-            " Total Stripe Count: 1".into(),
-        ],
-        "End.",
-    );
+    let one = [bytes.unwrap_or(run.progress.bytes)];
+    // A striped frontend reports each stripe (its final numbers come with the progress, not `bytes`).
+    let per: &[u64] = match run.progress.stripes.as_slice() {
+        [] | [_] => &one,
+        s => s,
+    };
+    let mut out = Vec::new();
+    for (i, n) in per.iter().enumerate() {
+        out.extend(reply::multi(
+            112,
+            "Perf Marker",
+            &[
+                format!(" Timestamp: {ts:.1}"),
+                format!(" Stripe Index: {i}"),
+                format!(" Stripe Bytes Transferred: {n}"),
+                format!(" Total Stripe Count: {}", per.len()),
+            ],
+            "End.",
+        ));
+    }
     if ranges {
         out.extend(range_markers(run));
     }

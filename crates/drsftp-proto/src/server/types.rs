@@ -63,6 +63,11 @@ pub struct ServerConfig {
     /// Bounds on the partial uploads kept for resume in each user's area (`SITE PARTIAL`, docs/resume.md);
     /// `max_files: 0` keeps none.
     pub kept: KeptLimits,
+    /// A striped frontend's data movers (0: this server moves its own data). With N movers SPAS asks the driver
+    /// for N listeners (one on each mover) and every passive reply advertises the addresses the driver returns
+    /// as they are (they are the movers', not this host's); EPSV, which can name only a port on this host, is
+    /// refused so clients fall back to PASV.
+    pub data_nodes: usize,
 }
 
 /// Control- and data-channel security policy (RFC 4217). The session only decides *when* to switch
@@ -167,6 +172,7 @@ impl Default for ServerConfig {
             data_timeout: Duration::from_secs(60),
             tls: TlsPolicy::Off,
             kept: KeptLimits::default(),
+            data_nodes: 0,
         }
     }
 }
@@ -363,6 +369,9 @@ pub struct TransferPlan {
     /// within this range (`-p auto` on a download; the EOF count covers every connection used). `None`: exactly
     /// `parallelism` connections, as globus-url-copy's `Parallelism=n,n,n;` asks.
     pub parallelism_range: Option<(u32, u32)>,
+    /// MODE E sending to several SPOR addresses: which ranges go to which address (each address is one
+    /// receiving stripe and gets its own EOF with the count of connections made to it, GFD.20).
+    pub layout: super::StripeLayout,
     /// TCP buffer size requested with SBUF / SITE RETRBUFSIZE / STORBUFSIZE, if any.
     pub tcp_buffer: Option<u64>,
     /// TYPE A: convert line ends (LF ↔ CRLF) in stream mode.
@@ -512,4 +521,6 @@ pub struct TransferProgress {
     pub bytes: u64,
     /// File ranges received so far (receiving side), for `111 Range Marker`.
     pub ranges: RangeSet,
+    /// A striped frontend: bytes per stripe (one `112` per stripe, GFD.20 `Stripe Index`); empty otherwise.
+    pub stripes: Vec<u64>,
 }

@@ -168,6 +168,27 @@ pub struct Args {
     /// `PROT P` get 521, so neither passwords nor data cross the network unprotected.
     #[arg(long, requires = "tls_cert")]
     pub tls_required: bool,
+    /// Run as a striped frontend (docs/striping.md): this server keeps the control session but moves no data;
+    /// each transfer runs on these data movers (`drsftp serve --mover` on each, sharing this --root), driven
+    /// with standard FTP commands. SPAS answers one address per mover, SPOR sends each mover its share; PASV
+    /// uses the first mover; EPSV is refused (it can name only a port on this host). Needs --movers-login.
+    #[arg(
+        long,
+        value_name = "HOST:PORT,...",
+        value_delimiter = ',',
+        requires = "movers_login"
+    )]
+    pub movers: Vec<String>,
+    /// The mover account the frontend logs in with: a file holding `USER:PASSWORD` on one line, readable by
+    /// its owner only (refused otherwise).
+    #[arg(long, value_name = "FILE")]
+    pub movers_login: Option<PathBuf>,
+    /// Run as a data mover of the striped frontend(s) at these addresses: control connections from any other
+    /// address get `421` before a command is read, anonymous logins are off (the frontend logs in with an
+    /// account from --users), and data addresses the frontend names are accepted as it names them (it has
+    /// already checked them against its own client).
+    #[arg(long, value_name = "FRONTEND_IP,...", value_delimiter = ',', conflicts_with_all = ["movers", "anonymous"])]
+    pub mover: Vec<IpAddr>,
 }
 
 /// `--third-party` values.
@@ -238,6 +259,41 @@ fn load_users(args: &Args, base: &FsStorage) -> Result<Users> {
     Ok(users)
 }
 
+/// `--movers` and the account of `--movers-login`.
+fn movers_of(args: &Args) -> Result<Option<Arc<server::Movers>>> {
+    if args.movers.is_empty() {
+        return Ok(None);
+    }
+    let addrs = args
+        .movers
+        .iter()
+        .map(|m| socket_addr("--movers", m))
+        .collect::<Result<Vec<_>>>()?;
+    let path = args
+        .movers_login
+        .as_deref()
+        .context("--movers needs --movers-login FILE")?;
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("--movers-login {}", path.display()))?;
+    if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o077 != 0 {
+        bail!(
+            "--movers-login {}: readable by others; chmod 600 it",
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--movers-login {}", path.display()))?;
+    let (user, password) = text
+        .trim_end_matches(['\r', '\n'])
+        .split_once(':')
+        .with_context(|| format!("--movers-login {}: expected USER:PASSWORD", path.display()))?;
+    Ok(Some(Arc::new(server::Movers {
+        addrs,
+        user: user.to_string(),
+        password: password.to_string(),
+    })))
+}
+
 /// What a reload (SIGHUP) needs: the command line to merge the config file under again, and the served tree
 /// users' roots are opened beneath.
 struct Reload {
@@ -305,6 +361,10 @@ pub fn run(args: Args, cli: &clap::ArgMatches) -> Result<()> {
         (Some(_), true) => TlsPolicy::Required,
     };
     let users = load_users(&args, &storage)?;
+    if !args.mover.is_empty() && users.is_empty() {
+        bail!("--mover needs the frontend's account: --users FILE (or --user)");
+    }
+    let movers = movers_of(&args)?;
     if !args.anonymous && users.is_empty() {
         bail!("nobody could log in: pass --anonymous, --users FILE and/or --user USER:PASSWORD");
     }
@@ -331,13 +391,29 @@ pub fn run(args: Args, cli: &clap::ArgMatches) -> Result<()> {
             default_parallelism: args.default_parallelism.max(1),
             blast: !args.no_blast,
             blast_max_rate: args.blast_max_rate.unwrap_or(0),
-            third_party: args.third_party.into(),
-            data_timeout: args.data_timeout,
+            // A mover takes the data addresses its frontend checked against the frontend's own client.
+            third_party: if args.mover.is_empty() {
+                args.third_party.into()
+            } else {
+                ThirdParty::All
+            },
+            // A frontend's movers time their own data out (426), and no data passes here to time.
+            data_timeout: if movers.is_some() {
+                std::time::Duration::ZERO
+            } else {
+                args.data_timeout
+            },
             tls,
             kept: drsftp_storage::KeptLimits {
                 max_files: args.partials_max,
                 max_bytes: args.partials_max_bytes,
                 max_age: args.partials_max_age,
+            },
+            data_nodes: movers.as_ref().map_or(0, |m| m.addrs.len()),
+            max_line: if args.mover.is_empty() {
+                ServerConfig::default().max_line
+            } else {
+                server::MOVER_MAX_LINE
             },
             ..ServerConfig::default()
         },
@@ -352,6 +428,8 @@ pub fn run(args: Args, cli: &clap::ArgMatches) -> Result<()> {
         users: Arc::new(users),
         limits: limits_of(&args),
         ops: ops.clone(),
+        movers,
+        control_from: args.mover.clone(),
     };
     let reload = Reload {
         cli: cli.clone(),

@@ -5,9 +5,13 @@
 //! download; Globus servers ignore min/max and use `<start>`). Values must satisfy `1 <= min <= start <= max`:
 //! anything else is refused with 501 (not clamped) and the previous setting stays; every value is then capped at
 //! `ServerConfig::max_parallelism`. FEAT announces it as ` PARALLEL` (on the RETR registry row, `retr.rs`).
+//! `StripeLayout=Partitioned;` or `StripeLayout=Blocked;[BlockSize=<n>;]` (what globus-url-copy `-stripe -sbs n`
+//! sends) choose how a send to several SPOR addresses is divided (`server/stripes.rs`); `BlockSize` alone sets the
+//! block size of the Blocked layout. Other keys (Markers...) are accepted and ignored, as Globus does.
 
 use crate::server::ctx::Ctx;
 use crate::server::error::{CmdResult, CommandError};
+use crate::server::StripeLayout;
 
 /// A `Parallelism` setting: streams to start with and the range online refinement may move in (`min == max ==
 /// start` for a fixed count).
@@ -18,13 +22,28 @@ pub(crate) struct Parallelism {
     pub(crate) max: u32,
 }
 
+/// What one `OPTS RETR` sets (`None`: the key was absent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct RetrOpts {
+    pub(crate) parallelism: Option<Parallelism>,
+    /// `StripeLayout=`: true for Partitioned, false for Blocked.
+    pub(crate) partitioned: Option<bool>,
+    pub(crate) block_size: Option<u64>,
+}
+
 /// Parallelism from `OPTS RETR` options (`None` = options without a Parallelism key). `Err`: why it is malformed.
-pub(super) fn parse(opts: &str) -> Result<Option<Parallelism>, String> {
+#[cfg(test)]
+fn parse(opts: &str) -> Result<Option<Parallelism>, String> {
+    parse_all(opts).map(|o| o.parallelism)
+}
+
+/// Every option of an `OPTS RETR`. `Err`: why it is malformed.
+pub(super) fn parse_all(opts: &str) -> Result<RetrOpts, String> {
     let opts = opts.trim();
     let Some(body) = opts.strip_suffix(';') else {
         return Err("OPTS RETR options must each end in `;`.".into());
     };
-    let mut parallelism = None;
+    let mut out = RetrOpts::default();
     for opt in body.split(';') {
         let (key, value) = opt
             .split_once('=')
@@ -33,12 +52,28 @@ pub(super) fn parse(opts: &str) -> Result<Option<Parallelism>, String> {
         if value.is_empty() {
             return Err(format!("OPTS RETR: {} has no value.", key.trim()));
         }
-        if key.trim().eq_ignore_ascii_case("Parallelism") {
-            parallelism = Some(parse_parallelism(value)?);
+        let key = key.trim();
+        if key.eq_ignore_ascii_case("Parallelism") {
+            out.parallelism = Some(parse_parallelism(value)?);
+        } else if key.eq_ignore_ascii_case("StripeLayout") {
+            out.partitioned = Some(if value.eq_ignore_ascii_case("Partitioned") {
+                true
+            } else if value.eq_ignore_ascii_case("Blocked") {
+                false
+            } else {
+                return Err(format!(
+                    "OPTS RETR: StripeLayout={value} is neither Blocked nor Partitioned."
+                ));
+            });
+        } else if key.eq_ignore_ascii_case("BlockSize") {
+            let n = super::parse_u64(value)
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("OPTS RETR: BlockSize={value} is not a positive number."))?;
+            out.block_size = Some(n);
         }
-        // StripeLayout, BlockSize, Markers...: accepted and ignored (one stripe, our block size).
+        // Markers...: accepted and ignored.
     }
-    Ok(parallelism)
+    Ok(out)
 }
 
 fn parse_parallelism(value: &str) -> Result<Parallelism, String> {
@@ -70,8 +105,21 @@ fn parse_parallelism(value: &str) -> Result<Parallelism, String> {
 /// `OPTS RETR <options>` (the `OPTS` hook of the registry row).
 pub(super) fn opts_retr(ctx: &mut Ctx, rest: &str) -> CmdResult {
     ctx.require_login()?;
-    let p = parse(rest).map_err(CommandError::syntax)?;
-    if let Some(p) = p {
+    let o = parse_all(rest).map_err(CommandError::syntax)?;
+    let block = |l: StripeLayout| match l {
+        StripeLayout::Blocked { block_size } => block_size,
+        StripeLayout::Partitioned => crate::server::DEFAULT_STRIPE_BLOCK,
+    };
+    match (o.partitioned, o.block_size) {
+        (Some(true), _) => ctx.data.layout = StripeLayout::Partitioned,
+        (Some(false), b) => {
+            let block_size = b.unwrap_or_else(|| block(ctx.data.layout));
+            ctx.data.layout = StripeLayout::Blocked { block_size };
+        }
+        (None, Some(block_size)) => ctx.data.layout = StripeLayout::Blocked { block_size },
+        (None, None) => {}
+    }
+    if let Some(p) = o.parallelism {
         let cap = ctx.cfg.max_parallelism.max(1);
         let (start, min, max) = (p.start.min(cap), p.min.min(cap), p.max.min(cap));
         ctx.data.parallelism = Some(start);
@@ -181,5 +229,47 @@ mod tests {
         h.done_ok(plan.id);
         h.cmd("MODE S");
         assert_eq!(h.retr_file("/f", 10).parallelism_range, None);
+    }
+
+    #[test]
+    fn stripe_layout_reaches_the_plan() {
+        use crate::server::StripeLayout;
+        let mut h = H::new();
+        h.login();
+        for c in ["TYPE I", "MODE E", "SPOR 127,0,0,1,235,41 127,0,0,1,235,42"] {
+            assert!(h.cmd(c).starts_with("200 "), "{c}");
+        }
+        let plan = h.retr_file("/f", 1 << 20);
+        assert_eq!(plan.layout, StripeLayout::default());
+        h.done_ok(plan.id);
+        for (opts, want) in [
+            (
+                "StripeLayout=Blocked;BlockSize=65536;Parallelism=2,2,2;",
+                StripeLayout::Blocked { block_size: 65536 },
+            ),
+            ("StripeLayout=Partitioned;", StripeLayout::Partitioned),
+            (
+                "BlockSize=4096;",
+                StripeLayout::Blocked { block_size: 4096 },
+            ),
+            (
+                "stripelayout=blocked;",
+                StripeLayout::Blocked { block_size: 4096 },
+            ),
+        ] {
+            assert!(
+                h.cmd(&format!("OPTS RETR {opts}")).starts_with("200 "),
+                "{opts}"
+            );
+            let plan = h.retr_file("/f", 1 << 20);
+            assert_eq!(plan.layout, want, "{opts}");
+            h.done_ok(plan.id);
+        }
+        for bad in ["StripeLayout=Diagonal;", "BlockSize=0;", "BlockSize=x;"] {
+            assert!(
+                h.cmd(&format!("OPTS RETR {bad}")).starts_with("501 "),
+                "{bad}"
+            );
+        }
     }
 }

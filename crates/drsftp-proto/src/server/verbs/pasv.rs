@@ -1,7 +1,9 @@
 //! PASV, EPSV and SPAS: the server listens, the client (or the third-party sender) connects. Each asks the
 //! driver for listeners on the data interface (or the control connection's local address) and advertises the
 //! port(s): `227 Entering Passive Mode (h1,h2,h3,h4,p1,p2)`, `229 Entering Extended Passive Mode (|||port|)`,
-//! and for SPAS the multi-line `229-Entering Striped Passive Mode.` / ` h1,...,p2` / `229 End` (one stripe).
+//! and for SPAS the multi-line `229-Entering Striped Passive Mode.` / ` h1,...,p2` / `229 End` (one stripe, or
+//! on a striped frontend one per data mover: `ServerConfig::data_nodes`, whose listeners are on the movers and
+//! are advertised with the movers' addresses; EPSV there is refused, since it names a port on this host only).
 //! PASV and SPAS need IPv4 (host-port syntax); `EPSV ALL` locks the session to EPSV (RFC 2428 §4).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -19,11 +21,34 @@ pub(super) const SPAS: Verb = Verb::cmd("SPAS", spas).feat(90, &["SPAS"]);
 
 /// The ports of the driver's listeners, or why there are none.
 fn ports(r: Result<Vec<SocketAddr>, String>) -> Result<Vec<u16>, String> {
+    Ok(listeners(r)?.iter().map(SocketAddr::port).collect())
+}
+
+/// The driver's listeners, or why there are none.
+fn listeners(r: Result<Vec<SocketAddr>, String>) -> Result<Vec<SocketAddr>, String> {
     let addrs = r?;
     if addrs.is_empty() || addrs.iter().any(|a| a.port() == 0) {
         return Err("no listening port".into());
     }
-    Ok(addrs.iter().map(SocketAddr::port).collect())
+    Ok(addrs)
+}
+
+/// The `h1,...,p2` of each listener: on this host, the advertised address and the port; on a striped
+/// frontend, the mover's own IPv4 address.
+fn shown(
+    ctx: &Ctx,
+    ip: Ipv4Addr,
+    r: Result<Vec<SocketAddr>, String>,
+) -> Result<Vec<String>, String> {
+    let remote = ctx.cfg.data_nodes > 0;
+    listeners(r)?
+        .iter()
+        .map(|a| match (remote, a.ip()) {
+            (false, _) => Ok(host_port(ip, a.port())),
+            (true, IpAddr::V4(v4)) => Ok(host_port(v4, a.port())),
+            (true, IpAddr::V6(_)) => Err("a data mover listens on IPv6".to_string()),
+        })
+        .collect()
 }
 
 fn refused(ctx: &mut Ctx, why: &str) {
@@ -54,13 +79,10 @@ fn ipv4(ctx: &Ctx, verb: &str) -> Result<(IpAddr, Ipv4Addr), CommandError> {
 fn pasv(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     check_not_epsv_all(ctx)?;
     let (bind, ip) = ipv4(ctx, "PASV")?;
-    ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {
+    ctx.listen(bind, 1, move |ctx, _now, r| match shown(ctx, ip, r) {
         Ok(p) => {
             ctx.data.endpoint = Some(DataEndpoint::Passive);
-            ctx.reply(
-                227,
-                &format!("Entering Passive Mode ({})", host_port(ip, p[0])),
-            );
+            ctx.reply(227, &format!("Entering Passive Mode ({})", p[0]));
         }
         Err(e) => refused(ctx, &e),
     });
@@ -72,6 +94,12 @@ fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
     let ip = ctx.data_ip();
     let shown = ctx.advertised_ip();
     let arg = arg.trim();
+    if ctx.cfg.data_nodes > 0 {
+        return Err(CommandError::Reply(
+            522,
+            "Striped frontend: data goes to its movers; use PASV or SPAS.".into(),
+        ));
+    }
     if arg.eq_ignore_ascii_case("ALL") {
         ctx.data.epsv_all = true;
         ctx.reply(200, "EPSV ALL command successful.");
@@ -108,13 +136,11 @@ fn epsv(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
 fn spas(ctx: &mut Ctx, _now: Instant, _arg: &str) -> CmdResult {
     check_not_epsv_all(ctx)?;
     let (bind, ip) = ipv4(ctx, "SPAS")?;
-    ctx.listen(bind, 1, move |ctx, _now, r| match ports(r) {
+    let stripes = ctx.cfg.data_nodes.max(1);
+    ctx.listen(bind, stripes, move |ctx, _now, r| match shown(ctx, ip, r) {
         Ok(p) => {
             ctx.data.endpoint = Some(DataEndpoint::Passive);
-            let body: Vec<String> = p
-                .iter()
-                .map(|&port| format!(" {}", host_port(ip, port)))
-                .collect();
+            let body: Vec<String> = p.iter().map(|hp| format!(" {hp}")).collect();
             ctx.reply_multi(229, "Entering Striped Passive Mode.", &body, "End");
         }
         Err(e) => refused(ctx, &e),
@@ -227,5 +253,31 @@ mod tests {
         assert_eq!(h.cmd("EPSV ALL"), "200 EPSV ALL command successful.\r\n");
         assert!(h.cmd("PORT 127,0,0,1,4,1").starts_with("503 "));
         assert!(h.cmd("PASV").starts_with("503 "));
+    }
+
+    #[test]
+    fn a_striped_frontend_shows_its_movers() {
+        let mut h = H::with_cfg(ServerConfig {
+            data_nodes: 2,
+            ..ServerConfig::default()
+        });
+        h.login();
+        h.send("SPAS");
+        let ip = "127.0.0.1".parse().unwrap();
+        assert_eq!(h.actions(), vec![Action::Listen { ip, count: 2 }]);
+        let movers = vec![
+            "127.0.0.2:45571".parse().unwrap(),
+            "127.0.0.3:45572".parse().unwrap(),
+        ];
+        h.s.handle_listening(h.now, Ok(movers));
+        assert_eq!(
+            h.out(),
+            "229-Entering Striped Passive Mode.\r\n 127,0,0,2,178,3\r\n 127,0,0,3,178,4\r\n229 End\r\n"
+        );
+        h.send("PASV");
+        assert_eq!(h.actions(), vec![Action::Listen { ip, count: 1 }]);
+        h.s.handle_listening(h.now, Ok(vec!["127.0.0.2:1025".parse().unwrap()]));
+        assert_eq!(h.out(), "227 Entering Passive Mode (127,0,0,2,4,1)\r\n");
+        assert!(h.cmd("EPSV").starts_with("522 "));
     }
 }

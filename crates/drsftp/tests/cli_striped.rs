@@ -1,0 +1,252 @@
+//! A striped drsftp cluster (issue 23): `drsftp serve --movers` (the frontend, moving no data) with two
+//! `drsftp serve --mover` data movers on 127.0.0.2 and 127.0.0.3 sharing its root. globus-url-copy `-stripe`
+//! uploads to it (SPAS: one address per mover) and copies between two of its sessions third-party (SPOR: each
+//! mover sends its share to its stripe); drsftp's own client, which knows no striping, uploads and downloads
+//! through PASV (the first mover) and active MODE E. Every file is checked by SHA-256. The security tests: a
+//! mover refuses control connections from anyone but its frontend and anonymous logins from it; a mover's
+//! striped data listener accepts only the peer the frontend named; a mover that is down fails the transfer
+//! with no file left, and the rerun after it is back completes it.
+
+mod common;
+
+use common::*;
+use drsftp_testkit::server::drsftp_serve_as;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(120);
+
+/// A frontend with its movers, all serving `root`.
+struct Cluster {
+    front: ServerProcess,
+    movers: Vec<ServerProcess>,
+    root: PathBuf,
+}
+
+/// A mover on `ip` (port 0 picks one) for the frontend on 127.0.0.1.
+fn mover(root: &Path, listen: &str, i: usize) -> ServerProcess {
+    drsftp_serve_as(
+        Command::new(bin()),
+        listen,
+        root,
+        &format!("mover{i}"),
+        &["--mover", "127.0.0.1", "--user", "mover:s3cret"],
+    )
+}
+
+impl Cluster {
+    fn start(dir: &Path, n: usize) -> Cluster {
+        let root = dir.join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        chmod(&root, 0o777);
+        let movers: Vec<ServerProcess> = (0..n)
+            .map(|i| mover(&root, &format!("127.0.0.{}:0", i + 2), i))
+            .collect();
+        let login = dir.join("movers.login");
+        std::fs::write(&login, "mover:s3cret\n").unwrap();
+        chmod(&login, 0o600);
+        let list: Vec<String> = movers.iter().map(|m| m.authority()).collect();
+        let front = drsftp_server(
+            &root,
+            &[
+                "--movers",
+                &list.join(","),
+                "--movers-login",
+                login.to_str().unwrap(),
+                // globus-url-copy names the other session's movers (loopback) and sends no PEER.
+                "--third-party",
+                "all",
+            ],
+        );
+        Cluster {
+            front,
+            movers,
+            root,
+        }
+    }
+
+    fn logs(&self) -> String {
+        let mut s = format!("--- frontend ---\n{}", self.front.log_tail());
+        for (i, m) in self.movers.iter().enumerate() {
+            s.push_str(&format!("\n--- mover {i} ---\n{}", m.log_tail()));
+        }
+        s
+    }
+}
+
+fn guc(args: &[&str]) -> (bool, String, String) {
+    run(Command::new("globus-url-copy").args(args), T)
+}
+
+fn drsftp(args: &[&str]) -> (bool, String, String) {
+    run(Command::new(bin()).args(args), T)
+}
+
+#[test]
+fn guc_stripe_upload_and_third_party_through_a_frontend_with_two_movers() {
+    if !have(
+        "globus-url-copy",
+        "guc_stripe_upload_and_third_party_through_a_frontend_with_two_movers",
+    ) {
+        return;
+    }
+    let dir = open_tempdir();
+    let c = Cluster::start(dir.path(), 2);
+    let local = dir.path().join("local.bin");
+    let want = random_file(&local, 24 << 20, 23);
+    // Upload: SPAS on the frontend names both movers; each receives what globus-url-copy sends it into one
+    // part file, renamed into place when both are done.
+    let from = format!("file://{}", local.display());
+    let up = c.front.url("/up.bin");
+    for extra in [vec!["-p", "2"], vec!["-p", "2", "-sbs", "1048576"]] {
+        let mut args = vec!["-stripe"];
+        args.extend(extra.iter().copied());
+        args.extend([from.as_str(), up.as_str()]);
+        let (ok, o, e) = guc(&args);
+        assert!(ok, "globus-url-copy {args:?}: {o} {e}\n{}", c.logs());
+        assert_eq!(sha256_file(&c.root.join("up.bin")), want, "{args:?}");
+    }
+    // Third-party between two sessions of the same cluster: the source frontend gets SPOR with the
+    // destination's two mover addresses, and each source mover sends its share to one of them.
+    for (name, sbs) in [("blocked", "262144"), ("partitioned", "0")] {
+        let dst = c.front.url(&format!("/copy-{name}.bin"));
+        let args = ["-stripe", "-p", "2", "-sbs", sbs, up.as_str(), dst.as_str()];
+        let (ok, o, e) = guc(&args);
+        assert!(ok, "globus-url-copy {args:?}: {o} {e}\n{}", c.logs());
+        assert_eq!(
+            sha256_file(&c.root.join(format!("copy-{name}.bin"))),
+            want,
+            "{name}"
+        );
+    }
+    // Download to a local file (one client address: the first mover sends it all).
+    let out = dir.path().join("down.bin");
+    let to = format!("file://{}", out.display());
+    let (ok, o, e) = guc(&["-stripe", "-p", "2", up.as_str(), to.as_str()]);
+    assert!(ok, "download: {o} {e}\n{}", c.logs());
+    assert_eq!(sha256_file(&out), want);
+    // No part file left behind.
+    let left: Vec<String> = std::fs::read_dir(&c.root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("drsftp-stripe"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn drsftp_client_without_striping_uses_the_first_mover() {
+    let dir = open_tempdir();
+    let c = Cluster::start(dir.path(), 2);
+    let local = dir.path().join("local.bin");
+    let want = random_file(&local, 8 << 20, 24);
+    for p in ["1", "4"] {
+        let dst = c.front.url(&format!("/plain-{p}.bin"));
+        let (ok, o, e) = drsftp(&["copy", "-p", p, local.to_str().unwrap(), &dst]);
+        assert!(ok, "upload -p {p}: {o} {e}\n{}", c.logs());
+        assert_eq!(sha256_file(&c.root.join(format!("plain-{p}.bin"))), want);
+        let out = dir.path().join(format!("back-{p}.bin"));
+        let (ok, o, e) = drsftp(&["copy", "-p", p, &dst, out.to_str().unwrap()]);
+        assert!(ok, "download -p {p}: {o} {e}\n{}", c.logs());
+        assert_eq!(sha256_file(&out), want);
+    }
+}
+
+#[test]
+fn a_mover_serves_only_its_frontend_and_no_anonymous_login() {
+    let dir = open_tempdir();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let m = mover(&root, "127.0.0.2:0", 0);
+    // Another host (127.0.0.9 plays it): 421 before any command.
+    let mut from_elsewhere = String::new();
+    let _ = std::io::Read::read_to_string(
+        &mut socket2_connect("127.0.0.9", m.addr),
+        &mut from_elsewhere,
+    );
+    assert!(from_elsewhere.starts_with("421"), "{from_elsewhere:?}");
+    // The frontend's address, anonymous: refused; the mover account: accepted.
+    let mut raw = Raw::connect(m.addr);
+    raw.cmd("USER anonymous");
+    let r = raw.cmd("PASS x@");
+    assert!(r.starts_with("530"), "{r}");
+    let mut raw = Raw::connect(m.addr);
+    assert!(raw.cmd("USER mover").starts_with("331"));
+    assert!(raw.cmd("PASS s3cret").starts_with("230"));
+}
+
+/// A TCP connection to `to` from the loopback address `from`.
+fn socket2_connect(from: &str, to: SocketAddr) -> std::net::TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: SocketAddr = format!("{from}:0").parse().unwrap();
+    s.bind(&from.into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.into()
+}
+
+#[test]
+fn striped_listeners_take_only_the_named_peer() {
+    let dir = open_tempdir();
+    let c = Cluster::start(dir.path(), 2);
+    let mut raw = Raw::connect(c.front.addr);
+    raw.login();
+    assert!(raw.cmd("TYPE I").starts_with("200"));
+    assert!(raw.cmd("MODE E").starts_with("200"));
+    let r = raw.cmd("SPAS");
+    let addrs: Vec<SocketAddr> = r
+        .lines()
+        .filter(|l| l.starts_with(' '))
+        .map(|l| pasv_addr(&format!("({})", l.trim())))
+        .collect();
+    assert_eq!(addrs.len(), 2, "{r}");
+    assert_eq!(addrs[0].ip().to_string(), "127.0.0.2", "{r}");
+    assert_eq!(addrs[1].ip().to_string(), "127.0.0.3", "{r}");
+    raw.send_raw(b"STOR /hijack.bin\r\n");
+    let r = raw.reply();
+    assert!(r.starts_with("150") || r.starts_with("125"), "{r}");
+    // A stranger on 127.0.0.9 connects to both stripes and writes: closed unread.
+    for a in &addrs {
+        use std::io::{Read, Write};
+        let mut s = socket2_connect("127.0.0.9", *a);
+        let _ = s.write_all(b"INJECTED");
+        let mut b = [0u8; 16];
+        assert!(
+            matches!(s.read(&mut b), Ok(0) | Err(_)),
+            "stripe {a} took a stranger"
+        );
+    }
+    raw.send_raw(b"ABOR\r\n");
+    let r = raw.final_reply();
+    assert!(!r.starts_with("226"), "{r}");
+    assert!(!c.root.join("hijack.bin").exists());
+}
+
+#[test]
+fn a_mover_that_is_down_fails_the_transfer_and_a_rerun_completes_it() {
+    if !have(
+        "globus-url-copy",
+        "a_mover_that_is_down_fails_the_transfer_and_a_rerun_completes_it",
+    ) {
+        return;
+    }
+    let dir = open_tempdir();
+    let mut c = Cluster::start(dir.path(), 2);
+    let local = dir.path().join("local.bin");
+    let want = random_file(&local, 8 << 20, 25);
+    let from = format!("file://{}", local.display());
+    let up = c.front.url("/up.bin");
+    let addr = c.movers[1].authority();
+    drop(c.movers.pop());
+    let (ok, o, e) = guc(&["-stripe", "-p", "2", from.as_str(), up.as_str()]);
+    assert!(!ok, "succeeded with a mover down: {o}");
+    assert!(e.contains("45") || e.contains("42"), "{e}");
+    assert!(!c.root.join("up.bin").exists());
+    c.movers.push(mover(&c.root, &addr, 1));
+    let (ok, o, e) = guc(&["-stripe", "-p", "2", from.as_str(), up.as_str()]);
+    assert!(ok, "rerun: {o} {e}\n{}", c.logs());
+    assert_eq!(sha256_file(&c.root.join("up.bin")), want);
+}
