@@ -478,6 +478,9 @@ async fn run(
                 write_mode,
                 offset,
                 expected,
+                // Kept partial uploads (SITE PARTIAL) are not carried to the movers: a failed striped upload is
+                // removed whole and a rerun starts from 0.
+                keep: _,
             },
             t,
         ) => {
