@@ -30,6 +30,8 @@ mod reply;
 mod script_tests;
 mod session;
 #[cfg(test)]
+mod stripe_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tls_tests;
