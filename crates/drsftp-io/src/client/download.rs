@@ -147,6 +147,7 @@ pub(crate) async fn run(
         alloc: None,
         drs: opts.buffer == BufferPolicy::Drs,
         transport: blast::transport(udp),
+        stripes: opts.stripes,
     };
     let moved = match udp {
         Some(b) => {

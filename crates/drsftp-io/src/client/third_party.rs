@@ -194,6 +194,7 @@ pub async fn copy(
         blast: None,
         traces: vec![],
         stream_actions: vec![],
+        stripes: vec![],
     };
     if opts.verify {
         verify(s, src_path, d, dst_path, &mut summary).await?;

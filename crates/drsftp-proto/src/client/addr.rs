@@ -164,7 +164,11 @@ mod tests {
         );
         let bad = |l: &str| Reply {
             code: 229,
-            lines: vec!["Entering Striped Passive Mode.".into(), l.into(), "End".into()],
+            lines: vec![
+                "Entering Striped Passive Mode.".into(),
+                l.into(),
+                "End".into(),
+            ],
         };
         assert_eq!(parse_spas(&bad(" 127,0,0,3,0,0")), None, "port 0");
         assert_eq!(parse_spas(&bad(" 127,0,0,300,1,1")), None);
@@ -180,7 +184,10 @@ mod tests {
         };
         assert_eq!(parse_spas(&many), None, "more stripes than MAX_STRIPES");
         assert_eq!(
-            spor_command(&["127.0.0.1:1025".parse().unwrap(), "[::1]:7".parse().unwrap()]),
+            spor_command(&[
+                "127.0.0.1:1025".parse().unwrap(),
+                "[::1]:7".parse().unwrap()
+            ]),
             "SPOR 127,0,0,1,4,1 |2|::1|7|"
         );
     }

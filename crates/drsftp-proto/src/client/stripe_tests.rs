@@ -41,7 +41,10 @@ fn striped_download_listens_per_stripe_and_sends_spor() {
     h.start(Op::Transfer(spec(Direction::Download, 2)));
     h.expect("TYPE I", "200 Type set to I.\n");
     h.expect("MODE E", "200 Mode set to E.\n");
-    h.expect("OPTS RETR Parallelism=2,2,2;", "200 OPTS Command Successful.\n");
+    h.expect(
+        "OPTS RETR Parallelism=2,2,2;",
+        "200 OPTS Command Successful.\n",
+    );
     h.expect("SPAS", TWO_STRIPES);
     assert_eq!(
         h.events(),
@@ -50,7 +53,11 @@ fn striped_download_listens_per_stripe_and_sends_spor() {
         }]
     );
     assert_eq!(h.s.stripes(), 2);
-    assert_eq!(h.sent(), Vec::<String>::new(), "nothing before the listeners");
+    assert_eq!(
+        h.sent(),
+        Vec::<String>::new(),
+        "nothing before the listeners"
+    );
     assert_eq!(h.s.poll_timeout(), None, "no reply deadline while binding");
     // A plain Listen answer does not count: the session waits for the striped one.
     h.s.handle_listening(h.now, "127.0.0.1:1025".parse().unwrap());
@@ -66,7 +73,10 @@ fn striped_download_listens_per_stripe_and_sends_spor() {
         "SPOR 127,0,0,1,4,1 127,0,0,1,4,2",
         "200 PORT Command successful.\n",
     );
-    h.expect("RETR /d/f", "150 Beginning transfer.\n226 Transfer Complete.\n");
+    h.expect(
+        "RETR /d/f",
+        "150 Beginning transfer.\n226 Transfer Complete.\n",
+    );
     assert!(matches!(
         h.events().last(),
         Some(Event::Done(Outcome::Transferred(_)))
@@ -92,7 +102,10 @@ fn striped_upload_connects_to_every_stripe() {
     assert_eq!(h.sent(), Vec::<String>::new());
     h.s.handle_data_ready(h.now);
     h.expect("ALLO 100", "200 ALLO command successful.\n");
-    h.expect("STOR /d/f", "150 Beginning transfer.\n226 Transfer Complete.\n");
+    h.expect(
+        "STOR /d/f",
+        "150 Beginning transfer.\n226 Transfer Complete.\n",
+    );
     assert!(matches!(
         h.events().last(),
         Some(Event::Done(Outcome::Transferred(_)))
@@ -106,7 +119,10 @@ fn one_stripe_is_todays_port_and_pasv() {
     h.start(Op::Transfer(spec(Direction::Download, 1)));
     h.expect("TYPE I", "200 Type set to I.\n");
     h.expect("MODE E", "200 Mode set to E.\n");
-    h.expect("OPTS RETR Parallelism=1,1,1;", "200 OPTS Command Successful.\n");
+    h.expect(
+        "OPTS RETR Parallelism=1,1,1;",
+        "200 OPTS Command Successful.\n",
+    );
     h.expect("SPAS", one);
     assert_eq!(h.events(), vec![Event::Listen]);
     h.s.handle_listening(h.now, "127.0.0.1:2000".parse().unwrap());
@@ -156,7 +172,10 @@ fn malformed_spas_reply_fails_the_transfer() {
     h.start(Op::Transfer(spec(Direction::Download, 1)));
     h.expect("TYPE I", "200 Type set to I.\n");
     h.expect("MODE E", "200 Mode set to E.\n");
-    h.expect("OPTS RETR Parallelism=1,1,1;", "200 OPTS Command Successful.\n");
+    h.expect(
+        "OPTS RETR Parallelism=1,1,1;",
+        "200 OPTS Command Successful.\n",
+    );
     h.expect(
         "SPAS",
         "229-Entering Striped Passive Mode.\n 127,0,0,3,0,0\n229 End\n",

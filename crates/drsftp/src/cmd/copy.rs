@@ -679,6 +679,7 @@ mod tests {
             blast: None,
             traces: vec![],
             stream_actions: vec![],
+            stripes: vec![],
         };
         assert_eq!(
             summary_line(&s),
