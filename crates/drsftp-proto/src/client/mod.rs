@@ -37,7 +37,7 @@ mod tests;
 mod tls_tests;
 mod types;
 
-pub use addr::{parse_epsv, parse_pasv, port_command};
+pub use addr::{parse_epsv, parse_pasv, parse_spas, port_command, spor_command, MAX_STRIPES};
 /// Third-party blast set-up helpers (BPAS/BPRT lines, the 229/200/150 replies).
 pub mod blast_setup {
     pub use super::blast::{
