@@ -1,22 +1,27 @@
 //! The real-time packet forwarder: reads IPv4 packets (optionally GSO super-packets with a virtio-net header) from
-//! each host's TUN device, passes them through one `drsftp_netem::Link` per (source, destination) pair driven by
-//! the real clock, and writes them to the destination host's TUN when the link delivers them.
+//! each host's TUN device, passes them through the lab's links (`fabric.rs`: by default one `drsftp_netem::Link`
+//! per (source, destination) pair; with a shared core, access links and a core link) driven by the real clock,
+//! and writes them to the destination host's TUN when the last link delivers them.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use drsftp_netem::{Link, LinkConfig, LinkStats, Profile, Verdict};
+use drsftp_netem::{LinkConfig, LinkStats, Profile};
 use drsftp_sys::tun::{Tun, VirtioNetHdr, VNET_HDR_LEN};
+
+use crate::fabric::{Fabric, Topology};
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::time::TimeSpec;
 
 /// Counters of the forwarder as a whole plus every link, published a few times per second.
 #[derive(Debug, Clone, Default)]
 pub struct ForwarderStats {
-    /// `links[src][dst]` (0-based host indices; the diagonal stays zero).
+    /// `links[src][dst]` (0-based host indices; the diagonal stays zero); empty with a shared core.
     pub links: Vec<Vec<LinkStats>>,
+    /// With a shared core ([`Topology::SharedCore`]): every access and core link by name; empty for a mesh.
+    pub named: Vec<(String, LinkStats)>,
     /// Packets read from TUN devices (GSO super-packets count once).
     pub read_pkts: u64,
     /// GSO super-packets among them.
@@ -30,10 +35,15 @@ pub struct ForwarderStats {
 }
 
 impl ForwarderStats {
-    /// Sum over all links.
+    /// Sum over all links (with a shared core a packet counts once per link it crosses).
     pub fn total(&self) -> LinkStats {
         let mut t = LinkStats::default();
-        for s in self.links.iter().flatten() {
+        for s in self
+            .links
+            .iter()
+            .flatten()
+            .chain(self.named.iter().map(|(_, s)| s))
+        {
             t.sent_pkts += s.sent_pkts;
             t.sent_bytes += s.sent_bytes;
             t.delivered_pkts += s.delivered_pkts;
@@ -89,8 +99,10 @@ const SPIN: Duration = Duration::from_micros(150);
 /// Everything the forwarder thread needs.
 pub struct ForwarderSpec {
     pub tuns: Vec<Tun>,
-    /// Per-direction link configuration; seeds are mixed with (src, dst) per link.
+    /// Per-direction link configuration (each pair's, or the core's); seeds are mixed per link.
     pub link: LinkConfig,
+    /// How the hosts are joined.
+    pub topology: Topology,
     pub profile: Option<Profile>,
     pub net: [u8; 3],
 }
@@ -109,42 +121,22 @@ pub fn run(
         t.set_nonblocking(true)?;
     }
     let t0 = Instant::now();
-    let mut links: Vec<Option<Link<Box<[u8]>>>> = Vec::with_capacity(n * n);
-    for s in 0..n {
-        for d in 0..n {
-            links.push((s != d).then(|| {
-                let mut c = spec.link.clone();
-                c.seed = spec.link.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                    ^ ((s as u64) << 32 | d as u64);
-                match &spec.profile {
-                    Some(p) => Link::with_profile(c, p.clone(), t0),
-                    None => Link::new(c, t0),
-                }
-            }));
-        }
-    }
-    let mut st = ForwarderStats {
-        links: vec![vec![LinkStats::default(); n]; n],
-        ..Default::default()
-    };
+    let mut fabric: Fabric<Box<[u8]>> =
+        Fabric::new(spec.topology, n, &spec.link, spec.profile.as_ref(), t0);
+    let mut st = ForwarderStats::default();
     let mut buf = vec![0u8; 65_536 + VNET_HDR_LEN + 256];
     let mut last_pub = t0;
     while !stop.load(Ordering::Relaxed) {
         st.loops += 1;
         // 1. Deliver everything due.
         let now = Instant::now();
-        let mut next: Option<Instant> = None;
-        for (i, l) in links.iter_mut().enumerate() {
-            let Some(l) = l else { continue };
-            while let Some(p) = l.poll_deliver(now) {
-                if spec.tuns[i % n].write(&p).is_err() {
-                    st.write_errors += 1;
-                }
+        let mut errors = 0;
+        let next = fabric.poll(now, |dst, p| {
+            if spec.tuns[dst].write(&p).is_err() {
+                errors += 1;
             }
-            if let Some(t) = l.poll_timeout() {
-                next = Some(next.map_or(t, |x: Instant| x.min(t)));
-            }
-        }
+        });
+        st.write_errors += errors;
         // 2. Wait for input or the next delivery (at most 100 ms so `stop` is noticed).
         let now = Instant::now();
         let wait = next
@@ -190,31 +182,21 @@ pub fn run(
                 }
                 let wl = wire_len(vh.as_ref(), ip);
                 let pkt: Box<[u8]> = buf[..len].into();
-                if let Some(l) = &mut links[src * n + dst] {
-                    let _: Verdict = l.handle_send(Instant::now(), wl, pkt);
-                }
+                fabric.send(Instant::now(), src, dst, wl, pkt);
             }
         }
         if now.duration_since(last_pub) > Duration::from_millis(200) {
             last_pub = now;
-            publish(&links, n, &mut st, &out);
+            publish(&fabric, &mut st, &out);
         }
     }
-    publish(&links, n, &mut st, &out);
+    publish(&fabric, &mut st, &out);
     Ok(())
 }
 
-fn publish(
-    links: &[Option<Link<Box<[u8]>>>],
-    n: usize,
-    st: &mut ForwarderStats,
-    out: &Mutex<ForwarderStats>,
-) {
-    for (i, l) in links.iter().enumerate() {
-        if let Some(l) = l {
-            st.links[i / n][i % n] = *l.stats();
-        }
-    }
+fn publish(fabric: &Fabric<Box<[u8]>>, st: &mut ForwarderStats, out: &Mutex<ForwarderStats>) {
+    st.links = fabric.pair_stats();
+    st.named = fabric.named_stats();
     if let Ok(mut o) = out.lock() {
         *o = st.clone();
     }

@@ -15,6 +15,7 @@ use drsftp_netem::{LinkConfig, LossModel, Profile, QueueLimit};
 use drsftp_sys::netns;
 use drsftp_sys::tun::{self, Tun, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN};
 
+use crate::fabric::Topology;
 use crate::forward::{self, ForwarderSpec, ForwarderStats};
 
 /// Why a lab could not be brought up (or torn down).
@@ -90,6 +91,9 @@ pub struct LabConfig {
     /// reordering and duplication must act on each MTU packet, not on a super-packet of up to 44 segments.
     pub gso: bool,
     pub tcp: TcpSettings,
+    /// How the hosts are joined: every pair its own `link` (the default), or per-host access links and a shared
+    /// core (`link` is then the core's).
+    pub topology: Topology,
 }
 
 impl LabConfig {
@@ -103,6 +107,7 @@ impl LabConfig {
             mtu: 1500,
             gso: true,
             tcp: TcpSettings::default(),
+            topology: Topology::Mesh,
         }
     }
 
@@ -307,6 +312,14 @@ impl Lab {
                 cfg.hosts
             )));
         }
+        if let Topology::SharedCore { site_a, .. } = cfg.topology {
+            if !(1..cfg.hosts).contains(&site_a) {
+                return Err(LabError::Config(format!(
+                    "a shared core needs hosts on both sites: site A has {site_a} of {} hosts",
+                    cfg.hosts
+                )));
+            }
+        }
         if !(576..=65_000).contains(&cfg.mtu) {
             return Err(LabError::Config(format!(
                 "mtu must be 576..=65000, got {}",
@@ -459,6 +472,7 @@ impl Lab {
         let spec = ForwarderSpec {
             tuns,
             link: cfg.link.clone(),
+            topology: cfg.topology,
             profile: cfg.profile.clone(),
             net: LAB_NET,
         };

@@ -22,10 +22,12 @@
 #![forbid(unsafe_code)]
 
 pub mod daemon;
+pub mod fabric;
 pub mod forward;
 pub mod lab;
 pub mod measure;
 
+pub use fabric::Topology;
 pub use forward::ForwarderStats;
 pub use lab::{
     check_prerequisites, kill_namespace_processes, lab_namespaces, load_profile, namespace_pids,

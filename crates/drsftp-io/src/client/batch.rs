@@ -133,9 +133,9 @@ async fn drive(
     }))?;
     let mut finishing = tokio::task::JoinSet::new();
     let outcome: Result<(), ClientError> = async {
-        let peer_ip = control.peer().ip();
+        let peer_ip = [control.peer().ip()];
         let (conn_tx, mut conn_rx) = mpsc::channel::<MaybeTls>(8);
-        let accept = transfer::accept_loop(&listener, conn_tx, peer_ip, &dopts);
+        let accept = transfer::accept_loop(&listener, conn_tx, &peer_ip, &dopts, |s| s);
         tokio::pin!(accept);
         // The file whose data comes next on the data connection, and its receive while it runs.
         let mut next = 0usize;
@@ -308,6 +308,7 @@ fn finish(
         blast: None,
         traces: vec![],
         stream_actions: vec![],
+        stripes: vec![],
         transport_choice: None,
         setup_seconds: None,
     };

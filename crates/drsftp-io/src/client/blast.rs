@@ -292,6 +292,7 @@ pub(crate) async fn run(
             crc32c: None,
         },
         report,
+        stripes: vec![],
         actions: vec![],
         seconds: begin.elapsed().as_secs_f64(),
         blast: Some(blast),

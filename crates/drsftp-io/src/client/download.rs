@@ -173,6 +173,7 @@ pub(crate) async fn run(
         alloc: None,
         drs: opts.buffer == BufferPolicy::Drs,
         transport: blast::transport(udp),
+        stripes: opts.stripes,
     };
     let len = (want.end != u64::MAX).then(|| want.end - want.start);
     let blast_leg = |held: RangeSet| blast::Side::Recv {

@@ -83,6 +83,9 @@ pub struct ClientOptions {
     /// Resume an interrupted whole-file download from the stable part file and checkpoint it left next to the
     /// destination (`resume.rs`); `false` discards them and starts afresh (`--no-resume`).
     pub resume: bool,
+    /// Stripe MODE E transfers over every data mover of a striped server (GFD.20 SPAS/SPOR, docs/striping.md
+    /// "Client") when its SPAS reply names more than one; `false` (`--no-stripes`) never sends SPAS.
+    pub stripes: bool,
     /// `--transport auto` (docs/auto-transport.md): a download from a server with `BLAST` starts on TCP and moves
     /// the rest to blast (with [`Self::blast`]'s settings) when `drsftp_tune::TransportDecider` sees random loss,
     /// or starts on blast when the path profile says the path is lossy, falling back to TCP when no datagram
@@ -125,6 +128,7 @@ impl Default for ClientOptions {
             trace: false,
             auto_streams: None,
             resume: true,
+            stripes: true,
             auto_transport: None,
         }
     }
@@ -188,6 +192,9 @@ pub struct TransferSummary {
     /// With [`ClientOptions::auto_streams`]: on an upload the controller's decisions, in order; on a download
     /// from a drsftp server the changes in live streams seen by the receiver (see [`peak_and_final`]).
     pub stream_actions: Vec<AutoEvent>,
+    /// A striped transfer: payload bytes each of the server's stripes (data movers) carried, in its SPAS order;
+    /// empty when the transfer was not striped.
+    pub stripes: Vec<u64>,
     /// With [`ClientOptions::auto_transport`]: the transport chosen and why.
     pub transport_choice: Option<TransportChoice>,
     /// Blast: seconds from the transfer command to the server's `150` (the data channel's set-up).
@@ -214,6 +221,7 @@ impl TransferSummary {
             blast: moved.blast.clone(),
             traces: moved.data.traces.clone(),
             stream_actions: moved.actions.clone(),
+            stripes: moved.stripes.clone(),
             transport_choice: None,
             setup_seconds: moved.setup,
         }

@@ -5,7 +5,10 @@
 //! `PEER <source address>` on a destination whose FEAT lists `PEER` (a drsftp server accepts passive data
 //! connections only from the host its session names), PASV (EPSV if refused) on the destination, PORT/EPRT with that address on the source, ALLO, then STOR on the
 //! destination and RETR on the source. In MODE E the sender connects (GFD.20), which is exactly this order; in
-//! stream mode it works as classic FXP. UDP blast (`ClientOptions::blast`): `OPTS BLAST` on both (the smaller MTU
+//! stream mode it works as classic FXP. Striped (GFD.20, `ClientOptions::stripes`, MODE E): `SPAS` on a
+//! destination that lists it instead of PASV and, when it names more than one data mover, `SPOR` with all of them
+//! on a source that lists SPOR, so each of the source's movers sends to one of the destination's (a Globus source
+//! uses as many stripes as SPOR names, up to its own node count). UDP blast (`ClientOptions::blast`): `OPTS BLAST` on both (the smaller MTU
 //! if they differ), `BPAS` without an address on the destination, `BPAS <destination's address>` on the source,
 //! `BPRT <source's address> Id=<source's id>` on the destination, ALLO, STOR, RETR (docs/blast.md). A destination
 //! without `BLAST BPRT` in FEAT, or a source without BLAST, gets TCP and a notice.
@@ -25,8 +28,8 @@ use drsftp_proto::client::blast_setup::{
     bpas_line, bprt_line, offers_bprt, opts_line, parse_bpas_reply, parse_opts_mtu,
 };
 use drsftp_proto::client::{
-    parse_epsv, parse_pasv, port_command, BlastRequest, Event, Op, Outcome, Reply, TransferMode,
-    TransferReport, VERIFY_PREFERENCE,
+    parse_epsv, parse_pasv, parse_spas, port_command, spor_command, BlastRequest, Event, Op,
+    Outcome, Reply, TransferMode, TransferReport, VERIFY_PREFERENCE,
 };
 
 use super::control::Control;
@@ -145,19 +148,30 @@ pub async fn copy(
         }
         None => {
             protect_channel(s, d, &mut notices).await?;
-            buffer_command =
-                tcp_setup(s, d, mode, streams, opts.tcp_buffer, size, &mut notices).await?;
+            let stripes = opts.stripes && mode == TransferMode::Extended;
+            buffer_command = tcp_setup(
+                s,
+                d,
+                (mode, streams, stripes),
+                opts.tcp_buffer,
+                size,
+                &mut notices,
+            )
+            .await?;
         }
     }
     let begin = Instant::now();
     let r = run(s, src_path, d, dst_path, opts.timeout, &progress, cancel).await;
     let seconds = begin.elapsed().as_secs_f64();
-    if let Err(Failed { error, touched }) = r {
-        if touched {
-            delete(d, dst_path).await;
+    let stripe_bytes = match r {
+        Ok(b) => b,
+        Err(Failed { error, touched }) => {
+            if touched {
+                delete(d, dst_path).await;
+            }
+            return Err(error);
         }
-        return Err(error);
-    }
+    };
     // The outcome: sizes, then checksums; any disagreement removes the destination.
     let dst_size = download::size_if_supported(d, dst_path)
         .await
@@ -194,6 +208,7 @@ pub async fn copy(
         blast: None,
         traces: vec![],
         stream_actions: vec![],
+        stripes: stripe_bytes,
         transport_choice: None,
         setup_seconds: None,
     };
@@ -250,13 +265,13 @@ async fn protect_channel(
     }
 }
 
-/// TYPE I, MODE, buffer sizes, parallelism, PASV/EPSV on the destination, PORT/EPRT on the source, ALLO.
+/// TYPE I, MODE, buffer sizes, parallelism, PASV/EPSV on the destination, PORT/EPRT on the source, ALLO
+/// (`stripes`: SPAS on the destination, SPOR on the source when it names several stripes, see the module docs).
 /// Returns the buffer command the source accepted.
 async fn tcp_setup(
     s: &mut Control,
     d: &mut Control,
-    mode: TransferMode,
-    streams: u32,
+    (mode, streams, stripes): (TransferMode, u32, bool),
     tcp_buffer: Option<u64>,
     size: Option<u64>,
     notices: &mut Vec<String>,
@@ -290,8 +305,15 @@ async fn tcp_setup(
         soft(s, End::Source, &line, notices).await?;
     }
     name_sender(s, d, notices).await?;
-    let addr = passive(d).await?;
-    let port = port_command(addr);
+    let striped = match stripes {
+        true => striped_passive(s, d, notices).await?,
+        false => None,
+    };
+    let port = match striped {
+        Some(addrs) if addrs.len() > 1 => spor_command(&addrs),
+        Some(addrs) => port_command(addrs[0]),
+        None => port_command(passive(d).await?),
+    };
     if let Err(e) = cmd(s, End::Source, &port).await {
         return Err(ClientError::Invalid(format!(
             "{e} (a third-party copy needs the source server to accept `{port}`, the destination's data address)"
@@ -318,6 +340,51 @@ async fn name_sender(
     let line = format!("PEER {}", s.peer().ip().to_canonical());
     soft(d, End::Destination, &line, notices).await?;
     Ok(())
+}
+
+/// `SPAS` on a destination that lists it, for a source that lists SPOR: the destination's stripes (wildcard
+/// hosts made its control address). `None` (PASV follows) if either does not offer them or SPAS is refused; a
+/// reply that names no valid stripe fails the copy.
+async fn striped_passive(
+    s: &Control,
+    d: &mut Control,
+    notices: &mut Vec<String>,
+) -> Result<Option<Vec<SocketAddr>>, ClientError> {
+    if !(d.session().features().has("SPAS") && s.session().features().has("SPOR")) {
+        return Ok(None);
+    }
+    let peer = d.peer().ip();
+    let r = match d.run(Op::Command("SPAS".into())).await {
+        Ok(Outcome::Reply(r)) => r,
+        Err(e) if e.reply_code().is_some() => {
+            notices.push(format!(
+                "destination server refused `SPAS` (not striping): {e}"
+            ));
+            return Ok(None);
+        }
+        Err(e) => return Err(at(End::Destination, d, e)),
+        Ok(other) => {
+            return Err(at(
+                End::Destination,
+                d,
+                format!("unexpected outcome {other:?}"),
+            ))
+        }
+    };
+    let addrs =
+        parse_spas(&r).ok_or_else(|| at(End::Destination, d, format!("cannot parse `{r}`")))?;
+    Ok(Some(
+        addrs
+            .into_iter()
+            .map(|a| {
+                if a.ip().is_unspecified() {
+                    SocketAddr::new(peer, a.port())
+                } else {
+                    a
+                }
+            })
+            .collect(),
+    ))
 }
 
 /// PASV on the destination (EPSV when PASV is refused or not IPv4); a wildcard host means its control address.
@@ -431,7 +498,8 @@ impl From<ClientError> for Failed {
 }
 
 /// STOR on the destination (given a moment to accept or refuse first), RETR on the source, both to their final
-/// replies. Any failure or `cancel` aborts whichever side still runs.
+/// replies. Any failure or `cancel` aborts whichever side still runs. Returns the bytes per stripe the perf
+/// markers last reported, when there was more than one stripe.
 async fn run(
     s: &mut Control,
     src_path: &str,
@@ -440,7 +508,7 @@ async fn run(
     timeout: Duration,
     progress: &Progress,
     cancel: impl Future<Output = ()>,
-) -> Result<(), Failed> {
+) -> Result<Vec<u64>, Failed> {
     tokio::pin!(cancel);
     d.start(Op::Command(format!("STOR {dst_path}")))
         .map_err(|e| at(End::Destination, d, e))?;
@@ -527,7 +595,14 @@ async fn run(
             }
         }
     }
-    Ok(())
+    // The receivers' perf markers per stripe: reported only when the copy was striped.
+    let mut per: Vec<(u32, u64)> = stripes.into_iter().collect();
+    per.sort_unstable();
+    Ok(if per.len() > 1 {
+        per.into_iter().map(|(_, b)| b).collect()
+    } else {
+        vec![]
+    })
 }
 
 /// The reply code of a failed transfer event, if the server sent one.

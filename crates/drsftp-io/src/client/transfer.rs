@@ -3,6 +3,12 @@
 //! channel, and ends only when both the final reply (226) and the data side are done. A data failure sends ABOR; a
 //! control failure cancels the data task; no progress for `stall` seconds fails the transfer.
 //!
+//! Striped (GFD.20, docs/striping.md "Client"): for a download the session asks for one listener per stripe
+//! ([`Event::ListenStriped`]) and the receiver counts each listener's EODs against the EOF that came in on it;
+//! data connections are accepted only from the control peer and the stripes the server named in its SPAS reply.
+//! For an upload it asks for connections to every stripe ([`Event::ConnectStriped`]): the file is cut into one
+//! contiguous part per stripe, each sent over that stripe's connections with its own EOF.
+//!
 //! Stream mode with DRS negotiated (docs/drs.md §4.4) also carries SBUF on the control channel while the transfer
 //! runs: a download's receiving engine hands its DRS probes over (`Progress::sbuf`) and they go out as
 //! `SBUF <id> <size>`; the `200 SBUF <id> <size>` echoes go back as RTT samples; during an upload the server's
@@ -63,6 +69,8 @@ pub(crate) struct Moved {
     pub(crate) report: TransferReport,
     /// The engine's view: bytes, streams, ranges, peak buffer.
     pub(crate) data: DataReport,
+    /// A striped transfer: payload bytes per stripe, in the server's SPAS order (empty otherwise).
+    pub(crate) stripes: Vec<u64>,
     /// `-p auto` online refinement (uploads): the controller's decisions.
     pub(crate) actions: Vec<AutoEvent>,
     /// Seconds from the first command to the end of both sides.
@@ -73,7 +81,21 @@ pub(crate) struct Moved {
     pub(crate) setup: Option<f64>,
 }
 
-type DataTask = JoinHandle<Result<(DataReport, Vec<AutoEvent>), DataError>>;
+/// What the data task gives back: the engine's report, `-p auto`'s decisions, bytes per stripe.
+type DataTask = JoinHandle<Result<(DataReport, Vec<AutoEvent>, Vec<u64>), DataError>>;
+
+/// The data channel the session has set up for one transfer.
+#[derive(Debug, Default)]
+struct Channel {
+    /// MODE E download: our listener(s), one per stripe when striped.
+    listeners: Vec<TcpListener>,
+    /// Upload (and stream-mode download): the connections opened, one group per stripe when striped.
+    socks: Vec<Vec<TcpStream>>,
+    /// Where a single (unstriped) group of connections went: an auto upload opens more there.
+    data_addr: Option<SocketAddr>,
+    /// Who may open data connections to our listeners: the control peer, and a striped server's movers.
+    peers: Vec<IpAddr>,
+}
 
 /// Runs `spec` with `job` on `control`. `stall` bounds the time without data progress once the transfer runs.
 pub(crate) async fn run(
@@ -103,12 +125,13 @@ pub(crate) async fn run_started(
     }
     let peer_ip = control.peer().ip();
     let mut job = Some(job);
-    let mut listener: Option<TcpListener> = None;
-    let mut socks: Vec<TcpStream> = Vec::new();
-    let mut data_addr: Option<SocketAddr> = None;
+    let mut chan = Channel {
+        peers: vec![peer_ip],
+        ..Channel::default()
+    };
     let mut task = AbortOnDrop(None);
     let mut report: Option<TransferReport> = None;
-    let mut data: Option<(DataReport, Vec<AutoEvent>)> = None;
+    let mut data: Option<(DataReport, Vec<AutoEvent>, Vec<u64>)> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut watch = Stall::new(progress.bytes());
 
@@ -120,17 +143,31 @@ pub(crate) async fn run_started(
                     let l = data::listen(bind, &opts).await.map_err(ClientError::DataSetup)?;
                     let addr = l.local_addr().map_err(ClientError::DataSetup)?;
                     tracing::debug!("data listener on {addr}");
-                    listener = Some(l);
+                    chan.listeners = vec![l];
                     control.session_mut().handle_listening(Instant::now(), addr);
                 }
+                Event::ListenStriped { peers } => {
+                    let bind = SocketAddr::new(control.local_ip(), 0);
+                    let mut addrs = Vec::with_capacity(peers.len());
+                    for _ in &peers {
+                        let l = data::listen(bind, &opts).await.map_err(ClientError::DataSetup)?;
+                        addrs.push(l.local_addr().map_err(ClientError::DataSetup)?);
+                        chan.listeners.push(l);
+                    }
+                    tracing::debug!("striped: listening on {addrs:?} for {peers:?}");
+                    chan.peers.extend(peers.iter().map(|p| p.ip()));
+                    control.session_mut().handle_listening_striped(Instant::now(), &addrs);
+                }
                 Event::Connect { addr, streams } => {
-                    let addr = if addr.ip().is_unspecified() {
-                        SocketAddr::new(peer_ip, addr.port())
-                    } else {
-                        addr
-                    };
-                    socks = connect_all(addr, streams, &opts, stall).await?;
-                    data_addr = Some(addr);
+                    let addr = or_peer(addr, peer_ip);
+                    chan.socks = vec![connect_all(addr, streams, &opts, stall).await?];
+                    chan.data_addr = Some(addr);
+                    control.session_mut().handle_data_ready(Instant::now());
+                }
+                Event::ConnectStriped { addrs, streams } => {
+                    for a in addrs {
+                        chan.socks.push(connect_all(or_peer(a, peer_ip), streams, &opts, stall).await?);
+                    }
                     control.session_mut().handle_data_ready(Instant::now());
                 }
                 Event::TransferStarted(reply) => {
@@ -139,8 +176,7 @@ pub(crate) async fn run_started(
                     opts.inband_sbuf = control.session().drs_negotiated();
                     enable_ctrl_sbuf(&progress, job.as_ref(), opts.inband_sbuf);
                     if let Some(j) = job.take() {
-                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks), data_addr,
-                            peer_ip, opts.clone(), progress.clone())?);
+                        task.0 = Some(spawn(j, std::mem::take(&mut chan), opts.clone(), progress.clone())?);
                     }
                     watch.alive();
                 }
@@ -149,8 +185,7 @@ pub(crate) async fn run_started(
                     enable_ctrl_sbuf(&progress, job.as_ref(), opts.inband_sbuf);
                     if let Some(j) = job.take() {
                         // 2xx without a 1xx first: the data may still be there to collect.
-                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks), data_addr,
-                            peer_ip, opts.clone(), progress.clone())?);
+                        task.0 = Some(spawn(j, std::mem::take(&mut chan), opts.clone(), progress.clone())?);
                     }
                     for n in &r.notices {
                         tracing::info!("server: {n}");
@@ -160,8 +195,7 @@ pub(crate) async fn run_started(
                 }
                 Event::Done(Outcome::Listed(reply)) => {
                     if let Some(j) = job.take() {
-                        task.0 = Some(spawn(j, listener.take(), std::mem::take(&mut socks), data_addr,
-                            peer_ip, opts.clone(), progress.clone())?);
+                        task.0 = Some(spawn(j, std::mem::take(&mut chan), opts.clone(), progress.clone())?);
                     }
                     report = Some(TransferReport { final_reply: Some(reply), ..Default::default() });
                     watch.alive();
@@ -230,7 +264,7 @@ pub(crate) async fn run_started(
             }
         }
     }
-    let (mut data, actions) = data.expect("loop ends with data");
+    let (mut data, actions, stripes) = data.expect("loop ends with data");
     // Nobody reuses the client's MODE E connections: TLS ones end with close_notify, in the background.
     for s in data.reusable.drain(..).filter(|s| s.is_tls()) {
         tokio::spawn(s.close(Duration::from_millis(500)));
@@ -238,6 +272,7 @@ pub(crate) async fn run_started(
     Ok(Moved {
         report: report.unwrap_or_default(),
         data,
+        stripes,
         actions,
         seconds: begin.elapsed().as_secs_f64(),
         blast: None,
@@ -265,6 +300,15 @@ pub(crate) async fn abort(control: &mut Control) {
         Ok(Err(e)) => tracing::debug!("after ABOR: {e}"),
         Ok(Ok(o)) => tracing::debug!("after ABOR: {o:?}"),
         Err(_) => tracing::debug!("no answer to ABOR"),
+    }
+}
+
+/// `addr`, or the control peer's address with its port if the server gave a wildcard.
+fn or_peer(addr: SocketAddr, peer_ip: IpAddr) -> SocketAddr {
+    if addr.ip().is_unspecified() {
+        SocketAddr::new(peer_ip, addr.port())
+    } else {
+        addr
     }
 }
 
@@ -299,16 +343,49 @@ async fn connect_all(
     Ok(socks)
 }
 
-/// The data side's task for `job`. `data_addr`: where the MODE E connections went (an auto upload opens more there).
+/// The data side's task for `job` on the channel the session set up.
 fn spawn(
     job: DataJob,
-    listener: Option<TcpListener>,
-    socks: Vec<TcpStream>,
-    data_addr: Option<SocketAddr>,
-    peer_ip: IpAddr,
+    mut chan: Channel,
     opts: DataOpts,
     progress: Arc<Progress>,
 ) -> Result<DataTask, ClientError> {
+    let missing =
+        |what: &str| ClientError::Invalid(format!("server started the transfer before {what}"));
+    if chan.listeners.len() > 1 {
+        let DataJob::RecvModeE { file, wire_add } = job else {
+            return Err(ClientError::Invalid(
+                "striped listeners for an upload".into(),
+            ));
+        };
+        return Ok(tokio::spawn(async move {
+            let (r, stripes) =
+                recv_striped(chan.listeners, chan.peers, file, wire_add, opts, progress).await?;
+            Ok((r, vec![], stripes))
+        }));
+    }
+    if chan.socks.len() > 1 {
+        let DataJob::SendModeE {
+            file,
+            range,
+            wire_sub,
+            auto,
+        } = job
+        else {
+            return Err(ClientError::Invalid(
+                "striped connections for a download".into(),
+            ));
+        };
+        if auto.is_some() {
+            tracing::info!("striped upload: -p auto keeps the starting stream count per stripe");
+        }
+        return Ok(tokio::spawn(async move {
+            let (r, stripes) =
+                send_striped(chan.socks, file, range, wire_sub, opts, progress).await?;
+            Ok((r, vec![], stripes))
+        }));
+    }
+    let socks = chan.socks.pop().unwrap_or_default();
     if let DataJob::SendModeE {
         file,
         ranges,
@@ -316,11 +393,10 @@ fn spawn(
         auto: Some(auto),
     } = job
     {
-        let addr = data_addr.filter(|_| !socks.is_empty()).ok_or_else(|| {
-            ClientError::Invalid(
-                "server started the transfer before data connections were open".into(),
-            )
-        })?;
+        let addr = chan
+            .data_addr
+            .filter(|_| !socks.is_empty())
+            .ok_or_else(|| missing("data connections were open"))?;
         return Ok(tokio::spawn(async move {
             // PROT P: every stream, first or added by the controller, is TLS (client side) before it carries data.
             let socks = crate::tls::protect_client_all(socks, &opts).await?;
@@ -337,11 +413,13 @@ fn spawn(
             let r = auto
                 .send(socks, connect, file, ranges, wire_sub, &opts, progress)
                 .await?;
-            Ok((r.data, r.actions))
+            Ok((r.data, r.actions, vec![]))
         }));
     }
-    let fut = plain(job, listener, socks, peer_ip, opts, progress)?;
-    Ok(tokio::spawn(async move { fut.await.map(|d| (d, vec![])) }))
+    let fut = plain(job, chan.listeners.pop(), socks, chan.peers, opts, progress)?;
+    Ok(tokio::spawn(async move {
+        fut.await.map(|d| (d, vec![], vec![]))
+    }))
 }
 
 type DataFuture =
@@ -352,7 +430,7 @@ fn plain(
     job: DataJob,
     listener: Option<TcpListener>,
     mut socks: Vec<TcpStream>,
-    peer_ip: IpAddr,
+    peers: Vec<IpAddr>,
     opts: DataOpts,
     progress: Arc<Progress>,
 ) -> Result<DataFuture, ClientError> {
@@ -361,9 +439,7 @@ fn plain(
     Ok(match job {
         DataJob::RecvModeE { file, wire_add } => {
             let l = listener.ok_or_else(|| missing("the data listener was set up"))?;
-            Box::pin(
-                async move { recv_accepting(l, peer_ip, file, wire_add, opts, progress).await },
-            )
+            Box::pin(async move { recv_accepting(l, peers, file, wire_add, opts, progress).await })
         }
         DataJob::RecvStream { file, offset } => {
             let s = socks
@@ -402,11 +478,11 @@ fn plain(
     })
 }
 
-/// MODE E receive: accepts the server's connections (only from the control peer's address) into the engine's
-/// channel until the engine has seen EOF and every EOD.
+/// MODE E receive: accepts the server's connections (only from `peers`: the control peer's address) into the
+/// engine's channel until the engine has seen EOF and every EOD.
 async fn recv_accepting(
     listener: TcpListener,
-    peer_ip: IpAddr,
+    peers: Vec<IpAddr>,
     file: Arc<dyn FileHandle>,
     wire_add: u64,
     opts: DataOpts,
@@ -415,7 +491,7 @@ async fn recv_accepting(
     let (tx, rx) = mpsc::channel(64);
     let recv = data::recv_mode_e(rx, file, wire_add, &opts, progress);
     tokio::pin!(recv);
-    let accept = accept_loop(&listener, tx, peer_ip, &opts);
+    let accept = accept_loop(&listener, tx, &peers, &opts, |s| s);
     tokio::pin!(accept);
     let mut accepting = true;
     loop {
@@ -426,16 +502,115 @@ async fn recv_accepting(
     }
 }
 
-/// Accepts the server's MODE E connections into `tx`. Under PROT P each runs its TLS handshake (we are the TLS
-/// client though the server connected, RFC 4217 §7) concurrently with further accepts, so 64 streams cost about
-/// one extra round trip, not 64.
-pub(crate) async fn accept_loop(
+/// Striped MODE E receive: one accept loop per stripe's listener (connections only from `peers`), each
+/// connection tagged with its stripe, into one engine that counts EOF/EOD per stripe. Returns the bytes per stripe.
+async fn recv_striped(
+    listeners: Vec<TcpListener>,
+    peers: Vec<IpAddr>,
+    file: Arc<dyn FileHandle>,
+    wire_add: u64,
+    opts: DataOpts,
+    progress: Arc<Progress>,
+) -> Result<(DataReport, Vec<u64>), DataError> {
+    let (tx, rx) = mpsc::channel(64);
+    // The accept loops stop (aborted) when this set is dropped, once the engine is done.
+    let mut accepts = tokio::task::JoinSet::new();
+    for (i, l) in listeners.into_iter().enumerate() {
+        let (tx, peers, opts) = (tx.clone(), peers.clone(), opts.clone());
+        accepts.spawn(async move { accept_loop(&l, tx, &peers, &opts, move |s| (i, s)).await });
+    }
+    drop(tx);
+    data::recv_mode_e_striped(rx, accepts.len(), file, wire_add, &opts, progress).await
+}
+
+/// Striped MODE E upload: `range` is cut into one contiguous part per stripe (in proportion to its connections),
+/// each sent over that stripe's connections by its own engine, which ends the stripe with its own EOF (GFD.20:
+/// one EOF per stripe). The parts' reports are merged; the engine CRC is kept only if it covers the whole
+/// range (verification otherwise re-reads the file). Returns the bytes per stripe.
+async fn send_striped(
+    groups: Vec<Vec<TcpStream>>,
+    file: Arc<dyn FileHandle>,
+    range: Range<u64>,
+    wire_sub: u64,
+    opts: DataOpts,
+    progress: Arc<Progress>,
+) -> Result<(DataReport, Vec<u64>), DataError> {
+    let parts = split_range(range, &groups.iter().map(Vec::len).collect::<Vec<_>>());
+    let mut sends = tokio::task::JoinSet::new();
+    for (i, (socks, part)) in groups.into_iter().zip(parts).enumerate() {
+        let (file, opts, progress) = (file.clone(), opts.clone(), progress.clone());
+        sends.spawn(async move {
+            let socks = crate::tls::protect_client_all(socks, &opts).await?;
+            let r = data::send_mode_e(socks, file, vec![part], wire_sub, &opts, progress).await?;
+            Ok::<_, DataError>((i, r))
+        });
+    }
+    let mut reports = Vec::with_capacity(sends.len());
+    while let Some(j) = sends.join_next().await {
+        // The first failure returns at once; dropping `sends` aborts the other stripes.
+        let j = j.map_err(|e| DataError::Io(std::io::Error::other(format!("stripe task: {e}"))))?;
+        reports.push(j?);
+    }
+    reports.sort_by_key(|(i, _)| *i);
+    let reports: Vec<DataReport> = reports.into_iter().map(|(_, r)| r).collect();
+    let stripes = reports.iter().map(|r| r.bytes).collect();
+    let mut all = reports.into_iter();
+    let mut merged = all.next().ok_or_else(|| {
+        DataError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "no stripes",
+        ))
+    })?;
+    for r in all {
+        merged.bytes += r.bytes;
+        merged.streams += r.streams;
+        merged.ranges.extend(&r.ranges);
+        merged.reusable.extend(r.reusable);
+        merged.peak_buffer += r.peak_buffer;
+        merged.peak_window += r.peak_window;
+        merged.traces.extend(r.traces);
+        // Parts after the first start past 0: no engine CRC of the whole.
+        merged.crc32c = None;
+    }
+    Ok((merged, stripes))
+}
+
+/// `range` cut into consecutive parts, one per stripe, sized in proportion to `weights` (connections per
+/// stripe); the last part takes the remainder. Empty parts are possible for tiny ranges.
+fn split_range(range: Range<u64>, weights: &[usize]) -> Vec<Range<u64>> {
+    let total: u128 = weights.iter().map(|w| *w.max(&1) as u128).sum();
+    let len = (range.end - range.start) as u128;
+    let mut at = range.start;
+    let mut acc = 0u128;
+    weights
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            acc += *w.max(&1) as u128;
+            let end = if i + 1 == weights.len() {
+                range.end
+            } else {
+                range.start + (len * acc / total) as u64
+            };
+            let part = at..end;
+            at = end;
+            part
+        })
+        .collect()
+}
+
+/// Accepts the server's MODE E connections into `tx` (each wrapped by `wrap`: a striped receive tags it with
+/// its stripe), only from `peers`; any other is closed unread. Under PROT P each runs its TLS handshake (we are
+/// the TLS client though the server connected, RFC 4217 §7) concurrently with further accepts, so 64 streams
+/// cost about one extra round trip, not 64.
+pub(crate) async fn accept_loop<T: Send + 'static>(
     listener: &TcpListener,
-    tx: mpsc::Sender<crate::tls::MaybeTls>,
-    peer_ip: IpAddr,
+    tx: mpsc::Sender<T>,
+    peers: &[IpAddr],
     opts: &DataOpts,
+    wrap: impl Fn(crate::tls::MaybeTls) -> T + Clone + Send + 'static,
 ) {
-    let want = peer_ip.to_canonical();
+    let want: Vec<IpAddr> = peers.iter().map(|p| p.to_canonical()).collect();
     // Handshakes in progress; aborted when this loop is dropped.
     let mut shaking = tokio::task::JoinSet::new();
     loop {
@@ -445,24 +620,24 @@ pub(crate) async fn accept_loop(
         };
         match accepted {
             Ok((s, from)) => {
-                if from.ip().to_canonical() != want {
+                if !want.contains(&from.ip().to_canonical()) {
                     tracing::warn!(
-                        "refusing data connection from {from}: not the server ({peer_ip})"
+                        "refusing data connection from {from}: not the server or its stripes ({peers:?})"
                     );
                     continue;
                 }
                 tracing::debug!("data connection from {from}");
                 if opts.tls_client.is_some() {
-                    let (o, tx) = (opts.clone(), tx.clone());
+                    let (o, tx, wrap) = (opts.clone(), tx.clone(), wrap.clone());
                     shaking.spawn(async move {
                         match crate::tls::protect_client(s, &o).await {
                             Ok(s) => {
-                                let _ = tx.send(s).await;
+                                let _ = tx.send(wrap(s)).await;
                             }
                             Err(e) => tracing::warn!("data connection from {from}: TLS: {e}"),
                         }
                     });
-                } else if tx.send(s.into()).await.is_err() {
+                } else if tx.send(wrap(s.into())).await.is_err() {
                     return;
                 }
             }

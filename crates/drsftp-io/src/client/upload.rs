@@ -132,6 +132,7 @@ pub(crate) async fn run(
         alloc: Some(len),
         drs: opts.buffer == BufferPolicy::Drs,
         transport: blast::transport(udp),
+        stripes: opts.stripes,
     };
     let moved = match udp {
         Some(b) => {

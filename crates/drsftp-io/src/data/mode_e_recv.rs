@@ -2,6 +2,7 @@
 //! cached sockets) validates every header against `Limits`, reads payloads in bounded chunks and writes them at
 //! their offsets while the next chunk arrives, and ends its part at EOD. The transfer ends as soon as EOF was
 //! seen and the number of EODs equals the announced count: no waiting for TCP EOF or for the channel to close.
+//! A striped transfer ([`recv_mode_e_striped`]) counts per stripe: each stripe's EOF announces its own EODs.
 //! Connections that ended with EOD and no CLOSE (and any that never carried a header) are returned for reuse.
 //! A connection may be cleartext or TLS (`PROT P`, [`MaybeTls`]): DRS, gauges and traces use the TCP socket beneath.
 
@@ -100,12 +101,42 @@ enum ConnEnd {
 /// connections that ended with EOD and no CLOSE, plus any that carried nothing (including ones still queued in
 /// `conns`).
 pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
-    mut conns: mpsc::Receiver<S>,
+    conns: mpsc::Receiver<S>,
     file: Arc<dyn FileHandle>,
     wire_add: u64,
     opts: &DataOpts,
     progress: Arc<Progress>,
 ) -> Result<DataReport, DataError> {
+    recv_tagged(conns, 1, |s| (0, s.into()), file, wire_add, opts, progress)
+        .await
+        .map(|(r, _)| r)
+}
+
+/// [`recv_mode_e`] for a striped transfer (GFD.20): every connection arrives tagged with its stripe (the
+/// listener it came in on, below `stripes`), and each stripe ends with its own EOF announcing its own EODs; the
+/// transfer is complete when every stripe is. Also returns the payload bytes each stripe carried.
+pub async fn recv_mode_e_striped(
+    conns: mpsc::Receiver<(usize, MaybeTls)>,
+    stripes: usize,
+    file: Arc<dyn FileHandle>,
+    wire_add: u64,
+    opts: &DataOpts,
+    progress: Arc<Progress>,
+) -> Result<(DataReport, Vec<u64>), DataError> {
+    recv_tagged(conns, stripes, |c| c, file, wire_add, opts, progress).await
+}
+
+/// The receiver behind both: `tag` splits what arrives into (stripe, connection); EOF/EOD are counted per stripe.
+async fn recv_tagged<T: Send + 'static>(
+    mut conns: mpsc::Receiver<T>,
+    stripes: usize,
+    tag: impl Fn(T) -> (usize, MaybeTls),
+    file: Arc<dyn FileHandle>,
+    wire_add: u64,
+    opts: &DataOpts,
+    progress: Arc<Progress>,
+) -> Result<(DataReport, Vec<u64>), DataError> {
+    let stripes = stripes.max(1);
     let ctx = Arc::new(Ctx {
         file,
         wire_add,
@@ -131,13 +162,18 @@ pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
     let mut set: JoinSet<Result<ConnEnd, DataError>> = JoinSet::new();
     let mut open = true;
     let mut streams = 0usize;
-    let mut eof: Option<u64> = None;
-    let mut eods = 0u64;
+    // Per stripe: the EOF count announced, the EODs seen, the payload bytes. `stripe_of[idx]`: connection idx's.
+    let mut eof: Vec<Option<u64>> = vec![None; stripes];
+    let mut eods = vec![0u64; stripes];
+    let mut stripe_bytes = vec![0u64; stripes];
+    let mut stripe_of: Vec<usize> = Vec::new();
     let mut ranges = RangeSet::new();
     let mut reusable = vec![];
     let mut traces = vec![];
     let mut crc = CrcPieces::default();
-    while eof != Some(eods) {
+    let done =
+        |eof: &[Option<u64>], eods: &[u64]| eof.iter().zip(eods).all(|(e, d)| *e == Some(*d));
+    while !done(&eof, &eods) {
         tokio::select! {
             // Not on its own: with the channel closed and no reader left, `else` below must fire.
             _ = meter.tick(), if open || !set.is_empty() => {
@@ -154,11 +190,19 @@ pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
                 readings.push_back((now, read));
             },
             c = conns.recv(), if open => match c {
-                Some(s) => {
-                    set.spawn(recv_one(s.into(), streams, Arc::clone(&ctx), stop_rx.clone()));
+                Some(t) => {
+                    let (stripe, s) = tag(t);
+                    if stripe >= stripes {
+                        return Err(DataError::Io(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("connection for stripe {stripe} of {stripes}"),
+                        )));
+                    }
+                    set.spawn(recv_one(s, streams, Arc::clone(&ctx), stop_rx.clone()));
+                    stripe_of.push(stripe);
                     streams += 1;
                     // Connections carrying data now (arrived and not yet ended with EOD).
-                    progress.set_streams((streams as u64).saturating_sub(eods));
+                    progress.set_streams((streams as u64).saturating_sub(eods.iter().sum()));
                 }
                 None => open = false,
             },
@@ -168,16 +212,18 @@ pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
                         if ctx.opts.trace {
                             traces.push((idx, trace));
                         }
-                        eods += 1;
-                        progress.set_streams((streams as u64).saturating_sub(eods));
+                        let st = stripe_of[idx];
+                        eods[st] += 1;
+                        stripe_bytes[st] += r.covered();
+                        progress.set_streams((streams as u64).saturating_sub(eods.iter().sum()));
                         if let Some(n) = e {
-                            if eof.is_some_and(|p| p != n) {
+                            if eof[st].is_some_and(|p| p != n) {
                                 return Err(HeaderError::BadEodCount(n).into());
                             }
-                            eof = Some(n);
+                            eof[st] = Some(n);
                         }
-                        if let Some(n) = eof {
-                            if eods > n {
+                        if let Some(n) = eof[st] {
+                            if eods[st] > n {
                                 return Err(HeaderError::BadEodCount(n).into());
                             }
                         }
@@ -190,9 +236,14 @@ pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
                 }
             }
             else => {
-                return Err(DataError::Incomplete(match eof {
-                    Some(n) => format!("{eods} of {n} data connections ended with EOD"),
-                    None => format!("{eods} data connections ended with EOD and no EOF was received"),
+                // The first stripe that is not complete says why.
+                let (st, (e, d)) = eof.iter().zip(&eods).enumerate()
+                    .find(|(_, (e, d))| **e != Some(**d))
+                    .expect("some stripe is incomplete");
+                let on = if stripes > 1 { format!(" on stripe {st}") } else { String::new() };
+                return Err(DataError::Incomplete(match e {
+                    Some(n) => format!("{d} of {n} data connections{on} ended with EOD"),
+                    None => format!("{d} data connections{on} ended with EOD and no EOF was received"),
                 }));
             }
         }
@@ -203,7 +254,9 @@ pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
         while let Some(j) = set.join_next().await {
             match joined(j)? {
                 ConnEnd::Stopped { sock } => reusable.extend(sock),
-                ConnEnd::Eod { .. } => return Err(HeaderError::BadEodCount(eods).into()),
+                ConnEnd::Eod { .. } => {
+                    return Err(HeaderError::BadEodCount(eods.iter().sum()).into())
+                }
             }
         }
         Ok::<(), DataError>(())
@@ -213,8 +266,8 @@ pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
         Err(_) => set.abort_all(),
     }
     // Connections queued but never used by this transfer are as good as new.
-    while let Ok(s) = conns.try_recv() {
-        reusable.push(s.into());
+    while let Ok(t) = conns.try_recv() {
+        reusable.push(tag(t).1);
     }
     tracing::debug!(
         bytes = ranges.covered(),
@@ -223,7 +276,7 @@ pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
         "MODE E receive complete"
     );
     traces.sort_by_key(|(i, _)| *i);
-    Ok(DataReport {
+    let report = DataReport {
         bytes: ranges.covered(),
         streams,
         ranges,
@@ -232,7 +285,8 @@ pub async fn recv_mode_e<S: Into<MaybeTls> + Send + 'static>(
         peak_window: ctx.gauges.window_peak(),
         traces: traces.into_iter().map(|(_, t)| t).collect(),
         crc32c: if ctx.opts.crc32c { crc.whole() } else { None },
-    })
+    };
+    Ok((report, stripe_bytes))
 }
 
 fn joined(

@@ -3,7 +3,7 @@
 //! after a refused PASV), the driver events it asks for, and whether it ends the operation. The session
 //! (`session.rs`) has already matched the reply to its command (the head of the in-flight queue, `pipeline.rs`).
 
-use super::addr::{parse_epsv, parse_pasv};
+use super::addr::{parse_epsv, parse_pasv, parse_spas};
 use super::blast::{self, BlastNeg};
 use super::feat::Features;
 use super::plan::{Kind, Step};
@@ -133,6 +133,55 @@ impl ClientSession {
             Kind::Port => {
                 if !reply.is_ok() {
                     return Some(Err(refused(reply)));
+                }
+            }
+            Kind::Spas { upload } => {
+                let addrs = match parse_spas(&reply) {
+                    Some(a) => a,
+                    None if reply.is_ok() => {
+                        return Some(Err(ClientError::BadReply {
+                            command: cmd,
+                            reply,
+                        }));
+                    }
+                    None => {
+                        // Not striped after all: today's PORT (download, the Listen step is next) or PASV.
+                        let n = format!("server refused `{cmd}` (not striping): {reply}");
+                        run.report.notices.push(n.clone());
+                        self.events.push_back(Event::Notice(n));
+                        if upload {
+                            run.steps.push_front(Step::Cmd("PASV".into(), Kind::Pasv));
+                        }
+                        return None;
+                    }
+                };
+                run.stripes = addrs.len();
+                match (upload, addrs.len()) {
+                    (true, 1) => {
+                        run.parked = Some(Step::DataReady);
+                        self.deadline = None;
+                        self.events.push_back(Event::Connect {
+                            addr: addrs[0],
+                            streams: run.streams,
+                        });
+                    }
+                    (true, _) => {
+                        run.parked = Some(Step::DataReady);
+                        self.deadline = None;
+                        self.events.push_back(Event::ConnectStriped {
+                            addrs,
+                            streams: run.streams,
+                        });
+                    }
+                    (false, 1) => {}
+                    (false, _) => {
+                        for s in run.steps.iter_mut() {
+                            if *s == Step::Listen {
+                                *s = Step::ListenStriped;
+                            }
+                        }
+                        run.stripe_peers = addrs;
+                    }
                 }
             }
             Kind::Pasv | Kind::Epsv => {

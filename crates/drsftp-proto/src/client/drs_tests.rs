@@ -24,6 +24,7 @@ fn spec(direction: Direction, mode: TransferMode, streams: u32, drs: bool) -> Tr
         alloc: None,
         drs,
         transport: Default::default(),
+        stripes: false,
     }
 }
 

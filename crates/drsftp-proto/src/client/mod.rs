@@ -30,12 +30,14 @@ mod reply;
 mod script_tests;
 mod session;
 #[cfg(test)]
+mod stripe_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tls_tests;
 mod types;
 
-pub use addr::{parse_epsv, parse_pasv, port_command};
+pub use addr::{parse_epsv, parse_pasv, parse_spas, port_command, spor_command, MAX_STRIPES};
 /// Third-party blast set-up helpers (BPAS/BPRT lines, the 229/200/150 replies).
 pub mod blast_setup {
     pub use super::blast::{

@@ -32,7 +32,11 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
     };
     match last {
         // Nothing goes past a buffer size with an SBUF fallback: its refusal inserts the next step.
-        k if setup(k) => setup(next) || matches!(next, Kind::Buffer { .. }),
+        // A download's SPAS only tells how many listeners to open: it may end the set-up batch (the Listen step
+        // after it waits for every reply anyway).
+        k if setup(k) => {
+            setup(next) || matches!(next, Kind::Buffer { .. } | Kind::Spas { upload: false })
+        }
         Kind::Port => next == Kind::Transfer { listing: false },
         _ => false,
     }

@@ -33,6 +33,7 @@ impl Scripted {
             alloc: None,
             drs,
             transport: Transport::Tcp,
+            stripes: false,
         };
         self.s.start(self.now, Op::Transfer(spec)).unwrap();
     }
@@ -189,6 +190,7 @@ fn globus_server_gets_one_command_at_a_time() {
         alloc: None,
         drs: false,
         transport: Transport::Tcp,
+        stripes: false,
     };
     h.start(Op::Transfer(sp.clone()));
     h.batch(&["MODE S"], "200 ok\n");
@@ -250,6 +252,7 @@ fn a_buffer_fallback_ends_a_batch() {
         alloc: None,
         drs: true,
         transport: Transport::Tcp,
+        stripes: false,
     };
     h.start(Op::Transfer(spec));
     h.batch(
@@ -312,6 +315,7 @@ fn upload_to_a_drsftp_server_over_pasv() {
         alloc: Some(5000),
         drs: true,
         transport: Transport::Tcp,
+        stripes: false,
     };
     h.start(Op::Transfer(spec));
     h.batch(

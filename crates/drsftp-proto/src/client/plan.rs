@@ -1,6 +1,7 @@
 //! The command plan of an operation: what each command's reply means to the session ([`Kind`]), the steps an
 //! operation runs through ([`Step`]), and how a transfer becomes steps — TYPE/MODE only when needed, buffer size,
-//! the DRS opt-in, parallelism, then PORT (MODE E download) or PASV, ALLO and the transfer command; a blast
+//! the DRS opt-in, parallelism, then PORT (MODE E download) or PASV, ALLO and the transfer command (striped:
+//! SPAS first, then SPOR for a download or connections to every stripe for an upload); a blast
 //! transfer instead gets `OPTS BLAST` and a UDP socket announced with `BPAS` (docs/blast.md).
 //!
 //! The plan is the same for every server; how much of it goes out at once is the session's business: with a
@@ -33,6 +34,11 @@ pub(super) enum Kind {
     OptsBlast,
     Bpas,
     Port,
+    /// `SPAS` for a striped transfer: a download then listens per stripe and sends `SPOR`, an upload connects
+    /// to each stripe; a refusal falls back to PORT (download) or PASV (upload).
+    Spas {
+        upload: bool,
+    },
     Pasv,
     Epsv,
     Allo,
@@ -72,6 +78,8 @@ pub(super) enum Step {
     Cmd(String, Kind),
     /// Emit [`Event::Listen`], wait for `handle_listening`.
     Listen,
+    /// Emit [`Event::ListenStriped`], wait for `handle_listening_striped`.
+    ListenStriped,
     /// Waiting for `handle_data_ready` after [`Event::Connect`].
     DataReady,
     /// Emit [`Event::BlastBind`], wait for `handle_blast_bound`.
@@ -137,6 +145,11 @@ impl ClientSession {
         if let Some((line, on)) = self.drs_opts(spec.drs) {
             s.push_back(Step::Cmd(line.to_string(), Kind::OptsDrs(on)));
         }
+        // Striping needs SPAS (and for a download SPOR to answer it); blast and stream mode never stripe.
+        let stripe = ext
+            && spec.stripes
+            && self.features.has("SPAS")
+            && (!down || self.features.has("SPOR"));
         if down && ext {
             let n = spec.streams.max(1);
             let (lo, hi) = match spec.streams_range {
@@ -147,7 +160,12 @@ impl ClientSession {
                 format!("OPTS RETR Parallelism={n},{lo},{hi};"),
                 Kind::OptsRetr,
             ));
+            if stripe {
+                s.push_back(Step::Cmd("SPAS".into(), Kind::Spas { upload: false }));
+            }
             s.push_back(Step::Listen);
+        } else if stripe {
+            s.push_back(Step::Cmd("SPAS".into(), Kind::Spas { upload: true }));
         } else {
             s.push_back(Step::Cmd("PASV".into(), Kind::Pasv));
         }

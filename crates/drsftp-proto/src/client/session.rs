@@ -18,7 +18,7 @@
 //! for the next operation's. Any other server (Globus) gets one command at a time. The final reply's meaning per
 //! command kind lives in `answer.rs`.
 
-use super::addr::port_command;
+use super::addr::{port_command, spor_command};
 use super::batch;
 use super::blast::{self, BlastNeg};
 use super::drs::{parse_sbuf, Drs};
@@ -50,6 +50,10 @@ pub(super) struct Running {
     pub(super) blast: Option<BlastNeg>,
     /// A batch ([`Op::Batch`]): its window of RETRs in flight (`batch.rs`).
     pub(super) batch: Option<usize>,
+    /// A striped download: the server's stripes from its SPAS reply, for [`Event::ListenStriped`].
+    pub(super) stripe_peers: Vec<SocketAddr>,
+    /// Stripes the server named in its SPAS reply (0: no SPAS answered).
+    pub(super) stripes: usize,
 }
 
 impl Running {
@@ -290,6 +294,8 @@ impl ClientSession {
             abort_pending: None,
             blast,
             batch,
+            stripe_peers: Vec::new(),
+            stripes: 0,
         });
         self.advance(now);
         Ok(())
@@ -305,6 +311,25 @@ impl ClientSession {
                 self.advance(now);
             }
         }
+    }
+
+    /// The driver has bound the listeners requested by [`Event::ListenStriped`], one per stripe: `SPOR` names
+    /// them all. Ignored unless that event is what the session waits for, or if `addrs` is empty.
+    pub fn handle_listening_striped(&mut self, now: Instant, addrs: &[SocketAddr]) {
+        if let Some(run) = self.current.as_mut() {
+            if run.parked == Some(Step::ListenStriped) && !addrs.is_empty() {
+                run.parked = None;
+                run.steps
+                    .push_front(Step::Cmd(spor_command(addrs), Kind::Port));
+                self.advance(now);
+            }
+        }
+    }
+
+    /// Stripes the server named in its answer to the running transfer's SPAS (0 if none was sent or answered):
+    /// more than 1 means the transfer is striped.
+    pub fn stripes(&self) -> usize {
+        self.current.as_ref().map_or(0, |r| r.stripes)
     }
 
     /// The driver has bound the UDP socket requested by [`Event::BlastBind`].
@@ -500,6 +525,14 @@ impl ClientSession {
                     run.parked = Some(Step::Listen);
                     self.deadline = None;
                     self.events.push_back(Event::Listen);
+                    return;
+                }
+                Some(Step::ListenStriped) => {
+                    run.parked = Some(Step::ListenStriped);
+                    self.deadline = None;
+                    self.events.push_back(Event::ListenStriped {
+                        peers: run.stripe_peers.clone(),
+                    });
                     return;
                 }
                 Some(Step::BlastBind) => {

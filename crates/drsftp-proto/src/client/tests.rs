@@ -57,6 +57,7 @@ fn spec(direction: Direction, mode: TransferMode, streams: u32) -> TransferSpec 
         alloc: None,
         drs: false,
         transport: Default::default(),
+        stripes: false,
     }
 }
 
@@ -530,6 +531,7 @@ fn blast_spec(direction: Direction, path: &str) -> TransferSpec {
             max_rate: 500_000_000,
             ack_every: None,
         }),
+        stripes: false,
     }
 }
 

@@ -89,6 +89,12 @@ pub struct TransferSpec {
     pub drs: bool,
     /// TCP (stream mode / MODE E as `mode` says) or the UDP blast channel.
     pub transport: Transport,
+    /// Stripe when the server can (GFD.20, docs/striping.md "Client"): a MODE E transfer with a server listing
+    /// `SPAS` (downloads: and `SPOR`) sends `SPAS` first; if the reply names more than one data mover, an upload
+    /// connects `streams` connections to each ([`Event::ConnectStriped`]) and a download listens once per mover
+    /// and sends `SPOR` with those addresses ([`Event::ListenStriped`]). One address, or a refused SPAS, is
+    /// today's PASV/PORT transfer.
+    pub stripes: bool,
 }
 
 /// The data channel a transfer asks for.
@@ -284,6 +290,14 @@ pub enum Event {
     /// Bind a data listener now and call `handle_listening(now, addr)` with its address (MODE E download:
     /// the server is the sender and connects).
     Listen,
+    /// A striped MODE E download: bind one listener per stripe (`peers.len()` of them) and call
+    /// `handle_listening_striped(now, addrs)`; accept data connections only from the `peers`' addresses (the
+    /// server's data movers, from its SPAS reply) or the control peer's, and count each listener's EODs against
+    /// the EOF that arrives on it (GFD.20: one EOF per stripe).
+    ListenStriped {
+        /// The server's stripes (SPAS reply), one per data mover.
+        peers: Vec<SocketAddr>,
+    },
     /// Bind a UDP socket for a blast channel now and call `handle_blast_bound(now, addr)` with its address; keep
     /// it for the transfer ([`ClientSession::blast_channel`](super::ClientSession::blast_channel) says where to).
     BlastBind,
@@ -293,6 +307,15 @@ pub enum Event {
         /// Server's passive data address.
         addr: SocketAddr,
         /// Connections to open.
+        streams: u32,
+    },
+    /// A striped MODE E upload: open `streams` data connections to each of `addrs` (the server's SPAS reply, one
+    /// per data mover) and call `handle_data_ready(now)`; each stripe's connections end with that stripe's own
+    /// EOF (GFD.20).
+    ConnectStriped {
+        /// The server's stripes.
+        addrs: Vec<SocketAddr>,
+        /// Connections per stripe.
         streams: u32,
     },
     /// The server accepted the transfer/listing command (125/150): move data now.

@@ -234,6 +234,7 @@ fn spec(direction: Direction, path: &str, mode: TransferMode, streams: u32) -> T
         alloc: None,
         drs: false,
         transport: Default::default(),
+        stripes: false,
     }
 }
 

@@ -139,6 +139,11 @@ pub struct Args {
     /// left next to the destination; discard them and start afresh (docs/resume.md).
     #[arg(long)]
     no_resume: bool,
+    /// MODE E: never stripe. By default a transfer with a server whose SPAS names several data movers (a
+    /// striped endpoint: a Globus frontend with data nodes, a drsftp frontend with movers) moves its data over
+    /// all of them, and a third-party copy between two striped endpoints goes mover to mover (docs/striping.md).
+    #[arg(long)]
+    no_stripes: bool,
     /// Print exactly one JSON object with the result (or the error) on stdout. For -r and --files-from: the job's
     /// counts (files, copied, skipped, failed, bytes, seconds, mbps) and a record per file in `records`.
     #[arg(long)]
@@ -275,6 +280,7 @@ fn options(args: &Args) -> ClientOptions {
         trace: args.trace.is_some(),
         auto_streams: None, // -p auto sets it after login
         resume: !args.no_resume,
+        stripes: !args.no_stripes,
         auto_transport: None, // --transport auto: set after login, from the path profile
     }
 }
@@ -587,6 +593,7 @@ fn report(
             "seconds": s.seconds,
             "mbps": s.mbps(),
             "streams": s.streams,
+            "stripe_bytes": s.stripes,
             "mode": match plan {
                 Plan::ThirdParty { .. } => "third-party".to_string(),
                 _ => s.mode.letter().to_string(),
@@ -722,6 +729,7 @@ mod tests {
             blast: None,
             traces: vec![],
             stream_actions: vec![],
+            stripes: vec![],
             transport_choice: None,
             setup_seconds: None,
         };

@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use clap::Subcommand;
 use drsftp_lab::daemon::{pid_alive, terminate, TermSignals};
 use drsftp_lab::{
-    check_prerequisites, lab_namespaces, load_profile, remove_namespaces, Lab, LabConfig,
+    check_prerequisites, lab_namespaces, load_profile, remove_namespaces, Lab, LabConfig, Topology,
 };
 use drsftp_netem::{parse_queue, LossModel};
 use drsftp_units::{parse_duration, parse_probability, parse_rate};
@@ -26,6 +26,8 @@ const STATE_DIR: &str = "/run/drsftp-lab";
   drsftp lab exec wan h1 -- iperf3 -c 198.18.0.2 -t 10
   drsftp lab status
   drsftp lab down wan
+Two sites of 2 hosts, each host capped at 200 Mbit/s, all sharing one 1 Gbit/s core with 50 ms RTT:
+  drsftp lab up wan --hosts 4 --topology shared-core --access-rate 200mbit --core-rate 1gbit --rtt 50ms
 Needs root and /dev/net/tun. Processes started with `lab exec` that are still running are ended by `lab down`."
 )]
 pub struct Args {
@@ -61,7 +63,8 @@ enum LabCmd {
 
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Every option applies to each direction of every host pair (N hosts: N*(N-1) links).
+    after_help = "Every option applies to each direction of every host pair (N hosts: N*(N-1) links); with
+--topology shared-core to each direction of the core link instead (see --topology).
 Units (the same for every drsftp command): durations ns us ms s m h (a plain number is ms); rates in bit/s with
 a decimal prefix k m g t: 100mbit = 100Mbps = 100mb, and an upper-case B is bytes: 100MBps = 100MB/s = 800mbit;
 sizes with binary suffixes K M G (64K = 64KB = 65536 bytes); probabilities 0.1% or 0.001.
@@ -131,12 +134,41 @@ pub struct UpArgs {
     /// Disable vnet-hdr/TSO (one MTU packet per read; implied by --loss/--ge/--reorder/--duplicate).
     #[arg(long)]
     no_gso: bool,
+    /// How hosts are joined. mesh: every host pair has its own link (--rate, --rtt, ... per pair).
+    /// shared-core: hosts 1..=--site-a form site A, the rest site B; every host has its own access link each way
+    /// (--access-rate, no delay) and all traffic between the sites crosses one core link per direction
+    /// (--core-rate, --rtt, --loss, --queue, --profile), so the hosts really share that bottleneck.
+    #[arg(long, default_value = "mesh", value_parser = ["mesh", "shared-core"])]
+    topology: String,
+    /// shared-core: each host's access link rate per direction (0 = unlimited).
+    #[arg(long, value_name = "RATE")]
+    access_rate: Option<String>,
+    /// shared-core: the core link's rate per direction; default --rate.
+    #[arg(long, value_name = "RATE")]
+    core_rate: Option<String>,
+    /// shared-core: hosts on site A (the first ones); default half of --hosts.
+    #[arg(long, value_name = "N")]
+    site_a: Option<usize>,
 }
 
 fn build_config(a: &UpArgs) -> anyhow::Result<LabConfig> {
     let rtt = parse_duration(&a.rtt)?;
-    let rate = parse_rate(&a.rate)?;
+    let shared = a.topology == "shared-core";
+    if !shared && (a.access_rate.is_some() || a.core_rate.is_some() || a.site_a.is_some()) {
+        bail!("--access-rate, --core-rate and --site-a need --topology shared-core");
+    }
+    let rate = parse_rate(a.core_rate.as_deref().unwrap_or(&a.rate))?;
     let mut cfg = LabConfig::new(&a.name, a.hosts, rtt, rate);
+    if shared {
+        let access = a
+            .access_rate
+            .as_deref()
+            .context("--topology shared-core needs --access-rate (each host's cap)")?;
+        cfg.topology = Topology::SharedCore {
+            access_bps: parse_rate(access)?,
+            site_a: a.site_a.unwrap_or(a.hosts / 2),
+        };
+    }
     cfg.link.queue = parse_queue(&a.queue)?;
     cfg.link.seed = a.seed;
     if let Some(l) = &a.loss {
@@ -203,7 +235,7 @@ fn describe(lab: &Lab, a: &UpArgs) -> String {
         a.name,
         a.hosts,
         a.rtt,
-        a.rate,
+        a.core_rate.as_deref().unwrap_or(&a.rate),
         a.queue,
         loss,
         a.jitter.as_deref().unwrap_or("0"),
@@ -220,6 +252,14 @@ fn describe(lab: &Lab, a: &UpArgs) -> String {
             "off"
         }
     );
+    if let Topology::SharedCore { site_a, .. } = cfg.topology {
+        s += &format!(
+            "  topology shared-core: site A h1-h{site_a}, site B h{}-h{}; access {} per host and direction; the core has the rate, rtt, loss and queue above\n",
+            site_a + 1,
+            a.hosts,
+            a.access_rate.as_deref().unwrap_or("-"),
+        );
+    }
     if a.profile.is_some() {
         s += "  (the profile overrides rtt/rate/loss from its first step on)\n";
     }
@@ -335,6 +375,20 @@ fn serve(a: UpArgs) -> anyhow::Result<()> {
                         l.max_backlog_bytes
                     );
                 }
+            }
+        }
+        for (name, l) in &st.named {
+            if l.sent_pkts > 0 {
+                s += &format!(
+                    "{name}: sent {} pkts / {} B, delivered {} / {} B, dropped queue {} loss {}, max backlog {} B\n",
+                    l.sent_pkts,
+                    l.sent_bytes,
+                    l.delivered_pkts,
+                    l.delivered_bytes,
+                    l.dropped_queue_pkts,
+                    l.dropped_loss_pkts,
+                    l.max_backlog_bytes
+                );
             }
         }
         s += &format!(
