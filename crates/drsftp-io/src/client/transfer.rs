@@ -367,7 +367,7 @@ fn spawn(
     if chan.socks.len() > 1 {
         let DataJob::SendModeE {
             file,
-            range,
+            ranges,
             wire_sub,
             auto,
         } = job
@@ -376,6 +376,14 @@ fn spawn(
                 "striped connections for a download".into(),
             ));
         };
+        // Stripes split one contiguous range; the gaps of a resumed upload would need a share per gap and stripe.
+        // A striped frontend keeps no partial uploads, so a resume never meets striping there.
+        let [range] = <[Range<u64>; 1]>::try_from(ranges).map_err(|r| {
+            ClientError::Invalid(format!(
+                "a resumed upload of {} ranges cannot be striped (use --no-stripes)",
+                r.len()
+            ))
+        })?;
         if auto.is_some() {
             tracing::info!("striped upload: -p auto keeps the starting stream count per stripe");
         }
