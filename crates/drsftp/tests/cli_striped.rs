@@ -1,8 +1,9 @@
 //! A striped drsftp cluster (issue 23): `drsftp serve --movers` (the frontend, moving no data) with two
 //! `drsftp serve --mover` data movers on 127.0.0.2 and 127.0.0.3 sharing its root. globus-url-copy `-stripe`
 //! uploads to it (SPAS: one address per mover) and copies between two of its sessions third-party (SPOR: each
-//! mover sends its share to its stripe); drsftp's own client, which knows no striping, uploads and downloads
-//! through PASV (the first mover) and active MODE E. Every file is checked by SHA-256. The security tests: a
+//! mover sends its share to its stripe); drsftp's own client stripes MODE E uploads and downloads over both
+//! movers (`stripe_bytes` in `--json`), and with `-p 1` or `--no-stripes` goes through the first mover. Every
+//! file is checked by SHA-256. The security tests: a
 //! mover refuses control connections from anyone but its frontend and anonymous logins from it; a mover's
 //! striped data listener accepts only the peer the frontend named; a mover that is down fails the transfer
 //! with no file left, and the rerun after it is back completes it.
@@ -138,19 +139,44 @@ fn guc_stripe_upload_and_third_party_through_a_frontend_with_two_movers() {
 }
 
 #[test]
-fn drsftp_client_without_striping_uses_the_first_mover() {
+fn drsftp_client_stripes_over_every_mover_or_uses_the_first() {
     let dir = open_tempdir();
     let c = Cluster::start(dir.path(), 2);
     let local = dir.path().join("local.bin");
     let want = random_file(&local, 8 << 20, 24);
-    for p in ["1", "4"] {
-        let dst = c.front.url(&format!("/plain-{p}.bin"));
-        let (ok, o, e) = drsftp(&["copy", "-p", p, local.to_str().unwrap(), &dst]);
-        assert!(ok, "upload -p {p}: {o} {e}\n{}", c.logs());
-        assert_eq!(sha256_file(&c.root.join(format!("plain-{p}.bin"))), want);
-        let out = dir.path().join(format!("back-{p}.bin"));
-        let (ok, o, e) = drsftp(&["copy", "-p", p, &dst, out.to_str().unwrap()]);
-        assert!(ok, "download -p {p}: {o} {e}\n{}", c.logs());
+    // Stream mode (-p 1) goes through the first mover; MODE E is striped over both (SPAS names two movers)
+    // unless --no-stripes.
+    for (p, extra, striped) in [
+        ("1", None, false),
+        ("4", None, true),
+        ("4", Some("--no-stripes"), false),
+    ] {
+        let tag = format!("{p}{}", extra.unwrap_or(""));
+        let run_copy = |src: &str, dst: &str| {
+            let mut a = vec!["copy", "--json", "-p", p];
+            a.extend(extra);
+            a.extend([src, dst]);
+            let (ok, o, e) = drsftp(&a);
+            assert!(ok, "{tag} {src} -> {dst}: {o} {e}\n{}", c.logs());
+            let per: Vec<u64> = json_of(&o)["stripe_bytes"]
+                .as_array()
+                .map(|v| v.iter().map(|b| b.as_u64().unwrap()).collect())
+                .unwrap_or_default();
+            if striped {
+                assert_eq!(per.len(), 2, "{tag}: {o}");
+                assert!(
+                    per.iter().all(|b| *b > 0),
+                    "{tag}: a mover carried nothing: {o}"
+                );
+            } else {
+                assert!(per.len() <= 1, "{tag}: {o}");
+            }
+        };
+        let dst = c.front.url(&format!("/plain-{tag}.bin"));
+        run_copy(local.to_str().unwrap(), &dst);
+        assert_eq!(sha256_file(&c.root.join(format!("plain-{tag}.bin"))), want);
+        let out = dir.path().join(format!("back-{tag}.bin"));
+        run_copy(&dst, out.to_str().unwrap());
         assert_eq!(sha256_file(&out), want);
     }
 }
