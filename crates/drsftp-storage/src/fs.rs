@@ -497,12 +497,12 @@ impl Storage for FsStorage {
     }
 }
 
-/// An open host file with positioned I/O.
+/// An open host file with positioned I/O (also a kept partial upload's, `kept.rs`).
 #[derive(Debug)]
-struct FsFile {
-    file: File,
+pub(crate) struct FsFile {
+    pub(crate) file: File,
     /// Virtual path, for error messages (host paths are never shown to clients).
-    vpath: String,
+    pub(crate) vpath: String,
 }
 
 impl FileHandle for FsFile {

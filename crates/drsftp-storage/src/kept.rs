@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use drsftp_sys::resolve::{self, Root};
+
+use crate::fs::FsFile;
 use sha2::{Digest, Sha256};
 
 use crate::{FileHandle, PartFile, Result, StorageError};
@@ -108,7 +110,8 @@ impl Default for KeptLimits {
 /// destination it is renamed to on commit.
 #[derive(Debug)]
 pub(crate) struct KeptPart {
-    file: Arc<KeptFile>,
+    /// The part file; the `flock` taken on open lasts as long as the file.
+    file: Arc<FsFile>,
     kept: OwnedFd,
     key: String,
     header: String,
@@ -116,35 +119,6 @@ pub(crate) struct KeptPart {
     dest_name: String,
     vpath: String,
     committed: bool,
-}
-
-/// The part file; the `flock` taken on open lasts as long as the file.
-#[derive(Debug)]
-struct KeptFile {
-    file: File,
-    vpath: String,
-}
-
-impl FileHandle for KeptFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        std::os::unix::fs::FileExt::read_at(&self.file, buf, offset)
-            .map_err(|e| StorageError::from_io(&self.vpath, e))
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        std::os::unix::fs::FileExt::write_all_at(&self.file, buf, offset)
-            .map_err(|e| StorageError::from_io(&self.vpath, e))
-    }
-    fn len(&self) -> Result<u64> {
-        self.file
-            .metadata()
-            .map(|m| m.len())
-            .map_err(|e| StorageError::from_io(&self.vpath, e))
-    }
-    fn sync(&self) -> Result<()> {
-        self.file
-            .sync_all()
-            .map_err(|e| StorageError::from_io(&self.vpath, e))
-    }
 }
 
 impl PartFile for KeptPart {
@@ -412,7 +386,7 @@ pub(crate) fn open(
     }
     write_ck(&kept, &key, &header, &held).map_err(io)?;
     let part = KeptPart {
-        file: Arc::new(KeptFile {
+        file: Arc::new(FsFile {
             file,
             vpath: id.path.clone(),
         }),
