@@ -62,7 +62,11 @@ enum Op {
     RawLine { verb: u8, arg: String },
     Fs { kind: u8, n: u64, text: String },
     Listen { kind: u8, port: u16 },
-    Progress { bytes: u64, ranges: Vec<(u32, u16)> },
+    Progress {
+        bytes: u64,
+        ranges: Vec<(u32, u16)>,
+        stripes: Vec<u32>,
+    },
     Done { current: bool, kind: u8, code: u16 },
     Wait { ms: u16 },
     SbufNotice { id: u64, size: u64 },
@@ -188,12 +192,25 @@ fuzz_target!(|input: Input| {
                 };
                 s.handle_listening(now, r);
             }
-            Op::Progress { bytes, ranges } => {
+            Op::Progress {
+                bytes,
+                ranges,
+                stripes,
+            } => {
                 let ranges = ranges
                     .into_iter()
                     .map(|(a, l)| u64::from(a)..u64::from(a) + u64::from(l))
                     .collect::<RangeSet>();
-                s.handle_progress(now, TransferProgress { bytes, ranges });
+                // A striped frontend's per-stripe bytes (one 112 marker each).
+                let stripes = stripes.into_iter().map(u64::from).collect();
+                s.handle_progress(
+                    now,
+                    TransferProgress {
+                        bytes,
+                        ranges,
+                        stripes,
+                    },
+                );
             }
             Op::Done {
                 current,
