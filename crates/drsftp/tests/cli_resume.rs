@@ -33,15 +33,7 @@ fn part_files(dst: &Path) -> (PathBuf, PathBuf) {
 
 /// The ranges a TCP checkpoint holds.
 fn held_ranges(ck: &Path) -> Vec<(u64, u64)> {
-    let text = std::fs::read_to_string(ck).unwrap();
-    let (_, body) = text.split_once("\n\n").unwrap();
-    body.split(',')
-        .filter(|r| !r.is_empty())
-        .map(|r| {
-            let (a, b) = r.split_once('-').unwrap();
-            (a.parse().unwrap(), b.parse().unwrap())
-        })
-        .collect()
+    checkpoint_ranges(&std::fs::read_to_string(ck).unwrap())
 }
 
 /// Bytes the part file holds of `src` (4 KiB chunks equal to the source, not all zero) outside the ranges its
@@ -73,40 +65,16 @@ fn checkpointed(ck: &Path) -> u64 {
     let Ok(text) = std::fs::read_to_string(ck) else {
         return 0;
     };
-    let Some((head, body)) = text.split_once("\n\n") else {
+    if !text.contains("\n\n") {
         return 0;
-    };
-    assert!(head.starts_with("drsftp-ranges-checkpoint 1\n"), "{head}");
-    body.split(',')
-        .filter(|r| !r.is_empty())
-        .map(|r| {
-            let (a, b) = r.split_once('-').unwrap();
-            b.parse::<u64>().unwrap() - a.parse::<u64>().unwrap()
-        })
-        .sum()
-}
-
-fn lab_server(lab: &Lab, listen: &str, root: &Path) -> ServerProcess {
-    let cmd = lab.exec(1, bin().to_str().unwrap());
-    let log = root.with_extension("xfer.jsonl");
-    drsftp_serve(
-        cmd,
-        listen,
-        root,
-        &["--transfer-log", log.to_str().unwrap()],
-    )
+    }
+    assert!(text.starts_with("drsftp-ranges-checkpoint 1\n"), "{text}");
+    checkpoint_ranges(&text).iter().map(|(a, b)| b - a).sum()
 }
 
 /// Bytes of each RETR/ERET line of the server's transfer log so far.
 fn sent_bytes(root: &Path) -> Vec<u64> {
-    let log = root.with_extension("xfer.jsonl");
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|j| matches!(j["command"].as_str(), Some("RETR" | "ERET")))
-        .map(|j| j["bytes"].as_u64().unwrap())
-        .collect()
+    logged_bytes(root, &["RETR", "ERET"])
 }
 
 fn copy_cmd(lab: &Lab, args: &[&str], url: &str, dst: &Path) -> Command {
@@ -191,7 +159,7 @@ fn tcp_downloads_resume_after_client_and_server_kills() {
     let size: u64 = (24 << 20) + 4321;
     let src = root.join("src.bin");
     let want = random_file(&src, size as usize, 20);
-    let mut srv = lab_server(&lab, &format!("{}:0", lab.addr(1)), &root);
+    let mut srv = lab_server_logged(&lab, &format!("{}:0", lab.addr(1)), &root);
     let url = srv.url("/src.bin");
     let mut report = vec![];
 
@@ -257,7 +225,7 @@ fn tcp_downloads_resume_after_client_and_server_kills() {
             srv.child.wait().unwrap();
         },
     );
-    srv = lab_server(&lab, &listen, &root);
+    srv = lab_server_logged(&lab, &listen, &root);
     let j = rerun(&lab, &["-p", "2"], &url, &dst);
     assert_eq!(sha256_file(&dst), want);
     let resumed = j["resumed_bytes"].as_u64().unwrap();
@@ -307,7 +275,7 @@ fn a_killed_tree_download_resumes_its_partial_file() {
         random_file(&root.join(format!("t/small/{i}.bin")), 40_000, 30 + i);
     }
     let want = random_file(&root.join("t/zz-big.bin"), size as usize, 29);
-    let srv = lab_server(&lab, &format!("{}:0", lab.addr(1)), &root);
+    let srv = lab_server_logged(&lab, &format!("{}:0", lab.addr(1)), &root);
     let url = srv.url("/t/");
     let out = dir.path().join("out");
     let args = ["-r", "-p", "2", "--concurrency", "1"];

@@ -31,16 +31,7 @@ fn kept_bytes(root: &Path) -> u64 {
     d.filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().ends_with(".ck"))
         .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .filter_map(|t| t.split_once("\n\n").map(|(_, b)| b.trim().to_string()))
-        .map(|b| {
-            b.split(',')
-                .filter(|r| !r.is_empty())
-                .map(|r| {
-                    let (a, b) = r.split_once('-').unwrap();
-                    b.parse::<u64>().unwrap() - a.parse::<u64>().unwrap()
-                })
-                .sum()
-        })
+        .map(|t| checkpoint_ranges(&t).iter().map(|(a, b)| b - a).sum())
         .max()
         .unwrap_or(0)
 }
@@ -53,26 +44,9 @@ fn kept_parts(root: &Path) -> usize {
     })
 }
 
-fn lab_server(lab: &Lab, listen: &str, root: &Path) -> ServerProcess {
-    let cmd = lab.exec(1, bin().to_str().unwrap());
-    let log = root.with_extension("xfer.jsonl");
-    drsftp_serve(
-        cmd,
-        listen,
-        root,
-        &["--transfer-log", log.to_str().unwrap()],
-    )
-}
-
 /// Bytes of each STOR line of the server's transfer log so far.
 fn received(root: &Path) -> Vec<u64> {
-    std::fs::read_to_string(root.with_extension("xfer.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|j| j["command"].as_str() == Some("STOR"))
-        .map(|j| j["bytes"].as_u64().unwrap())
-        .collect()
+    logged_bytes(root, &["STOR"])
 }
 
 fn copy_cmd(lab: &Lab, args: &[&str], src: &Path, url: &str) -> Command {
@@ -137,7 +111,7 @@ fn uploads_resume_after_client_and_server_kills() {
     let size: u64 = (24 << 20) + 4321;
     let src: PathBuf = dir.path().join("src.bin");
     let want = random_file(&src, size as usize, 40);
-    let mut srv = lab_server(&lab, &format!("{}:0", lab.addr(1)), &root);
+    let mut srv = lab_server_logged(&lab, &format!("{}:0", lab.addr(1)), &root);
     let mut report = vec![];
 
     // The client SIGKILLed mid-file: the rerun sends only the gaps.
@@ -190,7 +164,7 @@ fn uploads_resume_after_client_and_server_kills() {
         srv.child.kill().unwrap();
         srv.child.wait().unwrap();
     });
-    srv = lab_server(&lab, &listen, &root);
+    srv = lab_server_logged(&lab, &listen, &root);
     let j = rerun(&lab, &src, &url);
     assert_eq!(j["verified"], true, "{j}");
     assert_eq!(sha256_file(&dst), want);

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -43,6 +43,22 @@ fn lab_copy(lab: &Lab, config: &Path, extra: &[&str], src: &str, dst: &Path) -> 
     cmd
 }
 
+/// `root` (served), `config` (the client's XDG_CONFIG_HOME) and `out` (destinations), created in `dir`.
+fn dirs(dir: &Path) -> [PathBuf; 3] {
+    ["root", "config", "out"].map(|d| {
+        let p = dir.join(d);
+        std::fs::create_dir(&p).unwrap();
+        p
+    })
+}
+
+/// The summary says `--transport auto` chose `chosen`, for a reason that mentions `why`.
+fn assert_choice(j: &serde_json::Value, chosen: &str, why: &str) {
+    let c = &j["transport_choice"];
+    assert_eq!(c["chosen"], chosen, "{j}");
+    assert!(c["reason"].as_str().unwrap().contains(why), "{j}");
+}
+
 /// Runs a copy and returns its JSON summary, panicking with its output on failure.
 fn copied(mut cmd: Command, what: &str, logs: &dyn Fn() -> String) -> serde_json::Value {
     let (ok, o, e) = run(&mut cmd, T);
@@ -55,14 +71,7 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
     drsftp_testkit::require_lab!("auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly");
     let lab = lab("l", 50, 100_000_000, 0.01);
     let dir = open_tempdir();
-    let (root, cfg, out) = (
-        dir.path().join("root"),
-        dir.path().join("config"),
-        dir.path().join("out"),
-    );
-    for d in [&root, &cfg, &out] {
-        std::fs::create_dir(d).unwrap();
-    }
+    let [root, cfg, out] = dirs(dir.path());
     let big = random_file(&root.join("big.bin"), (48 << 20) + 777, 22);
     let small = random_file(&root.join("small.bin"), (2 << 20) + 3, 23);
     let srv = lab_server(&lab, &root, &["--congestion", "cubic"]);
@@ -76,10 +85,11 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
         "lossy copy",
         &logs,
     );
-    let c = &j["transport_choice"];
-    assert_eq!(c["chosen"], "tcp+udp", "{j}");
-    assert!(c["reason"].as_str().unwrap().contains("random loss"), "{j}");
-    assert!(c["tcp_bytes"].as_u64().unwrap() > 0, "{j}");
+    assert_choice(&j, "tcp+udp", "random loss");
+    assert!(
+        j["transport_choice"]["tcp_bytes"].as_u64().unwrap() > 0,
+        "{j}"
+    );
     assert_eq!(j["transport"], "udp", "{j}");
     assert_eq!(sha256_file(&dst), big);
 
@@ -90,14 +100,7 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
         "no-blast copy",
         &logs,
     );
-    assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
-    assert!(
-        j["transport_choice"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("does not offer"),
-        "{j}"
-    );
+    assert_choice(&j, "tcp", "does not offer");
     assert_eq!(sha256_file(&dst), small);
 
     // A lossy path profile starts on blast; with the server's UDP blackholed no datagram arrives, and the copy
@@ -127,14 +130,7 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
         "profile copy",
         &logs,
     );
-    assert_eq!(j["transport_choice"]["chosen"], "udp", "{j}");
-    assert!(
-        j["transport_choice"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("path profile"),
-        "{j}"
-    );
+    assert_choice(&j, "udp", "path profile");
     assert_eq!(sha256_file(&dst), small);
     // Blast datagrams silently dropped on arrival at the client's host (an input rule ahead of the local table).
     let ns = &lab.host(2).netns;
@@ -164,14 +160,7 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
         "blocked copy",
         &logs,
     );
-    assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
-    assert!(
-        j["transport_choice"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("UDP looks blocked"),
-        "{j}"
-    );
+    assert_choice(&j, "tcp", "UDP looks blocked");
     assert_eq!(j["transport"], "tcp", "{j}");
     assert_eq!(sha256_file(&dst), small);
 
@@ -184,14 +173,7 @@ fn auto_stays_on_tcp_on_a_clean_shared_path() {
     drsftp_testkit::require_lab!("auto_stays_on_tcp_on_a_clean_shared_path");
     let lab = lab("c", 20, 100_000_000, 0.0);
     let dir = open_tempdir();
-    let (root, cfg, out) = (
-        dir.path().join("root"),
-        dir.path().join("config"),
-        dir.path().join("out"),
-    );
-    for d in [&root, &cfg, &out] {
-        std::fs::create_dir(d).unwrap();
-    }
+    let [root, cfg, out] = dirs(dir.path());
     let want = random_file(&root.join("f.bin"), (64 << 20) + 5, 24);
     let srv = lab_server(&lab, &root, &["--congestion", "cubic"]);
     let logs = || format!("server log:\n{}", srv.log_text());

@@ -207,3 +207,42 @@ pub fn sample(text: &str, name: &str) -> f64 {
         .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
         .map_or(0.0, |v| v.trim().parse().unwrap())
 }
+
+/// The `a-b` ranges of a ranges checkpoint's text (the client's `.drsftp-part.ck`, a server's kept `.ck`): the
+/// body after the header's blank line; none if there is no body.
+pub fn checkpoint_ranges(text: &str) -> Vec<(u64, u64)> {
+    let Some((_, body)) = text.split_once("\n\n") else {
+        return vec![];
+    };
+    body.trim()
+        .split(',')
+        .filter(|r| !r.is_empty())
+        .map(|r| {
+            let (a, b) = r.split_once('-').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect()
+}
+
+/// `drsftp serve` in lab host 1 on `listen`, serving `root`, its transfer log next to it ([`logged_bytes`]).
+pub fn lab_server_logged(lab: &drsftp_lab::Lab, listen: &str, root: &Path) -> ServerProcess {
+    let cmd = lab.exec(1, bin().to_str().unwrap());
+    let log = root.with_extension("xfer.jsonl");
+    drsftp_serve(
+        cmd,
+        listen,
+        root,
+        &["--transfer-log", log.to_str().unwrap()],
+    )
+}
+
+/// Bytes of each transfer-log line so far of a [`lab_server_logged`] server whose command is one of `commands`.
+pub fn logged_bytes(root: &Path, commands: &[&str]) -> Vec<u64> {
+    std::fs::read_to_string(root.with_extension("xfer.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|j| j["command"].as_str().is_some_and(|c| commands.contains(&c)))
+        .map(|j| j["bytes"].as_u64().unwrap())
+        .collect()
+}
