@@ -58,18 +58,40 @@ const ARGS: &[&str] = &[
 #[derive(Arbitrary, Debug)]
 enum Op {
     Bytes(Vec<u8>),
-    Line { verb: u8, arg: u8 },
-    RawLine { verb: u8, arg: String },
-    Fs { kind: u8, n: u64, text: String },
-    Listen { kind: u8, port: u16 },
+    Line {
+        verb: u8,
+        arg: u8,
+    },
+    RawLine {
+        verb: u8,
+        arg: String,
+    },
+    Fs {
+        kind: u8,
+        n: u64,
+        text: String,
+    },
+    Listen {
+        kind: u8,
+        port: u16,
+    },
     Progress {
         bytes: u64,
         ranges: Vec<(u32, u16)>,
         stripes: Vec<u32>,
     },
-    Done { current: bool, kind: u8, code: u16 },
-    Wait { ms: u16 },
-    SbufNotice { id: u64, size: u64 },
+    Done {
+        current: bool,
+        kind: u8,
+        code: u16,
+    },
+    Wait {
+        ms: u16,
+    },
+    SbufNotice {
+        id: u64,
+        size: u64,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
