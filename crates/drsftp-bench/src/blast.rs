@@ -309,11 +309,7 @@ fn blast_ceiling(rate: u64) -> f64 {
     rate as f64 / 1e6 * 1436.0 / 1500.0
 }
 
-pub(crate) fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
+pub(crate) use crate::record::load;
 
 pub(crate) fn emit(out: &mut String, s: &str) {
     println!("{s}");

@@ -98,15 +98,6 @@ fn set_limits(lab: &Lab, limit: &str) -> Result<()> {
     Ok(())
 }
 
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 pub fn run(a: &Args, record: Option<&RunDir>) -> Result<()> {
     drsftp_lab::check_prerequisites().map_err(|e| anyhow!("lab unavailable: {e}"))?;
     let exe = crate::drsftp_binary(a.drsftp.as_deref())?;
@@ -196,9 +187,9 @@ fn measure(a: &Args, lab: &Lab, exe: &Path, work: &Path) -> Result<String> {
         let after = copy(lab, exe, work, &url)?;
         eprintln!(
             "rep {rep}: before {before:.1} Mbit/s, after {after:.1} Mbit/s (load {})",
-            load()
+            crate::record::load()
         );
-        rows.push((rep, before, after, load()));
+        rows.push((rep, before, after, crate::record::load()));
     }
 
     let mut md = Md::default();

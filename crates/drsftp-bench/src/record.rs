@@ -13,6 +13,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 
+/// The 1, 5 and 15 minute load averages, e.g. `1.52 1.70 1.68` (empty if unreadable): every harness prints them
+/// next to its numbers, since these machines are shared.
+pub(crate) fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 /// Where `--record` puts run folders unless given a directory.
 pub const DEFAULT_RUNS_DIR: &str = "bench/runs";
 

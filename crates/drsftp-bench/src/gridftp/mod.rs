@@ -296,15 +296,6 @@ fn machine_facts() -> String {
     )
 }
 
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Run the benchmark (see the module docs).
 ///
 /// With `record`, the report goes into the run folder as README.md and the run and series CSVs as runs.csv and
@@ -361,7 +352,7 @@ pub fn run(a: &Args, record: Option<&RunDir>) -> Result<()> {
         work: &work.0,
         args: a,
     };
-    let load_start = loadavg();
+    let load_start = crate::record::load();
     let started = Instant::now();
 
     // Next to --out, else (with --record) straight into the run folder.
@@ -468,7 +459,7 @@ pub fn run(a: &Args, record: Option<&RunDir>) -> Result<()> {
     let facts = Facts {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine: machine_facts(),
-        load: format!("{load_start} at start, {} at end", loadavg()),
+        load: format!("{load_start} at start, {} at end", crate::record::load()),
         minutes: started.elapsed().as_secs_f64() / 60.0,
         lab: format!(
             "2 hosts, RTT {rtt:?}, rate {:.0} Mbit/s, drop-tail queue 1 x BDP ({}), GSO forwarding",
