@@ -113,20 +113,14 @@ fn interrupted_in(
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn drsftp copy");
-    let t0 = Instant::now();
-    while checkpointed(&ck) < at {
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("the download ended before the cut: {st}");
-        }
-        assert!(t0.elapsed() < T, "no checkpoint of {at} bytes appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    cut(&mut child);
-    let t1 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(t1.elapsed() < T, "drsftp copy did not end after the cut");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    cut_midway(
+        &mut child,
+        ("download", "checkpoint"),
+        || checkpointed(&ck),
+        at,
+        cut,
+        T,
+    );
     assert!(
         !dst.exists(),
         "an interrupted download left a file that looks complete"

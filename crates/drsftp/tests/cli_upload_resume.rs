@@ -72,20 +72,14 @@ fn interrupted(
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn drsftp copy");
-    let t0 = Instant::now();
-    while kept_bytes(root) < at {
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("the upload ended before the cut: {st}");
-        }
-        assert!(t0.elapsed() < T, "no partial of {at} bytes appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    cut(&mut child);
-    let t1 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(t1.elapsed() < T, "drsftp copy did not end after the cut");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    cut_midway(
+        &mut child,
+        ("upload", "partial"),
+        || kept_bytes(root),
+        at,
+        cut,
+        T,
+    );
     assert!(
         !dst.exists(),
         "an interrupted upload left a file that looks complete"

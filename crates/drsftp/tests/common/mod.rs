@@ -246,3 +246,33 @@ pub fn logged_bytes(root: &Path, commands: &[&str]) -> Vec<u64> {
         .map(|j| j["bytes"].as_u64().unwrap())
         .collect()
 }
+
+/// Kills a copy mid-file: waits (up to `limit`) while the `what` (`upload`, `download`) `child` runs until
+/// `held()` reaches `at` bytes of its `kept` (the thing that records progress: a partial, a checkpoint), then runs
+/// `cut` (which kills the client or the server) and waits for the child to end. Panics if the copy ends first.
+pub fn cut_midway(
+    child: &mut std::process::Child,
+    (what, kept): (&str, &str),
+    held: impl Fn() -> u64,
+    at: u64,
+    cut: impl FnOnce(&mut std::process::Child),
+    limit: Duration,
+) {
+    let t0 = Instant::now();
+    while held() < at {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("the {what} ended before the cut: {st}");
+        }
+        assert!(t0.elapsed() < limit, "no {kept} of {at} bytes appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cut(child);
+    let t1 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            t1.elapsed() < limit,
+            "drsftp copy did not end after the cut"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
