@@ -99,7 +99,7 @@ fn rss_kib(pid: u32) -> Option<u64> {
 }
 
 /// Writes `size` bytes of xorshift noise (incompressible, fast) to `path`.
-fn make_file(path: &Path, size: u64) -> Result<()> {
+pub(crate) fn make_file(path: &Path, size: u64) -> Result<()> {
     let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut buf = vec![0u8; 1 << 20];
