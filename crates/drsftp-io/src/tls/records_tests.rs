@@ -11,15 +11,24 @@ use super::*;
 
 /// A self-signed certificate for 127.0.0.1: the server configuration and a client pinned to it.
 pub(crate) fn test_pki() -> (Arc<rustls::ServerConfig>, TlsClient) {
+    let (server, client, _) = pki_with_digest();
+    (server, client)
+}
+
+/// [`test_pki`] and the certificate's SHA-256.
+fn pki_with_digest() -> (Arc<rustls::ServerConfig>, TlsClient, [u8; 32]) {
     let dir = tempfile::tempdir().unwrap();
     let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
     let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
     std::fs::write(&cert, ck.cert.pem()).unwrap();
     std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
     let server = server_config(&cert, &key).unwrap();
-    let pin = Trust::Fingerprint(fingerprint(ck.cert.der()));
-    let client = TlsClient::new(client_config(&pin).unwrap(), "127.0.0.1").unwrap();
-    (server, client)
+    let digest = fingerprint(ck.cert.der());
+    let client = TlsClient::new(
+        client_config(&Trust::Fingerprint(digest)).unwrap(),
+        "127.0.0.1",
+    );
+    (server, client.unwrap(), digest)
 }
 
 async fn tcp_pair() -> (TcpStream, TcpStream) {
@@ -218,4 +227,71 @@ async fn tickets_on_data_connections_resume_later_ones() {
     }
     // The first connection left 8 tickets (`send_tls13_tickets`), each good for one resumption.
     assert!(resumed >= 8, "{resumed} of 12 resumed");
+}
+
+/// Every suite and version ring's provider offers, against rustls' buffered server: the client is limited to
+/// one suite at a time so the server must pick it. 1 MiB down (with close_notify), an answer up.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_suite_and_version_interoperates_with_rustls() {
+    use rustls::CipherSuite as S;
+    let (server, _, digest) = pki_with_digest();
+    let cases = [
+        (S::TLS13_AES_128_GCM_SHA256, &rustls::version::TLS13),
+        (S::TLS13_AES_256_GCM_SHA384, &rustls::version::TLS13),
+        (S::TLS13_CHACHA20_POLY1305_SHA256, &rustls::version::TLS13),
+        (
+            S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            &rustls::version::TLS12,
+        ),
+        (
+            S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            &rustls::version::TLS12,
+        ),
+        (
+            S::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+            &rustls::version::TLS12,
+        ),
+    ];
+    for (suite, version) in cases {
+        let mut p = provider().as_ref().clone();
+        p.cipher_suites.retain(|s| s.suite() == suite);
+        let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(p))
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Pinned {
+                digest,
+                provider: provider(),
+            }))
+            .with_no_client_auth();
+        cfg.enable_secret_extraction = true;
+        let client = TlsClient::new(Arc::new(cfg), "127.0.0.1").unwrap();
+        let (c, s) = tcp_pair().await;
+        let (srv, cli) = tokio::join!(accept(&server, s), client.connect_data(c));
+        let (mut srv, mut cli) = (srv.unwrap(), cli.unwrap());
+        assert_eq!(
+            rustls_server(&mut srv)
+                .negotiated_cipher_suite()
+                .map(|s| s.suite()),
+            Some(suite)
+        );
+        let payload = data(1 << 20, 9);
+        let sender = tokio::spawn(async move {
+            srv.write_all(&payload).await.unwrap();
+            srv.flush().await.unwrap();
+            let mut answer = [0u8; 2];
+            srv.read_exact(&mut answer).await.unwrap();
+            srv.shutdown().await.unwrap();
+            (payload, answer)
+        });
+        let mut got = vec![0u8; 1 << 20];
+        cli.read_exact(&mut got).await.unwrap();
+        cli.write_all(b"ok").await.unwrap();
+        cli.flush().await.unwrap();
+        let mut rest = vec![];
+        cli.read_to_end(&mut rest).await.unwrap();
+        let (payload, answer) = sender.await.unwrap();
+        assert!(got == payload, "{suite:?}: data differs");
+        assert_eq!(&answer, b"ok", "{suite:?}");
+    }
 }
