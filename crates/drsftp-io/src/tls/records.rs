@@ -50,6 +50,8 @@ const HANDSHAKE_BUF: usize = 256 << 10;
 /// Records sent under one TLS 1.3 key before we update it ourselves: far below AES-GCM's confidentiality limit
 /// (2^24.5 records, RFC 8446 §5.5), ~128 GiB at full records.
 const TX_KEY_RECORDS: u64 = 1 << 23;
+/// Records a TLS 1.2 connection may seal under its one key (AES-GCM's limit, as rustls applies it).
+const TLS12_RECORDS: u64 = 1 << 24;
 
 const CT_ALERT: u8 = 21;
 const CT_HANDSHAKE: u8 = 22;
@@ -294,7 +296,7 @@ impl Records {
         let mut filled = 0;
         let early = handshake(&mut conn, &mut sock, &mut inb, &mut filled).await?;
         tracing::debug!(
-            "TLS data client handshake: {:?} {:?} {:?}",
+            "TLS client handshake: {:?} {:?} {:?} (data, own record layer)",
             conn.protocol_version(),
             conn.handshake_kind(),
             conn.negotiated_cipher_suite().map(|c| c.suite())
@@ -542,6 +544,12 @@ impl Records {
 
     /// Seals one record of `typ` with `data` at the end of `out`.
     fn seal(&mut self, typ: u8, data: &[u8]) -> io::Result<()> {
+        if !self.tls13 && self.tx.seq >= TLS12_RECORDS {
+            // TLS 1.2 has no KeyUpdate: the connection ends before its key is used past the safe limit.
+            return Err(proto_err(
+                "TLS 1.2 connection reached its key's record limit",
+            ));
+        }
         let at = self.out.len();
         let nonce = self.tx.nonce();
         if self.tls13 {
