@@ -61,7 +61,11 @@ fn killed_at(lab: &Lab, state: &Path, src: &Path, url: &str, dst: &Path, at: u64
     );
     // Globus writes what is still in its buffers once it notices the dead connections.
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(records(state), 1, "the killed upload kept its marker record");
+    assert_eq!(
+        records(state),
+        1,
+        "the killed upload kept its marker record"
+    );
     size_of(dst)
 }
 
@@ -74,7 +78,10 @@ fn rerun(lab: &Lab, state: &Path, src: &Path, url: &str) -> Value {
 #[test]
 fn uploads_to_globus_resume_from_restart_markers() {
     require_lab!("uploads_to_globus_resume_from_restart_markers");
-    if !have(globus::GLOBUS_SERVER, "uploads_to_globus_resume_from_restart_markers") {
+    if !have(
+        globus::GLOBUS_SERVER,
+        "uploads_to_globus_resume_from_restart_markers",
+    ) {
         return;
     }
     let lab = drsftp_testkit::lab::up("glres", 2, Duration::from_millis(4), 40_000_000);

@@ -91,18 +91,15 @@ pub(crate) async fn run(
     // A server that keeps no partials (globus-gridftp-server) still confirms what it wrote with range markers:
     // those are kept here, and a rerun sends `REST` with them (upload_resume.rs).
     let mut markers = match (&tag, &kept) {
-        (Some(tag), None) => MarkerCheckpoint::open(
-            &control.peer().to_string(),
-            remote,
-            len,
-            tag,
-            opts.resume,
-        ),
+        (Some(tag), None) => {
+            MarkerCheckpoint::open(&control.peer().to_string(), remote, len, tag, opts.resume)
+        }
         _ => None,
     };
     if let (Some(m), Some(alg)) = (markers.as_mut(), alg) {
         if m.found() {
-            let tail = upload_resume::verify_tail(control, alg, remote, file.clone(), m.held(), len);
+            let tail =
+                upload_resume::verify_tail(control, alg, remote, file.clone(), m.held(), len);
             if let Some(r) = tail.await? {
                 m.add(r);
             }
@@ -171,7 +168,17 @@ pub(crate) async fn run(
                 base: range.start,
             };
             let len = Some(range.end - range.start);
-            blast::run(control, spec, side, len, b, progress.clone(), opts.timeout, None).await?
+            blast::run(
+                control,
+                spec,
+                side,
+                len,
+                b,
+                progress.clone(),
+                opts.timeout,
+                None,
+            )
+            .await?
         }
         None => {
             let mut dopts = opts.data_opts();

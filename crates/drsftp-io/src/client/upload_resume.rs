@@ -105,7 +105,8 @@ impl MarkerCheckpoint {
                 }
                 Ok(c) if c.id == id && !c.held.is_empty() => {
                     note = Some(
-                        "--no-resume: the server's partial upload is replaced; starting afresh".into(),
+                        "--no-resume: the server's partial upload is replaced; starting afresh"
+                            .into(),
                     );
                     RangeSet::new()
                 }

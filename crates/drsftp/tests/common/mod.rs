@@ -284,7 +284,12 @@ pub fn lab_globus(lab: &drsftp_lab::Lab, host: usize, from: usize, dir: &Path) -
     let bin = globus::find_tool(globus::GLOBUS_SERVER).expect("globus-gridftp-server");
     let ip = lab.addr(host);
     let hosts = dir.join("hosts");
-    std::fs::write(&hosts, format!("127.0.0.1 localhost\n{ip} h{host}\n")).unwrap();
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1 localhost {}\n{ip} h{host}\n", name.trim()),
+    )
+    .unwrap();
     let log = dir.join("globus.log");
     let script = format!(
         "mount --bind {} /etc/hosts && exec {} -aa -anonymous-user nobody -p 2811 -control-interface {ip} \
@@ -311,7 +316,10 @@ pub fn lab_globus(lab: &drsftp_lab::Lab, host: usize, from: usize, dir: &Path) -
         .status()
         .is_ok_and(|s| s.success())
     {
-        assert!(t0.elapsed() < Duration::from_secs(10), "globus-gridftp-server did not come up");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "globus-gridftp-server did not come up"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     ServerProcess { child, addr, log }
