@@ -426,7 +426,7 @@ fn blast(direction: Direction, path: &str) -> TransferSpec {
 fn blast_setup_is_one_round_trip_with_a_drsftp_server() {
     let rtt = Duration::from_millis(200);
     let mut h = H::login(BLAST_DRSFTP_FEAT);
-    h.s.set_resume([0..1436u64].into_iter().collect());
+    h.s.set_resume(std::iter::once(0..1436u64).collect());
     let begin = h.now;
     h.start(Op::Transfer(blast(Direction::Download, "/f")));
     assert_eq!(h.events(), vec![Event::BlastBind]);
@@ -491,9 +491,7 @@ fn refused_bpas_swallows_the_pipelined_retr() {
 /// Any other server still gets the blast set-up one command at a time (the socket is bound first there too).
 #[test]
 fn blast_setup_with_a_server_that_does_not_pipeline() {
-    let mut h = H::login(
-        "211-Extensions supported:\n SIZE\n PARALLEL\n BLAST\n211 End.\n",
-    );
+    let mut h = H::login("211-Extensions supported:\n SIZE\n PARALLEL\n BLAST\n211 End.\n");
     h.start(Op::Transfer(blast(Direction::Download, "/f")));
     assert_eq!(h.events(), vec![Event::BlastBind]);
     h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());

@@ -378,7 +378,10 @@ fn blast_dialogue_against_our_server() {
     };
     assert_eq!(ep.peer, "127.0.0.1:40200".parse().unwrap());
     assert_eq!(ep.transfer_id, ch.transfer_id);
-    assert_eq!(ep.start_rate, 180_000_000, "the server's sender starts there");
+    assert_eq!(
+        ep.start_rate, 180_000_000,
+        "the server's sender starts there"
+    );
 
     let mut up = spec(Direction::Upload, "/tmp/dst/b", TransferMode::Stream, 1);
     up.transport = Transport::Blast(BlastRequest {

@@ -377,7 +377,10 @@ mod tests {
         h.send("BPAS 127,0,0,1,156,64");
         bound(&mut h, 5);
         h.send("RETR /f");
-        h.fs(FsRequest::Stat("/f".into()), FsResult::Stat(file("f", 5000)));
+        h.fs(
+            FsRequest::Stat("/f".into()),
+            FsResult::Stat(file("f", 5000)),
+        );
         let DataEndpoint::Blast(ep) = h.transfer().endpoint else {
             panic!()
         };
