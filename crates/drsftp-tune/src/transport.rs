@@ -249,7 +249,7 @@ impl TransportDecider {
                 "no sign of random loss"
             };
             return Some(Decision::StayTcp(format!(
-                "{why}: {:.2} % of segments marked lost in {lossy_intervals} of {} intervals of the last {span:.1} s",
+                "{why}: {:.2} % of segments arrived out of order in {lossy_intervals} of {} intervals of the last {span:.1} s",
                 loss * 100.0,
                 self.points.len() - 1
             )));
@@ -277,7 +277,7 @@ impl TransportDecider {
         let t_tcp = remaining as f64 / tcp_rate;
         let t_blast = self.cfg.switch_cost.as_secs_f64() + remaining as f64 / blast_rate;
         let evidence = if marked {
-            format!("{:.2} % of segments marked lost", loss * 100.0)
+            format!("{:.2} % of segments arrived out of order", loss * 100.0)
         } else {
             format!(
                 "TCP stalled in {silent} of the last {} intervals",

@@ -143,6 +143,7 @@ pub async fn copy(
                 mtu: b.mtu,
                 max_rate: b.max_rate,
                 ack_every: b.ack_every,
+                start_rate: b.start_rate,
             };
             blast_setup(s, d, req, size.unwrap_or(0)).await?;
         }
