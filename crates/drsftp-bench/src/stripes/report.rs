@@ -81,7 +81,8 @@ pub(super) fn report(a: &Args, samples: &[Sample], lab: &Lab) -> String {
         _ => "–".into(),
     };
     for &n in &a.stripes {
-        let cap = Some(n as f64 * mbit(a.access));
+        let cap_mbit = n as f64 * mbit(a.access);
+        let cap = Some(cap_mbit);
         let (ip, d, g) = (med("iperf3", n), med(DRSFTP, n), med("globus", n));
         let nv = med(DRSFTP_NV, n);
         let bad: Vec<String> = samples
@@ -96,7 +97,7 @@ pub(super) fn report(a: &Args, samples: &[Sample], lab: &Lab) -> String {
         };
         md.line(format!(
             "| {n} | {:.0} Mbit/s | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {ok} |",
-            cap.unwrap_or(0.0),
+            cap_mbit,
             f(ip),
             f(g),
             r(g, cap),
