@@ -1,6 +1,6 @@
 //! Shared harness for the drsftp binary's integration tests, what only they use: the binary under test and a
 //! `drsftp serve` of it, a Globus peer with a random file, commands run with a timeout, the `--json` summary, a raw
-//! control connection and PASV parsing. Data, server processes (killed by PID on drop) and the Globus tools come
+//! control connection and PASV parsing, a striped drsftp cluster (`cluster`). Data, server processes (killed by PID on drop) and the Globus tools come
 //! from `drsftp_testkit`, re-exported here. Only loopback addresses are used.
 // Every test binary compiles this module but uses only part of it.
 #![allow(dead_code, unused_imports)]
@@ -10,6 +10,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub mod cluster;
 
 pub use drsftp_testkit::data::{chmod, random_file, sha256, sha256_file};
 pub use drsftp_testkit::globus::{self, have};
