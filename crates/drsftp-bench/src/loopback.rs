@@ -16,13 +16,14 @@
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
 use crate::blast_aead::cpu;
 use crate::record::{Md, RunDir};
+use crate::scratch::{make_file, Scratch, Server};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -72,25 +73,6 @@ struct Row {
     client_mean: u64,
     server_peak: u64,
     server_mean: u64,
-}
-
-/// A server process; killed (by its pid) when dropped, also on failure.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The scratch directory, removed when dropped (it holds two copies of a multi-GiB file).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// CPU seconds of `pid` including its reaped children (utime + stime + cutime + cstime).
@@ -341,7 +323,7 @@ pub fn run(a: &Args, rec: Option<&RunDir>) -> Result<()> {
     let root = work.0.join("root");
     std::fs::create_dir(&root)?;
     let src = root.join("big");
-    crate::tls::make_file(&src, a.size)?;
+    make_file(&src, a.size)?;
     // globus-gridftp-server runs the session as `nobody`: it must read the source and write the copy.
     for (p, mode) in [(&work.0, 0o777), (&root, 0o777), (&src, 0o644)] {
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode))?;

@@ -13,6 +13,7 @@ mod gridftp;
 mod lab;
 mod loopback;
 mod record;
+mod scratch;
 mod stripes;
 mod sweep;
 mod tls;

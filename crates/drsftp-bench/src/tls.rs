@@ -10,15 +10,16 @@
 //! (the lab and server of `blast --only aead`, [`crate::blast::Bench`]), the file is sparse and the copy skips
 //! the checksum: there the path, not the CPU, should set the rate.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
 use crate::blast_aead::cpu;
 use crate::record::{Md, RunDir};
+use crate::scratch::{make_file, Scratch, Server};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -73,50 +74,10 @@ impl Sample {
     }
 }
 
-/// The server process; killed (by its pid) when dropped, also on failure.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A scratch directory removed when dropped (holds two copies of a multi-GiB file).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn rss_kib(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Writes `size` bytes of xorshift noise (incompressible, fast) to `path`.
-pub(crate) fn make_file(path: &Path, size: u64) -> Result<()> {
-    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        for c in buf.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            c.copy_from_slice(&x.to_le_bytes());
-        }
-        let n = left.min(buf.len() as u64) as usize;
-        f.write_all(&buf[..n])?;
-        left -= n as u64;
-    }
-    f.flush()?;
-    Ok(())
 }
 
 pub fn run(a: &Args, rec: Option<&RunDir>) -> Result<()> {

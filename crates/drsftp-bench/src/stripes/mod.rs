@@ -254,23 +254,7 @@ fn chmod_open(p: &Path) -> Result<()> {
 
 /// Writes `size` bytes of xorshift noise (incompressible) to `path`, readable by all (Globus serves as nobody).
 fn make_file(path: &Path, size: u64) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ size;
-    let mut chunk = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        for w in chunk.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_le_bytes());
-        }
-        let k = left.min(chunk.len() as u64) as usize;
-        f.write_all(&chunk[..k])?;
-        left -= k as u64;
-    }
-    f.flush()?;
+    crate::scratch::make_file(path, size)?;
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
     Ok(())
 }
