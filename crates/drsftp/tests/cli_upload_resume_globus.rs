@@ -17,6 +17,7 @@ use std::time::Duration;
 use common::*;
 use drsftp_lab::Lab;
 use drsftp_testkit::require_lab;
+use drsftp_testkit::server::ServerProcess;
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(120);
@@ -45,7 +46,15 @@ fn records(state: &Path) -> usize {
 }
 
 /// Starts the upload, SIGKILLs the client once Globus's file holds `at` bytes; returns what it holds after.
-fn killed_at(lab: &Lab, state: &Path, src: &Path, url: &str, dst: &Path, at: u64) -> u64 {
+fn killed_at(
+    lab: &Lab,
+    srv: &ServerProcess,
+    state: &Path,
+    src: &Path,
+    url: &str,
+    dst: &Path,
+    at: u64,
+) -> u64 {
     let mut child = copy_cmd(lab, state, &["--retries", "0", "-q"], src, url)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -59,8 +68,10 @@ fn killed_at(lab: &Lab, state: &Path, src: &Path, url: &str, dst: &Path, at: u64
         |c| c.kill().unwrap(),
         T,
     );
-    // Globus writes what is still in its buffers once it notices the dead connections.
-    std::thread::sleep(Duration::from_millis(500));
+    // Globus writes what is still in its buffers once it notices the dead connections, in the session process
+    // it forked for the killed client: the rerun starts only once that process is gone (a fixed 500 ms was not
+    // always enough under load, and a rerun racing the old session's last writes failed its final CKSM).
+    srv.settle_for(Duration::from_secs(20));
     assert_eq!(
         records(state),
         1,
@@ -99,7 +110,15 @@ fn uploads_to_globus_resume_from_restart_markers() {
 
     // Killed after Globus's first range marker (every 5 s; 30 MiB take about 6 s at 40 Mbit/s).
     let dst = root.join("after-marker.bin");
-    let held = killed_at(&lab, &state, &src, &url("after-marker.bin"), &dst, 30 << 20);
+    let held = killed_at(
+        &lab,
+        &srv,
+        &state,
+        &src,
+        &url("after-marker.bin"),
+        &dst,
+        30 << 20,
+    );
     let j = rerun(&lab, &state, &src, &url("after-marker.bin"));
     assert_eq!(j["verified"], true, "{j}");
     assert_eq!(sha256_file(&dst), want);
@@ -119,7 +138,15 @@ fn uploads_to_globus_resume_from_restart_markers() {
 
     // Killed before any marker: the record says an upload started; the rerun checks the server's bytes by CKSM.
     let dst = root.join("before-marker.bin");
-    let held = killed_at(&lab, &state, &src, &url("before-marker.bin"), &dst, 8 << 20);
+    let held = killed_at(
+        &lab,
+        &srv,
+        &state,
+        &src,
+        &url("before-marker.bin"),
+        &dst,
+        8 << 20,
+    );
     let j = rerun(&lab, &state, &src, &url("before-marker.bin"));
     assert_eq!(j["verified"], true, "{j}");
     assert_eq!(sha256_file(&dst), want);
@@ -132,7 +159,15 @@ fn uploads_to_globus_resume_from_restart_markers() {
 
     // The server's file changed inside the marked ranges: the final CKSM catches it and all is sent again.
     let dst = root.join("corrupt.bin");
-    killed_at(&lab, &state, &src, &url("corrupt.bin"), &dst, 30 << 20);
+    killed_at(
+        &lab,
+        &srv,
+        &state,
+        &src,
+        &url("corrupt.bin"),
+        &dst,
+        30 << 20,
+    );
     let f = std::fs::OpenOptions::new().write(true).open(&dst).unwrap();
     f.write_all_at(b"not the source", 1000).unwrap();
     drop(f);
