@@ -21,9 +21,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::blast_aead::cpu;
 use crate::record::{Md, RunDir};
-use crate::scratch::{make_file, Scratch, Server};
+use crate::scratch::{make_file, watch_until_exit, Scratch, Server};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -225,22 +224,12 @@ fn measure(case: &Case, round: usize) -> Result<(Row, String)> {
         let _ = err_pipe.read_to_string(&mut s);
         s
     });
-    let (mut cs, mut ss) = (vec![], vec![]);
-    let mut client_cpu = 0.0;
-    loop {
-        // An exited client is a zombie until reaped and keeps its final CPU times: read them first.
-        match cpu(pid) {
-            Some((t, 'Z' | 'X')) => {
-                client_cpu = t;
-                break;
-            }
-            Some((t, _)) => client_cpu = t,
-            None => break,
-        }
-        cs.push(rss_kib(&[pid]));
-        ss.push(rss_kib(&tree(case.server)));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let w = watch_until_exit(
+        pid,
+        || Some(rss_kib(&[pid])),
+        || Some(rss_kib(&tree(case.server))),
+    );
+    let (cs, ss, client_cpu) = (w.client_rss, w.server_rss, w.client_cpu);
     let status = c.wait()?;
     let wall = t.elapsed().as_secs_f64();
     let stdout = out_t.join().unwrap_or_default();

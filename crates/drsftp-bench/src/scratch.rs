@@ -1,5 +1,6 @@
 //! What several harnesses share on the local machine: incompressible test files, a scratch directory removed
-//! when dropped, and a server process killed when dropped (also on failure).
+//! when dropped, a server process killed when dropped (also on failure), and the watch over a client process
+//! (its final CPU time, both ends' memory) until it exits.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -45,6 +46,44 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// What [`watch_until_exit`] saw of one client run.
+pub(crate) struct Watch {
+    /// CPU seconds (user + system) of the client, read from its zombie entry before it is reaped.
+    pub(crate) client_cpu: f64,
+    /// Memory samples (KiB) of the client and of the server, every 20 ms.
+    pub(crate) client_rss: Vec<u64>,
+    pub(crate) server_rss: Vec<u64>,
+}
+
+/// Samples `client_rss` and `server_rss` every 20 ms until the process `pid` has exited (it is left for the
+/// caller to reap); a sampler that returns `None` skips that sample.
+pub(crate) fn watch_until_exit(
+    pid: u32,
+    client_rss: impl Fn() -> Option<u64>,
+    server_rss: impl Fn() -> Option<u64>,
+) -> Watch {
+    let mut w = Watch {
+        client_cpu: 0.0,
+        client_rss: vec![],
+        server_rss: vec![],
+    };
+    loop {
+        // An exited client is a zombie until it is reaped and keeps its final CPU times: read them first.
+        match crate::blast_aead::cpu(pid) {
+            Some((t, 'Z' | 'X')) => {
+                w.client_cpu = t;
+                break;
+            }
+            Some((t, _)) => w.client_cpu = t,
+            None => break,
+        }
+        w.client_rss.extend(client_rss());
+        w.server_rss.extend(server_rss());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    w
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::blast_aead::cpu;
 use crate::record::{Md, RunDir};
-use crate::scratch::{make_file, Scratch, Server};
+use crate::scratch::{make_file, watch_until_exit, Scratch, Server};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -243,26 +243,8 @@ fn measure(mut cmd: Command, server: u32, tls: bool, streams: u32, run: usize) -
         .spawn()
         .context("spawning drsftp copy")?;
     let pid = c.id();
-    let (mut cs, mut ss) = (vec![], vec![]);
-    let mut client_cpu = 0.0;
-    loop {
-        // An exited copy is a zombie until it is reaped and keeps its final CPU times; read them first.
-        match cpu(pid) {
-            Some((t, 'Z' | 'X')) => {
-                client_cpu = t;
-                break;
-            }
-            Some((t, _)) => client_cpu = t,
-            None => break,
-        }
-        if let Some(v) = rss_kib(pid) {
-            cs.push(v);
-        }
-        if let Some(v) = rss_kib(server) {
-            ss.push(v);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let w = watch_until_exit(pid, || rss_kib(pid), || rss_kib(server));
+    let (cs, ss, client_cpu) = (w.client_rss, w.server_rss, w.client_cpu);
     let status = c.wait()?;
     let server_cpu = cpu(server).map_or(0.0, |c| c.0) - s0;
     let seconds = t.elapsed().as_secs_f64();
