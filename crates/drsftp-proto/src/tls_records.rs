@@ -141,6 +141,10 @@ pub fn seal_record(
     data: &[u8],
     pad: usize,
 ) -> Result<(), RecordError> {
+    let len = data.len() + pad + 1 + EXPLICIT + TAG;
+    if len > MAX_CIPHER_TLS12 {
+        return Err(RecordError::TooLong(len));
+    }
     let at = out.len();
     let nonce = keys.nonce();
     let tag = if tls13 {
@@ -495,5 +499,131 @@ impl<K: KeySchedule> RecordLayer<K> {
     /// The key schedule, for its owner's use (tickets, the peer's identity).
     pub fn key_schedule(&self) -> &K {
         &self.ks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Key generation `g` of one direction, the same at both ends.
+    fn key(dir: u8, g: u8) -> Keys {
+        Keys::new(Suite::Aes128Gcm, &[dir ^ g; 16], &[g; 12], 0).unwrap()
+    }
+
+    /// Hands out the next generation of each direction, like rustls' kernel connection.
+    struct Gen {
+        rx_dir: u8,
+        tx_dir: u8,
+        rx: u8,
+        tx: u8,
+    }
+
+    impl KeySchedule for Gen {
+        fn next_rx(&mut self) -> Result<Keys, RecordError> {
+            self.rx += 1;
+            Ok(key(self.rx_dir, self.rx))
+        }
+        fn next_tx(&mut self) -> Result<Keys, RecordError> {
+            self.tx += 1;
+            Ok(key(self.tx_dir, self.tx))
+        }
+        fn session_ticket(&mut self, _: &[u8]) -> Result<(), RecordError> {
+            Ok(())
+        }
+    }
+
+    fn pair() -> (RecordLayer<Gen>, RecordLayer<Gen>) {
+        let end = |me: u8, peer: u8| {
+            let ks = Gen {
+                rx_dir: peer,
+                tx_dir: me,
+                rx: 0,
+                tx: 0,
+            };
+            RecordLayer::new(ks, true, key(peer, 0), key(me, 0), &[], &[], 64 << 10)
+        };
+        (end(1, 2), end(2, 1))
+    }
+
+    /// Moves `a`'s sealed bytes into `b` in `piece`-byte steps and reads all plaintext `b` has.
+    fn pass(
+        a: &mut RecordLayer<Gen>,
+        b: &mut RecordLayer<Gen>,
+        piece: usize,
+    ) -> Result<Vec<u8>, RecordError> {
+        let wire = a.pending().to_vec();
+        a.sent(wire.len());
+        let mut got = Vec::new();
+        let mut at = 0;
+        loop {
+            while let Plain::Data(p) = b.plaintext()? {
+                got.extend_from_slice(p);
+                let n = p.len();
+                b.consume(n);
+            }
+            if at == wire.len() {
+                return Ok(got);
+            }
+            let room = b.recv_buf();
+            let n = piece.min(room.len()).min(wire.len() - at);
+            room[..n].copy_from_slice(&wire[at..at + n]);
+            b.received(n);
+            at += n;
+        }
+    }
+
+    #[test]
+    fn data_crosses_in_any_pieces_and_a_key_update_is_answered() {
+        let (mut a, mut b) = pair();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
+        let mut sent = 0;
+        let mut got = Vec::new();
+        while sent < data.len() {
+            sent += a.seal_data(&data[sent..]).unwrap();
+            got.extend(pass(&mut a, &mut b, 1 + sent % 7000).unwrap());
+        }
+        assert_eq!(got, data);
+        // `a` updates its key and asks for `b`'s update: `b` sends its own before its next data.
+        let ask = [HS_KEY_UPDATE, 0, 0, 1, 1];
+        seal_record(&mut a.out, &mut a.tx, true, CT_HANDSHAKE, &ask, 0).unwrap();
+        a.tx = a.ks.next_tx().unwrap();
+        assert_eq!(pass(&mut a, &mut b, 2).unwrap(), b"");
+        assert_eq!(a.seal_data(b"x").unwrap(), 1);
+        assert_eq!(pass(&mut a, &mut b, 100).unwrap(), b"x");
+        assert_eq!(b.ks.rx, 1);
+        assert_eq!(b.seal_data(b"y").unwrap(), 1);
+        assert_eq!(pass(&mut b, &mut a, 5).unwrap(), b"y");
+        assert_eq!((b.ks.tx, a.ks.rx), (1, 1));
+        a.close().unwrap();
+        assert_eq!(pass(&mut a, &mut b, 3).unwrap(), b"");
+        assert_eq!(b.plaintext(), Ok(Plain::Closed));
+    }
+
+    #[test]
+    fn a_flipped_bit_is_fatal_and_nothing_of_its_record_comes_out() {
+        let (mut a, mut b) = pair();
+        a.seal_data(&[9u8; 40_000]).unwrap();
+        let mut wire = a.pending().to_vec();
+        a.sent(wire.len());
+        wire[MAX_PLAIN + 40] ^= 1; // inside the second record
+        let room = b.recv_buf();
+        room[..wire.len()].copy_from_slice(&wire);
+        b.received(wire.len());
+        let mut got = 0;
+        let err = loop {
+            match b.plaintext() {
+                Ok(Plain::Data(p)) => {
+                    let n = p.len();
+                    got += n;
+                    b.consume(n);
+                }
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(got, MAX_PLAIN);
+        assert_eq!(err, RecordError::Authentication);
+        assert_eq!(b.plaintext(), Err(RecordError::Authentication));
     }
 }
