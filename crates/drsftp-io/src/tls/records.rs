@@ -125,6 +125,8 @@ impl std::fmt::Debug for Records {
 /// The unbuffered connections of both roles, for one handshake driver and one handoff to the record layer.
 trait Unbuffered: Sized {
     type Data;
+    /// "client" or "server", for the log line (tests count the client's resumed handshakes in it).
+    const ROLE: &'static str;
     fn process<'c, 'i>(&'c mut self, buf: &'i mut [u8]) -> UnbufferedStatus<'c, 'i, Self::Data>;
     fn handshaking(&self) -> bool;
     fn peer_certificates(&self) -> Option<&[rustls::pki_types::CertificateDer<'static>]>;
@@ -136,6 +138,7 @@ trait Unbuffered: Sized {
 
 impl Unbuffered for UnbufferedClientConnection {
     type Data = ClientConnectionData;
+    const ROLE: &'static str = "client";
     fn process<'c, 'i>(&'c mut self, buf: &'i mut [u8]) -> UnbufferedStatus<'c, 'i, Self::Data> {
         self.process_tls_records(buf)
     }
@@ -159,6 +162,7 @@ impl Unbuffered for UnbufferedClientConnection {
 
 impl Unbuffered for UnbufferedServerConnection {
     type Data = ServerConnectionData;
+    const ROLE: &'static str = "server";
     fn process<'c, 'i>(&'c mut self, buf: &'i mut [u8]) -> UnbufferedStatus<'c, 'i, Self::Data> {
         self.process_tls_records(buf)
     }
@@ -297,7 +301,11 @@ impl Records {
             .map(|c| super::fingerprint(c));
         let kind = conn.handshake_kind();
         let (secrets, kernel, version) = conn.into_kernel().map_err(tls_err)?;
-        tracing::debug!("TLS data handshake: {version:?} {kind:?} (own record layer)");
+        tracing::debug!(
+            "TLS {} handshake: {:?} {kind:?} (data, own record layer)",
+            C::ROLE,
+            Some(version)
+        );
         let tls13 = match version {
             ProtocolVersion::TLSv1_3 => true,
             ProtocolVersion::TLSv1_2 => false,
