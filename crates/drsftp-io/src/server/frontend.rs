@@ -37,6 +37,9 @@ use tokio::time::timeout;
 
 use crate::data::Progress;
 
+#[path = "frontend_cksm.rs"]
+mod cksm;
+
 /// The data movers of a frontend and the account it logs in to them with.
 #[derive(Clone)]
 pub struct Movers {
