@@ -709,7 +709,7 @@ async fn checksum(c: &mut Control, alg: &str, path: &str) -> Result<String, Clie
     }
 }
 
-/// CKSM on both servers; a mismatch deletes the destination and fails, a refusal is a notice.
+/// CKSM on both servers at once; a mismatch deletes the destination and fails, a refusal is a notice.
 async fn verify(
     s: &mut Control,
     src_path: &str,
@@ -734,12 +734,12 @@ async fn verify(
         }
         Err(e) => Err(at(end, c, e)),
     };
-    let r = checksum(s, &alg, src_path).await;
-    let Some(hs) = one(r, s, End::Source)? else {
+    // Both servers read their copy at once: each is a whole-file read, on different hosts.
+    let (rs, rd) = tokio::join!(checksum(s, &alg, src_path), checksum(d, &alg, dst_path));
+    let Some(hs) = one(rs, s, End::Source)? else {
         return Ok(());
     };
-    let r = checksum(d, &alg, dst_path).await;
-    let Some(hd) = one(r, d, End::Destination)? else {
+    let Some(hd) = one(rd, d, End::Destination)? else {
         return Ok(());
     };
     if hs != hd {
