@@ -233,13 +233,14 @@ async fn copy_once(
         }
     }
     // A whole-file MODE E copy that both ends can verify resumes what an earlier run left at the destination.
-    let resumable = udp.is_none()
-        && mode == TransferMode::Extended
-        && opts.verify
-        && common_alg(s, d).is_some();
-    let resume = match size.filter(|_| resumable) {
-        Some(n) => third_party_resume::prepare(s, src_path, d, dst_path, n, opts.resume).await?,
-        None => None,
+    let alg =
+        common_alg(s, d).filter(|_| udp.is_none() && mode == TransferMode::Extended && opts.verify);
+    let resume = match (size, alg) {
+        (Some(n), Some(alg)) => {
+            let ends = (&mut *s, src_path, &mut *d, dst_path);
+            third_party_resume::prepare(ends, n, &alg, opts.resume).await?
+        }
+        _ => None,
     };
     let held = resume.as_ref().map(|r| r.held.clone()).unwrap_or_default();
     if let Some(r) = &resume {
@@ -815,11 +816,17 @@ fn common_alg(s: &Control, d: &Control) -> Option<String> {
         .or_else(|| a.iter().find(|x| both(x)).cloned())
 }
 
-async fn checksum(c: &mut Control, alg: &str, path: &str) -> Result<String, ClientError> {
+/// CKSM `alg` of `path` on one server: the whole file, or `range`.
+pub(super) async fn checksum(
+    c: &mut Control,
+    alg: &str,
+    path: &str,
+    range: Option<std::ops::Range<u64>>,
+) -> Result<String, ClientError> {
     let op = Op::Checksum {
         algorithm: alg.to_string(),
-        offset: 0,
-        length: None,
+        offset: range.as_ref().map_or(0, |r| r.start),
+        length: range.map(|r| r.end - r.start),
         path: path.to_string(),
     };
     match c.run(op).await? {
@@ -855,11 +862,11 @@ async fn verify(
         }
         Err(e) => Err(at(end, c, e)),
     };
-    let r = checksum(s, &alg, src_path).await;
+    let r = checksum(s, &alg, src_path, None).await;
     let Some(hs) = one(r, s, End::Source)? else {
         return Ok(());
     };
-    let r = checksum(d, &alg, dst_path).await;
+    let r = checksum(d, &alg, dst_path, None).await;
     let Some(hd) = one(r, d, End::Destination)? else {
         return Ok(());
     };

@@ -8,7 +8,8 @@
 //! * A destination without `SITE PARTIAL` (globus-gridftp-server, `500`) keeps what it wrote under the final
 //!   name and confirms it with `111 Range Marker` replies during the `STOR`. The client records them in the
 //!   same marker checkpoint as uploads ([`MarkerCheckpoint`], same store, format and sweep), keyed by the
-//!   destination and the same tag. Bytes past the last marker are not checked here: they are sent again.
+//!   destination and the same tag. Bytes past the last marker (Globus marks every 5 s) are checked as for
+//!   uploads, comparing the two servers' CKSM of the same range ([`tail_between`]).
 //! * Only a whole-file MODE E TCP copy of at least [`TCP_RESUME_MIN`], with a CKSM both servers list (the
 //!   caller checks) and MDTM on the source. Resumed bytes are never trusted alone: the caller compares the
 //!   whole file's CKSM on both ends, and a mismatch after a resume deletes the destination and sends it all.
@@ -20,8 +21,9 @@ use sha2::{Digest, Sha256};
 use super::control::Control;
 use super::download::TCP_RESUME_MIN;
 use super::resume;
+use super::third_party::checksum;
 use super::upload::ask_kept;
-use super::upload_resume::MarkerCheckpoint;
+use super::upload_resume::{MarkerCheckpoint, TailSearch};
 use super::ClientError;
 
 /// What a rerun of one copy holds at the destination, and where this run's markers are recorded.
@@ -46,11 +48,9 @@ impl Resume {
 /// than [`TCP_RESUME_MIN`], or the source has no MDTM to tell its versions apart. `use_existing` false
 /// (`--no-resume`) still arms the destination but sends everything.
 pub(super) async fn prepare(
-    s: &mut Control,
-    src_path: &str,
-    d: &mut Control,
-    dst_path: &str,
+    (s, src_path, d, dst_path): (&mut Control, &str, &mut Control, &str),
     size: u64,
+    alg: &str,
     use_existing: bool,
 ) -> Result<Option<Resume>, ClientError> {
     if size < TCP_RESUME_MIN {
@@ -80,9 +80,15 @@ pub(super) async fn prepare(
         }
         None => {
             let peer = d.peer().to_string();
-            let m = MarkerCheckpoint::open(&peer, dst_path, size, &tag, use_existing);
+            let mut m = MarkerCheckpoint::open(&peer, dst_path, size, &tag, use_existing);
             if let Some(n) = m.as_ref().and_then(|m| m.note()) {
                 notices.push(n.replace("upload", "copy"));
+            }
+            if let Some(m) = m.as_mut().filter(|m| m.found()) {
+                let ends = (&mut *s, src_path, &mut *d, dst_path);
+                if let Some(r) = tail_between(ends, alg, m.held(), size).await? {
+                    m.add(r);
+                }
             }
             let held = m.as_ref().map(|m| m.held().clone()).unwrap_or_default();
             (held, m)
@@ -99,6 +105,35 @@ pub(super) async fn prepare(
         markers,
         notices,
     }))
+}
+
+/// What the destination wrote past the last restart marker that matches the source ([`TailSearch`]: the two
+/// servers' CKSM of the same range compared), so a rerun does not send up to 5 s of data again. `None` if the
+/// destination has nothing there, either server refuses a ranged CKSM, or nothing matched.
+async fn tail_between(
+    (s, src_path, d, dst_path): (&mut Control, &str, &mut Control, &str),
+    alg: &str,
+    held: &RangeSet,
+    size: u64,
+) -> Result<Option<std::ops::Range<u64>>, ClientError> {
+    let there = match super::size(d, dst_path).await {
+        Ok(n) => n,
+        Err(e) if e.reply_code().is_some() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some(mut search) = TailSearch::new(held, size, there) else {
+        return Ok(None);
+    };
+    while let Some(r) = search.next_probe() {
+        let a = checksum(s, alg, src_path, Some(r.clone())).await;
+        let b = checksum(d, alg, dst_path, Some(r)).await;
+        match (a, b) {
+            (Ok(a), Ok(b)) => search.record(a.eq_ignore_ascii_case(&b)),
+            (Err(e), _) | (_, Err(e)) if e.reply_code().is_some() => return Ok(None),
+            (Err(e), _) | (_, Err(e)) => return Err(e),
+        }
+    }
+    Ok(search.found())
 }
 
 /// The destination-side name of one version of the source file (`SITE PARTIAL` takes up to 64 characters of
