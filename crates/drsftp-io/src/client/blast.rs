@@ -226,7 +226,9 @@ pub(crate) async fn run(
                     }
                     Err(e) => {
                         if report.is_none() {
-                            abort(control).await;
+                            if let Some(refused) = abort(control).await {
+                                return Err(refused);
+                            }
                         }
                         return Err(e.into());
                     }
@@ -265,7 +267,9 @@ pub(crate) async fn run(
                         t.abort();
                     }
                     if report.is_none() {
-                        abort(control).await;
+                        if let Some(refused) = abort(control).await {
+                            return Err(refused);
+                        }
                     }
                     return Err(ClientError::Stalled(stall));
                 }
