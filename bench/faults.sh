@@ -122,7 +122,7 @@ copy() { ip netns exec "$NS2" "$D" copy "$@"; }
 # Background copies are started with `ip netns exec` directly (it execs), so $! is drsftp's own PID.
 held() { # bytes a ranges checkpoint holds
   [ -f "$1" ] || { echo 0; return; }
-  sed -n '/^$/,$p' "$1" 2>/dev/null | tail -n +2 | tr ',' '\n' | awk -F- 'NF==2 {s += $2 - $1} END {print s + 0}'
+  sed -n '/^$/,$p' "$1" 2>/dev/null | tail -n +2 | tr ',' '\n' | awk -F- 'NF==2 {s += $2 - $1} END {print s + 0}' || true
 }
 again_of() { # again_of PART CK SRC: bytes written to PART (equal to SRC) outside the ranges CK holds
   python3 - "$1" "$2" "$3" <<'PY'
