@@ -19,7 +19,9 @@
 //! * Trust: the caller still compares the whole file's CKSM at the end and re-sends everything on a mismatch;
 //!   the checkpoint is removed once the data is complete, and records older than [`MAX_AGE`] are swept.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
@@ -234,19 +236,24 @@ pub(crate) async fn verify_tail(
         Err(e) if e.reply_code().is_some() => return Ok(None),
         Err(e) => return Err(e),
     };
-    let Some(mut search) = TailSearch::new(held, size, there) else {
-        return Ok(None);
-    };
-    while let Some(r) = search.next_probe() {
-        match verify::compare(control, alg, remote, local.clone(), r, false, None).await {
-            Ok(v) if v.checksum.is_some() => search.record(true),
-            Ok(_) => return Ok(None),
-            Err(ClientError::ChecksumMismatch { .. }) => search.record(false),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(search.found())
+    let mut state = (control, remote, local);
+    TailSearch::run(held, size, there, &mut state, |(c, remote, local), r| {
+        let local = local.clone();
+        Box::pin(async move {
+            match verify::compare(c, alg, remote, local, r, false, None).await {
+                Ok(v) => Ok(v.checksum.is_some().then_some(true)),
+                Err(ClientError::ChecksumMismatch { .. }) => Ok(Some(false)),
+                Err(e) => Err(e),
+            }
+        })
+    })
+    .await
 }
+
+/// One comparison of [`TailSearch::run`]: `Some(true)` if both sides' checksums of the range agree, `Some(false)`
+/// if they differ, `None` if they cannot be compared (a refusal: the search ends with nothing found).
+pub(crate) type Probe<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<bool>, ClientError>> + Send + 'a>>;
 
 /// The bisection behind [`verify_tail`], without I/O: the bytes past the last restart marker that the receiver's
 /// file (`there` bytes long) may already hold, found by comparing checksums of prefixes of the first gap, halving
@@ -278,6 +285,27 @@ impl TailSearch {
             probe: len,
             left: TAIL_PROBES,
         })
+    }
+
+    /// The whole search: `compare` checks one range on both sides, with what `state` holds (control connections,
+    /// paths); the prefix found, or `None` (nothing to search, nothing matched, or a comparison refused).
+    pub(crate) async fn run<S: Send + ?Sized>(
+        held: &RangeSet,
+        size: u64,
+        there: u64,
+        state: &mut S,
+        mut compare: impl for<'a> FnMut(&'a mut S, std::ops::Range<u64>) -> Probe<'a> + Send,
+    ) -> Result<Option<std::ops::Range<u64>>, ClientError> {
+        let Some(mut search) = TailSearch::new(held, size, there) else {
+            return Ok(None);
+        };
+        while let Some(r) = search.next_probe() {
+            match compare(state, r).await? {
+                Some(matched) => search.record(matched),
+                None => return Ok(None),
+            }
+        }
+        Ok(search.found())
     }
 
     /// The range to compare next, `None` once the search is over.
