@@ -625,7 +625,10 @@ fn drsftp_case(
         .arg(format!("ftp://{fb}/drsftp{n}"));
     let out = measured(&mut cmd, &src_pids, &dst_pids, &mut s)?;
     if let Some(t) = &s.client_log {
-        let name = format!("drsftp-client-n{n}-r{run}{}.log", if verify { "" } else { "-nv" });
+        let name = format!(
+            "drsftp-client-n{n}-r{run}{}.log",
+            if verify { "" } else { "-nv" }
+        );
         std::fs::write(logs.join(name), t)?;
     }
     if let Some(j) = out

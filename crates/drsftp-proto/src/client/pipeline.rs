@@ -115,7 +115,10 @@ mod tests {
         assert!(may_follow(buf(None), Kind::OptsDrs(true)));
         assert!(may_follow(Kind::OptsDrs(true), Kind::OptsRetr));
         assert!(may_follow(Kind::Port, Kind::Transfer { listing: false }));
-        assert!(may_follow(Kind::TypeI, Kind::Size), "SIZE rides with its TYPE I");
+        assert!(
+            may_follow(Kind::TypeI, Kind::Size),
+            "SIZE rides with its TYPE I"
+        );
         for next in [
             Kind::Pasv,
             Kind::Epsv,
