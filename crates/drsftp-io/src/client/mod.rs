@@ -200,7 +200,8 @@ pub struct TransferSummary {
     pub stripes: Vec<u64>,
     /// With [`ClientOptions::auto_transport`]: the transport chosen and why.
     pub transport_choice: Option<TransportChoice>,
-    /// Blast: seconds from the transfer command to the server's `150` (the data channel's set-up).
+    /// Blast: seconds from the transfer command to the server's `150` (the data channel's set-up). Third-party:
+    /// seconds from the end of the logins to the transfer commands (SIZE, channel set-up, resume checks).
     pub setup_seconds: Option<f64>,
 }
 

@@ -172,6 +172,7 @@ async fn copy_once(
         )
         .into());
     }
+    let started = Instant::now();
     let (s, d) = (&mut src.control, &mut dst.control);
     let size = download::size_if_supported(s, src_path)
         .await
@@ -302,7 +303,8 @@ async fn copy_once(
         stream_actions: vec![],
         stripes: stripe_bytes,
         transport_choice: None,
-        setup_seconds: None,
+        // From the logins to the transfer commands: SIZE, the channel's set-up (SPAS/SPOR), resume checks.
+        setup_seconds: Some((begin - started).as_secs_f64()),
     };
     if opts.verify {
         match verify(s, src_path, d, dst_path, &mut summary).await {

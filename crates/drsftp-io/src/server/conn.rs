@@ -108,6 +108,9 @@ pub(crate) async fn run(
             } = &ev;
             audit::login(peer, name, *anonymous, *ok, *read_only);
             if *ok {
+                if let Some(f) = &frontend {
+                    f.warm();
+                }
                 user.clone_from(name);
                 if *anonymous {
                     storage = params.storage.clone();
