@@ -201,6 +201,10 @@ pub struct TransferSummary {
     pub transport_choice: Option<TransportChoice>,
     /// Blast: seconds from the transfer command to the server's `150` (the data channel's set-up).
     pub setup_seconds: Option<f64>,
+    /// Blast download: seconds from the last packet written to the final reply (EOD/226).
+    pub eod_seconds: Option<f64>,
+    /// Seconds the end-to-end checksum (CKSM and the local digest) took, when verified.
+    pub verify_seconds: Option<f64>,
 }
 
 impl TransferSummary {
@@ -226,6 +230,8 @@ impl TransferSummary {
             stripes: moved.stripes.clone(),
             transport_choice: None,
             setup_seconds: moved.setup,
+            eod_seconds: moved.eod,
+            verify_seconds: None,
         }
     }
 

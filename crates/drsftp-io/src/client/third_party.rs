@@ -326,6 +326,8 @@ async fn copy_once(
         stripes: stripe_bytes,
         transport_choice: None,
         setup_seconds: None,
+        eod_seconds: None,
+        verify_seconds: None,
     };
     if opts.verify {
         match verify(s, src_path, d, dst_path, &mut summary).await {
