@@ -305,6 +305,8 @@ async fn copy_once(
         transport_choice: None,
         // From the logins to the transfer commands: SIZE, the channel's set-up (SPAS/SPOR), resume checks.
         setup_seconds: Some((begin - started).as_secs_f64()),
+        eod_seconds: None,
+        verify_seconds: None,
     };
     if opts.verify {
         match verify(s, src_path, d, dst_path, &mut summary).await {

@@ -79,6 +79,8 @@ pub(crate) struct Moved {
     pub(crate) blast: Option<crate::blast::BlastReport>,
     /// Blast: seconds from the first command to the `150` that opened the channel.
     pub(crate) setup: Option<f64>,
+    /// Blast download: seconds from the receiver holding every packet to the final reply (EOD/226).
+    pub(crate) eod: Option<f64>,
 }
 
 /// What the data task gives back: the engine's report, `-p auto`'s decisions, bytes per stripe.
@@ -286,6 +288,7 @@ pub(crate) async fn run_started(
         seconds: begin.elapsed().as_secs_f64(),
         blast: None,
         setup: None,
+        eod: None,
     })
 }
 

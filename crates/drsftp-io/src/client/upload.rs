@@ -234,8 +234,12 @@ pub(crate) async fn run(
     summary.notices.extend(notices);
     if opts.verify {
         let whole = opts.partial.is_none();
+        let t = std::time::Instant::now();
         match verify::check(control, alg, remote, file, range, &moved.data, whole).await {
-            Ok(v) => v.record(&mut summary),
+            Ok(v) => {
+                v.record(&mut summary);
+                summary.verify_seconds = Some(t.elapsed().as_secs_f64());
+            }
             Err(ClientError::ChecksumMismatch { .. }) if !held.is_empty() && markers.is_some() => {
                 // Ranges from restart markers that do not check out: send the whole file again (the STOR
                 // without REST replaces it), and verify that.
