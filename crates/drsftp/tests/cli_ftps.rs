@@ -309,14 +309,6 @@ fn tls_require_against_a_cleartext_server_fails() {
     assert!(ok, "{out} {err}");
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
 #[test]
 fn capture_shows_neither_password_nor_data() {
     if !is_root() {
