@@ -90,9 +90,8 @@ async fn prepare(
             }
             if let Some(m) = m.as_mut().filter(|m| m.found()) {
                 let ends = (&mut *s, src_path, &mut *d, dst_path);
-                if let Some(r) = tail_between(ends, alg, m.held(), size).await? {
-                    m.add(r);
-                }
+                let found = tail_between(ends, alg, m.held(), size).await?;
+                m.add(&found);
             }
             let held = m.as_ref().map(|m| m.held().clone()).unwrap_or_default();
             (held, m)
@@ -112,17 +111,17 @@ async fn prepare(
 }
 
 /// What the destination wrote past the last restart marker that matches the source ([`TailSearch`]: the two
-/// servers' CKSM of the same range compared), so a rerun does not send up to 5 s of data again. `None` if the
+/// servers' CKSM of the same range compared), so a rerun does not send up to 5 s of data again. Empty if the
 /// destination has nothing there, either server refuses a ranged CKSM, or nothing matched.
 async fn tail_between(
     (s, src_path, d, dst_path): (&mut Control, &str, &mut Control, &str),
     alg: &str,
     held: &RangeSet,
     size: u64,
-) -> Result<Option<std::ops::Range<u64>>, ClientError> {
+) -> Result<RangeSet, ClientError> {
     let there = match super::size(d, dst_path).await {
         Ok(n) => n,
-        Err(e) if e.reply_code().is_some() => return Ok(None),
+        Err(e) if e.reply_code().is_some() => return Ok(RangeSet::new()),
         Err(e) => return Err(e),
     };
     // The algorithm rides in the state: each comparison's future borrows only from there.

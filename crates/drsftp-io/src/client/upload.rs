@@ -100,9 +100,7 @@ pub(crate) async fn run(
         if m.found() {
             let tail =
                 upload_resume::verify_tail(control, alg, remote, file.clone(), m.held(), len);
-            if let Some(r) = tail.await? {
-                m.add(r);
-            }
+            m.add(&tail.await?);
         }
     }
     let mut notices: Vec<String> = markers
