@@ -297,8 +297,8 @@ impl Client {
         Self::connect_tls(host_port, user, pass, timeout, &off).await
     }
 
-    /// [`Client::connect`] with explicit FTPS (RFC 4217) as `tls` says: before USER, FEAT; if it lists
-    /// `AUTH TLS` (or `tls.mode` is `Require`, which fails otherwise), `AUTH TLS`, the handshake (certificate
+    /// [`Client::connect`] with explicit FTPS (RFC 4217) as `tls` says: before USER, `AUTH TLS` (refused: the
+    /// session stays cleartext, or fails if `tls.mode` is `Require`), the handshake (certificate
     /// checked against `tls.trust` for the host of `host_port`), `PBSZ 0` and `PROT P`, so the password and
     /// every stream-mode data connection are encrypted. A failed handshake is an error, never a cleartext retry.
     pub async fn connect_tls(

@@ -264,16 +264,17 @@ impl ClientSession {
                 self.phase = Phase::Dead;
                 return Some(Ok(Outcome::Closed));
             }
-            Kind::SecureFeat {
+            Kind::Auth {
                 require,
                 protect_data,
             } => {
-                let f = Features::parse(&reply);
-                let offered = f
-                    .params_all("AUTH")
-                    .any(|p| p.split(';').any(|m| m.trim().eq_ignore_ascii_case("TLS")));
-                self.features = f;
-                if !offered {
+                // AUTH TLS goes out first, without a FEAT to look for it (one round trip less per session; the
+                // FEAT after login says what else the server does). A busy server's 421 is its own error, to be
+                // retried; any other refusal means no TLS here.
+                if reply.code == 421 {
+                    return Some(Err(refused(reply)));
+                }
+                if reply.code != 234 {
                     if require {
                         // Nothing more may go out on this connection: not USER, not PASS in cleartext.
                         self.die(ClientError::TlsNotOffered);
@@ -281,25 +282,17 @@ impl ClientSession {
                     }
                     return Some(Ok(Outcome::Secured(false)));
                 }
-                run.steps
-                    .push_back(Step::Cmd("AUTH TLS".into(), Kind::Auth));
-                run.steps.push_back(Step::StartTls);
-                if protect_data {
-                    run.steps.push_back(Step::Cmd("PBSZ 0".into(), Kind::Pbsz));
-                    run.steps.push_back(Step::Cmd("PROT P".into(), Kind::Prot));
-                }
-            }
-            Kind::Auth => {
-                if reply.code != 234 {
-                    return Some(Err(refused(reply)));
-                }
                 // Anything already behind the 234 arrived before the handshake: it is not protected, and
                 // reading it after the upgrade would let an attacker inject replies (RFC 4217 §15).
                 if self.reader.buffered() > 0 {
                     self.die(ClientError::TlsInjected);
                     return None;
                 }
-                if !run.steps.iter().any(|s| matches!(s, Step::Cmd(..))) {
+                run.steps.push_back(Step::StartTls);
+                if protect_data {
+                    run.steps.push_back(Step::Cmd("PBSZ 0".into(), Kind::Pbsz));
+                    run.steps.push_back(Step::Cmd("PROT P".into(), Kind::Prot));
+                } else {
                     // No PBSZ/PROT to follow: the operation ends after the handshake (`handle_tls_started`).
                     run.steps.push_back(Step::Cmd("NOOP".into(), Kind::Prot));
                 }

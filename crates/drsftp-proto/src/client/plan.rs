@@ -60,13 +60,11 @@ pub(super) enum Kind {
     BatchCksm(usize),
     Raw,
     Quit,
-    /// FEAT before login for [`Op::Secure`](super::Op::Secure).
-    SecureFeat {
+    /// `AUTH TLS` for [`Op::Secure`](super::Op::Secure): `234` expected.
+    Auth {
         require: bool,
         protect_data: bool,
     },
-    /// `AUTH TLS`: `234` expected.
-    Auth,
     /// `PBSZ 0`.
     Pbsz,
     /// `PROT P`: ends [`Op::Secure`](super::Op::Secure).

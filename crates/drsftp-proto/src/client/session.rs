@@ -247,8 +247,8 @@ impl ClientSession {
                 require,
                 protect_data,
             } => [Step::Cmd(
-                "FEAT".into(),
-                Kind::SecureFeat {
+                "AUTH TLS".into(),
+                Kind::Auth {
                     require,
                     protect_data,
                 },

@@ -1,12 +1,9 @@
-//! `Op::Secure` (explicit FTPS, RFC 4217) against a scripted server: the command order (FEAT, AUTH TLS, the
-//! driver's handshake, PBSZ 0, PROT P, all before USER), `require` against a server without TLS, and bytes
-//! behind the `234` refused.
+//! `Op::Secure` (explicit FTPS, RFC 4217) against a scripted server: the command order (AUTH TLS with no FEAT
+//! before it, the driver's handshake, PBSZ 0, PROT P, all before USER), `require` against a server without TLS,
+//! a busy server's 421, and bytes behind the `234` refused.
 
-use super::script_tests::{Scripted, DRSFTP_FEAT};
+use super::script_tests::Scripted;
 use super::*;
-
-const TLS_FEAT: &str =
-    "211-Extensions supported:\n AUTH TLS\n PBSZ\n PROT\n UTF8\n DRS\n211 End.\n";
 
 fn greeted() -> Scripted {
     let mut h = Scripted::new();
@@ -21,7 +18,6 @@ fn secure_runs_auth_handshake_pbsz_prot_in_order() {
         require: true,
         protect_data: true,
     });
-    h.expect("FEAT", TLS_FEAT);
     h.expect("AUTH TLS", "234 AUTH TLS successful.\n");
     // Nothing goes out until the driver says the handshake is done.
     assert_eq!(h.events(), vec![Event::StartTls]);
@@ -39,37 +35,45 @@ fn secure_runs_auth_handshake_pbsz_prot_in_order() {
 }
 
 #[test]
-fn without_auth_tls_in_feat_auto_stays_clear_and_require_fails() {
+fn a_refused_auth_tls_leaves_auto_clear_and_fails_require() {
+    for refusal in [
+        "500 Unknown command.\n",
+        "504 Unknown security mechanism.\n",
+    ] {
+        let mut h = greeted();
+        h.start(Op::Secure {
+            require: false,
+            protect_data: true,
+        });
+        h.expect("AUTH TLS", refusal);
+        assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(false))]);
+        let mut h = greeted();
+        h.start(Op::Secure {
+            require: true,
+            protect_data: true,
+        });
+        h.expect("AUTH TLS", refusal);
+        assert_eq!(h.events(), vec![Event::Failed(ClientError::TlsNotOffered)]);
+        assert!(h.s.is_dead());
+        // Nothing more goes out: not USER, not PASS in cleartext.
+        assert!(h.sent().is_empty());
+    }
+}
+
+/// A server at its session cap answers every command 421: that is its own (transient) error, not "no TLS", so
+/// the caller retries instead of logging in without TLS.
+#[test]
+fn a_busy_servers_421_is_an_error_not_a_missing_tls() {
     let mut h = greeted();
     h.start(Op::Secure {
         require: false,
         protect_data: true,
     });
-    h.expect("FEAT", DRSFTP_FEAT);
-    assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(false))]);
-    let mut h = greeted();
-    h.start(Op::Secure {
-        require: true,
-        protect_data: true,
-    });
-    h.expect("FEAT", "500 Unknown command.\n");
-    assert_eq!(h.events(), vec![Event::Failed(ClientError::TlsNotOffered)]);
-    assert!(h.s.is_dead());
-}
-
-/// pyftpdlib lists each mechanism on its own line, `AUTH SSL` first: TLS is offered all the same.
-#[test]
-fn auth_tls_on_a_later_feat_line_is_offered() {
-    let mut h = greeted();
-    h.start(Op::Secure {
-        require: true,
-        protect_data: true,
-    });
-    h.expect(
-        "FEAT",
-        "211-Features supported:\n AUTH SSL\n AUTH TLS\n PBSZ\n PROT\n211 End FEAT.\n",
-    );
-    assert_eq!(h.sent(), ["AUTH TLS"]);
+    h.expect("AUTH TLS", "421 Too many sessions.\n");
+    match h.events().as_slice() {
+        [Event::Failed(e)] => assert_eq!(e.reply_code(), Some(421), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -79,7 +83,6 @@ fn bytes_behind_the_234_fail_the_session() {
         require: false,
         protect_data: true,
     });
-    h.expect("FEAT", TLS_FEAT);
     h.expect("AUTH TLS", "234 AUTH TLS successful.\n230 Injected.\n");
     assert_eq!(h.events(), vec![Event::Failed(ClientError::TlsInjected)]);
     assert!(h.sent().is_empty());

@@ -214,11 +214,12 @@ pub enum Op {
     Command(String),
     /// `QUIT`.
     Quit,
-    /// Explicit FTPS (RFC 4217), before login: FEAT, and if it lists `AUTH TLS`: `AUTH TLS`, then
+    /// Explicit FTPS (RFC 4217), before login: `AUTH TLS` (no FEAT first: a round trip saved), and on `234`
     /// [`Event::StartTls`] (the driver runs the TLS client handshake and calls
     /// [`handle_tls_started`](super::ClientSession::handle_tls_started)), then `PBSZ 0` and `PROT P`
-    /// (unless `protect_data` is false). Ends in [`Outcome::Secured`]; without `AUTH TLS` in FEAT it fails with
-    /// [`ClientError::TlsNotOffered`] if `require`, else ends in `Secured(false)` and the session stays cleartext.
+    /// (unless `protect_data` is false). Ends in [`Outcome::Secured`]. A refused `AUTH TLS` fails with
+    /// [`ClientError::TlsNotOffered`] if `require`, else ends in `Secured(false)` and the session stays cleartext;
+    /// a `421` (the server is busy) fails the operation with its reply either way.
     Secure {
         /// Fail when the server does not offer TLS.
         require: bool,
