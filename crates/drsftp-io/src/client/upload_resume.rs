@@ -47,14 +47,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// `$XDG_STATE_HOME/drsftp/uploads`, else `$HOME/.local/state/drsftp/uploads`; `None` if neither is set.
 fn default_dir() -> Option<PathBuf> {
-    let nonempty = |k| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    nonempty("XDG_STATE_HOME")
-        .or_else(|| nonempty("HOME").map(|h| h.join(".local/state")))
-        .map(|d| d.join("drsftp/uploads"))
+    super::profile::xdg_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("drsftp/uploads"))
 }
 
 /// One upload's marker checkpoint (module docs).
