@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use super::control::Control;
 use super::resume::Resumable;
 use super::task::{AbortOnDrop, Stall};
-use super::transfer::{abort, Moved};
+use super::transfer::{abort, abort_unless_replied, Moved};
 use super::ClientError;
 use crate::blast::{self, BlastOpts, BlastReport, Linger};
 use crate::data::{DataError, DataReport, Progress};
@@ -228,14 +228,7 @@ pub(crate) async fn run(
                         _linger = l;
                         watch.alive();
                     }
-                    Err(e) => {
-                        if report.is_none() {
-                            if let Some(refused) = abort(control).await {
-                                return Err(refused);
-                            }
-                        }
-                        return Err(e.into());
-                    }
+                    Err(e) => return Err(abort_unless_replied(control, &report, e.into()).await),
                 }
             }
             _ = tick.tick() => {
@@ -270,12 +263,8 @@ pub(crate) async fn run(
                     if let Some(t) = task.0.take() {
                         t.abort();
                     }
-                    if report.is_none() {
-                        if let Some(refused) = abort(control).await {
-                            return Err(refused);
-                        }
-                    }
-                    return Err(ClientError::Stalled(stall));
+                    let e = ClientError::Stalled(stall);
+                    return Err(abort_unless_replied(control, &report, e).await);
                 }
             }
         }

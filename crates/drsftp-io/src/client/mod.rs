@@ -281,6 +281,16 @@ async fn size(control: &mut Control, path: &str) -> Result<u64, ClientError> {
     }
 }
 
+/// `SIZE path`, where any reply refusing it (550 no such file, 5xx no SIZE) is `None`: the resume checks that have
+/// nothing to compare then. Only a dead or broken connection is an error.
+async fn size_if_any(control: &mut Control, path: &str) -> Result<Option<u64>, ClientError> {
+    match size(control, path).await {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.reply_code().is_some() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 impl Client {
     /// Connects to `host_port` (`host:port`, names resolved here), reads the greeting and logs in (USER/PASS,
     /// then FEAT). `timeout` bounds the connect and every reply.

@@ -100,14 +100,7 @@ impl ProfileStore {
 
     /// `$XDG_CONFIG_HOME/drsftp`, else `$HOME/.config/drsftp`; `None` if neither variable is set.
     pub fn default_dir() -> Option<PathBuf> {
-        let nonempty = |k| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        nonempty("XDG_CONFIG_HOME")
-            .or_else(|| nonempty("HOME").map(|h| h.join(".config")))
-            .map(|d| d.join("drsftp"))
+        xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("drsftp"))
     }
 
     /// The store in `dir`, or in [`Self::default_dir`].
@@ -169,6 +162,17 @@ pub fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// An XDG base directory: `$var`, else `$HOME/home_sub`; `None` if neither is set (an empty value counts as
+/// unset, as the XDG spec says).
+pub(crate) fn xdg_dir(var: &str, home_sub: &str) -> Option<PathBuf> {
+    let nonempty = |k| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    nonempty(var).or_else(|| nonempty("HOME").map(|h| h.join(home_sub)))
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ pub(crate) const STEP: u64 = 200; // 1/200 = 0.5 %
 const MIN_STEP: u64 = 64 << 10;
 /// How often the TCP writer looks at the byte count.
 const POLL: Duration = Duration::from_millis(20);
-/// Longest a dropped download waits for its last checkpoint to be written.
+/// Longest a dropped download (or upload: upload_resume.rs) waits for its last checkpoint to be written.
 const FINAL_WAIT: Duration = Duration::from_secs(5);
 
 /// What is being copied: a checkpoint only applies to the same source.
@@ -304,8 +304,54 @@ pub(crate) struct Resumable {
     notes: Vec<String>,
     _lock: File,
     complete: AtomicBool,
-    /// The writer thread's end (disconnects when it is done) and the receiver's stop flag.
-    writer: Mutex<Option<(Receiver<()>, Arc<AtomicBool>)>>,
+    writer: CheckpointWriter,
+}
+
+/// A thread saving a checkpoint while data moves, and how to end it: the stop flag it (or the blast receiver
+/// feeding it) watches, and a channel that disconnects when the thread has made its last save.
+#[derive(Debug, Default)]
+pub(crate) struct CheckpointWriter(Mutex<Option<(Receiver<()>, Arc<AtomicBool>)>>);
+
+impl CheckpointWriter {
+    /// Runs `body`, given the stop flag, on a thread named `name`. Returns the flag, or `None` (warned as
+    /// "no `what`") if no thread could be started: the transfer then goes on without saving.
+    pub(crate) fn spawn(
+        &self,
+        name: &str,
+        what: &str,
+        body: impl FnOnce(&AtomicBool) + Send + 'static,
+    ) -> Option<Arc<AtomicBool>> {
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let spawned = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let _done = done_tx;
+                body(&halt);
+            });
+        match spawned {
+            Ok(_) => {
+                if let Ok(mut w) = self.0.lock() {
+                    *w = Some((done_rx, stop.clone()));
+                }
+                Some(stop)
+            }
+            Err(e) => {
+                tracing::warn!("no {what}: {e}");
+                None
+            }
+        }
+    }
+
+    /// Stops the writer, if one runs, after its last save (waiting at most [`FINAL_WAIT`]).
+    pub(crate) fn stop(&self) {
+        if let Some((done, stop)) = self.0.lock().ok().and_then(|mut w| w.take()) {
+            // Stop the receiver (its last map goes to the writer), then wait for the writer to save it.
+            stop.store(true, Ordering::Relaxed);
+            let _ = done.recv_timeout(FINAL_WAIT);
+        }
+    }
 }
 
 impl Resumable {
@@ -399,7 +445,7 @@ impl Resumable {
             notes,
             _lock: lock,
             complete: AtomicBool::new(false),
-            writer: Mutex::new(None),
+            writer: CheckpointWriter::default(),
         }))
     }
 
@@ -428,17 +474,14 @@ impl Resumable {
         file: Arc<dyn FileHandle>,
         held: &RangeSet,
     ) -> RecvResume {
-        self.stop_writer();
+        self.writer.stop();
         let from = (!held.is_empty())
             .then(|| drsftp_blast::resume::packets_within(params, held.ranges().iter().cloned()));
         let (tx, rx) = mpsc::sync_channel::<Bitmap>(1);
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let stop = Arc::new(AtomicBool::new(false));
         let (ck, id, payload) = (self.ck.clone(), self.id.clone(), params.payload_size);
-        let spawned = std::thread::Builder::new()
-            .name("blast-checkpoint".into())
-            .spawn(move || {
-                let _done = done_tx;
+        let spawned = self
+            .writer
+            .spawn("blast-checkpoint", "checkpoint writer", move |_| {
                 let mut warned = false;
                 while let Ok(mut map) = rx.recv() {
                     while let Ok(newer) = rx.try_recv() {
@@ -468,24 +511,16 @@ impl Resumable {
                 }
             });
         match spawned {
-            Ok(_) => {
-                if let Ok(mut w) = self.writer.lock() {
-                    *w = Some((done_rx, stop.clone()));
-                }
-                RecvResume {
-                    from,
-                    checkpoints: Some(tx),
-                    every: EVERY,
-                    stop: Some(stop),
-                }
-            }
-            Err(e) => {
-                tracing::warn!("no checkpoint writer: {e}");
-                RecvResume {
-                    from,
-                    ..RecvResume::default()
-                }
-            }
+            Some(stop) => RecvResume {
+                from,
+                checkpoints: Some(tx),
+                every: EVERY,
+                stop: Some(stop),
+            },
+            None => RecvResume {
+                from,
+                ..RecvResume::default()
+            },
         }
     }
 
@@ -497,17 +532,12 @@ impl Resumable {
     /// checkpoint claiming up to a second of bytes the disk lost; the whole-file CKSM at the end catches that (the
     /// download fails, both files go, the next run starts afresh).
     pub(crate) fn start_ranges(&self, file: Arc<dyn FileHandle>, progress: Arc<Progress>) {
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let stop = Arc::new(AtomicBool::new(false));
         let (ck, id, base) = (self.ck.clone(), self.id.clone(), self.held.clone());
         let step = (id.size / STEP).max(MIN_STEP);
-        let halt = stop.clone();
         // Counted here, not in the thread: bytes written before it runs must still be saved.
         let mut saved = progress.bytes();
-        let spawned = std::thread::Builder::new()
-            .name("tcp-checkpoint".into())
-            .spawn(move || {
-                let _done = done_tx;
+        self.writer
+            .spawn("tcp-checkpoint", "checkpoint writer", move |halt| {
                 let mut warned = false;
                 let mut synced = Instant::now();
                 loop {
@@ -550,14 +580,6 @@ impl Resumable {
                     std::thread::sleep(POLL);
                 }
             });
-        match spawned {
-            Ok(_) => {
-                if let Ok(mut w) = self.writer.lock() {
-                    *w = Some((done_rx, stop));
-                }
-            }
-            Err(e) => tracing::warn!("no checkpoint writer: {e}"),
-        }
     }
 
     /// Every byte has arrived: the checkpoint is not needed any more, and whatever happens next (a checksum
@@ -567,20 +589,9 @@ impl Resumable {
     }
 }
 
-impl Resumable {
-    /// Stops the checkpoint writer, if one runs, after its last save.
-    fn stop_writer(&self) {
-        if let Some((done, stop)) = self.writer.lock().ok().and_then(|mut w| w.take()) {
-            // Stop the receiver (its last map goes to the writer), then wait for the writer to save it.
-            stop.store(true, Ordering::Relaxed);
-            let _ = done.recv_timeout(FINAL_WAIT);
-        }
-    }
-}
-
 impl Drop for Resumable {
     fn drop(&mut self) {
-        self.stop_writer();
+        self.writer.stop();
         if self.complete.load(Ordering::Relaxed) || !self.ck.exists() {
             remove(&self.part);
             remove(&self.ck);

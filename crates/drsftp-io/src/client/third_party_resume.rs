@@ -119,10 +119,8 @@ async fn tail_between(
     held: &RangeSet,
     size: u64,
 ) -> Result<RangeSet, ClientError> {
-    let there = match super::size(d, dst_path).await {
-        Ok(n) => n,
-        Err(e) if e.reply_code().is_some() => return Ok(RangeSet::new()),
-        Err(e) => return Err(e),
+    let Some(there) = super::size_if_any(d, dst_path).await? else {
+        return Ok(RangeSet::new());
     };
     // The algorithm rides in the state: each comparison's future borrows only from there.
     let mut ends = (s, src_path, d, dst_path, alg);

@@ -241,35 +241,22 @@ pub(crate) async fn run_started(
                         data = Some(d);
                         watch.alive();
                     }
-                    Err(e) => {
-                        if report.is_none() {
-                            if let Some(refused) = abort(control).await {
-                                return Err(refused);
-                            }
-                        }
-                        return Err(e.into());
-                    }
+                    Err(e) => return Err(abort_unless_replied(control, &report, e.into()).await),
                 }
             }
             _ = tick.tick() => {
                 if watch.stalled(progress.bytes(), stall) {
                     if let Some(t) = task.0.take() {
                         t.abort();
-                        if report.is_none() {
-                            if let Some(refused) = abort(control).await {
-                                return Err(refused);
-                            }
-                        }
-                        return Err(ClientError::Stalled(stall));
+                        let e = ClientError::Stalled(stall);
+                        return Err(abort_unless_replied(control, &report, e).await);
                     }
                     if data.is_some() && report.is_none() {
                         // All data moved but no final reply (the session sets no deadline while a transfer runs).
-                        if let Some(refused) = abort(control).await {
-                            return Err(refused);
-                        }
-                        return Err(ClientError::Session(SessionError::Timeout(
+                        let e = ClientError::Session(SessionError::Timeout(
                             "the transfer's final reply (data complete)".into(),
-                        )));
+                        ));
+                        return Err(abort_unless_replied(control, &report, e).await);
                     }
                 }
             }
@@ -328,6 +315,21 @@ pub(crate) async fn abort(control: &mut Control) -> Option<ClientError> {
             None
         }
     }
+}
+
+/// The error a transfer ends with when its data side failed with `e`: if the server's final reply (`report`) has
+/// not come, it gets ABOR ([`abort`]), and its own refusal, if it had one, is the error instead of `e`.
+pub(crate) async fn abort_unless_replied(
+    control: &mut Control,
+    report: &Option<TransferReport>,
+    e: ClientError,
+) -> ClientError {
+    if report.is_none() {
+        if let Some(refused) = abort(control).await {
+            return refused;
+        }
+    }
+    e
 }
 
 /// `addr`, or the control peer's address with its port if the server gave a wildcard.

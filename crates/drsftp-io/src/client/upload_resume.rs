@@ -23,8 +23,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use drsftp_proto::ranges::RangeSet;
@@ -32,7 +31,7 @@ use drsftp_storage::{ChecksumAlg, FileHandle};
 use sha2::{Digest, Sha256};
 
 use super::control::Control;
-use super::resume::{write_replace, Identity, RangeCheckpoint};
+use super::resume::{write_replace, CheckpointWriter, Identity, RangeCheckpoint};
 use super::verify;
 use super::ClientError;
 use crate::data::Progress;
@@ -45,19 +44,10 @@ const TAIL_GRAIN: u64 = 256 << 10;
 const TAIL_PROBES: u32 = 24;
 /// How often the writer looks for new markers.
 const POLL: Duration = Duration::from_millis(50);
-/// Longest an ending upload waits for its last save.
-const FINAL_WAIT: Duration = Duration::from_secs(5);
 
 /// `$XDG_STATE_HOME/drsftp/uploads`, else `$HOME/.local/state/drsftp/uploads`; `None` if neither is set.
 fn default_dir() -> Option<PathBuf> {
-    let nonempty = |k| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    nonempty("XDG_STATE_HOME")
-        .or_else(|| nonempty("HOME").map(|h| h.join(".local/state")))
-        .map(|d| d.join("drsftp/uploads"))
+    super::profile::xdg_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("drsftp/uploads"))
 }
 
 /// One upload's marker checkpoint (module docs).
@@ -70,7 +60,7 @@ pub(crate) struct MarkerCheckpoint {
     found: bool,
     note: Option<String>,
     complete: AtomicBool,
-    writer: Mutex<Option<(Receiver<()>, Arc<AtomicBool>)>>,
+    writer: CheckpointWriter,
 }
 
 impl MarkerCheckpoint {
@@ -123,7 +113,7 @@ impl MarkerCheckpoint {
             found,
             note,
             complete: AtomicBool::new(false),
-            writer: Mutex::new(None),
+            writer: CheckpointWriter::default(),
         })
     }
 
@@ -149,14 +139,11 @@ impl MarkerCheckpoint {
 
     /// Starts saving [`held`](Self::held) plus the markers `progress` collects, as they arrive.
     pub(crate) fn start(&self, progress: Arc<Progress>) {
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let stop = Arc::new(AtomicBool::new(false));
-        let halt = stop.clone();
         let (path, id, base) = (self.path.clone(), self.id.clone(), self.held.clone());
-        let spawned = std::thread::Builder::new()
-            .name("upload-checkpoint".into())
-            .spawn(move || {
-                let _done = done_tx;
+        self.writer.spawn(
+            "upload-checkpoint",
+            "upload checkpoint writer",
+            move |halt| {
                 // The first save comes at once, before any marker: a run killed before the first one still
                 // leaves a record, and the rerun checks what the server has (`verify_tail`).
                 let mut saved: Option<RangeSet> = None;
@@ -184,33 +171,19 @@ impl MarkerCheckpoint {
                     }
                     std::thread::sleep(POLL);
                 }
-            });
-        match spawned {
-            Ok(_) => {
-                if let Ok(mut w) = self.writer.lock() {
-                    *w = Some((done_rx, stop));
-                }
-            }
-            Err(e) => tracing::warn!("no upload checkpoint writer: {e}"),
-        }
+            },
+        );
     }
 
     /// Every byte is on the server (or the record must not be resumed from again): drop it at the end.
     pub(crate) fn complete(&self) {
         self.complete.store(true, Ordering::Relaxed);
     }
-
-    fn stop_writer(&self) {
-        if let Some((done, stop)) = self.writer.lock().ok().and_then(|mut w| w.take()) {
-            stop.store(true, Ordering::Relaxed);
-            let _ = done.recv_timeout(FINAL_WAIT);
-        }
-    }
 }
 
 impl Drop for MarkerCheckpoint {
     fn drop(&mut self) {
-        self.stop_writer();
+        self.writer.stop();
         if self.complete.load(Ordering::Relaxed) {
             remove(&self.path);
         } else if self.path.exists() {
@@ -230,10 +203,8 @@ pub(crate) async fn verify_tail(
     size: u64,
 ) -> Result<RangeSet, ClientError> {
     // No file there (550), or no SIZE: nothing to check.
-    let there = match super::size(control, remote).await {
-        Ok(n) => n,
-        Err(e) if e.reply_code().is_some() => return Ok(RangeSet::new()),
-        Err(e) => return Err(e),
+    let Some(there) = super::size_if_any(control, remote).await? else {
+        return Ok(RangeSet::new());
     };
     let mut state = (control, remote, local);
     TailSearch::run(held, size, there, &mut state, |(c, remote, local), r| {

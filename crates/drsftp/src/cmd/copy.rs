@@ -15,17 +15,18 @@ use drsftp_io::blast::BlastOpts;
 use drsftp_io::client::job::plan::SyncMode;
 use drsftp_io::client::profile::ProfileStore;
 use drsftp_io::client::{
-    AutoTransport, Client, ClientOptions, Partial, TransferMode, TransferSummary,
+    AutoChoice, AutoTransport, Client, ClientOptions, Partial, TransferMode, TransferSummary,
 };
 use drsftp_io::data::Progress;
 use drsftp_tune::BufferPolicy;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
 
+use self::json::Timing;
 use super::units_arg;
 use crate::url::{parse_endpoint, Endpoint, FtpUrl};
 
 mod job;
+mod json;
 mod third_party;
 
 #[derive(clap::Args, Debug)]
@@ -214,16 +215,19 @@ impl Plan {
     }
 }
 
+/// The file name a remote source gives its destination; an error if `url` names a directory.
+fn file_name(url: &FtpUrl) -> Result<String> {
+    let name = url
+        .file_name()
+        .filter(|_| !url.is_dir_like())
+        .with_context(|| format!("{url} names a directory; give a file URL, or -r for a tree"))?;
+    Ok(name.to_string())
+}
+
 fn plan(src: &str, dst: &str) -> Result<Plan> {
     match (parse_endpoint(src)?, parse_endpoint(dst)?) {
         (Endpoint::Remote(remote), Endpoint::Local(mut local)) => {
-            let name = remote
-                .file_name()
-                .filter(|_| !remote.is_dir_like())
-                .with_context(|| {
-                    format!("{remote} names a directory; give a file URL, or -r for a tree")
-                })?
-                .to_string();
+            let name = file_name(&remote)?;
             if local.is_dir() || dst.ends_with('/') {
                 local.push(name);
             }
@@ -242,13 +246,7 @@ fn plan(src: &str, dst: &str) -> Result<Plan> {
             Ok(Plan::Upload { local, remote })
         }
         (Endpoint::Remote(src), Endpoint::Remote(mut dst)) => {
-            let name = src
-                .file_name()
-                .filter(|_| !src.is_dir_like())
-                .with_context(|| {
-                    format!("{src} names a directory; give a file URL, or -r for a tree")
-                })?
-                .to_string();
+            let name = file_name(&src)?;
             if dst.is_dir_like() {
                 dst = dst.join(&name);
             }
@@ -347,10 +345,7 @@ pub fn run(args: Args) -> Result<()> {
         Ok(p) => p,
         Err(e) => {
             if args.json {
-                println!(
-                    "{}",
-                    json!({"error": format!("{e:#}"), "source": src, "destination": dst})
-                );
+                println!("{}", json::error(&e, &src, &dst));
             }
             return Err(e);
         }
@@ -376,12 +371,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         Err(e) => {
             if args.json {
-                let j = json!({
-                    "error": format!("{e:#}"),
-                    "source": plan.source(),
-                    "destination": plan.destination(),
-                });
-                println!("{j}");
+                println!("{}", json::error(&e, &plan.source(), &plan.destination()));
             }
             Err(e)
         }
@@ -405,22 +395,11 @@ fn section(args: &Args, total: Option<u64>) -> Result<Option<Partial>> {
     Ok(Some(Partial { offset, length }))
 }
 
-/// Seconds spent before and around the transfer proper, for `--json` (`phases`).
-#[derive(Debug, Default)]
-struct Timing {
-    /// Connect, TLS, USER/PASS, FEAT.
-    login: Option<f64>,
-    /// From logged in to the transfer's first command: `-p auto`'s start choice, SIZE, the path profile.
-    prepare: Option<f64>,
-    /// From connect to the transfer done, verified and committed (QUIT and process start not included).
-    total: Option<f64>,
-}
-
 async fn copy(
     plan: &Plan,
     args: &Args,
     mut opts: ClientOptions,
-    auto: &mut Option<drsftp_io::client::AutoChoice>,
+    auto: &mut Option<AutoChoice>,
     timing: &mut Timing,
 ) -> Result<TransferSummary> {
     let url = plan.remote();
@@ -506,13 +485,7 @@ pub(crate) struct Bar {
 impl Bar {
     /// A bar on stderr if `quiet` is false and stderr is a terminal; otherwise nothing is drawn.
     pub(crate) fn start(quiet: bool, total: Option<u64>, progress: Arc<Progress>) -> Bar {
-        if quiet || !std::io::stderr().is_terminal() {
-            return Bar {
-                bar: None,
-                ticker: None,
-            };
-        }
-        let bar = match total {
+        let new = || match total {
             Some(t) => {
                 let b = ProgressBar::new(t);
                 b.set_style(
@@ -534,19 +507,38 @@ impl Bar {
                 b
             }
         };
+        Bar::draw(quiet, new, move |b| {
+            b.set_position(progress.bytes());
+            let streams = progress.streams();
+            if total.is_some_and(|t| progress.bytes() >= t) {
+                b.set_message("verifying");
+            } else if streams > 1 {
+                b.set_message(format!("{streams} streams"));
+            }
+            b.tick();
+        })
+    }
+
+    /// The bar `new` makes, drawn on stderr and brought up to date by `update` every 200 ms until
+    /// [`finish`](Self::finish); nothing (and `new` is not called) if `quiet` or stderr is not a terminal.
+    fn draw(
+        quiet: bool,
+        new: impl FnOnce() -> ProgressBar,
+        mut update: impl FnMut(&ProgressBar) + Send + 'static,
+    ) -> Bar {
+        if quiet || !std::io::stderr().is_terminal() {
+            return Bar {
+                bar: None,
+                ticker: None,
+            };
+        }
+        let bar = new();
         let b = bar.clone();
         let ticker = tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(200));
             loop {
                 tick.tick().await;
-                b.set_position(progress.bytes());
-                let streams = progress.streams();
-                if total.is_some_and(|t| progress.bytes() >= t) {
-                    b.set_message("verifying");
-                } else if streams > 1 {
-                    b.set_message(format!("{streams} streams"));
-                }
-                b.tick();
+                update(&b);
             }
         });
         Bar {
@@ -616,88 +608,11 @@ fn report(
     args: &Args,
     opts: &ClientOptions,
     s: &TransferSummary,
-    auto: Option<&drsftp_io::client::AutoChoice>,
+    auto: Option<&AutoChoice>,
     timing: &Timing,
 ) {
     if args.json {
-        let ph = s.blast.as_ref().map(|b| b.phases).unwrap_or_default();
-        let j = json!({
-            "source": plan.source(),
-            "destination": plan.destination(),
-            "bytes": s.bytes,
-            "resumed_bytes": s.resumed,
-            "seconds": s.seconds,
-            "mbps": s.mbps(),
-            "streams": s.streams,
-            "stripe_bytes": s.stripes,
-            "mode": match plan {
-                Plan::ThirdParty { .. } => "third-party".to_string(),
-                _ => s.mode.letter().to_string(),
-            },
-            "wire_mode": s.mode.letter().to_string(),
-            "transport": s.transport,
-            "transport_choice": s.transport_choice.as_ref().map(|c| json!({
-                "chosen": c.chosen,
-                "reason": c.reason,
-                "tcp_bytes": c.tcp_bytes,
-            })),
-            "setup_seconds": s.setup_seconds,
-            // Where the time went, in order (seconds; null when it does not apply). `transfer` is the command to
-            // the end of data (setup, first datagram, ramp, first pass and tail are parts of it); the blast
-            // phases are the receiver's, so they are known for downloads.
-            "phases": {
-                "login": timing.login,
-                "prepare": timing.prepare,
-                "setup": s.setup_seconds,
-                "first_datagram": ph.first_datagram,
-                "ramp": ph.ramp,
-                "first_pass": ph.first_pass,
-                "final_rate_mbps": ph.final_rate_pps.zip(s.blast.as_ref()).map(|(r, b)| {
-                    r * (b.bytes as f64 / b.packets.max(1) as f64) * 8.0 / 1e6
-                }),
-                "tail": ph.tail,
-                "eod": s.eod_seconds,
-                "transfer": s.seconds,
-                "verify": s.verify_seconds,
-                "total": timing.total,
-            },
-            "duplicates": s.duplicates,
-            "rejected": s.rejected,
-            "blast": s.blast.as_ref().map(|b| json!({
-                "packets": b.packets,
-                "datagrams": b.datagrams,
-                "resent": b.resent,
-                "acks": b.acks,
-                "foreign": b.foreign,
-                "socket_drops": b.socket_drops,
-                "gso": b.gso,
-                "gro": b.gro,
-                "aead": b.aead,
-                "auth_failed": b.rejects.auth_failed,
-                "data_seconds": b.seconds,
-                "resumed_bytes": b.resumed,
-            })),
-            "buffer_policy": opts.buffer.to_string(),
-            "buffer_bytes": s.peak_buffer,
-            "window_peak_bytes": s.peak_window,
-            "verified": s.verified,
-            "checksum": s.checksum.as_ref().map(|(a, h)| format!("{}:{h}", a.to_ascii_lowercase())),
-            "notices": s.notices,
-            "streams_auto": auto.is_some(),
-            "auto_reason": auto.map(|a| a.start.reason.clone()),
-            "auto_rtt_ms": auto.map(|a| a.rtt.as_secs_f64() * 1e3),
-            "auto_peak_streams": drsftp_io::client::peak_and_final(&s.stream_actions).map(|p| p.0),
-            "auto_final_streams": drsftp_io::client::peak_and_final(&s.stream_actions).map(|p| p.1),
-            "auto_actions": s.stream_actions.iter().map(|e| json!({
-                "t_s": e.at.as_secs_f64(),
-                "action": match e.action {
-                    drsftp_tune::StreamAction::Add(k) => format!("add {k}"),
-                    drsftp_tune::StreamAction::Retire(k) => format!("retire {k}"),
-                },
-                "streams": e.streams,
-            })).collect::<Vec<_>>(),
-        });
-        println!("{j}");
+        println!("{}", json::summary(plan, opts, s, auto, timing));
     }
     if !args.quiet {
         for n in &s.notices {

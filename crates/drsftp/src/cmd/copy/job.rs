@@ -3,9 +3,7 @@
 //! progress bar for the whole job, and reports one summary line (or one JSON object with a record per file). Exits
 //! non-zero, listing them, if any file failed.
 
-use std::io::IsTerminal;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use drsftp_io::client::job::plan::{self, SyncMode};
@@ -15,7 +13,7 @@ use drsftp_io::client::job::{
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-use super::{human_bytes, human_rate, options, plan as resolve, Args, Plan};
+use super::{human_bytes, human_rate, options, plan as resolve, Args, Bar, Plan};
 use crate::url::{parse_endpoint, Endpoint, FtpUrl};
 
 /// `--concurrency N|auto`.
@@ -225,7 +223,7 @@ pub(super) fn run(args: Args) -> Result<()> {
         let work = async {
             let job = build(&args, &opts).await?;
             let ends = (job.src_server.clone(), job.dst_server.clone());
-            let bar = JobBar::start(args.quiet, progress.clone());
+            let bar = job_bar(args.quiet, progress.clone());
             let report = drsftp_io::client::job::run(job, &opts, progress.clone()).await;
             bar.finish();
             Ok::<_, anyhow::Error>((report, ends))
@@ -239,10 +237,7 @@ pub(super) fn run(args: Args) -> Result<()> {
         Ok(r) => r,
         Err(e) => {
             if args.json {
-                println!(
-                    "{}",
-                    json!({"error": format!("{e:#}"), "source": src_name, "destination": dst_name})
-                );
+                println!("{}", super::json::error(&e, &src_name, &dst_name));
             }
             return Err(e);
         }
@@ -379,19 +374,8 @@ fn job_json(
 }
 
 /// The job's one progress bar: bytes of the whole job, rate, ETA, and files done/total.
-struct JobBar {
-    bar: Option<ProgressBar>,
-    ticker: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl JobBar {
-    fn start(quiet: bool, p: Arc<JobProgress>) -> JobBar {
-        if quiet || !std::io::stderr().is_terminal() {
-            return JobBar {
-                bar: None,
-                ticker: None,
-            };
-        }
+fn job_bar(quiet: bool, p: Arc<JobProgress>) -> Bar {
+    let new = || {
         let bar = ProgressBar::new(0);
         bar.set_style(
             ProgressStyle::with_template(
@@ -399,39 +383,22 @@ impl JobBar {
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        let b = bar.clone();
-        let ticker = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(200));
-            loop {
-                tick.tick().await;
-                b.set_length(p.bytes_total().max(p.bytes()));
-                b.set_position(p.bytes());
-                let failed = p.files_failed();
-                b.set_message(if failed > 0 {
-                    format!(
-                        "{}/{} files, {failed} failed",
-                        p.files_done(),
-                        p.files_total()
-                    )
-                } else {
-                    format!("{}/{} files", p.files_done(), p.files_total())
-                });
-            }
+        bar
+    };
+    Bar::draw(quiet, new, move |b| {
+        b.set_length(p.bytes_total().max(p.bytes()));
+        b.set_position(p.bytes());
+        let failed = p.files_failed();
+        b.set_message(if failed > 0 {
+            format!(
+                "{}/{} files, {failed} failed",
+                p.files_done(),
+                p.files_total()
+            )
+        } else {
+            format!("{}/{} files", p.files_done(), p.files_total())
         });
-        JobBar {
-            bar: Some(bar),
-            ticker: Some(ticker),
-        }
-    }
-
-    fn finish(self) {
-        if let Some(t) = self.ticker {
-            t.abort();
-        }
-        if let Some(b) = self.bar {
-            b.finish_and_clear();
-        }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -362,6 +362,16 @@ pub fn diagnose(host: &HostFacts, path: Option<PathFacts>) -> Report {
 mod tests {
     use super::*;
 
+    /// A path given on the command line.
+    fn path(rtt_s: f64, rate_bps: f64, loss: Option<f64>) -> PathFacts {
+        PathFacts {
+            rtt_s,
+            rate_bps,
+            rate_source: "flag",
+            loss,
+        }
+    }
+
     fn good() -> HostFacts {
         HostFacts {
             rmem_max: Some(256 << 20),
@@ -391,29 +401,13 @@ mod tests {
             tcp_wmem: Some([4096, 16384, 4 << 20]),
             ..good()
         };
-        let r = diagnose(
-            &small,
-            Some(PathFacts {
-                rtt_s: 0.001,
-                rate_bps: 1e10,
-                rate_source: "flag",
-                loss: None,
-            }),
-        );
+        let r = diagnose(&small, Some(path(0.001, 1e10, None)));
         assert!(
             r.findings.iter().all(|f| f.level < Level::Warn),
             "{:#?}",
             r.findings
         );
-        let r = diagnose(
-            &good(),
-            Some(PathFacts {
-                rtt_s: 0.1,
-                rate_bps: 1e9,
-                rate_source: "flag",
-                loss: None,
-            }),
-        );
+        let r = diagnose(&good(), Some(path(0.1, 1e9, None)));
         assert_eq!(r.bdp_bytes, Some(12_500_000));
         assert!(
             r.findings.iter().all(|f| f.level < Level::Warn),
@@ -431,15 +425,7 @@ mod tests {
             tcp_rmem: Some([4096, 131_072, 6_291_456]),
             ..good()
         };
-        let r = diagnose(
-            &h,
-            Some(PathFacts {
-                rtt_s: 0.1,
-                rate_bps: 1e9,
-                rate_source: "flag",
-                loss: None,
-            }),
-        );
+        let r = diagnose(&h, Some(path(0.1, 1e9, None)));
         let rb = r
             .findings
             .iter()
@@ -458,15 +444,7 @@ mod tests {
             window_scaling: Some(false),
             ..h
         };
-        let r = diagnose(
-            &h,
-            Some(PathFacts {
-                rtt_s: 0.1,
-                rate_bps: 1e9,
-                rate_source: "flag",
-                loss: None,
-            }),
-        );
+        let r = diagnose(&h, Some(path(0.1, 1e9, None)));
         assert_eq!(r.binding, Some("window-scaling"));
         assert!(r.findings.iter().any(|f| f
             .fix
@@ -481,15 +459,7 @@ mod tests {
             filesystem: Some(("/mnt".into(), "nfs4".into())),
             ..good()
         };
-        let r = diagnose(
-            &h,
-            Some(PathFacts {
-                rtt_s: 0.05,
-                rate_bps: 1e9,
-                rate_source: "flag",
-                loss: Some(0.001),
-            }),
-        );
+        let r = diagnose(&h, Some(path(0.05, 1e9, Some(0.001))));
         let cc = r.findings.iter().find(|f| f.topic == "congestion").unwrap();
         assert_eq!(cc.level, Level::Warn);
         assert_eq!(
@@ -529,10 +499,8 @@ mod tests {
         let r = diagnose(
             &h,
             Some(PathFacts {
-                rtt_s: 0.05,
-                rate_bps: 1e9,
                 rate_source: "assumed",
-                loss: None,
+                ..path(0.05, 1e9, None)
             }),
         );
         assert_eq!(r.binding, Some("receive-buffer"));
