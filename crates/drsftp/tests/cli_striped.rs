@@ -10,72 +10,13 @@
 
 mod common;
 
+use common::cluster::{mover, Cluster, MOVER_PASSWORD};
 use common::*;
-use drsftp_testkit::server::drsftp_serve_as;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(120);
-
-/// A frontend with its movers, all serving `root`.
-struct Cluster {
-    front: ServerProcess,
-    movers: Vec<ServerProcess>,
-    root: PathBuf,
-}
-
-/// A mover on `ip` (port 0 picks one) for the frontend on 127.0.0.1.
-fn mover(root: &Path, listen: &str, i: usize) -> ServerProcess {
-    drsftp_serve_as(
-        Command::new(bin()),
-        listen,
-        root,
-        &format!("mover{i}"),
-        &["--mover", "127.0.0.1", "--user", "mover:s3cret"],
-    )
-}
-
-impl Cluster {
-    fn start(dir: &Path, n: usize) -> Cluster {
-        let root = dir.join("root");
-        std::fs::create_dir_all(&root).unwrap();
-        chmod(&root, 0o777);
-        let movers: Vec<ServerProcess> = (0..n)
-            .map(|i| mover(&root, &format!("127.0.0.{}:0", i + 2), i))
-            .collect();
-        let login = dir.join("movers.login");
-        std::fs::write(&login, "mover:s3cret\n").unwrap();
-        chmod(&login, 0o600);
-        let list: Vec<String> = movers.iter().map(|m| m.authority()).collect();
-        let front = drsftp_server(
-            &root,
-            &[
-                "--movers",
-                &list.join(","),
-                "--movers-login",
-                login.to_str().unwrap(),
-                // globus-url-copy names the other session's movers (loopback) and sends no PEER.
-                "--third-party",
-                "all",
-            ],
-        );
-        Cluster {
-            front,
-            movers,
-            root,
-        }
-    }
-
-    fn logs(&self) -> String {
-        let mut s = format!("--- frontend ---\n{}", self.front.log_tail());
-        for (i, m) in self.movers.iter().enumerate() {
-            s.push_str(&format!("\n--- mover {i} ---\n{}", m.log_tail()));
-        }
-        s
-    }
-}
 
 fn guc(args: &[&str]) -> (bool, String, String) {
     run(Command::new("globus-url-copy").args(args), T)
@@ -186,7 +127,7 @@ fn a_mover_serves_only_its_frontend_and_no_anonymous_login() {
     let dir = open_tempdir();
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let m = mover(&root, "127.0.0.2:0", 0);
+    let m = mover(&root, "127.0.0.2:0", 0, &[]);
     // Another host (127.0.0.9 plays it): 421 before any command.
     let mut from_elsewhere = String::new();
     let _ = std::io::Read::read_to_string(
@@ -201,7 +142,9 @@ fn a_mover_serves_only_its_frontend_and_no_anonymous_login() {
     assert!(r.starts_with("530"), "{r}");
     let mut raw = Raw::connect(m.addr);
     assert!(raw.cmd("USER mover").starts_with("331"));
-    assert!(raw.cmd("PASS s3cret").starts_with("230"));
+    assert!(raw
+        .cmd(&format!("PASS {MOVER_PASSWORD}"))
+        .starts_with("230"));
 }
 
 /// A TCP connection to `to` from the loopback address `from`.
@@ -265,13 +208,12 @@ fn a_mover_that_is_down_fails_the_transfer_and_a_rerun_completes_it() {
     let want = random_file(&local, 8 << 20, 25);
     let from = format!("file://{}", local.display());
     let up = c.front.url("/up.bin");
-    let addr = c.movers[1].authority();
-    drop(c.movers.pop());
+    c.kill_mover(1);
     let (ok, o, e) = guc(&["-stripe", "-p", "2", from.as_str(), up.as_str()]);
     assert!(!ok, "succeeded with a mover down: {o}");
     assert!(e.contains("45") || e.contains("42"), "{e}");
     assert!(!c.root.join("up.bin").exists());
-    c.movers.push(mover(&c.root, &addr, 1));
+    c.restart_mover(1);
     let (ok, o, e) = guc(&["-stripe", "-p", "2", from.as_str(), up.as_str()]);
     assert!(ok, "rerun: {o} {e}\n{}", c.logs());
     assert_eq!(sha256_file(&c.root.join("up.bin")), want);

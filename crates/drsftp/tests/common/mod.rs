@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod cluster;
+
 pub use drsftp_testkit::data::{chmod, random_file, sha256, sha256_file};
 pub use drsftp_testkit::globus::{self, have};
 pub use drsftp_testkit::server::{drsftp_serve, printed_addr, ServerProcess};
@@ -275,4 +277,24 @@ pub fn cut_midway(
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `drsftp passwd FILE NAME extra...` with the password on stdin (never argv); success and stderr.
+pub fn passwd(file: &Path, name: &str, extra: &[&str], password: &str) -> (bool, String) {
+    let mut child = Command::new(bin())
+        .arg("passwd")
+        .arg(file)
+        .arg(name)
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn drsftp passwd");
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

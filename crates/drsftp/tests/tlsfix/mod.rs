@@ -170,3 +170,69 @@ FTPServer(("127.0.0.1", int(port)), Handler).serve_forever()
     assert!(up, "pyftpdlib did not start: {}", srv.log_text());
     Some(srv)
 }
+
+/// A tcpdump capture of every TCP packet on loopback into a file, for the tests that look for cleartext on the
+/// wire. Stopped by its own PID (SIGINT flushes the file).
+pub struct Capture {
+    child: std::process::Child,
+    pcap: PathBuf,
+}
+
+impl Capture {
+    /// Starts capturing into `pcap`; `None` (with a printed reason) unless root with tcpdump installed.
+    pub fn start(test: &str, pcap: &Path) -> Option<Capture> {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        if !root {
+            eprintln!("SKIPPED {test}: the capture needs root for tcpdump");
+            return None;
+        }
+        if !crate::common::have("tcpdump", test) {
+            return None;
+        }
+        // The whole interface, only for the test's duration; -U writes each packet at once.
+        let mut child = Command::new("tcpdump")
+            .args(["-i", "lo", "-U", "-s", "0", "-w"])
+            .arg(pcap)
+            .arg("tcp")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tcpdump");
+        // tcpdump prints "listening on lo" once the capture is open.
+        use std::io::{BufRead, BufReader};
+        let mut line = String::new();
+        let mut r = BufReader::new(child.stderr.take().expect("stderr"));
+        let _ = r.read_line(&mut line);
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while r.read_line(&mut sink).unwrap_or(0) > 0 {}
+        });
+        Some(Capture {
+            child,
+            pcap: pcap.to_path_buf(),
+        })
+    }
+
+    /// Stops the capture and returns the file's bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        std::fs::read(&self.pcap).expect("capture file")
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        // A panicking test: the capture must not outlive it.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
