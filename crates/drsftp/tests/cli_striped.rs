@@ -127,7 +127,7 @@ fn a_mover_serves_only_its_frontend_and_no_anonymous_login() {
     let dir = open_tempdir();
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let m = mover(&root, "127.0.0.2:0", 0, &[]);
+    let m = mover(&root, "127.0.0.2:0", 0, MOVER_PASSWORD, &[]);
     // Another host (127.0.0.9 plays it): 421 before any command.
     let mut from_elsewhere = String::new();
     let _ = std::io::Read::read_to_string(

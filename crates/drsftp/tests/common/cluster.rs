@@ -9,7 +9,7 @@ use std::process::Command;
 use super::{bin, chmod, drsftp_server, ServerProcess};
 use drsftp_testkit::server::drsftp_serve_as;
 
-/// The mover account's password (a capture test looks for it on the wire).
+/// The mover account's password of a lone [`mover`].
 pub const MOVER_PASSWORD: &str = "Mv-s3cret-4b9e-n0-leak";
 
 /// A frontend with its movers, all serving `root`.
@@ -17,12 +17,15 @@ pub struct Cluster {
     pub front: ServerProcess,
     pub movers: Vec<ServerProcess>,
     pub root: PathBuf,
+    /// The mover account's password, unique to this cluster (a capture test looks for it on the wire while
+    /// other clusters log in in cleartext).
+    pub mover_password: String,
     mover_extra: Vec<String>,
 }
 
 /// A mover on `listen` (port 0 picks one) for the frontend on 127.0.0.1.
-pub fn mover(root: &Path, listen: &str, i: usize, extra: &[String]) -> ServerProcess {
-    let login = format!("mover:{MOVER_PASSWORD}");
+pub fn mover(root: &Path, listen: &str, i: usize, password: &str, extra: &[String]) -> ServerProcess {
+    let login = format!("mover:{password}");
     let mut args = vec!["--mover", "127.0.0.1", "--user", login.as_str()];
     args.extend(extra.iter().map(String::as_str));
     drsftp_serve_as(
@@ -46,11 +49,18 @@ impl Cluster {
         std::fs::create_dir_all(&root).unwrap();
         chmod(&root, 0o777);
         let mover_extra: Vec<String> = mover_extra.iter().map(|s| s.to_string()).collect();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mover_password = format!("Mv-{}-{nanos}-n0-leak", std::process::id());
         let movers: Vec<ServerProcess> = (0..n)
-            .map(|i| mover(&root, &format!("127.0.0.{}:0", i + 2), i, &mover_extra))
+            .map(|i| {
+                let listen = format!("127.0.0.{}:0", i + 2);
+                mover(&root, &listen, i, &mover_password, &mover_extra)
+            })
             .collect();
         let login = dir.join("movers.login");
-        std::fs::write(&login, format!("mover:{MOVER_PASSWORD}\n")).unwrap();
+        std::fs::write(&login, format!("mover:{mover_password}\n")).unwrap();
         chmod(&login, 0o600);
         let list: Vec<String> = movers.iter().map(|m| m.authority()).collect();
         let list = list.join(",");
@@ -66,6 +76,7 @@ impl Cluster {
             front,
             movers,
             root,
+            mover_password,
             mover_extra,
         }
     }
@@ -89,7 +100,13 @@ impl Cluster {
     /// A new mover `i` on the address the old one had.
     pub fn restart_mover(&mut self, i: usize) {
         let addr = self.movers[i].authority();
-        self.movers[i] = mover(&self.root, &addr, i, &self.mover_extra);
+        self.movers[i] = mover(
+            &self.root,
+            &addr,
+            i,
+            &self.mover_password,
+            &self.mover_extra,
+        );
     }
 
     /// The frontend's and every mover's log tail, for failure messages.
