@@ -159,11 +159,7 @@ fn a_mover_killed_mid_upload_fails_it_clearly_and_a_rerun_completes() {
     }
     for (tool, args) in tools {
         let _ = std::fs::remove_file(root.join("up.bin"));
-        let program = if tool == "drsftp" {
-            bin()
-        } else {
-            tool.into()
-        };
+        let program = if tool == "drsftp" { bin() } else { tool.into() };
         let (ok, said, took) = kill_mover_midway(
             &mut c,
             1,
@@ -220,7 +216,10 @@ fn a_mover_killed_mid_download_fails_it_clearly_and_the_rerun_resumes() {
     assert!(took < FAIL_WITHIN, "ended {took:?} after the kill");
     assert_failed_clearly(&c, "drsftp", &said);
     assert!(!dst.exists(), "a download that failed left a file");
-    assert!(part.exists() && ck.exists(), "part file and checkpoint kept");
+    assert!(
+        part.exists() && ck.exists(),
+        "part file and checkpoint kept"
+    );
     let held = checkpoint_of(&ck);
     assert!(held > 0, "the checkpoint holds nothing");
     c.restart_mover(1);
@@ -275,20 +274,17 @@ fn prot_p_through_a_frontend_is_tls_from_client_to_mover() {
     let pki = tlsfix::make(dir.path());
     let front_args = tlsfix::serve_args(&pki, true);
     let front_args: Vec<&str> = front_args.iter().map(String::as_str).collect();
-    let (cert, key) = (pki.cert.display().to_string(), pki.key.display().to_string());
+    let (cert, key) = (
+        pki.cert.display().to_string(),
+        pki.key.display().to_string(),
+    );
     // The movers hold the frontend's certificate and refuse cleartext too: the frontend's own logins to them
     // must be TLS.
     let c = Cluster::with(
         dir.path(),
         2,
         &front_args,
-        &[
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-            "--tls-required",
-        ],
+        &["--tls-cert", &cert, "--tls-key", &key, "--tls-required"],
     );
     const MARKER: &str = "DRSFTP-MARKER-91d3-striped-plaintext";
     let mut body = Vec::new();
@@ -396,19 +392,8 @@ fn users_roots_confine_striped_transfers() {
         let (ok, e) = passwd(&users, name, extra, PW);
         assert!(ok, "passwd {name}: {e}");
     }
-    let c = Cluster::with(
-        dir.path(),
-        2,
-        &["--users", users.to_str().unwrap()],
-        &[],
-    );
-    let url = |user: &str, p: &str| {
-        format!(
-            "ftp://{user}:{}@{}{p}",
-            PW,
-            c.front.authority()
-        )
-    };
+    let c = Cluster::with(dir.path(), 2, &["--users", users.to_str().unwrap()], &[]);
+    let url = |user: &str, p: &str| format!("ftp://{user}:{}@{}{p}", PW, c.front.authority());
     let copy = |from: &str, to: &str| drsftp(&["copy", "--json", "-p", "4", from, to]);
     let striped = |r: (bool, String, String), what: &str| {
         assert!(r.0, "{what}: {} {}\n{}", r.1, r.2, c.logs());
@@ -424,7 +409,10 @@ fn users_roots_confine_striped_transfers() {
             &format!("{user} up"),
         );
         assert_eq!(sha256_file(&root.join(user).join("in.bin")), want[i]);
-        assert!(!root.join("in.bin").exists(), "{user}: landed in the top root");
+        assert!(
+            !root.join("in.bin").exists(),
+            "{user}: landed in the top root"
+        );
     }
     // The reader shares alice's root.
     for (user, i) in [("alice", 0), ("bob", 1), ("reader", 0)] {
@@ -465,6 +453,12 @@ fn users_roots_confine_striped_transfers() {
         assert!(r.starts_with("55"), "{cmd} {path}: {r}\n{}", c.logs());
     }
     assert!(!root.join("bob/evil.bin").exists());
-    assert_eq!(std::fs::read(root.join("bob/secret.bin")).unwrap(), b"bob's only");
-    assert_eq!(names_with(&root.join("bob"), "drsftp-stripe"), Vec::<String>::new());
+    assert_eq!(
+        std::fs::read(root.join("bob/secret.bin")).unwrap(),
+        b"bob's only"
+    );
+    assert_eq!(
+        names_with(&root.join("bob"), "drsftp-stripe"),
+        Vec::<String>::new()
+    );
 }

@@ -337,7 +337,10 @@ fn mover_path(root: &str, path: &str) -> Result<String, TransferResult> {
         });
     }
     let p = drsftp_storage::normalize_virtual(path);
-    Ok(drsftp_storage::join_virtual(root, p.trim_start_matches('/')))
+    Ok(drsftp_storage::join_virtual(
+        root,
+        p.trim_start_matches('/'),
+    ))
 }
 
 /// Resolves `path` (or, for a receive, its directory) in the user's own tree before any mover is asked: a path
@@ -533,7 +536,9 @@ async fn run(
         });
     }
     let (user_path, receive) = match &plan.payload {
-        Payload::SendFile { path, .. } | Payload::SendListing { path, .. } => (path.as_str(), false),
+        Payload::SendFile { path, .. } | Payload::SendListing { path, .. } => {
+            (path.as_str(), false)
+        }
         Payload::RecvFile { path, .. } => (path.as_str(), true),
         Payload::SendBytes(_) => ("/", false),
     };

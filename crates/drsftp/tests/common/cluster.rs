@@ -24,7 +24,13 @@ pub struct Cluster {
 }
 
 /// A mover on `listen` (port 0 picks one) for the frontend on 127.0.0.1.
-pub fn mover(root: &Path, listen: &str, i: usize, password: &str, extra: &[String]) -> ServerProcess {
+pub fn mover(
+    root: &Path,
+    listen: &str,
+    i: usize,
+    password: &str,
+    extra: &[String],
+) -> ServerProcess {
     let login = format!("mover:{password}");
     let mut args = vec!["--mover", "127.0.0.1", "--user", login.as_str()];
     args.extend(extra.iter().map(String::as_str));
