@@ -7,7 +7,10 @@
 #   dl-srv-kill   download -p 2, server SIGKILLed at ~1/4 and restarted on the same port, rerun
 #   dl-link-cut   download -p 2, the path cut for 5 s (blackhole routes on both hosts) at ~1/4
 #   dl-disk-full  download into an 8 MiB tmpfs (private mount namespace): must fail, leaving no file
-#   up-kill       upload -p 2, client SIGKILLed after 1 s, rerun (uploads do not resume yet: sent again)
+#   up-kill       upload -p 2, client SIGKILLed after 1 s, rerun (resumes from the server's kept partial)
+#   up-kill-g     upload -p 2 to globus-gridftp-server (h1), client SIGKILLed at ~1/4, rerun (resumes from the
+#                 111 restart markers the client kept plus the bytes past them that CKSM confirms); "again" is
+#                 the length of Globus's file after the kill minus what the rerun did not send
 #   tree-delete   copy -r of 8 files, one deleted on the source mid-job: that file fails, the rest verify
 #   3p-kill       third-party copy h1 -> h2 server, client SIGKILLed after 1 s, rerun
 # For the resumed downloads, "again" is what the killed run had written (4 KiB chunks of the part file equal to
@@ -58,6 +61,15 @@ serve() { # serve NS ADDR PORT ROOT LOGNAME -> SRV
   exit 1
 }
 serve "$NS1" "$A1" "$PORT1" "$WORK/root" s1; S1=$SRV
+# globus-gridftp-server (anonymous as nobody) looks its own name up: a private /etc/hosts in its mount namespace.
+GSRV=$(command -v globus-gridftp-server || echo /usr/sbin/globus-gridftp-server)
+PORT3=$((PORT1 + 2))
+chmod 755 "$WORK"; mkdir -p "$WORK/groot" "$WORK/state"; chmod 777 "$WORK/groot"
+printf '127.0.0.1 localhost %s\n%s h1\n' "$(hostname)" "$A1" >"$WORK/hosts"
+ip netns exec "$NS1" unshare -m sh -c "mount --bind $WORK/hosts /etc/hosts && exec $GSRV -aa -anonymous-user nobody \
+  -p $PORT3 -control-interface $A1 -data-interface $A1 -home-dir / -l $WORK/globus.log" </dev/null >/dev/null 2>&1 &
+PIDS+=("$!")
+for _ in $(seq 100); do ip netns exec "$NS2" bash -c "exec 3<>/dev/tcp/$A1/$PORT3" 2>/dev/null && break; sleep 0.1; done
 mkdir -p "$WORK/root2"
 serve "$NS2" "$A2" "$PORT2" "$WORK/root2" s2
 URL=ftp://$A1:$PORT1
@@ -166,8 +178,25 @@ for r in $(seq "$ROUNDS"); do
   looks=no; [ -e "$WORK/root/up-$r.bin" ] && looks=yes
   out=$(copy --json -p 2 "$WORK/root/src.bin" "$URL/up-$r.bin" 2>/dev/null) || true
   v=$(verify "$WORK/root/up-$r.bin" "$SUM"); [ "$looks" = yes ] && v=BAD
-  row "$r" up-kill "$v" "$SIZE" 0 "$(echo "$out" | json bytes)" $((SIZE / 100 + 2 * 262144)) no "uploads restart from zero"
+  res=$(echo "$out" | json resumed_bytes); within=no; [ "$res" -gt 0 ] && within=yes
+  row "$r" up-kill "$v" "$SIZE" "$res" - - "$within" "resumed from the kept partial (SITE PARTIAL)"
   rm -f "$WORK/root/up-$r.bin"
+
+  # Upload to Globus killed at ~1/4, rerun: resumes from the client's restart-marker record.
+  g="$WORK/groot/up-$r.bin"; gurl="ftp://$A1:$PORT3$g"
+  XDG_STATE_HOME=$WORK/state ip netns exec "$NS2" "$D" copy -q -p 2 --retries 0 "$WORK/root/src.bin" "$gurl" \
+    >/dev/null 2>&1 &
+  c=$!; PIDS+=("$c")
+  for _ in $(seq 3000); do [ -f "$g" ] && [ "$(stat -c %s "$g")" -ge $((SIZE / 4)) ] && break; kill -0 "$c" 2>/dev/null || break; sleep 0.01; done
+  kill -9 "$c" 2>/dev/null || true; wait "$c" 2>/dev/null || true
+  sleep 0.5
+  gheld=$(stat -c %s "$g" 2>/dev/null || echo 0)
+  out=$(XDG_STATE_HOME=$WORK/state copy --json -p 2 "$WORK/root/src.bin" "$gurl" 2>"$WORK/err.txt") || true
+  res=$(echo "$out" | json resumed_bytes); again=$((gheld - res)); bound=$((SIZE / 100 + 2 * 262144))
+  within=no; [ "$res" -gt 0 ] && [ "$again" -le "$bound" ] && within=yes
+  v=$(verify "$g" "$SUM")
+  row "$r" up-kill-g "$v" "$SIZE" "$res" "$again" "$bound" "$within" "Globus held $gheld after the kill"
+  rm -f "$g"
 
   # A file deleted on the source mid-job.
   rm -rf "$WORK/tree"; cp -r "$WORK/root/t" "$WORK/root/t$r"

@@ -1,7 +1,7 @@
 //! drsftp-bench: the benchmark harnesses of drsftp, kept out of the product binary. One module per subcommand
-//! (`drs`, `gridftp`, `sweep`, `blast`, `lab`, `tls`, `doctor`); `record` writes the run folders of `--record` and
-//! of the bench/*.sh drivers. Every harness but `record` and `tls` without `--lab` needs root (it builds a WAN lab of
-//! network namespaces).
+//! (`drs`, `gridftp`, `sweep`, `blast`, `lab`, `tls`, `doctor`, `loopback`, `stripes`); `record` writes the run
+//! folders of `--record` and of the bench/*.sh drivers. Every harness but `record`, `loopback` and `tls` without
+//! `--lab` needs root (it builds a WAN lab of network namespaces).
 
 #![forbid(unsafe_code)]
 
@@ -11,7 +11,10 @@ mod doctor;
 mod drs;
 mod gridftp;
 mod lab;
+mod loopback;
 mod record;
+mod scratch;
+mod stripes;
 mod sweep;
 mod tls;
 
@@ -62,6 +65,13 @@ enum Command {
     /// Issue 21's "done when": `drsftp doctor` on a lab path with small tcp_rmem/tcp_wmem names the limit, and
     /// its sysctl lines, run in both hosts, raise `drsftp copy --buffer kernel` (before/after pairs, lab `ops`).
     Doctor(doctor::Args),
+    /// File to file on loopback against iperf3 memory to memory, in one run: drsftp -p 1/-p 4, globus-url-copy
+    /// -p 1/-p 4 and iperf3 -P 1/-P 4 interleaved; rates, ratios to iperf3, CPU s/GiB and RSS peak/mean of both ends.
+    Loopback(loopback::Args),
+    /// Striped third-party copies between two clusters on a shared-core lab (issue 23): drsftp frontend + movers
+    /// against Globus frontend + data nodes for each --stripes count, with the lab's iperf3 ceiling; rates,
+    /// ratios, movers' memory and CPU.
+    Stripes(stripes::Args),
     /// The lab itself: RTT/rate/loss accuracy, forwarder ceiling and the 100 Mbit/s · 100 ms iperf3 baselines.
     Lab(lab::Args),
     /// Write a run folder for a run made elsewhere (the bench/*.sh drivers): command.txt (the command after --),
@@ -143,8 +153,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sweep(a) => harness("sweep", &|r| sweep::run(a, r)),
         Command::Blast(a) => harness(&format!("blast-{}", a.only), &|r| blast::run(a, r)),
         Command::Lab(a) => harness("lab", &|r| lab::run(a, r)),
+        Command::Stripes(a) => harness("stripes", &|r| stripes::run(a, r)),
         Command::Doctor(a) => harness("doctor", &|r| doctor::run(a, r)),
         Command::Tls(a) => harness("tls", &|r| tls::run(a, r)),
+        Command::Loopback(a) => harness("loopback-eff", &|r| loopback::run(a, r)),
         Command::Record(a) => {
             let report = std::fs::read_to_string(&a.report)
                 .with_context(|| format!("reading {}", a.report.display()))?;

@@ -10,15 +10,16 @@
 //! (the lab and server of `blast --only aead`, [`crate::blast::Bench`]), the file is sparse and the copy skips
 //! the checksum: there the path, not the CPU, should set the rate.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
 use crate::blast_aead::cpu;
 use crate::record::{Md, RunDir};
+use crate::scratch::{make_file, watch_until_exit, Scratch, Server};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -73,50 +74,10 @@ impl Sample {
     }
 }
 
-/// The server process; killed (by its pid) when dropped, also on failure.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A scratch directory removed when dropped (holds two copies of a multi-GiB file).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn rss_kib(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Writes `size` bytes of xorshift noise (incompressible, fast) to `path`.
-fn make_file(path: &Path, size: u64) -> Result<()> {
-    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        for c in buf.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            c.copy_from_slice(&x.to_le_bytes());
-        }
-        let n = left.min(buf.len() as u64) as usize;
-        f.write_all(&buf[..n])?;
-        left -= n as u64;
-    }
-    f.flush()?;
-    Ok(())
 }
 
 pub fn run(a: &Args, rec: Option<&RunDir>) -> Result<()> {
@@ -282,26 +243,8 @@ fn measure(mut cmd: Command, server: u32, tls: bool, streams: u32, run: usize) -
         .spawn()
         .context("spawning drsftp copy")?;
     let pid = c.id();
-    let (mut cs, mut ss) = (vec![], vec![]);
-    let mut client_cpu = 0.0;
-    loop {
-        // An exited copy is a zombie until it is reaped and keeps its final CPU times; read them first.
-        match cpu(pid) {
-            Some((t, 'Z' | 'X')) => {
-                client_cpu = t;
-                break;
-            }
-            Some((t, _)) => client_cpu = t,
-            None => break,
-        }
-        if let Some(v) = rss_kib(pid) {
-            cs.push(v);
-        }
-        if let Some(v) = rss_kib(server) {
-            ss.push(v);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let w = watch_until_exit(pid, || rss_kib(pid), || rss_kib(server));
+    let (cs, ss, client_cpu) = (w.client_rss, w.server_rss, w.client_cpu);
     let status = c.wait()?;
     let server_cpu = cpu(server).map_or(0.0, |c| c.0) - s0;
     let seconds = t.elapsed().as_secs_f64();

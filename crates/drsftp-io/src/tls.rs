@@ -22,6 +22,11 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+mod records;
+#[cfg(test)]
+pub(crate) mod records_tests;
+pub use records::Records;
+
 /// TLS set-up errors (bad PEM files, an unusable fingerprint, a server name rustls cannot check).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -126,6 +131,8 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
     // server: 8 on the control connection let a `-p 8` MODE E transfer resume on every stream. Streams beyond
     // that make full handshakes, concurrently, so they cost CPU (~0.2 ms each) rather than round trips.
     cfg.send_tls13_tickets = 8;
+    // Data connections hand their keys to our own record layer ([`Records`]) after the handshake.
+    cfg.enable_secret_extraction = true;
     Ok(Arc::new(cfg))
 }
 
@@ -247,7 +254,7 @@ impl ServerCertVerifier for Pinned {
 pub fn client_config(trust: &Trust) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?;
-    let cfg = match trust {
+    let mut cfg = match trust {
         Trust::SystemRoots => {
             let roots = rustls::RootCertStore {
                 roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
@@ -269,6 +276,8 @@ pub fn client_config(trust: &Trust) -> Result<Arc<rustls::ClientConfig>, TlsErro
             }))
             .with_no_client_auth(),
     };
+    // Data connections hand their keys to our own record layer ([`Records`]) after the handshake.
+    cfg.enable_secret_extraction = true;
     Ok(Arc::new(cfg))
 }
 
@@ -320,6 +329,17 @@ impl TlsClient {
         conn.set_buffer_limit(Some(SEND_LIMIT));
         Ok(MaybeTls::Tls(Box::new(tokio_rustls::TlsStream::Client(s))))
     }
+
+    /// The client handshake of a data connection, which then runs on [`Records`].
+    pub async fn connect_data(&self, sock: TcpStream) -> io::Result<MaybeTls> {
+        let r = bounded(Records::connect(
+            self.config.clone(),
+            self.name.clone(),
+            sock,
+        ))
+        .await?;
+        Ok(MaybeTls::Records(Box::new(r)))
+    }
 }
 
 /// Runs the server handshake on `sock`.
@@ -354,7 +374,8 @@ pub(crate) async fn protect_server(
     // client never reads make its close an RST that can overtake the last data (curl, ftplib).
     let mut data_cfg = (**cfg).clone();
     data_cfg.send_tls13_tickets = 0;
-    Ok(accept(&Arc::new(data_cfg), sock).await?)
+    let r = bounded(Records::accept(Arc::new(data_cfg), sock)).await?;
+    Ok(MaybeTls::Records(Box::new(r)))
 }
 
 /// A server's side of a data connection: the TLS client when `SSCN ON` put a client configuration in `opts`
@@ -365,7 +386,7 @@ pub(crate) async fn protect_data(
     opts: &crate::data::DataOpts,
 ) -> Result<MaybeTls, crate::data::DataError> {
     match (&opts.tls_client, protect) {
-        (Some(c), true) => Ok(c.connect(sock).await?),
+        (Some(c), true) => Ok(c.connect_data(sock).await?),
         _ => protect_server(sock, protect, opts).await,
     }
 }
@@ -378,7 +399,7 @@ pub(crate) async fn protect_client(
 ) -> Result<MaybeTls, crate::data::DataError> {
     match &opts.tls_client {
         None => Ok(MaybeTls::Plain(sock)),
-        Some(c) => Ok(c.connect(sock).await?),
+        Some(c) => Ok(c.connect_data(sock).await?),
     }
 }
 
@@ -434,8 +455,10 @@ async fn all_of(
 pub enum MaybeTls {
     /// Cleartext.
     Plain(TcpStream),
-    /// TLS, client or server side.
+    /// TLS through rustls' buffered API, client or server side (control connections).
     Tls(Box<tokio_rustls::TlsStream<Wire>>),
+    /// TLS with our own record layer (data connections).
+    Records(Box<Records>),
 }
 
 impl From<TcpStream> for MaybeTls {
@@ -450,6 +473,7 @@ impl MaybeTls {
         match self {
             MaybeTls::Plain(s) => s,
             MaybeTls::Tls(t) => t.get_ref().0.get_ref(),
+            MaybeTls::Records(r) => r.tcp(),
         }
     }
 
@@ -461,16 +485,18 @@ impl MaybeTls {
                 let certs = t.get_ref().1.peer_certificates()?;
                 certs.first().map(|c| fingerprint(c))
             }
+            MaybeTls::Records(r) => r.peer_fingerprint(),
         }
     }
 
     /// Whether the connection is TLS.
     pub fn is_tls(&self) -> bool {
-        matches!(self, MaybeTls::Tls(_))
+        !matches!(self, MaybeTls::Plain(_))
     }
 
     /// RFC 5705 / RFC 8446 §7.5 keying material from this TLS session (both ends derive the same bytes);
-    /// `None` on a cleartext connection or if the exporter refuses (no handshake completed).
+    /// `None` on a cleartext connection or if the exporter refuses (no handshake completed), and on data
+    /// connections ([`MaybeTls::Records`]: rustls gave their session away; only control connections export).
     pub fn export_keying_material<const N: usize>(
         &self,
         label: &[u8],
@@ -547,7 +573,7 @@ impl MaybeTls {
     pub fn into_plain(self) -> Option<TcpStream> {
         match self {
             MaybeTls::Plain(s) => Some(s),
-            MaybeTls::Tls(_) => None,
+            MaybeTls::Tls(_) | MaybeTls::Records(_) => None,
         }
     }
 }
@@ -561,6 +587,7 @@ impl AsyncRead for MaybeTls {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            MaybeTls::Records(r) => Pin::new(r.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -574,6 +601,7 @@ impl AsyncWrite for MaybeTls {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            MaybeTls::Records(r) => Pin::new(r.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -581,6 +609,7 @@ impl AsyncWrite for MaybeTls {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            MaybeTls::Records(r) => Pin::new(r.as_mut()).poll_flush(cx),
         }
     }
 
@@ -588,6 +617,7 @@ impl AsyncWrite for MaybeTls {
         match self.get_mut() {
             MaybeTls::Plain(s) => Pin::new(s).poll_shutdown(cx),
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            MaybeTls::Records(r) => Pin::new(r.as_mut()).poll_shutdown(cx),
         }
     }
 }

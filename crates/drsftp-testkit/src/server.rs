@@ -64,7 +64,12 @@ impl ServerProcess {
 
     /// Waits (up to 3 s) until no process has this server as its parent.
     pub fn settle(&self) {
-        let deadline = Instant::now() + Duration::from_secs(3);
+        self.settle_for(Duration::from_secs(3));
+    }
+
+    /// Waits up to `limit` until no process has this server as its parent (Globus's session processes ended).
+    pub fn settle_for(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
         while has_children(self.child.id()) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }

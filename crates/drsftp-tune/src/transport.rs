@@ -33,6 +33,10 @@ pub struct TransportConfig {
     pub window: Duration,
     /// "No standing queue": the window's mean RTT is at most this multiple of the minimum RTT seen.
     pub queue_ratio: f64,
+    /// A path RTT measured before the data flowed (the control connection's) counts as a minimum at this multiple:
+    /// the receiver's RTT estimate runs a little high, but a transfer that starts into another flow's standing
+    /// queue never sees the empty path at all.
+    pub path_rtt_slack: f64,
     /// Loss marks per segment delivered in the window at least this for the path to count as lossy.
     pub min_loss_fraction: f64,
     /// Random loss is spread out: at least this many sample intervals of the window carry loss marks.
@@ -51,6 +55,7 @@ impl Default for TransportConfig {
             warmup: Duration::from_secs(2),
             window: Duration::from_secs(3),
             queue_ratio: 1.25,
+            path_rtt_slack: 1.1,
             min_loss_fraction: 0.002,
             min_lossy_intervals: 3,
             margin: 0.2,
@@ -137,6 +142,8 @@ pub struct TransportDecider {
     cfg: TransportConfig,
     start: Instant,
     min_rtt: Option<Duration>,
+    /// The path's RTT from before the transfer (see [`TransportConfig::path_rtt_slack`]).
+    path_rtt: Option<Duration>,
     /// Readings of the trailing window (plus the one just before it, the window's base).
     points: Vec<Point>,
     /// Best delivery rate over one sample interval, bytes/s.
@@ -153,6 +160,7 @@ impl TransportDecider {
             cfg,
             start: now,
             min_rtt: None,
+            path_rtt: None,
             points: Vec::new(),
             peak_rate: 0.0,
             link_hint: link_hint_bps
@@ -160,6 +168,13 @@ impl TransportDecider {
                 .map(|r| r / 8.0),
             decided: false,
         }
+    }
+
+    /// The path's round trip measured before the data flowed (the control connection's, at login): the queue
+    /// test then also holds against it, so a transfer that joins a link with a standing queue still sees it.
+    pub fn with_path_rtt(mut self, rtt: Duration) -> Self {
+        self.path_rtt = Some(rtt).filter(|r| !r.is_zero());
+        self
     }
 
     /// A reading taken at `now`. Readings that go backwards (a stream ended) are clamped to the last one.
@@ -249,7 +264,7 @@ impl TransportDecider {
                 "no sign of random loss"
             };
             return Some(Decision::StayTcp(format!(
-                "{why}: {:.2} % of segments marked lost in {lossy_intervals} of {} intervals of the last {span:.1} s",
+                "{why}: {:.2} % of segments arrived out of order in {lossy_intervals} of {} intervals of the last {span:.1} s",
                 loss * 100.0,
                 self.points.len() - 1
             )));
@@ -260,6 +275,9 @@ impl TransportDecider {
             .map(|p| p.r.rtt.as_secs_f64())
             .collect();
         let min = self.min_rtt?.as_secs_f64();
+        let min = self
+            .path_rtt
+            .map_or(min, |p| min.min(p.as_secs_f64() * self.cfg.path_rtt_slack));
         let mean = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
         if rtts.is_empty() || min <= 0.0 || mean > min * self.cfg.queue_ratio {
             return Some(Decision::StayTcp(format!(
@@ -277,7 +295,7 @@ impl TransportDecider {
         let t_tcp = remaining as f64 / tcp_rate;
         let t_blast = self.cfg.switch_cost.as_secs_f64() + remaining as f64 / blast_rate;
         let evidence = if marked {
-            format!("{:.2} % of segments marked lost", loss * 100.0)
+            format!("{:.2} % of segments arrived out of order", loss * 100.0)
         } else {
             format!(
                 "TCP stalled in {silent} of the last {} intervals",

@@ -18,7 +18,21 @@ struct Tick {
 /// `remaining` bytes.
 fn drive(ticks: impl IntoIterator<Item = Tick>, remaining: u64) -> Option<(Duration, Decision)> {
     let t0 = Instant::now();
-    let mut d = TransportDecider::new(t0, TransportConfig::default(), None);
+    drive_with(
+        TransportDecider::new(t0, TransportConfig::default(), None),
+        t0,
+        ticks,
+        remaining,
+    )
+}
+
+/// [`drive`] with a decider made by the caller at `t0`.
+fn drive_with(
+    mut d: TransportDecider,
+    t0: Instant,
+    ticks: impl IntoIterator<Item = Tick>,
+    remaining: u64,
+) -> Option<(Duration, Decision)> {
     let mut r = PathReading::default();
     let mut now = t0;
     d.handle_reading(now, r);
@@ -79,6 +93,41 @@ fn loss_with_a_standing_queue_is_congestion_and_stays() {
     let (_, d) = drive(ticks, 1 << 30).expect("a decision");
     assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
     assert!(d.reason().contains("standing queue"), "{d:?}");
+}
+
+#[test]
+fn joining_a_standing_queue_is_congestion_too() {
+    // Started while another flow already held a queue: the data RTT never drops below 28 ms on a 20 ms path (the
+    // control connection's RTT, measured at login), and overflow loss marks spread over most intervals.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: if k % 4 == 0 { FULL / 2 } else { FULL / 4 },
+        marks: if k % 3 == 0 { 0 } else { 30 },
+        rtt_ms: 28 + (k % 12),
+    });
+    let t0 = Instant::now();
+    let d = TransportDecider::new(t0, TransportConfig::default(), None);
+    let (_, blind) = drive_with(d, t0, ticks.clone(), 1 << 30).expect("a decision");
+    assert!(matches!(blind, Decision::SwitchToBlast(_)), "{blind:?}");
+    let d = TransportDecider::new(t0, TransportConfig::default(), None)
+        .with_path_rtt(Duration::from_millis(21));
+    let (_, seen) = drive_with(d, t0, ticks, 1 << 30).expect("a decision");
+    assert!(matches!(seen, Decision::StayTcp(_)), "{seen:?}");
+    assert!(seen.reason().contains("standing queue"), "{seen:?}");
+}
+
+#[test]
+fn a_path_rtt_leaves_random_loss_alone() {
+    // The receiver's RTT runs ~10 % above the control connection's on a clean lossy path: still random loss.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: if k % 4 == 0 { FULL / 3 } else { FULL / 10 },
+        marks: 40,
+        rtt_ms: 55 + (k % 3),
+    });
+    let t0 = Instant::now();
+    let d = TransportDecider::new(t0, TransportConfig::default(), None)
+        .with_path_rtt(Duration::from_millis(50));
+    let (_, d) = drive_with(d, t0, ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::SwitchToBlast(_)), "{d:?}");
 }
 
 #[test]

@@ -3,10 +3,13 @@
 //! is first checked with globus-url-copy `-stripe` (its SPAS names both data nodes, SPOR goes to the source with
 //! both); then drsftp downloads and uploads over both data nodes (each stripe carries bytes, SHA-256 compared),
 //! and copies third-party between two striped endpoints with SPAS on the destination and SPOR naming all its
-//! nodes on the source. Skipped with a printed reason when Globus is not installed.
+//! nodes on the source; and third-party between a Globus cluster and a drsftp cluster (frontend + 2 movers), both
+//! directions, driven by `drsftp copy` and by globus-url-copy `-stripe`. Skipped with a printed reason when Globus
+//! is not installed.
 
 mod common;
 
+use common::cluster::Cluster;
 use common::*;
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -180,4 +183,94 @@ fn third_party_between_two_striped_globus_endpoints() {
     );
     assert!(err.contains("-> SPOR 127,0,0,"), "{err}");
     assert_eq!(sha256_file(&dir_a.path().join("back.bin")), want);
+}
+
+/// The addresses of the SPOR command a `-dbg` globus-url-copy (line `SPOR ...`) or a debug-logging `drsftp copy`
+/// (`-> SPOR ...`) sent.
+fn spor_hosts(log: &str) -> Vec<String> {
+    log.lines()
+        .find_map(|l| {
+            l.strip_prefix("SPOR ")
+                .or_else(|| l.split("-> SPOR ").nth(1))
+        })
+        .unwrap_or_else(|| panic!("no SPOR sent: {log}"))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn third_party_between_a_globus_cluster_and_a_drsftp_cluster_both_directions() {
+    const TEST: &str = "third_party_between_a_globus_cluster_and_a_drsftp_cluster_both_directions";
+    if !have(globus::GLOBUS_URL_COPY, TEST) {
+        return;
+    }
+    // Globus data nodes on 127.0.0.4/5; the drsftp cluster's movers on 127.0.0.2/3.
+    let Some((gdir, g)) = striped(TEST, &B) else {
+        return;
+    };
+    let ddir = open_tempdir();
+    let d = Cluster::start(ddir.path(), 2);
+    let logs = || format!("{}\n{}", g.log_tail(), d.logs());
+    let len = 8 * 1024 * 1024 + 11;
+    let want = random_file(&gdir.path().join("src.bin"), len, 4);
+    let drs = |name: &str| d.front.url(&format!("/{name}"));
+
+    // drsftp copy, Globus -> drsftp: SPAS on the drsftp frontend (both movers), SPOR to the Globus frontend.
+    let (j, err) = copy(
+        &["-p", "2", &url(&gdir, &g, "src.bin"), &drs("g2d.bin")],
+        &logs(),
+    );
+    assert_eq!(j["mode"], "third-party", "{j}");
+    assert_stripes(&j, 2, len as u64);
+    let hosts = spor_hosts(&err);
+    assert_eq!(hosts.len(), 2, "{hosts:?}");
+    for ip in ["127,0,0,2,", "127,0,0,3,"] {
+        assert!(hosts.iter().any(|h| h.starts_with(ip)), "{hosts:?}");
+    }
+    assert!(
+        !err.contains("-> PEER"),
+        "no single sender is named for a striped copy: {err}"
+    );
+    assert_eq!(sha256_file(&d.root.join("g2d.bin")), want);
+
+    // drsftp copy, drsftp -> Globus: SPAS on the Globus frontend (both data nodes), SPOR to the drsftp frontend.
+    let (j, err) = copy(
+        &["-p", "2", &drs("g2d.bin"), &url(&gdir, &g, "d2g.bin")],
+        &logs(),
+    );
+    assert_stripes(&j, 2, len as u64);
+    let hosts = spor_hosts(&err);
+    for ip in ["127,0,0,4,", "127,0,0,5,"] {
+        assert!(hosts.iter().any(|h| h.starts_with(ip)), "{hosts:?}");
+    }
+    assert_eq!(sha256_file(&gdir.path().join("d2g.bin")), want);
+
+    // globus-url-copy -stripe, both directions.
+    for (src, dst, file, nodes) in [
+        (
+            url(&gdir, &g, "src.bin"),
+            drs("guc-g2d.bin"),
+            d.root.join("guc-g2d.bin"),
+            ["127,0,0,2,", "127,0,0,3,"],
+        ),
+        (
+            drs("g2d.bin"),
+            url(&gdir, &g, "guc-d2g.bin"),
+            gdir.path().join("guc-d2g.bin"),
+            ["127,0,0,4,", "127,0,0,5,"],
+        ),
+    ] {
+        let (ok, out, err) = run(
+            Command::new("globus-url-copy").args(["-dbg", "-stripe", "-p", "2", &src, &dst]),
+            T,
+        );
+        let dbg = format!("{out}{err}");
+        assert!(ok, "globus-url-copy -stripe {src} {dst}: {dbg}\n{}", logs());
+        let hosts = spor_hosts(&dbg);
+        for ip in nodes {
+            assert!(hosts.iter().any(|h| h.starts_with(ip)), "{src}: {hosts:?}");
+        }
+        assert_eq!(sha256_file(&file), want, "{src} -> {dst}");
+    }
 }

@@ -55,6 +55,7 @@ fn dirs(dir: &Path) -> [PathBuf; 3] {
 /// The summary says `--transport auto` chose `chosen`, for a reason that mentions `why`.
 fn assert_choice(j: &serde_json::Value, chosen: &str, why: &str) {
     let c = &j["transport_choice"];
+    eprintln!("transport_choice: {c}");
     assert_eq!(c["chosen"], chosen, "{j}");
     assert!(c["reason"].as_str().unwrap().contains(why), "{j}");
 }
@@ -198,6 +199,7 @@ fn auto_stays_on_tcp_on_a_clean_shared_path() {
     let (ok2, o2, e2) = other.join().unwrap();
     assert!(ok2, "second shared copy: {o2} {e2}\n{}", logs());
     for (j, dst) in [(json_of(&o), &a), (json_of(&o2), &b)] {
+        eprintln!("shared copy: transport_choice {}", j["transport_choice"]);
         assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
         assert_eq!(j["transport"], "tcp", "{j}");
         assert_eq!(sha256_file(dst), want);

@@ -50,23 +50,7 @@ pub(super) fn make_file(path: &Path, size: u64) -> Result<()> {
     if path.metadata().is_ok_and(|m| m.len() == size) {
         return Ok(());
     }
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ size;
-    let mut chunk = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        for w in chunk.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_le_bytes());
-        }
-        let n = left.min(chunk.len() as u64) as usize;
-        f.write_all(&chunk[..n])?;
-        left -= n as u64;
-    }
-    f.flush()?;
-    Ok(())
+    crate::scratch::make_file(path, size)
 }
 
 /// `drsftp serve` processes in host 2, one per buffer policy; killed (by PID) when dropped.

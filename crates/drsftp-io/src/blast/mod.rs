@@ -53,6 +53,10 @@ pub struct BlastOpts {
     pub max_rate: u64,
     /// Receiver: acknowledge every this many new packets (`None`: the core's default, 64).
     pub ack_every: Option<u32>,
+    /// Sender: pacing rate before the first delivery sample, bit/s on the wire (0: the core's default,
+    /// 10 Mbit/s); clamped to `max_rate`. Client: asked of the server with `OPTS BLAST Start=`. The unacked
+    /// budget still bounds what goes out before the first ack, whatever this says.
+    pub start_rate: u64,
     /// Receiver: longest an ack is held after a packet arrived (`None`: the core's default, 10 ms). A long value
     /// leaves `ack_every` as the only regular trigger, as in FOBS.
     pub max_ack_delay: Option<Duration>,
@@ -89,6 +93,7 @@ impl Default for BlastOpts {
             mtu: 1500,
             max_rate: 0,
             ack_every: None,
+            start_rate: 0,
             max_ack_delay: None,
             ack_chunks: 4,
             port: None,

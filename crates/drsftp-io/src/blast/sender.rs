@@ -39,6 +39,9 @@ pub(super) fn config(opts: &BlastOpts) -> SenderConfig {
         ..SenderConfig::default()
     };
     let r = &mut cfg.rate;
+    if opts.start_rate > 0 {
+        r.initial_rate_bps = opts.start_rate;
+    }
     if opts.max_rate > 0 {
         r.max_rate_bps = opts.max_rate;
         r.initial_rate_bps = r.initial_rate_bps.min(opts.max_rate);

@@ -367,7 +367,21 @@ async fn cancel_stops_the_thread_and_idle_times_out() {
 /// timeout (3 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_port_gets_at_most_the_unacked_budget() {
-    let o = opts_default_idle();
+    silent_port_gets(opts_default_idle()).await;
+}
+
+/// The same with the fastest start a client can ask for (`OPTS BLAST Start=`, issue 22; the server clamps it to
+/// 1 Gbit/s at most): the pacer starts faster, but the unacked budget still stops it at 512 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_port_gets_at_most_the_unacked_budget_at_a_fast_start() {
+    silent_port_gets(BlastOpts {
+        start_rate: 1_000_000_000,
+        ..opts_default_idle()
+    })
+    .await;
+}
+
+async fn silent_port_gets(o: BlastOpts) {
     let s = bind(lo(), 0, &o).unwrap();
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
     sink.set_read_timeout(Some(Duration::from_millis(50)))

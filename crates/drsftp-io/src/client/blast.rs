@@ -326,6 +326,7 @@ pub(crate) fn transport(blast: Option<&BlastOpts>) -> drsftp_proto::client::Tran
             mtu: b.mtu,
             max_rate: b.max_rate,
             ack_every: b.ack_every,
+            start_rate: b.start_rate,
         }),
         None => drsftp_proto::client::Transport::Tcp,
     }

@@ -242,7 +242,7 @@ pub(crate) async fn run(
         }
         None => {
             let decider = match (&start, blast_opts) {
-                (Some(StartChoice::TcpWatched), Some(b)) => Some((b, auto_decider(opts))),
+                (Some(StartChoice::TcpWatched), Some(b)) => Some((b, auto_decider(opts, control))),
                 _ => None,
             };
             let t0 = std::time::Instant::now();
@@ -361,10 +361,15 @@ fn choose(chosen: &'static str, reason: &str) -> TransportChoice {
     }
 }
 
-/// The decider for a download that starts on TCP, with the path profile's rate as its link estimate.
-fn auto_decider(opts: &ClientOptions) -> TransportDecider {
+/// The decider for a download that starts on TCP, with the path profile's rate as its link estimate and the
+/// control connection's fastest round trip (timed before any data flowed) as the path's RTT.
+fn auto_decider(opts: &ClientOptions, control: &Control) -> TransportDecider {
     let link = opts.auto_transport.as_ref().and_then(|a| a.link_bps);
-    TransportDecider::new(std::time::Instant::now(), TransportConfig::default(), link)
+    let d = TransportDecider::new(std::time::Instant::now(), TransportConfig::default(), link);
+    match control.rtt_samples().iter().min() {
+        Some(rtt) => d.with_path_rtt(*rtt),
+        None => d,
+    }
 }
 
 /// How a TCP part of a download ended.

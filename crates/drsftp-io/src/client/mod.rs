@@ -27,6 +27,7 @@ mod task;
 mod third_party;
 mod transfer;
 mod upload;
+mod upload_resume;
 mod verify;
 
 use std::path::Path;

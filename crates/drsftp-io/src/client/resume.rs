@@ -256,7 +256,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Writes `bytes` to a temporary file (synced if `durable`) and renames it over `path`: a reader (or a rerun
 /// after SIGKILL) sees the old or the new checkpoint, never half of one.
-fn write_replace(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
+pub(crate) fn write_replace(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);

@@ -8,7 +8,9 @@
 //! stream mode it works as classic FXP. Striped (GFD.20, `ClientOptions::stripes`, MODE E): `SPAS` on a
 //! destination that lists it instead of PASV and, when it names more than one data mover, `SPOR` with all of them
 //! on a source that lists SPOR, so each of the source's movers sends to one of the destination's (a Globus source
-//! uses as many stripes as SPOR names, up to its own node count). UDP blast (`ClientOptions::blast`): `OPTS BLAST` on both (the smaller MTU
+//! uses as many stripes as SPOR names, up to its own node count); no `PEER` to a destination whose SPAS names
+//! other hosts than itself (a cluster), as the senders are then, as a rule, the source's movers, whose hosts the
+//! client does not know. UDP blast (`ClientOptions::blast`): `OPTS BLAST` on both (the smaller MTU
 //! if they differ), `BPAS` without an address on the destination, `BPAS <destination's address>` on the source,
 //! `BPRT <source's address> Id=<source's id>` on the destination, ALLO, STOR, RETR (docs/blast.md). A destination
 //! without `BLAST BPRT` in FEAT, or a source without BLAST, gets TCP and a notice.
@@ -143,6 +145,7 @@ pub async fn copy(
                 mtu: b.mtu,
                 max_rate: b.max_rate,
                 ack_every: b.ack_every,
+                start_rate: b.start_rate,
             };
             blast_setup(s, d, req, size.unwrap_or(0)).await?;
         }
@@ -304,11 +307,22 @@ async fn tcp_setup(
         let line = format!("OPTS RETR Parallelism={streams},{streams},{streams};");
         soft(s, End::Source, &line, notices).await?;
     }
-    name_sender(s, d, notices).await?;
     let striped = match stripes {
         true => striped_passive(s, d, notices).await?,
         false => None,
     };
+    // A destination whose SPAS names hosts other than itself is a cluster, and so, as a rule, is the source of a
+    // striped copy: its data comes from movers whose hosts we cannot name (a Globus frontend never tells them),
+    // and naming the source's control host would make the destination's movers refuse them. Such a destination
+    // accepts the source's movers only under its `--third-party all` (docs/striping.md).
+    let cluster = striped.as_ref().is_some_and(|a| {
+        a.len() > 1
+            || a.iter()
+                .any(|x| x.ip().to_canonical() != d.peer().ip().to_canonical())
+    });
+    if !cluster {
+        name_sender(s, d, notices).await?;
+    }
     let port = match striped {
         Some(addrs) if addrs.len() > 1 => spor_command(&addrs),
         Some(addrs) => port_command(addrs[0]),

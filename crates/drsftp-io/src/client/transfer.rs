@@ -204,7 +204,10 @@ pub(crate) async fn run_started(
                     return Err(ClientError::Invalid(format!("unexpected outcome of a transfer: {other:?}")));
                 }
                 Event::Failed(e) => return Err(e.into()),
-                Event::RangeMarker(r) => tracing::debug!("range marker {r:?}"),
+                Event::RangeMarker(r) => {
+                    tracing::debug!("range marker {r:?}");
+                    progress.mark(&r);
+                }
                 Event::PerfMarker(p) => tracing::debug!("perf marker {p:?}"),
                 Event::Notice(n) => tracing::info!("server: {n}"),
                 // Control-channel DRS (stream mode): the echo is the probe's RTT sample for the receiving engine (TCP_INFO

@@ -22,6 +22,7 @@ use super::control::Control;
 use super::download::{size_if_supported, TCP_RESUME_MIN};
 use super::local::LocalFile;
 use super::transfer::{self, DataJob};
+use super::upload_resume::{self, MarkerCheckpoint};
 use super::{verify, ClientError, ClientOptions, TransferSummary};
 use crate::data::Progress;
 
@@ -82,11 +83,34 @@ pub(crate) async fn run(
         && opts.partial.is_none()
         && alg.is_some()
         && len >= TCP_RESUME_MIN;
-    let kept = match source_tag(local).filter(|_| resumable) {
-        Some(tag) => ask_kept(control, len, &tag, remote).await?,
+    let tag = source_tag(local).filter(|_| resumable);
+    let kept = match &tag {
+        Some(tag) => ask_kept(control, len, tag, remote).await?,
         None => None,
     };
-    let mut notices = Vec::new();
+    // A server that keeps no partials (globus-gridftp-server) still confirms what it wrote with range markers:
+    // those are kept here, and a rerun sends `REST` with them (upload_resume.rs).
+    let mut markers = match (&tag, &kept) {
+        (Some(tag), None) => {
+            MarkerCheckpoint::open(&control.peer().to_string(), remote, len, tag, opts.resume)
+        }
+        _ => None,
+    };
+    if let (Some(m), Some(alg)) = (markers.as_mut(), alg) {
+        if m.found() {
+            let tail =
+                upload_resume::verify_tail(control, alg, remote, file.clone(), m.held(), len);
+            if let Some(r) = tail.await? {
+                m.add(r);
+            }
+        }
+    }
+    let mut notices: Vec<String> = markers
+        .as_ref()
+        .and_then(|m| m.note())
+        .map(String::from)
+        .into_iter()
+        .collect();
     let held = match kept {
         Some(h) if opts.resume => h.intersect(0..len),
         Some(h) => {
@@ -97,7 +121,10 @@ pub(crate) async fn run(
             }
             RangeSet::new()
         }
-        None => RangeSet::new(),
+        None => markers
+            .as_ref()
+            .map(|m| m.held().clone())
+            .unwrap_or_default(),
     };
     let send = if held.is_empty() {
         vec![range.clone()]
@@ -141,13 +168,38 @@ pub(crate) async fn run(
                 base: range.start,
             };
             let len = Some(range.end - range.start);
-            blast::run(control, spec, side, len, b, progress, opts.timeout, None).await?
+            blast::run(
+                control,
+                spec,
+                side,
+                len,
+                b,
+                progress.clone(),
+                opts.timeout,
+                None,
+            )
+            .await?
         }
         None => {
             let mut dopts = opts.data_opts();
             // The CRC32C of what we send, block by block as it is read: no re-read to verify.
             dopts.crc32c = verify::want_engine_crc(alg, opts.partial.is_none());
-            transfer::run(control, spec, job, dopts, progress, opts.timeout).await?
+            if let Some(m) = &markers {
+                m.start(progress.clone());
+            }
+            match transfer::run(control, spec, job, dopts, progress.clone(), opts.timeout).await {
+                Ok(m) => m,
+                Err(e) => {
+                    if let (Some(m), ClientError::Session(s)) = (&markers, &e) {
+                        // Refused (a `REST` the server will not take, a `STOR` it fails): the next try starts
+                        // afresh rather than failing the same way again.
+                        if !held.is_empty() && !s.is_fatal() {
+                            m.complete();
+                        }
+                    }
+                    return Err(e);
+                }
+            }
         }
     };
     let what = local.display().to_string();
@@ -155,6 +207,10 @@ pub(crate) async fn run(
         verify::check_moved(&what, &moved.data, range.clone())?;
     } else {
         verify::check_resumed(&what, &moved.data, range.clone(), &held)?;
+    }
+    if let Some(m) = &markers {
+        // Every byte is on the server: whatever the checks below say, these markers are not resumed from again.
+        m.complete();
     }
     if opts.partial.is_none() {
         if let Some(got) = size_if_supported(control, remote).await? {
@@ -180,6 +236,21 @@ pub(crate) async fn run(
         let whole = opts.partial.is_none();
         match verify::check(control, alg, remote, file, range, &moved.data, whole).await {
             Ok(v) => v.record(&mut summary),
+            Err(ClientError::ChecksumMismatch { .. }) if !held.is_empty() && markers.is_some() => {
+                // Ranges from restart markers that do not check out: send the whole file again (the STOR
+                // without REST replaces it), and verify that.
+                drop(markers);
+                tracing::warn!("resumed upload failed its checksum; sending all of {remote} again");
+                let fresh = ClientOptions {
+                    resume: false,
+                    ..opts.clone()
+                };
+                let mut again = Box::pin(run(control, local, remote, &fresh, progress)).await?;
+                again.notices.push(format!(
+                    "the resumed upload of {what} failed its checksum; sent the whole file again"
+                ));
+                return Ok(again);
+            }
             Err(e @ ClientError::ChecksumMismatch { .. }) if !held.is_empty() => {
                 // Kept bytes that do not check out: remove the file, so nothing looks complete; a rerun
                 // starts afresh (the partial was consumed by the commit).

@@ -120,13 +120,24 @@ pub(crate) async fn check(
             let known = engine_crc(alg, data, &range);
             compare(control, alg, remote, local, range, whole, known).await
         }
-        None => Ok(Verified {
-            checksum: None,
-            skipped: Some(
-                "checksum not verified: the server lists no CKSM algorithm we know".into(),
-            ),
-        }),
+        None => match unlisted_alg(control.session().features()) {
+            Some(alg) => compare(control, alg, remote, local, range, whole, None).await,
+            None => Ok(Verified {
+                checksum: None,
+                skipped: Some(
+                    "checksum not verified: the server lists no CKSM algorithm we know".into(),
+                ),
+            }),
+        },
     }
+}
+
+/// The algorithm to ask a GridFTP server for when its FEAT lists no CKSM line at all: a Globus frontend with
+/// remote data nodes (`-r`) answers `CKSM SHA256` but leaves CKSM out of FEAT. Only for the final comparison:
+/// resuming still needs a listed algorithm, so bytes from an earlier run are never trusted on a guess; a refusal
+/// ends as a "not verified" notice, as before.
+fn unlisted_alg(features: &Features) -> Option<ChecksumAlg> {
+    (features.parallel() && !features.has("CKSM")).then_some(ChecksumAlg::Sha256)
 }
 
 /// Compares the server's CKSM of `range` of `remote` with the local file. Mismatch is an error; a server that
@@ -210,6 +221,21 @@ mod tests {
         let f = Features::from_pairs([("CKSM", "SHA512,MD5")]);
         assert_eq!(pick_alg(&f), Some(ChecksumAlg::Md5));
         assert_eq!(pick_alg(&Features::default()), None);
+    }
+
+    #[test]
+    fn unlisted_cksm_is_tried_only_on_gridftp_servers_without_a_cksm_line() {
+        let globus_r = Features::from_pairs([("PARALLEL", ""), ("ERET", ""), ("SPAS", "")]);
+        assert_eq!(unlisted_alg(&globus_r), Some(ChecksumAlg::Sha256));
+        assert_eq!(
+            pick_alg(&globus_r),
+            None,
+            "resume still needs a listed algorithm"
+        );
+        let plain_ftp = Features::from_pairs([("SIZE", ""), ("MDTM", "")]);
+        assert_eq!(unlisted_alg(&plain_ftp), None);
+        let listed_unknown = Features::from_pairs([("PARALLEL", ""), ("CKSM", "WHIRLPOOL")]);
+        assert_eq!(unlisted_alg(&listed_unknown), None);
     }
 
     #[test]

@@ -137,6 +137,9 @@ pub struct Progress {
     rx_ooo: AtomicU64,
     rx_rtt_us: AtomicU64,
     ranges: Mutex<RangeSet>,
+    /// Sending side: the file ranges the receiving server confirmed with `111 Range Marker` replies (what it has
+    /// written), which an upload's resume checkpoint keeps (docs/resume.md "Upload resume against Globus").
+    marked: Mutex<RangeSet>,
     /// A striped frontend's bytes per stripe, as its movers report them (empty otherwise).
     stripes: Mutex<Vec<u64>>,
     /// Stream mode's control-channel SBUF link (docs/drs.md §4.4).
@@ -182,6 +185,18 @@ impl Progress {
     /// File ranges written so far (receiving side) or sent (sending side), in file offsets.
     pub fn ranges(&self) -> RangeSet {
         self.ranges.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+    /// Ranges the receiving server confirmed with range markers so far (file offsets).
+    pub fn marked(&self) -> RangeSet {
+        self.marked.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+    /// The receiving server's `111 Range Marker`: it has written `ranges`.
+    pub fn mark(&self, ranges: &[std::ops::Range<u64>]) {
+        if let Ok(mut r) = self.marked.lock() {
+            for x in ranges {
+                r.insert(x.clone());
+            }
+        }
     }
     /// A striped frontend: bytes per stripe so far (empty otherwise).
     pub fn stripes(&self) -> Vec<u64> {

@@ -20,6 +20,7 @@ pub(crate) fn opts(ep: &BlastEndpoint, protection: &Protection) -> BlastOpts {
     BlastOpts {
         max_rate: ep.max_rate,
         ack_every: ep.ack_every,
+        start_rate: ep.start_rate,
         force_buffers: false,
         protection: protection.clone(),
         ..BlastOpts::default()

@@ -15,12 +15,16 @@ use super::reply::Reply;
 use super::types::{BlastChannel, BlastRequest};
 use crate::hostport::host_port_any;
 
-/// `OPTS BLAST MTU=<n>;Rate=<bps>;[AckEvery=<n>;]`.
+/// `OPTS BLAST MTU=<n>;Rate=<bps>;[AckEvery=<n>;][Start=<bps>;]`.
 pub fn opts_line(r: &BlastRequest) -> String {
     let ack = r
         .ack_every
         .map_or(String::new(), |a| format!("AckEvery={a};"));
-    format!("OPTS BLAST MTU={};Rate={};{ack}", r.mtu, r.max_rate)
+    let start = match r.start_rate {
+        0 => String::new(),
+        s => format!("Start={s};"),
+    };
+    format!("OPTS BLAST MTU={};Rate={};{ack}{start}", r.mtu, r.max_rate)
 }
 
 /// `BPAS h1,h2,h3,h4,p1,p2` (IPv4) or `BPAS |2|addr|port|` (IPv6).
@@ -152,6 +156,7 @@ mod tests {
             mtu: 1500,
             max_rate: 500_000_000,
             ack_every: None,
+            start_rate: 0,
         };
         assert_eq!(opts_line(&r), "OPTS BLAST MTU=1500;Rate=500000000;");
         assert_eq!(
@@ -160,6 +165,13 @@ mod tests {
                 ..r
             }),
             "OPTS BLAST MTU=1500;Rate=500000000;AckEvery=50;"
+        );
+        assert_eq!(
+            opts_line(&BlastRequest {
+                start_rate: 180_000_000,
+                ..r
+            }),
+            "OPTS BLAST MTU=1500;Rate=500000000;Start=180000000;"
         );
         assert_eq!(
             bpas_line("127.0.0.1:40000".parse().unwrap()),

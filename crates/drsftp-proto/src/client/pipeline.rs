@@ -6,9 +6,12 @@
 //! A batch is a run of consecutive [`Step::Cmd`](super::plan::Step) steps: the transfer set-up commands that
 //! cannot change the plan (TYPE I, MODE, a buffer size without SBUF fallback, `OPTS RETR`, `OPTS DRS`), a
 //! buffer size with a fallback as the last of them (its refusal inserts `SBUF n` right behind it), and PORT
-//! followed by the file transfer command, which always ends a batch. Everything else (PASV/EPSV, ALLO, REST,
-//! blast set-up, SIZE, CKSM, login, raw commands, listings, QUIT) and every non-command step (Listen,
-//! BlastBind, DataReady) waits until nothing is in flight. Against any other server (Globus) the session sends
+//! followed by the file transfer command, which always ends a batch. The blast set-up is one batch too: `OPTS
+//! BLAST`, `BPAS` (the UDP socket is bound before the batch), `REST <ranges>` or ALLO, and the transfer command,
+//! so a short blast transfer starts one round trip after the client begins (issue 22). ALLO and a non-required
+//! REST may carry the transfer command behind them. Everything else (PASV/EPSV, a stream-mode REST, SIZE, CKSM,
+//! login, raw commands, listings, QUIT) and every non-command step (Listen, BlastBind, DataReady) waits until
+//! nothing is in flight. Against any other server (Globus) the session sends
 //! one command at a time, as before.
 
 use super::plan::Kind;
@@ -35,9 +38,20 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
         // A download's SPAS only tells how many listeners to open: it may end the set-up batch (the Listen step
         // after it waits for every reply anyway).
         k if setup(k) => {
-            setup(next) || matches!(next, Kind::Buffer { .. } | Kind::Spas { upload: false })
+            setup(next)
+                || matches!(next, Kind::Buffer { .. } | Kind::Spas { upload: false })
+                || (k == Kind::TypeI && next == Kind::OptsBlast)
         }
         Kind::Port => next == Kind::Transfer { listing: false },
+        // The blast set-up: OPTS BLAST (behind TYPE I) and BPAS, then REST (ranges) or ALLO, and the transfer
+        // command. Nothing in it changes the plan: a refusal fails the operation (or is a notice), and the
+        // server runs the queued commands in order once its UDP socket is bound.
+        Kind::OptsBlast => next == Kind::Bpas,
+        Kind::Bpas => matches!(
+            next,
+            Kind::Rest { required: false } | Kind::Allo | Kind::Transfer { listing: false }
+        ),
+        Kind::Rest { required: false } | Kind::Allo => next == Kind::Transfer { listing: false },
         _ => false,
     }
 }

@@ -1,7 +1,7 @@
 //! Command pipelining tests: scripted drsftp servers (FEAT lists `DRS`) get the transfer set-up back to back and
 //! PORT with RETR, replies are matched in order (also when they come in one read), replies to commands behind a
-//! refusal or an ABOR are swallowed rather than given to the next operation; a Globus server still gets one
-//! command at a time.
+//! refusal or an ABOR are swallowed rather than given to the next operation; the blast set-up (`OPTS BLAST`,
+//! `BPAS`, `REST`, RETR) goes out in one round; a Globus server still gets one command at a time.
 
 use std::time::Duration;
 
@@ -334,10 +334,9 @@ fn upload_to_a_drsftp_server_over_pasv() {
     );
     assert_eq!(h.s.poll_timeout(), None);
     h.s.handle_data_ready(h.now);
-    h.batch(&["ALLO 5000"], "200 ALLO command successful.\n");
     h.batch(
-        &["STOR /in/f"],
-        "150 Go.\n111 Range Marker 0-5000\n226 Transfer complete.\n",
+        &["ALLO 5000", "STOR /in/f"],
+        "200 ALLO command successful.\n150 Go.\n111 Range Marker 0-5000\n226 Transfer complete.\n",
     );
     let ev = h.events();
     let Some(Event::Done(Outcome::Transferred(rep))) = ev.last() else {
@@ -395,4 +394,118 @@ fn a_timeout_names_the_oldest_command_in_flight() {
         vec![Event::Failed(ClientError::Timeout("MODE E".into()))]
     );
     assert!(h.s.is_dead());
+}
+
+const BLAST_DRSFTP_FEAT: &str =
+    "211-Extensions supported:\n SIZE\n PARALLEL\n DRS\n CKSM SHA256;\n BLAST BPRT\n211 End.\n";
+
+fn blast(direction: Direction, path: &str) -> TransferSpec {
+    TransferSpec {
+        direction,
+        path: path.into(),
+        mode: TransferMode::Stream,
+        streams: 1,
+        streams_range: None,
+        tcp_buffer: None,
+        partial: None,
+        alloc: (direction == Direction::Upload).then_some(5000),
+        drs: false,
+        transport: Transport::Blast(BlastRequest {
+            start_rate: 180_000_000,
+            ..BlastRequest::default()
+        }),
+        stripes: false,
+    }
+}
+
+/// Issue 22: a short blast transfer must not spend a round trip per set-up command. The UDP socket is bound
+/// first (locally), then TYPE I, `OPTS BLAST`, `BPAS`, `REST <ranges>` and RETR leave together: the `150` comes
+/// one round trip after the operation began (it took five). Counted on the virtual clock: each reply arrives
+/// one 200 ms RTT after the batch it answers.
+#[test]
+fn blast_setup_is_one_round_trip_with_a_drsftp_server() {
+    let rtt = Duration::from_millis(200);
+    let mut h = H::login(BLAST_DRSFTP_FEAT);
+    h.s.set_resume(std::iter::once(0..1436u64).collect());
+    let begin = h.now;
+    h.start(Op::Transfer(blast(Direction::Download, "/f")));
+    assert_eq!(h.events(), vec![Event::BlastBind]);
+    assert_eq!(h.sent(), Vec::<String>::new(), "the socket first");
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());
+    assert_eq!(
+        h.sent(),
+        [
+            "TYPE I",
+            "OPTS BLAST MTU=1500;Rate=0;Start=180000000;",
+            "BPAS 127,0,0,1,156,64",
+            "REST 0-1436",
+            "RETR /f",
+        ]
+    );
+    h.now += rtt;
+    h.reply(
+        "200 Type set to I.\n200 OPTS BLAST MTU=1500;Rate=0;Start=180000000;\n\
+         229 Entering Blast Passive Mode (127,0,0,1,156,65) Id=00000000000000ff\n\
+         350 Restart Marker OK.\n\
+         150 Opening BLAST data channel for RETR /f (Size=5000;Packet=1436;).\n",
+    );
+    assert!(matches!(&h.events()[..], [Event::TransferStarted(r)] if r.code == 150));
+    assert_eq!(h.now - begin, rtt, "one round trip to the 150");
+    let ch = h.s.blast_channel().unwrap();
+    assert_eq!((ch.transfer_id, ch.size), (0xff, 5000));
+    h.reply("226 Transfer complete.\n");
+    assert!(matches!(
+        &h.events()[..],
+        [Event::Done(Outcome::Transferred(_))]
+    ));
+
+    // Upload: ALLO rides in the same batch (TYPE I is known by now).
+    h.start(Op::Transfer(blast(Direction::Upload, "/in/f")));
+    assert_eq!(h.events(), vec![Event::BlastBind]);
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40002".parse().unwrap());
+    assert_eq!(
+        h.sent(),
+        [
+            "OPTS BLAST MTU=1500;Rate=0;Start=180000000;",
+            "BPAS 127,0,0,1,156,66",
+            "ALLO 5000",
+            "STOR /in/f",
+        ]
+    );
+}
+
+/// A refused `BPAS` (bounce protection) fails the operation; the replies still due to the commands pipelined
+/// behind it (the server answers RETR with `425`: no channel) are swallowed, not taken by the next operation.
+#[test]
+fn refused_bpas_swallows_the_pipelined_retr() {
+    let mut h = H::login(BLAST_DRSFTP_FEAT);
+    h.start(Op::Transfer(blast(Direction::Download, "/f")));
+    h.events();
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());
+    assert_eq!(h.sent().len(), 4);
+    h.reply("200 Type set to I.\n200 OPTS BLAST MTU=1500;Rate=0;\n504 Bad address.\n");
+    assert!(matches!(&h.events()[..], [Event::Failed(e)] if e.reply_code() == Some(504)));
+    h.size_after("425 Use BPAS or PASV first.\n");
+}
+
+/// Any other server still gets the blast set-up one command at a time (the socket is bound first there too).
+#[test]
+fn blast_setup_with_a_server_that_does_not_pipeline() {
+    let mut h = H::login("211-Extensions supported:\n SIZE\n PARALLEL\n BLAST\n211 End.\n");
+    h.start(Op::Transfer(blast(Direction::Download, "/f")));
+    assert_eq!(h.events(), vec![Event::BlastBind]);
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());
+    h.expect("TYPE I", "200 Type set to I.\n");
+    h.expect(
+        "OPTS BLAST MTU=1500;Rate=0;Start=180000000;",
+        "200 OPTS BLAST MTU=1500;Rate=0;\n",
+    );
+    h.expect(
+        "BPAS 127,0,0,1,156,64",
+        "229 Entering Blast Passive Mode (127,0,0,1,156,65) Id=1\n",
+    );
+    h.expect(
+        "RETR /f",
+        "150 Opening BLAST data channel for RETR /f (Size=5000;Packet=1436;).\n",
+    );
 }

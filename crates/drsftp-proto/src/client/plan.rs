@@ -188,8 +188,9 @@ impl ClientSession {
         s
     }
 
-    /// A blast transfer: TYPE I, `OPTS BLAST`, a UDP socket announced with `BPAS`, ALLO for uploads, the
-    /// transfer command. MODE, buffer sizes and parallelism do not apply.
+    /// A blast transfer: a UDP socket bound, then TYPE I, `OPTS BLAST`, the socket announced with `BPAS`, ALLO for
+    /// uploads, the transfer command (with a drsftp server all in one round trip). MODE, buffer sizes and
+    /// parallelism do not apply.
     /// A download with `resume` (set by [`ClientSession::set_blast_resume`]) sends `REST <ranges>` right before
     /// RETR/ERET: the bytes (relative to the section) the client already holds (docs/blast.md "Resume").
     pub(super) fn plan_blast(
@@ -198,9 +199,12 @@ impl ClientSession {
         req: &BlastRequest,
         resume: Option<&RangeSet>,
     ) -> VecDeque<Step> {
-        let mut s = self.prelude(None);
+        // The UDP socket is bound first, locally, so that the whole set-up can go out in one pipelined batch
+        // (`pipeline.rs`); the BPAS line is filled in once the driver names the socket.
+        let mut s = VecDeque::from([Step::BlastBind]);
+        s.extend(self.prelude(None));
         s.push_back(Step::Cmd(blast::opts_line(req), Kind::OptsBlast));
-        s.push_back(Step::BlastBind);
+        s.push_back(Step::Cmd(String::new(), Kind::Bpas));
         match resume {
             Some(r) if spec.direction == Direction::Download && !r.is_empty() => {
                 s.push_back(Step::Cmd(

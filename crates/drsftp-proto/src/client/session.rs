@@ -337,8 +337,15 @@ impl ClientSession {
         if let Some(run) = self.current.as_mut() {
             if run.parked == Some(Step::BlastBind) {
                 run.parked = None;
-                run.steps
-                    .push_front(Step::Cmd(blast::bpas_line(addr), Kind::Bpas));
+                let line = blast::bpas_line(addr);
+                match run
+                    .steps
+                    .iter_mut()
+                    .find(|s| matches!(s, Step::Cmd(l, Kind::Bpas) if l.is_empty()))
+                {
+                    Some(Step::Cmd(l, _)) => *l = line,
+                    _ => run.steps.push_front(Step::Cmd(line, Kind::Bpas)),
+                }
                 self.advance(now);
             }
         }

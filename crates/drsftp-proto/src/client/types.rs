@@ -117,6 +117,10 @@ pub struct BlastRequest {
     pub max_rate: u64,
     /// Acknowledgement frequency for when the server receives (an upload), if not the server's default.
     pub ack_every: Option<u32>,
+    /// Rate the sender should start at before its first measurement, bit/s on the wire (`Start=`; 0 = the
+    /// sender's own default): the path profile's rate, so a short transfer does not spend its first round
+    /// trips ramping up. The server clamps it to its caps (docs/blast.md "Start rate").
+    pub start_rate: u64,
 }
 
 impl Default for BlastRequest {
@@ -125,6 +129,7 @@ impl Default for BlastRequest {
             mtu: 1500,
             max_rate: 0,
             ack_every: None,
+            start_rate: 0,
         }
     }
 }

@@ -56,6 +56,8 @@ pub(crate) struct BlastSettings {
     /// Client's rate cap, bit/s (0 = none).
     pub(crate) rate: u64,
     pub(crate) ack_every: Option<u32>,
+    /// Client's start-rate hint, bit/s (0 = none), as given: clamped when a channel opens.
+    pub(crate) start: u64,
 }
 
 impl Default for BlastSettings {
@@ -64,6 +66,7 @@ impl Default for BlastSettings {
             mtu: 1500,
             rate: 0,
             ack_every: None,
+            start: 0,
         }
     }
 }

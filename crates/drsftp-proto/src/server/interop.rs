@@ -330,6 +330,8 @@ fn our_client_against_our_server() {
     assert!(p.s.is_closed());
 }
 
+/// Our client against our server over blast: the set-up goes out in one batch (all client lines before the first
+/// server line: one round trip to the `150`, issue 22) and the start rate reaches the server's sender.
 #[test]
 fn blast_dialogue_against_our_server() {
     use crate::client::{BlastRequest, Transport};
@@ -343,6 +345,7 @@ fn blast_dialogue_against_our_server() {
         mtu: 1500,
         max_rate: 0,
         ack_every: None,
+        start_rate: 180_000_000,
     };
     let mut down = spec(Direction::Download, "/tmp/src/f", TransferMode::Stream, 1);
     down.transport = Transport::Blast(req);
@@ -354,12 +357,12 @@ fn blast_dialogue_against_our_server() {
         p.log,
         [
             "C: TYPE I",
-            "S: 200 Type set to I.",
-            "C: OPTS BLAST MTU=1500;Rate=0;",
-            "S: 200 OPTS BLAST MTU=1500;Rate=0;",
+            "C: OPTS BLAST MTU=1500;Rate=0;Start=180000000;",
             "C: BPAS 127,0,0,1,157,8",
-            "S: 229 Entering Blast Passive Mode (127,0,0,1,156,164) Id=00000000feedf00d",
             "C: RETR /tmp/src/f",
+            "S: 200 Type set to I.",
+            "S: 200 OPTS BLAST MTU=1500;Rate=0;Start=180000000;",
+            "S: 229 Entering Blast Passive Mode (127,0,0,1,156,164) Id=00000000feedf00d",
             "S: 150 Opening BLAST data channel for RETR /tmp/src/f (Size=100000;Packet=1436;).",
             "S: 226 Transfer complete.",
         ]
@@ -375,12 +378,17 @@ fn blast_dialogue_against_our_server() {
     };
     assert_eq!(ep.peer, "127.0.0.1:40200".parse().unwrap());
     assert_eq!(ep.transfer_id, ch.transfer_id);
+    assert_eq!(
+        ep.start_rate, 180_000_000,
+        "the server's sender starts there"
+    );
 
     let mut up = spec(Direction::Upload, "/tmp/dst/b", TransferMode::Stream, 1);
     up.transport = Transport::Blast(BlastRequest {
         mtu: 9000,
         max_rate: 300_000_000,
         ack_every: Some(100),
+        start_rate: 0,
     });
     up.alloc = Some(p.upload.len() as u64);
     p.log.clear();
@@ -391,12 +399,12 @@ fn blast_dialogue_against_our_server() {
         p.log,
         [
             "C: OPTS BLAST MTU=9000;Rate=300000000;AckEvery=100;",
-            "S: 200 OPTS BLAST MTU=9000;Rate=300000000;AckEvery=100;",
             "C: BPAS 127,0,0,1,157,8",
-            "S: 229 Entering Blast Passive Mode (127,0,0,1,156,164) Id=00000000feedf00d",
             "C: ALLO 1400",
-            "S: 200 ALLO command successful.",
             "C: STOR /tmp/dst/b",
+            "S: 200 OPTS BLAST MTU=9000;Rate=300000000;AckEvery=100;",
+            "S: 229 Entering Blast Passive Mode (127,0,0,1,156,164) Id=00000000feedf00d",
+            "S: 200 ALLO command successful.",
             "S: 150 Opening BLAST data channel for STOR /tmp/dst/b (Size=1400;Packet=8936;).",
             "S: 226 Transfer complete.",
         ]

@@ -273,6 +273,9 @@ pub struct BlastEndpoint {
     pub max_rate: u64,
     /// The client's acknowledgement frequency for when the server receives (`AckEvery=`), if it gave one.
     pub ack_every: Option<u32>,
+    /// The sender's starting rate when the server sends (`Start=`), bit/s (0 = the sender's default), already
+    /// clamped to the server's caps (`verbs/blast.rs`).
+    pub start_rate: u64,
     /// The transfer id was adopted from `BPRT` (named by the client, not drawn here): such a channel is refused
     /// under `PROT P`, whose AEAD keys are fresh only if the id is.
     pub adopted_id: bool,

@@ -1,6 +1,6 @@
 //! Shared harness for the drsftp binary's integration tests, what only they use: the binary under test and a
 //! `drsftp serve` of it, a Globus peer with a random file, commands run with a timeout, the `--json` summary, a raw
-//! control connection and PASV parsing. Data, server processes (killed by PID on drop) and the Globus tools come
+//! control connection and PASV parsing, a striped drsftp cluster (`cluster`). Data, server processes (killed by PID on drop) and the Globus tools come
 //! from `drsftp_testkit`, re-exported here. Only loopback addresses are used.
 // Every test binary compiles this module but uses only part of it.
 #![allow(dead_code, unused_imports)]
@@ -297,4 +297,52 @@ pub fn passwd(file: &Path, name: &str, extra: &[&str], password: &str) -> (bool,
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// globus-gridftp-server in lab host `host` on port 2811 (anonymous as `nobody`, home `/`, log in `dir`), killed
+/// by its PID on drop. A lab host has no resolver and Globus looks its own address up by name, so it runs in a
+/// private mount namespace with an `/etc/hosts` of its own. Waits until host `from` can connect.
+pub fn lab_globus(lab: &drsftp_lab::Lab, host: usize, from: usize, dir: &Path) -> ServerProcess {
+    let bin = globus::find_tool(globus::GLOBUS_SERVER).expect("globus-gridftp-server");
+    let ip = lab.addr(host);
+    let hosts = dir.join("hosts");
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1 localhost {}\n{ip} h{host}\n", name.trim()),
+    )
+    .unwrap();
+    let log = dir.join("globus.log");
+    let script = format!(
+        "mount --bind {} /etc/hosts && exec {} -aa -anonymous-user nobody -p 2811 -control-interface {ip} \
+         -data-interface {ip} -home-dir / -l {}",
+        hosts.display(),
+        bin.display(),
+        log.display()
+    );
+    let mut cmd = lab.exec(host, "unshare");
+    let child = cmd
+        .args(["-m", "sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn globus-gridftp-server");
+    let addr = SocketAddr::from((ip, 2811));
+    let t0 = Instant::now();
+    let probe = format!("exec 3<>/dev/tcp/{ip}/2811");
+    while !lab
+        .exec(from, "bash")
+        .args(["-c", &probe])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "globus-gridftp-server did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ServerProcess { child, addr, log }
 }

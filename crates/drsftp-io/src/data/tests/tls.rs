@@ -10,20 +10,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
 use crate::data::send_mode_e;
-use crate::tls::{self, TlsClient, Trust};
-
-/// A self-signed certificate for 127.0.0.1: the server config and a client pinned to it.
-fn pki() -> (Arc<rustls::ServerConfig>, TlsClient) {
-    let dir = tempfile::tempdir().unwrap();
-    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
-    std::fs::write(&cert, ck.cert.pem()).unwrap();
-    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
-    let server = tls::server_config(&cert, &key).unwrap();
-    let pin = Trust::Fingerprint(tls::fingerprint(ck.cert.der()));
-    let client = TlsClient::new(tls::client_config(&pin).unwrap(), "127.0.0.1").unwrap();
-    (server, client)
-}
+use crate::tls::records_tests::test_pki as pki;
+use crate::tls::{self};
 
 /// `n` connection pairs, the sender's end TLS server, the receiver's TLS client (handshakes concurrent).
 async fn tls_pairs(n: usize, opts: &DataOpts) -> (Vec<MaybeTls>, Vec<MaybeTls>) {
@@ -76,10 +64,8 @@ async fn mode_e_runs_on_tls_connections_with_inband_drs() {
     let resumed = rx
         .iter()
         .filter(|s| match s {
-            MaybeTls::Tls(t) => {
-                t.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
-            }
-            MaybeTls::Plain(_) => false,
+            MaybeTls::Records(r) => r.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+            _ => false,
         })
         .count();
     assert_eq!(

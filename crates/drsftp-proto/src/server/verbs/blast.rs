@@ -8,7 +8,9 @@
 //! `BPAS` takes the client's address as `h1,h2,h3,h4,p1,p2` or `|1|a.b.c.d|port|` / `|2|v6|port|` (RFC 2428) and
 //! applies the same bounce protection as PORT. `Rate=0` means no cap from the client; the reply gives the rate in
 //! force (the smaller non-zero of the client's and the server's `blast_max_rate`) and the MTU in force (clamped to
-//! `blast_max_mtu`). As with `OPTS RETR`, every option ends in `;`, keys are case-insensitive, unknown keys are
+//! `blast_max_mtu`). `Start=<bps>` asks the sender to start at that rate rather than 10 Mbit/s (the path
+//! profile's rate, for short transfers); it is clamped to the rate in force and to [`MAX_START_RATE`] and
+//! echoed when given. As with `OPTS RETR`, every option ends in `;`, keys are case-insensitive, unknown keys are
 //! ignored.
 
 use std::net::{IpAddr, SocketAddr};
@@ -54,9 +56,10 @@ pub(crate) struct BlastOpts {
     pub(crate) mtu: Option<u32>,
     pub(crate) rate: Option<u64>,
     pub(crate) ack_every: Option<u32>,
+    pub(crate) start: Option<u64>,
 }
 
-/// Parses `MTU=1500;Rate=500000000;AckEvery=64;`. `None` if malformed, out of range, or without trailing `;`.
+/// Parses `MTU=1500;Rate=500000000;AckEvery=64;Start=180000000;`. `None` if malformed, out of range, or without trailing `;`.
 pub(crate) fn parse_opts_blast(opts: &str) -> Option<BlastOpts> {
     let body = opts.trim().strip_suffix(';')?;
     let mut o = BlastOpts::default();
@@ -72,6 +75,8 @@ pub(crate) fn parse_opts_blast(opts: &str) -> Option<BlastOpts> {
         } else if key.eq_ignore_ascii_case("AckEvery") {
             let a = n.filter(|a| (1..=1_000_000).contains(a))?;
             o.ack_every = Some(a as u32);
+        } else if key.eq_ignore_ascii_case("Start") {
+            o.start = Some(n?);
         } else if value.trim().is_empty() {
             return None;
         }
@@ -84,6 +89,20 @@ pub(super) fn min_rate(a: u64, b: u64) -> u64 {
     match (a, b) {
         (0, x) | (x, 0) => x,
         (x, y) => x.min(y),
+    }
+}
+
+/// Most a client may ask the server's sender to start at when the server has no `--blast-max-rate`.
+pub(crate) const MAX_START_RATE: u64 = 1_000_000_000;
+
+/// The start rate in force: the client's hint (`Start=`, 0 = none) clamped to the rate in force (`rate`, 0 =
+/// none) and to [`MAX_START_RATE`]. A hostile client gains nothing it could not get by acknowledging quickly:
+/// before the first ack the sender's unacked budget (512 KiB) bounds what leaves for any address, and once
+/// acks arrive the rate controller backs off on spread-out packets, a standing queue or a loss spike.
+pub(crate) fn start_rate(hint: u64, rate: u64) -> u64 {
+    match hint {
+        0 => 0,
+        h => min_rate(h, rate).min(MAX_START_RATE),
     }
 }
 
@@ -112,12 +131,21 @@ fn opts_blast(ctx: &mut Ctx, rest: &str) -> CmdResult {
     if o.ack_every.is_some() {
         ctx.data.blast.ack_every = o.ack_every;
     }
+    // A start rate describes the path of the transfer at hand: an OPTS BLAST without one goes back to the default.
+    ctx.data.blast.start = o.start.unwrap_or(0);
     let b = ctx.data.blast;
     let ack = b
         .ack_every
         .map_or(String::new(), |a| format!("AckEvery={a};"));
     let rate = min_rate(b.rate, ctx.cfg.blast_max_rate);
-    ctx.reply(200, &format!("OPTS BLAST MTU={};Rate={rate};{ack}", b.mtu));
+    let start = match start_rate(b.start, rate) {
+        0 => String::new(),
+        s => format!("Start={s};"),
+    };
+    ctx.reply(
+        200,
+        &format!("OPTS BLAST MTU={};Rate={rate};{ack}{start}", b.mtu),
+    );
     Ok(())
 }
 
@@ -145,6 +173,7 @@ pub(super) fn open_channel(
     let shown: IpAddr = ctx.advertised_ip();
     let b = ctx.data.blast;
     let max_rate = min_rate(b.rate, ctx.cfg.blast_max_rate);
+    let start = start_rate(b.start, max_rate);
     ctx.blast_bind(bind, move |ctx, _now, r| match r {
         Ok((local, id)) if local.port() != 0 => {
             ctx.data.endpoint = Some(DataEndpoint::Blast(BlastEndpoint {
@@ -154,6 +183,7 @@ pub(super) fn open_channel(
                 payload_size: payload_for_mtu(b.mtu),
                 max_rate,
                 ack_every: b.ack_every,
+                start_rate: start,
                 adopted_id: false,
             }));
             let addr = host_port_any(SocketAddr::new(shown, local.port()));
@@ -312,6 +342,7 @@ mod tests {
                 payload_size: 1436,
                 max_rate: 500_000_000,
                 ack_every: Some(50),
+                start_rate: 0,
                 adopted_id: false,
             }
         );
@@ -322,6 +353,39 @@ mod tests {
         h.send("BPAS |1|127.0.0.1|40000|");
         bound(&mut h, 7);
         assert!(h.cmd("STOR /up").starts_with("503 "), "no ALLO");
+    }
+
+    /// `Start=` (issue 22): the sender's first rate, clamped to the rate in force, then to [`MAX_START_RATE`]. A
+    /// client asking 1 Tbit/s gets the server's cap (the unacked budget still bounds the first round trip,
+    /// `silent_port_gets_at_most_the_unacked_budget*` in drsftp-io).
+    #[test]
+    fn start_rate_is_clamped_to_the_servers_caps() {
+        assert_eq!(start_rate(0, 0), 0, "no hint: the sender's default");
+        assert_eq!(start_rate(180_000_000, 0), 180_000_000);
+        assert_eq!(start_rate(1_000_000_000_000, 0), MAX_START_RATE);
+        assert_eq!(start_rate(900_000_000, 300_000_000), 300_000_000);
+        let mut h = H::with_cfg(ServerConfig {
+            blast_max_rate: 200_000_000,
+            ..ServerConfig::default()
+        });
+        h.login();
+        assert_eq!(
+            h.cmd("OPTS BLAST MTU=1500;Rate=0;Start=1000000000000;"),
+            "200 OPTS BLAST MTU=1500;Rate=200000000;Start=200000000;\r\n"
+        );
+        h.cmd("TYPE I");
+        h.send("BPAS 127,0,0,1,156,64");
+        bound(&mut h, 5);
+        h.send("RETR /f");
+        h.fs(
+            FsRequest::Stat("/f".into()),
+            FsResult::Stat(file("f", 5000)),
+        );
+        let DataEndpoint::Blast(ep) = h.transfer().endpoint else {
+            panic!()
+        };
+        assert_eq!((ep.max_rate, ep.start_rate), (200_000_000, 200_000_000));
+        assert_eq!(parse_opts_blast("Start=x;"), None);
     }
 
     #[test]
