@@ -695,6 +695,10 @@ async fn run(
             taken.push(link);
         }
     }
+    let mut guard = PartGuard(match &finish {
+        Finish::Commit { part, .. } => Some((storage.clone(), part.clone())),
+        _ => None,
+    });
     let mut tasks = tokio::task::JoinSet::new();
     for (i, (share, link)) in shares.into_iter().zip(taken).enumerate() {
         let progress = progress.clone();
@@ -743,12 +747,28 @@ async fn run(
             });
         }
         blocking(move || storage.rename(&part, &path)).await?;
+        guard.0 = None;
         total.0 = end - offset;
     }
     Ok(TransferResult::Ok {
         bytes: total.0,
         streams: total.1.max(stripes),
     })
+}
+
+/// Removes a striped receive's part file unless disarmed: the transfer future is dropped when the client hangs
+/// up mid-way, and a part file must not outlive a failed upload.
+struct PartGuard(Option<(Arc<dyn Storage>, String)>);
+
+impl Drop for PartGuard {
+    fn drop(&mut self) {
+        if let Some((storage, part)) = self.0.take() {
+            // Drop cannot wait: the removal runs on the blocking pool.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn_blocking(move || storage.remove(&part));
+            }
+        }
+    }
 }
 
 /// One mover's part: setup, the command, markers into `progress` (stripe `i` of `n`) until its final reply.
