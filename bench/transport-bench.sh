@@ -2,16 +2,18 @@
 # --transport auto on the WAN lab (issue 22; report in docs/bench/auto-transport.md). Needs root, /dev/net/tun, and
 # globus-url-copy for the guc variant.
 # Usage: bench/transport-bench.sh [--cases "500mbit,100ms,0.1%,1G 500mbit,100ms,1%,1G"] [--cc cubic,bbr]
-#                                 [--variants auto,tcp,udp,guc] [--reps 3] [--out DIR] [--record]
+#                                 [--variants auto,autoprof,tcp,udp,guc] [--reps 3] [--out DIR] [--record]
 # Per case (rate,rtt,loss,size; loss 0 for none) and sending-server congestion control: a 2-host lab named
 # auto<pid>, `drsftp serve --congestion CC` on h1, and on h2 one download per variant and repetition: `auto` is
-# `drsftp copy` with no transport flag, `tcp`/`udp` force `--transport`, `guc` is globus-url-copy's best of
-# `-p 16 -tcp-bs 4M` and `-p 64 -tcp-bs 1M`. Writes DIR/runs.csv (one row per copy, with the auto choice, its reason
+# `drsftp copy` with no transport flag and no path profile, `autoprof` the same with a path profile holding the
+# lab's rate, RTT and loss (what calibration would store; a lossy one starts on blast), `tcp`/`udp` force
+# `--transport`, `guc` is globus-url-copy's best of `-p 16 -tcp-bs 4M` and `-p 64 -tcp-bs 1M`. Writes DIR/runs.csv (one row per copy, with the auto choice, its reason
 # and the blast set-up time) and DIR/report.md (median Mbit/s per variant, share of the link, auto against the
 # better forced transport and against guc's best, the load average). The issue's full matrix is
 #   --cases "500mbit,100ms,0,1G 500mbit,100ms,0.1%,1G 500mbit,100ms,1%,1G" --cc cubic,bbr --reps 3
 # and the short-transfer case "200mbit,200ms,5%,128M". Every lab is torn down on exit, also on failure. A copy that
-# takes longer than COPY_TIMEOUT seconds (default 600) is recorded with 0 Mbit/s. DRSFTP_BIN overrides the binary.
+# takes longer than COPY_TIMEOUT seconds (default 600) is recorded with 0 Mbit/s. DRSFTP_BIN overrides the binary,
+# SKIP_BUILD=1 skips the build (never build inside the quiet lock), LAB_PREFIX the lab's name prefix (default auto).
 set -eu
 RECORD_ARGV=("$0" "$@")
 cd "$(dirname "$0")/.."
@@ -30,14 +32,14 @@ while [ $# -gt 0 ]; do
         --reps) REPS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --record) RECORD=1; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ -n "${SKIP_BUILD:-}" ] || bench_build
 DRSFTP=${DRSFTP_BIN:-$BENCH_TARGET/release/drsftp}
 COPY_TIMEOUT=${COPY_TIMEOUT:-600}
-LAB=auto$(( $$ % 10000 ))
+LAB=${LAB_PREFIX:-auto}$(( $$ % 10000 ))
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/transport-bench.XXXXXX)
 chmod 755 "$WORK"
@@ -66,10 +68,14 @@ one() { # case cc variant rep url dst -> appends a row
             echo "${c//,/ },$cc,guc,$rep,$bytes,$bsecs,$(echo "$best / 1000000" | bc -l | xargs printf %.1f),,,,$load" >>"$CSV"
             ;;
         *)
-            local flag=()
-            [ "$v" = auto ] || flag=(--transport "$v")
+            local flag=() cfg=$WORK/config
+            case "$v" in
+                auto) ;;
+                autoprof) cfg=$WORK/config-prof ;;
+                *) flag=(--transport "$v") ;;
+            esac
             t0=$(date +%s.%N)
-            j=$(XDG_CONFIG_HOME=$WORK/config timeout "$COPY_TIMEOUT" "$DRSFTP" lab exec "$LAB" h2 -- "$DRSFTP" copy --json --quiet --no-resume \
+            j=$(XDG_CONFIG_HOME=$cfg timeout "$COPY_TIMEOUT" "$DRSFTP" lab exec "$LAB" h2 -- "$DRSFTP" copy --json --quiet --no-resume \
                 "${flag[@]}" "$url" "$dst" 2>>"$OUT/copy.log" | grep '^{' || echo '{}')
             t1=$(date +%s.%N)
             secs=$(echo "$t1 - $t0" | bc -l)
@@ -88,6 +94,21 @@ PY
     esac
 }
 
+write_profile() { # rate rtt loss -> paths.json for 198.18.0.1:2811, as a calibration that knew the loss would write
+    python3 - "$@" <<'PY'
+import json, sys, time
+rate, rtt, loss = sys.argv[1:]
+unit = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
+bps = next(float(rate[: -len(u)]) * m for u, m in unit.items() if rate.endswith(u))
+key = "198.18.0.1:2811"
+p = {"host_port": key, "rtt_ms": float(rtt.rstrip("ms")), "rate_bps": bps, "c1": None, "c2": None,
+     "fit_mean_rel_err": None, "fit_max_rel_err": None, "points": 0, "timestamp": int(time.time())}
+if loss != "0":
+    p["loss"] = float(loss.rstrip("%")) / 100
+print(json.dumps({"version": 1, "paths": {key: p}}))
+PY
+}
+
 for case in $CASES; do
     IFS=, read -r rate rtt loss size <<<"$case"
     for cc in $(echo "$CCS" | tr ',' ' '); do
@@ -96,7 +117,8 @@ for case in $CASES; do
         [ "$loss" = 0 ] || lossarg=(--loss "$loss")
         "$DRSFTP" lab up "$LAB" --hosts 2 --rtt "$rtt" --rate "$rate" "${lossarg[@]}" \
             --tcp-rmem "4096 131072 268435456" --tcp-wmem "4096 65536 268435456" >/dev/null
-        mkdir -p "$WORK/root" "$WORK/out" "$WORK/config"
+        mkdir -p "$WORK/root" "$WORK/out" "$WORK/config" "$WORK/config-prof/drsftp"
+        write_profile "$rate" "$rtt" "$loss" >"$WORK/config-prof/drsftp/paths.json"
         [ -f "$WORK/root/f-$size" ] || head -c "$size" /dev/urandom >"$WORK/root/f-$size"
         "$DRSFTP" lab exec "$LAB" h1 -- "$DRSFTP" serve --root "$WORK/root" --anonymous --listen 198.18.0.1:2811 \
             --congestion "$cc" --log warn >"$OUT/serve.log" 2>&1 &
@@ -119,11 +141,11 @@ def rate(s):
 groups = {}
 for r in rows:
     groups.setdefault((r["case"], r["cc"]), []).append(r)
-print("| case (rate rtt loss size) | cc | auto Mbit/s | auto chose | tcp | udp | guc best | auto / link | auto / better forced | auto / guc | load1 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| case (rate rtt loss size) | cc | auto Mbit/s | auto chose | autoprof | tcp | udp | guc best | auto / link | autoprof / link | udp / link | auto / better forced | auto / guc | load1 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (c, cc), rs in groups.items():
     med = {}
-    for v in ("auto", "tcp", "udp", "guc"):
+    for v in ("auto", "autoprof", "tcp", "udp", "guc"):
         xs = [float(r["mbps"]) for r in rs if r["variant"] == v and float(r["mbps"]) > 0]
         med[v] = statistics.median(xs) if xs else None
     chose = sorted({r["chosen"] for r in rs if r["variant"] == "auto"})
@@ -132,14 +154,15 @@ for (c, cc), rs in groups.items():
     ratio = lambda a, b: "–" if a is None or not b else f"{a / b:.2f}"
     forced = max([x for x in (med["tcp"], med["udp"]) if x] or [0]) or None
     loads = [float(r["load1"]) for r in rs]
-    print(f"| {c} | {cc} | {f(med['auto'])} | {'/'.join(chose)} | {f(med['tcp'])} | {f(med['udp'])} | {f(med['guc'])} | "
-          f"{ratio(med['auto'], link)} | {ratio(med['auto'], forced)} | {ratio(med['auto'], med['guc'])} | "
+    print(f"| {c} | {cc} | {f(med['auto'])} | {'/'.join(chose)} | {f(med['autoprof'])} | {f(med['tcp'])} | {f(med['udp'])} | "
+          f"{f(med['guc'])} | {ratio(med['auto'], link)} | {ratio(med['autoprof'], link)} | {ratio(med['udp'], link)} | "
+          f"{ratio(med['auto'], forced)} | {ratio(med['auto'], med['guc'])} | "
           f"{min(loads):.1f}-{max(loads):.1f} |")
 print()
 print("Reasons given by auto:")
 for r in rows:
-    if r["variant"] == "auto":
-        print(f"- {r['case']} {r['cc']} rep {r['rep']}: {r['chosen']}: {r['reason']} (blast set-up {r['setup_seconds'] or '–'} s)")
+    if r["variant"] in ("auto", "autoprof"):
+        print(f"- {r['variant']} {r['case']} {r['cc']} rep {r['rep']}: {r['chosen']}: {r['reason']} (blast set-up {r['setup_seconds'] or '–'} s)")
 PY
 cat "$OUT/report.md"
 if [ "$RECORD" = 1 ]; then

@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(server_control client_reply mode_e_header blast_packet)
+[ ${#targets[@]} -gt 0 ] || targets=(server_control client_reply mode_e_header blast_packet tls_records)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked >&2
 export RUSTC_BOOTSTRAP=1
 (cd fuzz && cargo fuzz build -O >&2)

@@ -49,7 +49,7 @@ pub struct Args {
     out: Option<PathBuf>,
     /// The drsftp binary to run in the lab hosts [default: `drsftp` next to drsftp-bench].
     #[arg(long = "drsftp", value_name = "PATH")]
-    drsftp: Option<PathBuf>,
+    pub(crate) drsftp: Option<PathBuf>,
     /// Seconds of transfer each file is sized for.
     #[arg(long, default_value_t = 16.0)]
     secs: f64,

@@ -35,7 +35,7 @@ pub struct Args {
     reps: usize,
     /// The drsftp binary [default: next to drsftp-bench].
     #[arg(long)]
-    drsftp: Option<PathBuf>,
+    pub(crate) drsftp: Option<PathBuf>,
 }
 
 /// The lab name of this harness (the ops engineer's lab).

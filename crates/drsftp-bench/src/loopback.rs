@@ -40,7 +40,7 @@ pub struct Args {
     work: PathBuf,
     /// The drsftp binary [default: next to drsftp-bench].
     #[arg(long = "drsftp", value_name = "PATH")]
-    drsftp: Option<PathBuf>,
+    pub(crate) drsftp: Option<PathBuf>,
 }
 
 /// Clock ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on Linux).

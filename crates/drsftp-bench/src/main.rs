@@ -130,11 +130,27 @@ fn drsftp_binary(path: Option<&Path>) -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
+/// The drsftp binary a command runs (its `--drsftp`, or the sibling), which names its run folder's commit.
+fn binary_of(command: &Command) -> PathBuf {
+    let given = match command {
+        Command::Blast(a) => a.drsftp.as_deref(),
+        Command::Doctor(a) => a.drsftp.as_deref(),
+        Command::Loopback(a) => a.drsftp.as_deref(),
+        Command::Tls(a) => a.drsftp.as_deref(),
+        _ => None,
+    };
+    given.map_or_else(
+        || sibling_drsftp().unwrap_or_else(|_| PathBuf::from("drsftp")),
+        Path::to_path_buf,
+    )
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     let argv: Vec<String> = std::env::args().collect();
+    let bin = binary_of(&cli.command);
     let folder = |name: &str| -> anyhow::Result<Option<RunDir>> {
         if cli.record {
-            Ok(Some(RunDir::create(&cli.runs_dir, name, &argv)?))
+            Ok(Some(RunDir::create(&cli.runs_dir, name, &argv, &bin)?))
         } else {
             Ok(None)
         }
@@ -160,7 +176,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Record(a) => {
             let report = std::fs::read_to_string(&a.report)
                 .with_context(|| format!("reading {}", a.report.display()))?;
-            let run = RunDir::create(&cli.runs_dir, &a.name, &a.command)?;
+            let run = RunDir::create(&cli.runs_dir, &a.name, &a.command, &bin)?;
             for f in &a.raw {
                 run.add(f)?;
             }

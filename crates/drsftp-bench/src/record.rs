@@ -41,13 +41,20 @@ pub struct RunDir {
 
 impl RunDir {
     /// Creates `<base>/<YYYY-MM-DD>-<shortcommit>-<name>/` (with `-2`, `-3`, ... if that exists already) and
-    /// writes command.txt (`argv`, shell-quoted) and machine.txt.
-    pub fn create(base: &Path, name: &str, argv: &[String]) -> Result<RunDir> {
+    /// writes command.txt (`argv`, shell-quoted) and machine.txt. The commit is the one `bin` (the drsftp binary
+    /// the run uses) was built from, as its `--version` says; the checkout's HEAD only if it cannot tell, since a
+    /// worktree's HEAD can be ahead of or behind the binary that actually ran.
+    pub fn create(base: &Path, name: &str, argv: &[String], bin: &Path) -> Result<RunDir> {
         if name.is_empty() || name.contains('/') {
             bail!("run name {name:?}: must be non-empty and contain no '/'");
         }
         std::fs::create_dir_all(base).with_context(|| format!("creating {}", base.display()))?;
-        let stem = format!("{}-{}-{name}", utc_date(SystemTime::now()), short_commit());
+        let version = binary_version(bin);
+        let commit = version
+            .as_deref()
+            .and_then(version_commit)
+            .map_or_else(short_commit, str::to_string);
+        let stem = format!("{}-{commit}-{name}", utc_date(SystemTime::now()));
         let mut path = base.join(&stem);
         let mut n = 1;
         loop {
@@ -62,7 +69,12 @@ impl RunDir {
         }
         let run = RunDir { path };
         run.write("command.txt", &format!("{}\n", shell_line(argv)))?;
-        run.write("machine.txt", &machine())?;
+        let binary = format!(
+            "binary: {} = {}\n",
+            bin.display(),
+            version.as_deref().unwrap_or("(no --version output)")
+        );
+        run.write("machine.txt", &(machine() + &binary))?;
         eprintln!("recording this run in {}", run.path.display());
         Ok(run)
     }
@@ -180,6 +192,21 @@ pub fn utc_date(t: SystemTime) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
+/// `BIN --version`'s first line, e.g. `drsftp 0.1.0 (9f93cc7)`.
+fn binary_version(bin: &Path) -> Option<String> {
+    let out = Command::new(bin).arg("--version").output().ok()?;
+    let s = String::from_utf8(out.stdout).ok()?;
+    let line = s.lines().next()?.trim();
+    (out.status.success() && !line.is_empty()).then(|| line.to_string())
+}
+
+/// The commit in a `drsftp --version` line (`drsftp 0.1.0 (9f93cc7)` → `9f93cc7`); None for a build made outside
+/// git (`(unknown commit)`) or an older binary without one.
+fn version_commit(version: &str) -> Option<&str> {
+    let inner = version.rsplit_once('(')?.1.strip_suffix(')')?;
+    (!inner.is_empty() && inner.chars().all(|c| c.is_ascii_hexdigit())).then_some(inner)
+}
+
 /// `git rev-parse --short HEAD` of the current directory, or `nogit`.
 fn short_commit() -> String {
     Command::new("git")
@@ -267,8 +294,9 @@ mod tests {
     fn a_run_folder_has_command_machine_and_report() {
         let base = tempfile::tempdir().unwrap();
         let argv = vec!["drsftp-bench".to_string(), "lab".to_string()];
-        let a = RunDir::create(base.path(), "lab", &argv).unwrap();
-        let b = RunDir::create(base.path(), "lab", &argv).unwrap();
+        let no_bin = base.path().join("no-such-drsftp");
+        let a = RunDir::create(base.path(), "lab", &argv, &no_bin).unwrap();
+        let b = RunDir::create(base.path(), "lab", &argv, &no_bin).unwrap();
         assert_ne!(a.path(), b.path());
         let name = a.path().file_name().unwrap().to_string_lossy().into_owned();
         assert!(
@@ -296,6 +324,33 @@ mod tests {
             std::fs::read_to_string(a.join("README.md")).unwrap(),
             "# r\n"
         );
-        assert!(RunDir::create(base.path(), "a/b", &argv).is_err());
+        assert!(
+            m.contains("binary: ") && m.contains("(no --version output)"),
+            "{m}"
+        );
+        assert!(RunDir::create(base.path(), "a/b", &argv, &no_bin).is_err());
+    }
+
+    #[test]
+    fn the_folder_is_named_after_the_binary_that_ran() {
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(version_commit("drsftp 0.1.0 (9f93cc7)"), Some("9f93cc7"));
+        assert_eq!(version_commit("drsftp 0.1.0 (unknown commit)"), None);
+        assert_eq!(version_commit("drsftp 0.1.0"), None);
+        let base = tempfile::tempdir().unwrap();
+        let bin = base.path().join("drsftp");
+        std::fs::write(&bin, "#!/bin/sh\necho 'drsftp 0.1.0 (abc1234)'\n").unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let argv = vec!["drsftp-bench".to_string(), "tls".to_string()];
+        let run = RunDir::create(&base.path().join("runs"), "tls", &argv, &bin).unwrap();
+        let name = run
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(name.ends_with("-abc1234-tls"), "{name}");
+        let m = std::fs::read_to_string(run.join("machine.txt")).unwrap();
+        assert!(m.contains("= drsftp 0.1.0 (abc1234)"), "{m}");
     }
 }

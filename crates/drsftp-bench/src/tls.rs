@@ -37,7 +37,7 @@ pub struct Args {
     work: PathBuf,
     /// The drsftp binary [default: next to drsftp-bench].
     #[arg(long = "drsftp", value_name = "PATH")]
-    drsftp: Option<PathBuf>,
+    pub(crate) drsftp: Option<PathBuf>,
     /// In a 2-host lab named `tls` (needs root) instead of on loopback.
     #[arg(long)]
     lab: bool,

@@ -12,7 +12,12 @@ use clap::{Parser, Subcommand};
 
 /// GridFTP-compatible bulk data transfer with Dynamic Right-Sizing.
 #[derive(Parser, Debug)]
-#[command(name = "drsftp", version, about, long_about = None)]
+#[command(
+    name = "drsftp",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("DRSFTP_COMMIT"), ")"),
+    about,
+    long_about = None
+)]
 struct Cli {
     /// Log verbosity (error, warn, info, debug, trace); also honours RUST_LOG.
     #[arg(long, global = true, default_value = "warn")]

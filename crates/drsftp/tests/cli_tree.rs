@@ -240,6 +240,37 @@ fn tree_download_upload_and_third_party_with_awkward_names() {
     assert_eq!(j["bytes"].as_u64(), Some(0), "{j}");
 }
 
+/// The logins made while the tree is listed are the workers' sessions: a download of 12 files in two
+/// subdirectories (listed in parallel) logs in exactly as many sessions as the job moves files over, none opened
+/// for the listing and dropped; with `--concurrency 2`, two.
+#[test]
+fn a_tree_download_logs_in_once_per_session() {
+    let dir = open_tempdir();
+    let root = dir.path().join("root");
+    for (i, d) in ["t/x", "t/y"].iter().cycle().take(12).enumerate() {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+        random_file(&root.join(d).join(format!("f{i:02}")), 20_000 + i, i as u64);
+    }
+    let srv = drsftp_server(&root, &["--log", "info"]);
+    let logins = || srv.log_text().matches("event=\"login\"").count() as u64;
+    for (n, args) in [(8, vec![]), (2, vec!["--concurrency", "2"])] {
+        let before = logins();
+        let out = dir.path().join(format!("out{n}"));
+        let mut a = vec!["-r"];
+        a.extend(args);
+        let url = srv.url("/t/");
+        a.extend([url.as_str(), out.to_str().unwrap()]);
+        let j = copy_ok(&a, "download");
+        assert_eq!(tree(&out), tree(&root.join("t")), "{j}");
+        assert_eq!(j["concurrency"].as_u64(), Some(n), "{j}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while logins() - before < n && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(logins() - before, n, "{}", srv.log_tail());
+    }
+}
+
 #[test]
 fn a_failed_file_does_not_stop_the_job() {
     let dir = open_tempdir();

@@ -23,25 +23,8 @@ const T: Duration = Duration::from_secs(120);
 const BLOCK: u64 = 256 << 10;
 const STREAMS: u64 = 2;
 
-/// Bytes the server's kept partials say they hold (the largest, 0 if none).
-fn kept_bytes(root: &Path) -> u64 {
-    let Ok(d) = std::fs::read_dir(root.join(".drsftp-part.kept")) else {
-        return 0;
-    };
-    d.filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".ck"))
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .map(|t| checkpoint_ranges(&t).iter().map(|(a, b)| b - a).sum())
-        .max()
-        .unwrap_or(0)
-}
-
 fn kept_parts(root: &Path) -> usize {
-    std::fs::read_dir(root.join(".drsftp-part.kept")).map_or(0, |d| {
-        d.filter_map(|e| e.ok())
-            .filter(|e| !e.file_name().to_string_lossy().contains('.'))
-            .count()
-    })
+    kept_part_files(root).len()
 }
 
 /// Bytes of each STOR line of the server's transfer log so far.

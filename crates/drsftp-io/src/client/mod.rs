@@ -25,6 +25,7 @@ pub mod profile;
 mod resume;
 mod task;
 mod third_party;
+mod third_party_resume;
 mod transfer;
 mod upload;
 mod upload_resume;

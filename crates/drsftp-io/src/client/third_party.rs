@@ -35,7 +35,9 @@ use drsftp_proto::client::{
 };
 
 use super::control::Control;
-use super::{download, transfer, Client, ClientError, ClientOptions, TransferSummary};
+use super::{
+    download, third_party_resume, transfer, Client, ClientError, ClientOptions, TransferSummary,
+};
 use crate::data::Progress;
 
 /// Which end, for messages.
@@ -88,6 +90,9 @@ async fn soft(
 /// MODE E, `tcp_buffer`, `verify`, `timeout` (commands, and the longest time without perf-marker progress once
 /// markers arrive), `blast` for the UDP channel; `partial` and our own socket settings do not apply. `cancel`
 /// resolving (Ctrl-C) aborts both transfers and deletes the destination.
+///
+/// A whole-file MODE E copy resumes what an earlier run left at the destination (third_party_resume.rs); if the
+/// resumed file fails its checksum, the destination is deleted and the whole file sent again, verified.
 pub async fn copy(
     src: &mut Client,
     src_path: &str,
@@ -97,10 +102,74 @@ pub async fn copy(
     progress: Arc<Progress>,
     cancel: impl Future<Output = ()>,
 ) -> Result<TransferSummary, ClientError> {
+    let mut cancel = std::pin::pin!(cancel);
+    let first = copy_once(
+        src,
+        src_path,
+        dst,
+        dst_path,
+        opts,
+        progress.clone(),
+        cancel.as_mut(),
+    )
+    .await;
+    match first {
+        Ok(s) => Ok(s),
+        Err(Failure::ResumedBad(e)) => {
+            tracing::warn!(
+                "resumed third-party copy failed its checksum ({e}); copying it all again"
+            );
+            let fresh = ClientOptions {
+                resume: false,
+                ..opts.clone()
+            };
+            let again = copy_once(src, src_path, dst, dst_path, &fresh, progress, cancel);
+            let mut again = again.await.map_err(Failure::into_error)?;
+            again.notices.push(format!(
+                "the resumed copy of {src_path} failed its checksum ({e}); copied the whole file again"
+            ));
+            Ok(again)
+        }
+        Err(f) => Err(f.into_error()),
+    }
+}
+
+/// Why one attempt failed: `ResumedBad` when the file, resumed from what the destination held, failed its
+/// checksum (the destination is deleted; a fresh copy can follow).
+enum Failure {
+    Error(ClientError),
+    ResumedBad(ClientError),
+}
+
+impl Failure {
+    fn into_error(self) -> ClientError {
+        match self {
+            Failure::Error(e) | Failure::ResumedBad(e) => e,
+        }
+    }
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Failure::Error(e)
+    }
+}
+
+/// One attempt of [`copy`].
+async fn copy_once(
+    src: &mut Client,
+    src_path: &str,
+    dst: &mut Client,
+    dst_path: &str,
+    opts: &ClientOptions,
+    progress: Arc<Progress>,
+    cancel: impl Future<Output = ()>,
+) -> Result<TransferSummary, Failure> {
     if opts.partial.is_some() {
         return Err(ClientError::Invalid(
             "partial (--off/--len) third-party copies are not supported".into(),
-        ));
+        )
+        .into());
     }
     let (s, d) = (&mut src.control, &mut dst.control);
     let size = download::size_if_supported(s, src_path)
@@ -163,18 +232,60 @@ pub async fn copy(
             .await?;
         }
     }
+    // A whole-file MODE E copy that both ends can verify resumes what an earlier run left at the destination.
+    let alg =
+        common_alg(s, d).filter(|_| udp.is_none() && mode == TransferMode::Extended && opts.verify);
+    let resume = match (size, alg) {
+        (Some(n), Some(alg)) => {
+            let ends = (&mut *s, src_path, &mut *d, dst_path);
+            third_party_resume::prepare(ends, n, &alg, opts.resume).await?
+        }
+        _ => None,
+    };
+    let held = resume.as_ref().map(|r| r.held.clone()).unwrap_or_default();
+    if let Some(r) = &resume {
+        notices.extend(r.notices.iter().cloned());
+        if let Some(line) = r.rest() {
+            // Right before the transfer commands: a server keeps a REST for the next transfer only.
+            let rested = async {
+                third_party_resume::send_rest(d, &line)
+                    .await
+                    .map_err(|e| at(End::Destination, d, e))?;
+                third_party_resume::send_rest(s, &line)
+                    .await
+                    .map_err(|e| at(End::Source, s, e))
+            };
+            if let Err(e) = rested.await {
+                if let Some(m) = &r.markers {
+                    // The next try starts afresh rather than failing the same way again.
+                    m.complete();
+                }
+                return Err(e.into());
+            }
+        }
+        if let Some(m) = &r.markers {
+            m.start(progress.clone());
+        }
+    }
+    let markers = resume.as_ref().and_then(|r| r.markers.as_ref());
     let begin = Instant::now();
     let r = run(s, src_path, d, dst_path, opts.timeout, &progress, cancel).await;
     let seconds = begin.elapsed().as_secs_f64();
     let stripe_bytes = match r {
         Ok(b) => b,
         Err(Failed { error, touched }) => {
-            if touched {
+            // A destination that keeps what it wrote under the final name (Globus) is resumed from the markers
+            // recorded: deleting it would throw them away. Its record says a rerun finishes it.
+            if touched && markers.is_none() {
                 delete(d, dst_path).await;
             }
-            return Err(error);
+            return Err(error.into());
         }
     };
+    if let Some(m) = markers {
+        // Every byte is at the destination: whatever the checks below say, these markers are not used again.
+        m.complete();
+    }
     // The outcome: sizes, then checksums; any disagreement removes the destination.
     let dst_size = download::size_if_supported(d, dst_path)
         .await
@@ -186,16 +297,17 @@ pub async fn copy(
                 what: format!("{dst_path} (destination deleted)"),
                 expected: a,
                 got: b,
-            });
+            }
+            .into());
         }
     }
-    let bytes = size.or(dst_size).unwrap_or(progress.bytes());
+    let bytes = size.or(dst_size).unwrap_or(progress.bytes()) - held.covered();
     if progress.bytes() < bytes {
         progress.add(progress.bytes()..bytes);
     }
     let mut summary = TransferSummary {
         bytes,
-        resumed: 0,
+        resumed: held.covered(),
         seconds,
         streams: streams as usize,
         mode,
@@ -216,7 +328,13 @@ pub async fn copy(
         setup_seconds: None,
     };
     if opts.verify {
-        verify(s, src_path, d, dst_path, &mut summary).await?;
+        match verify(s, src_path, d, dst_path, &mut summary).await {
+            Ok(()) => {}
+            Err(e @ ClientError::ChecksumMismatch { .. }) if !held.is_empty() => {
+                return Err(Failure::ResumedBad(e))
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(summary)
 }
@@ -471,6 +589,8 @@ enum Step {
     Done(Box<TransferReport>),
     Started,
     Perf(u32, u64),
+    /// A `111 Range Marker`: the receiver has written these ranges.
+    Marked(Vec<std::ops::Range<u64>>),
     Other,
 }
 
@@ -485,6 +605,7 @@ fn step(end: End, c: &Control, ev: Result<Event, ClientError>) -> Result<Step, C
             Ok(Step::Started)
         }
         Ok(Event::PerfMarker(p)) => Ok(Step::Perf(p.stripe_index, p.stripe_bytes)),
+        Ok(Event::RangeMarker(r)) => Ok(Step::Marked(r)),
         Ok(Event::Notice(n)) => {
             tracing::info!("{} server: {n}", end.name());
             Ok(Step::Other)
@@ -532,7 +653,7 @@ async fn run(
     if let Ok(ev) = first {
         match step(End::Destination, d, ev) {
             Ok(Step::Done(r)) => d_done = Some(r),
-            Ok(Step::Perf(..) | Step::Started | Step::Other) => {}
+            Ok(Step::Perf(..) | Step::Marked(_) | Step::Started | Step::Other) => {}
             // Refused before a 1xx: the destination was not touched.
             Err(error) => {
                 return Err(Failed {
@@ -597,8 +718,9 @@ async fn run(
                     last_marker = Some(Instant::now());
                 }
             }
+            Ok(Step::Marked(r)) if end == End::Destination => progress.mark(&r),
             Ok(Step::Started) => d_started |= end == End::Destination,
-            Ok(Step::Other) => {}
+            Ok(Step::Marked(_) | Step::Other) => {}
             Err(e) => {
                 let (s_run, d_run) = match end {
                     End::Source => (false, d_done.is_none()),
@@ -651,7 +773,7 @@ async fn destination_refusal(
                 *done = Some(r);
                 return None;
             }
-            Ok(Step::Perf(..) | Step::Started | Step::Other) => {}
+            Ok(Step::Perf(..) | Step::Marked(_) | Step::Started | Step::Other) => {}
         }
     }
 }
@@ -694,11 +816,17 @@ fn common_alg(s: &Control, d: &Control) -> Option<String> {
         .or_else(|| a.iter().find(|x| both(x)).cloned())
 }
 
-async fn checksum(c: &mut Control, alg: &str, path: &str) -> Result<String, ClientError> {
+/// CKSM `alg` of `path` on one server: the whole file, or `range`.
+pub(super) async fn checksum(
+    c: &mut Control,
+    alg: &str,
+    path: &str,
+    range: Option<std::ops::Range<u64>>,
+) -> Result<String, ClientError> {
     let op = Op::Checksum {
         algorithm: alg.to_string(),
-        offset: 0,
-        length: None,
+        offset: range.as_ref().map_or(0, |r| r.start),
+        length: range.map(|r| r.end - r.start),
         path: path.to_string(),
     };
     match c.run(op).await? {
@@ -709,7 +837,7 @@ async fn checksum(c: &mut Control, alg: &str, path: &str) -> Result<String, Clie
     }
 }
 
-/// CKSM on both servers; a mismatch deletes the destination and fails, a refusal is a notice.
+/// CKSM on both servers at once; a mismatch deletes the destination and fails, a refusal is a notice.
 async fn verify(
     s: &mut Control,
     src_path: &str,
@@ -734,19 +862,25 @@ async fn verify(
         }
         Err(e) => Err(at(end, c, e)),
     };
-    let r = checksum(s, &alg, src_path).await;
-    let Some(hs) = one(r, s, End::Source)? else {
+    // Both servers read their copy at once: each is a whole-file read, on different hosts.
+    let (rs, rd) = tokio::join!(
+        checksum(s, &alg, src_path, None),
+        checksum(d, &alg, dst_path, None)
+    );
+    let Some(hs) = one(rs, s, End::Source)? else {
         return Ok(());
     };
-    let r = checksum(d, &alg, dst_path).await;
-    let Some(hd) = one(r, d, End::Destination)? else {
+    let Some(hd) = one(rd, d, End::Destination)? else {
         return Ok(());
     };
     if hs != hd {
         delete(d, dst_path).await;
-        return Err(ClientError::Invalid(format!(
-            "{alg} checksum mismatch: source {hs}, destination {hd}; the destination {dst_path} was deleted"
-        )));
+        return Err(ClientError::ChecksumMismatch {
+            what: format!("{dst_path} (the destination was deleted)"),
+            alg,
+            local: format!("{hs} (source)"),
+            remote: hd,
+        });
     }
     summary.checksum = Some((alg, hs));
     summary.verified = true;

@@ -280,7 +280,7 @@ fn source_tag(local: &Path) -> Option<String> {
 
 /// Arms the server to keep this upload if it fails and asks what it keeps from an earlier one (`SITE PARTIAL`):
 /// `None` if the server keeps no partials (globus-gridftp-server answers `500`), else the ranges (maybe none).
-async fn ask_kept(
+pub(super) async fn ask_kept(
     control: &mut Control,
     len: u64,
     tag: &str,

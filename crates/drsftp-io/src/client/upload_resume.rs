@@ -218,8 +218,8 @@ impl Drop for MarkerCheckpoint {
 }
 
 /// The longest prefix of the first gap in `held` (within `0..size`) whose bytes the server's file `remote`
-/// already has, checked with CKSM `alg` against `local` (module docs): bisection to [`TAIL_GRAIN`], at most
-/// [`TAIL_PROBES`] round trips. `None` if nothing could be checked or nothing matched.
+/// already has, checked with CKSM `alg` against `local` (module docs, [`TailSearch`]). `None` if nothing could be
+/// checked or nothing matched.
 pub(crate) async fn verify_tail(
     control: &mut Control,
     alg: ChecksumAlg,
@@ -228,37 +228,80 @@ pub(crate) async fn verify_tail(
     held: &RangeSet,
     size: u64,
 ) -> Result<Option<std::ops::Range<u64>>, ClientError> {
-    let Some(gap) = held.gaps(0..size).into_iter().next() else {
-        return Ok(None);
-    };
     // No file there (550), or no SIZE: nothing to check.
     let there = match super::size(control, remote).await {
         Ok(n) => n,
         Err(e) if e.reply_code().is_some() => return Ok(None),
         Err(e) => return Err(e),
     };
-    let end = gap.end.min(there);
-    if end < gap.start + TAIL_GRAIN {
+    let Some(mut search) = TailSearch::new(held, size, there) else {
         return Ok(None);
-    }
-    // Invariant: `gap.start..gap.start + good` matches, `gap.start + bad` does not (or is untested).
-    let (mut good, mut bad) = (0u64, end - gap.start + 1);
-    let mut probe = end - gap.start;
-    for _ in 0..TAIL_PROBES {
-        let r = gap.start..gap.start + probe;
+    };
+    while let Some(r) = search.next_probe() {
         match verify::compare(control, alg, remote, local.clone(), r, false, None).await {
-            Ok(v) if v.checksum.is_some() => good = probe,
+            Ok(v) if v.checksum.is_some() => search.record(true),
             Ok(_) => return Ok(None),
-            Err(ClientError::ChecksumMismatch { .. }) => bad = probe,
+            Err(ClientError::ChecksumMismatch { .. }) => search.record(false),
             Err(e) => return Err(e),
         }
-        if bad - good <= TAIL_GRAIN {
-            break;
-        }
-        probe = good + (bad - good) / 2;
     }
-    tracing::debug!("verified {good} bytes past the last restart marker");
-    Ok((good > 0).then(|| gap.start..gap.start + good))
+    Ok(search.found())
+}
+
+/// The bisection behind [`verify_tail`], without I/O: the bytes past the last restart marker that the receiver's
+/// file (`there` bytes long) may already hold, found by comparing checksums of prefixes of the first gap, halving
+/// down to [`TAIL_GRAIN`] in at most [`TAIL_PROBES`] comparisons. Third-party resume compares the source's and the
+/// destination's CKSM of the same range with it.
+#[derive(Debug)]
+pub(crate) struct TailSearch {
+    start: u64,
+    /// `start..start + good` matches, `start + bad` does not (or is untested).
+    good: u64,
+    bad: u64,
+    probe: u64,
+    left: u32,
+}
+
+impl TailSearch {
+    /// `None` when there is no gap, or the receiver's file reaches less than one grain into it.
+    pub(crate) fn new(held: &RangeSet, size: u64, there: u64) -> Option<TailSearch> {
+        let gap = held.gaps(0..size).into_iter().next()?;
+        let end = gap.end.min(there);
+        if end < gap.start + TAIL_GRAIN {
+            return None;
+        }
+        let len = end - gap.start;
+        Some(TailSearch {
+            start: gap.start,
+            good: 0,
+            bad: len + 1,
+            probe: len,
+            left: TAIL_PROBES,
+        })
+    }
+
+    /// The range to compare next, `None` once the search is over.
+    pub(crate) fn next_probe(&self) -> Option<std::ops::Range<u64>> {
+        (self.left > 0 && self.bad - self.good > TAIL_GRAIN)
+            .then(|| self.start..self.start + self.probe)
+    }
+
+    /// Whether the range [`next_probe`](Self::next_probe) gave matched.
+    pub(crate) fn record(&mut self, matched: bool) {
+        if matched {
+            self.good = self.probe;
+        } else {
+            self.bad = self.probe;
+        }
+        self.left -= 1;
+        self.probe = self.good + (self.bad - self.good) / 2;
+    }
+
+    /// The checked prefix, if any matched.
+    pub(crate) fn found(&self) -> Option<std::ops::Range<u64>> {
+        tracing::debug!("verified {} bytes past the last restart marker", self.good);
+        (self.good > 0).then(|| self.start..self.start + self.good)
+    }
 }
 
 fn remove(p: &Path) {
@@ -284,5 +327,51 @@ fn sweep(dir: &Path) {
         if old {
             remove(&e.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drives the search against a receiver whose bytes match up to `truth`.
+    fn search(
+        held: &RangeSet,
+        size: u64,
+        there: u64,
+        truth: u64,
+    ) -> (Option<std::ops::Range<u64>>, u32) {
+        let Some(mut s) = TailSearch::new(held, size, there) else {
+            return (None, 0);
+        };
+        let mut probes = 0;
+        while let Some(r) = s.next_probe() {
+            probes += 1;
+            s.record(r.end <= truth);
+        }
+        (s.found(), probes)
+    }
+
+    #[test]
+    fn tail_search_finds_the_matching_prefix_within_a_grain() {
+        let mut held = RangeSet::new();
+        held.insert(0..(8 << 20));
+        let size = 64 << 20;
+        // All the receiver has matches: one probe.
+        assert_eq!(
+            search(&held, size, 20 << 20, 20 << 20),
+            (Some((8 << 20)..(20 << 20)), 1)
+        );
+        // Garbage past 13 MiB: found to within a grain, in at most TAIL_PROBES probes.
+        let (r, n) = search(&held, size, 20 << 20, 13 << 20);
+        let r = r.unwrap();
+        assert!(
+            r.start == 8 << 20 && r.end <= 13 << 20 && r.end + TAIL_GRAIN >= 13 << 20,
+            "{r:?}"
+        );
+        assert!(n <= TAIL_PROBES);
+        // Nothing matches; or the receiver's file ends before a grain of the gap.
+        assert_eq!(search(&held, size, 20 << 20, 0).0, None);
+        assert!(TailSearch::new(&held, size, (8 << 20) + 1000).is_none());
     }
 }

@@ -125,10 +125,14 @@ pub(crate) async fn run(
                         sent_crc = None;
                     }
                     let who = user.clone();
+                    let movers = frontend.as_ref().and_then(|f| f.checksum_by_movers(&req));
                     fs_tasks.retain(|t| t.0.as_ref().is_some_and(|h| !h.is_finished()));
                     fs_tasks.push(AbortOnDrop::spawn(async move {
                         let shown = changes.then(|| req.clone());
-                        let r = fs::execute_async(st, req, sent).await;
+                        let r = match movers {
+                            Some(m) => m.run(st, req).await,
+                            None => fs::execute_async(st, req, sent).await,
+                        };
                         if let Some(req) = shown {
                             audit::fs(peer, &who, &req, &r);
                         }

@@ -38,6 +38,9 @@ use tokio::time::timeout;
 use crate::data::Progress;
 use crate::tls::{MaybeTls, TlsClient};
 
+#[path = "frontend_cksm.rs"]
+mod cksm;
+
 /// The data movers of a frontend and the account it logs in to them with.
 #[derive(Clone)]
 pub struct Movers {
@@ -204,21 +207,36 @@ impl Frontend {
                 self.movers.addrs.len()
             ));
         }
+        // Every mover at once (login if need be, then PASV): set-up costs one mover's round trips, not N.
         let mut links = self.links.lock().await;
-        let mut out = Vec::with_capacity(count);
+        let mut tasks = tokio::task::JoinSet::new();
         for (i, slot) in links.iter_mut().enumerate().take(count) {
-            let r = pasv(slot, self.movers.addrs[i], &self.movers).await;
+            let (mut slot, m) = (slot.take(), self.movers.clone());
+            tasks.spawn(async move {
+                let r = pasv(&mut slot, m.addrs[i], &m).await;
+                (i, slot, r)
+            });
+        }
+        let mut out = vec![None; count];
+        let mut failed = None;
+        while let Some(j) = tasks.join_next().await {
+            let (i, slot, r) = j.map_err(|e| e.to_string())?;
             match r {
-                Ok(a) => out.push(a),
+                Ok(a) => {
+                    out[i] = Some(a);
+                    links[i] = slot;
+                }
                 Err(e) => {
-                    *slot = None;
                     tracing::warn!("frontend: {e}");
-                    return Err(format!("data mover {i} unavailable"));
+                    failed.get_or_insert(i);
                 }
             }
         }
+        if let Some(i) = failed {
+            return Err(format!("data mover {i} unavailable"));
+        }
         self.passive = count;
-        Ok(out)
+        Ok(out.into_iter().flatten().collect())
     }
 
     /// Runs `plan` on the movers. The links in use are taken for the transfer and put back only after

@@ -228,14 +228,45 @@ pub fn checkpoint_ranges(text: &str) -> Vec<(u64, u64)> {
 
 /// `drsftp serve` in lab host 1 on `listen`, serving `root`, its transfer log next to it ([`logged_bytes`]).
 pub fn lab_server_logged(lab: &drsftp_lab::Lab, listen: &str, root: &Path) -> ServerProcess {
-    let cmd = lab.exec(1, bin().to_str().unwrap());
+    lab_server_logged_on(lab, 1, listen, root, &[])
+}
+
+/// [`lab_server_logged`] in lab host `host`, with `extra` arguments.
+pub fn lab_server_logged_on(
+    lab: &drsftp_lab::Lab,
+    host: usize,
+    listen: &str,
+    root: &Path,
+    extra: &[&str],
+) -> ServerProcess {
+    let cmd = lab.exec(host, bin().to_str().unwrap());
     let log = root.with_extension("xfer.jsonl");
-    drsftp_serve(
-        cmd,
-        listen,
-        root,
-        &["--transfer-log", log.to_str().unwrap()],
-    )
+    let mut args = vec!["--transfer-log", log.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    drsftp_serve(cmd, listen, root, &args)
+}
+
+/// Bytes the kept partial uploads of a `drsftp serve` serving `root` say they hold (the largest, 0 if none).
+pub fn kept_bytes(root: &Path) -> u64 {
+    let Ok(d) = std::fs::read_dir(root.join(".drsftp-part.kept")) else {
+        return 0;
+    };
+    d.filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".ck"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|t| checkpoint_ranges(&t).iter().map(|(a, b)| b - a).sum())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The part files of kept partial uploads under `root` (their names have no dot; their records end in `.ck`).
+pub fn kept_part_files(root: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(root.join(".drsftp-part.kept")).map_or(vec![], |d| {
+        d.filter_map(|e| e.ok())
+            .filter(|e| !e.file_name().to_string_lossy().contains('.'))
+            .map(|e| e.path())
+            .collect()
+    })
 }
 
 /// Bytes of each transfer-log line so far of a [`lab_server_logged`] server whose command is one of `commands`.

@@ -8,6 +8,7 @@ mod batch;
 pub mod plan;
 mod run;
 mod walk;
+mod warm;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ use plan::{RetryPolicy, SyncMode};
 
 pub use run::run;
 pub use walk::plan_tree;
+pub use warm::Warm;
 
 /// A server to log in to: `host:port` and credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +90,8 @@ pub struct Job {
     pub files: Vec<FileTask>,
     /// What the walk left out and why (symlinks leaving the tree, unsafe names, special files).
     pub notes: Vec<String>,
+    /// Sessions logged in during the walk for the workers to start on (empty for a job built without one).
+    pub warm: Warm,
 }
 
 /// How a job runs.

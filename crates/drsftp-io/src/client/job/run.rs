@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use super::plan::{self, Meta, SyncMode, SyncVerdict};
 use super::walk::mtime_of;
+use super::warm::{Side, Slot};
 use super::{
     FileRecord, FileStatus, FileTask, Job, JobOptions, JobProgress, JobReport, Loc, Server,
 };
@@ -126,14 +127,20 @@ pub async fn run(job: Job, opts: &JobOptions, progress: Arc<JobProgress>) -> Job
         concurrency,
     });
     let mut set = tokio::task::JoinSet::new();
+    let warm = shared.job.warm.clone();
     for _ in 0..concurrency {
-        set.spawn(worker(shared.clone()));
+        let src = warm.take(Side::Src);
+        let dst = warm.take(Side::Dst);
+        set.spawn(worker(shared.clone(), src, dst));
     }
+    // Sessions warmed for more workers than the files need end alongside the job.
+    let closing = tokio::spawn(async move { warm.close().await });
     while let Some(r) = set.join_next().await {
         if let Err(e) = r {
             notes.push(format!("a worker ended abnormally: {e}"));
         }
     }
+    let _ = closing.await;
     let seconds = t0.elapsed().as_secs_f64();
     let records = shared
         .records
@@ -211,8 +218,14 @@ async fn make_dirs(job: &Job, opts: &JobOptions, notes: &mut Vec<String>) {
     }
 }
 
-async fn worker(shared: Arc<Shared>) {
+async fn worker(shared: Arc<Shared>, src: Option<Slot>, dst: Option<Slot>) {
     let mut w = Worker::default();
+    if let Some(s) = src {
+        w.src = s.session().await;
+    }
+    if let Some(d) = dst {
+        w.dst = d.session().await;
+    }
     // A file taken from the queue that did not fit the batch being gathered.
     let mut held = None;
     loop {

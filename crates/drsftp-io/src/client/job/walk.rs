@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use super::plan::{self, EntryKind};
+use super::warm::{Side, Warm};
 use super::{run, FileTask, Job, JobOptions, Loc, Server};
 use crate::client::{Client, ClientError, ListKind};
 
@@ -17,9 +18,14 @@ const MAX_DEPTH: usize = 256;
 /// instead of exhausting memory.
 const MAX_ENTRIES: usize = 10_000_000;
 
-/// Most control sessions listing the directories of one tree level at once: each MLSD costs round trips (PASV,
-/// the listing, a data connection), so a tree of many directories is listed in parallel, as its files move.
-const WALK_SESSIONS: usize = 8;
+/// Control sessions a job of `opts` moves files over at most (`--concurrency`, or auto's cap): the walk logs in
+/// no more than these, and hands them to the job ([`Warm`]). Each MLSD costs round trips (PASV, the listing, a
+/// data connection), so a level of several directories is listed over all of them at once.
+fn job_sessions(opts: &JobOptions) -> usize {
+    opts.concurrency
+        .unwrap_or(plan::AUTO_CONCURRENCY_MAX)
+        .max(1)
+}
 
 /// A directory's listing, or why it could not be listed (the server's refusal, for the job's notes).
 type Listing = Result<String, String>;
@@ -64,12 +70,24 @@ pub async fn plan_tree(
             let server = job.src_server.clone().ok_or_else(|| {
                 ClientError::Invalid("a remote source needs the source server".into())
             })?;
-            let mut client = run::connect_retrying(&server, opts).await?;
-            let r = walk_remote(&mut client, root, &dst, &mut job, &server, opts).await;
-            if let Err(e) = client.quit().await {
-                tracing::debug!("QUIT: {e}");
+            // The workers' logins run while the tree is listed (the walk's session makes the last one).
+            let k = job_sessions(opts);
+            job.warm.start(Side::Src, &server, opts, k - 1);
+            if let Some(d) = job.dst_server.clone() {
+                job.warm.start(Side::Dst, &d, opts, k);
             }
-            r?;
+            let walked = match run::connect_retrying(&server, opts).await {
+                Ok(mut client) => {
+                    let r = walk_remote(&mut client, root, &dst, &mut job, &server, opts).await;
+                    job.warm.put(Side::Src, client);
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = walked {
+                job.warm.close().await;
+                return Err(e);
+            }
         }
     }
     Ok(job)
@@ -199,7 +217,8 @@ async fn walk_remote(
         Err(e) => return Err(e),
     };
     job.dirs.push(dst.clone());
-    let mut prefetched = prefetch(client, root, &first, server, opts).await?;
+    let warm = job.warm.clone();
+    let mut prefetched = prefetch(client, root, &first, (server, &warm), opts).await?;
     // Depth-first with an explicit stack; each directory is listed once (above, level by level).
     let mut stack = vec![(
         Loc::Remote(root.to_string()),
@@ -284,13 +303,13 @@ fn subdirs(dir: &str, text: &str, depth: usize) -> Vec<(String, usize)> {
 }
 
 /// Lists every directory below `root` (whose listing is `first`), one tree level at a time, a level of several
-/// directories over up to [`WALK_SESSIONS`] extra sessions at once. A refusal is kept as the directory's note; a
-/// lost connection fails the walk.
+/// directories over the job's other sessions ([`job_sessions`] less this one) at once (the job's warm ones first; they go back
+/// there afterwards). A refusal is kept as the directory's note; a lost connection fails the walk.
 async fn prefetch(
     client: &mut Client,
     root: &str,
     first: &str,
-    server: &Server,
+    (server, warm): (&Server, &Warm),
     opts: &JobOptions,
 ) -> Result<std::collections::HashMap<String, Listing>, ClientError> {
     let mut out = std::collections::HashMap::new();
@@ -301,14 +320,18 @@ async fn prefetch(
         if level.is_empty() {
             break Ok(out);
         }
-        let results = if level.len() == 1 || opts.concurrency == Some(1) {
+        let extra = job_sessions(opts) - 1;
+        let results = if level.len() == 1 || extra == 0 {
             let mut v = Vec::new();
             for (d, _) in &level {
                 v.push((d.clone(), client.list(d, ListKind::Mlsd).await));
             }
             v
         } else {
-            let want = level.len().min(WALK_SESSIONS);
+            let want = level.len().min(extra);
+            if pool.len() < want {
+                pool.extend(warm.sessions(Side::Src, want - pool.len()).await);
+            }
             let mut joining = tokio::task::JoinSet::new();
             for _ in pool.len()..want {
                 let (s, o) = (server.clone(), opts.clone());
@@ -364,9 +387,7 @@ async fn prefetch(
         level.sort();
     };
     for c in pool {
-        if let Err(e) = c.quit().await {
-            tracing::debug!("QUIT: {e}");
-        }
+        warm.put(Side::Src, c);
     }
     r
 }
