@@ -12,26 +12,48 @@
 #                 111 restart markers the client kept plus the bytes past them that CKSM confirms); "again" is
 #                 the length of Globus's file after the kill minus what the rerun did not send
 #   tree-delete   copy -r of 8 files, one deleted on the source mid-job: that file fails, the rest verify
-#   3p-kill       third-party copy h1 -> h2 server, client SIGKILLed after 1 s, rerun
+#   3p-kill       third-party copy h1 -> h2 server, client SIGKILLed at ~1/4 of the destination's kept partial,
+#                 rerun (resumes from the kept partial: SITE PARTIAL + REST ranges to both servers)
+#   3p-dst-kill   third-party copy, the destination server SIGKILLed at ~1/4 and restarted, rerun
+#   3p-src-kill   third-party copy, the source server SIGKILLed at ~1/4 and restarted, rerun
+#   3p-link-cut   third-party copy, the path between h1 and h2 (data and both control connections) cut for 5 s
+#   3p-disk-full  third-party copy to a drsftp serve whose root is an 8 MiB tmpfs (private mount namespace):
+#                 a clear error naming the full disk, no file under the final name
+#   up-srv-kill   upload -p 2, the server SIGKILLed at ~1/4 of its kept partial and restarted, rerun
+#   up-link-cut   upload -p 2, the path cut for 5 s at ~1/4
+#   up-disk-full  upload to the 8 MiB-tmpfs server: the client surfaces the server's refusal, no final file
+#   up-srv-kill-g upload -p 2 to globus-gridftp-server, the server (daemon and session) SIGKILLed at ~1/4 and
+#                 restarted, rerun (resumes from the client's marker record and CKSM)
+#   tree-kill     copy -r of 8 files of 9 MiB, the client SIGKILLed mid-tree (3 files done, the 4th partial), rerun:
+#                 the complete files skipped, the partial one resumed, every file verified
+#   dl-stall      download -p 2 with --timeout 3s, the path cut for 8 s (past the stall limit): a clear error,
+#                 then a rerun resumes and verifies
+# For third-party and upload resumes to drsftp serve, "again" is what the rerun sent (the destination's
+# --transfer-log STOR line) minus what the destination's kept partial did not hold before the rerun.
 # For the resumed downloads, "again" is what the killed run had written (4 KiB chunks of the part file equal to
 # the source) outside the ranges its last checkpoint held, i.e. what the rerun asked for a second time; the bound
-# checked is 1 % of the file plus one 256 KiB block per stream. Usage: bench/faults.sh [--rounds N] [--size MIB] [--rate R] [--record]   (root; lab name `rsm`)
+# checked is 1 % of the file plus one 256 KiB block per stream.
+# Usage: bench/faults.sh [--rounds N] [--size MIB] [--rate R] [--only ROW,ROW,...] [--lab NAME] [--record]
+# (root; lab name `flt` unless --lab)
 set -euo pipefail
 RECORD_ARGV=("$0" "$@")
 . "$(dirname "$0")/lib/record.sh"
-ROUNDS=3 SIZE_MIB=24 RATE=40mbit RECORD=0 LAB=rsm
+ROUNDS=3 SIZE_MIB=24 RATE=40mbit RECORD=0 LAB=flt ONLY=
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
     --size) SIZE_MIB=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --record) RECORD=1; shift ;;
+    --only) ONLY=$2; shift 2 ;;
+    --lab) LAB=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
 D=$BENCH_TARGET/release/drsftp
 [ -x "$D" ] || bench_build
-WORK=$(mktemp -d /tmp/rsm-faults.XXXXXX)
+WORK=$(mktemp -d "/tmp/$LAB-faults.XXXXXX")
+want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 NS1=drs-$LAB-h1 NS2=drs-$LAB-h2 A1=198.18.0.1 A2=198.18.0.2
 PIDS=()
 cleanup() {
@@ -66,19 +88,41 @@ GSRV=$(command -v globus-gridftp-server || echo /usr/sbin/globus-gridftp-server)
 PORT3=$((PORT1 + 2))
 chmod 755 "$WORK"; mkdir -p "$WORK/groot" "$WORK/state"; chmod 777 "$WORK/groot"
 printf '127.0.0.1 localhost %s\n%s h1\n' "$(hostname)" "$A1" >"$WORK/hosts"
-ip netns exec "$NS1" unshare -m sh -c "mount --bind $WORK/hosts /etc/hosts && exec $GSRV -aa -anonymous-user nobody \
-  -p $PORT3 -control-interface $A1 -data-interface $A1 -home-dir / -l $WORK/globus.log" </dev/null >/dev/null 2>&1 &
-PIDS+=("$!")
-for _ in $(seq 100); do ip netns exec "$NS2" bash -c "exec 3<>/dev/tcp/$A1/$PORT3" 2>/dev/null && break; sleep 0.1; done
+gserve() { # globus-gridftp-server on h1 -> GS (it forks a process per session: gkill ends both)
+  ip netns exec "$NS1" unshare -m sh -c "mount --bind $WORK/hosts /etc/hosts && exec $GSRV -aa -anonymous-user nobody \
+    -p $PORT3 -control-interface $A1 -data-interface $A1 -home-dir / -l $WORK/globus.log" </dev/null >/dev/null 2>&1 &
+  GS=$!
+  PIDS+=("$GS")
+  for _ in $(seq 100); do ip netns exec "$NS2" bash -c "exec 3<>/dev/tcp/$A1/$PORT3" 2>/dev/null && return 0; sleep 0.1; done
+  echo "globus-gridftp-server did not start" >&2
+  exit 1
+}
+gkill() { # SIGKILL the Globus daemon and its session processes (children of it, by PID)
+  local kids; kids=$(pgrep -P "$GS" || true)
+  kill -9 "$GS" $kids 2>/dev/null || true
+  wait "$GS" 2>/dev/null || true
+  for _ in $(seq 100); do ip netns exec "$NS2" bash -c "exec 3<>/dev/tcp/$A1/$PORT3" 2>/dev/null || return 0; sleep 0.1; done
+}
+gserve
 mkdir -p "$WORK/root2"
-serve "$NS2" "$A2" "$PORT2" "$WORK/root2" s2
+serve "$NS2" "$A2" "$PORT2" "$WORK/root2" s2; S2=$SRV
+# A third server (h2) whose root is an 8 MiB tmpfs in its own mount namespace: disk full at the destination of
+# uploads and third-party copies. Only that namespace sees the tmpfs: look inside with nsenter.
+PORT4=$((PORT1 + 3))
+mkdir -p "$WORK/full3"
+ip netns exec "$NS2" unshare -m sh -c "mount -t tmpfs -o size=8m none '$WORK/full3' && exec '$D' serve \
+  --listen $A2:$PORT4 --anonymous --anonymous-write --third-party all --root '$WORK/full3' \
+  --transfer-log '$WORK/s3.xfer.jsonl'" >>"$WORK/s3.log" 2>&1 &
+S3=$!; PIDS+=("$S3")
+for _ in $(seq 100); do ip netns exec "$NS2" bash -c "exec 3<>/dev/tcp/$A2/$PORT4" 2>/dev/null && break; sleep 0.1; done
+in3() { nsenter -t "$S3" -m "$@"; } # a command in the tmpfs server's mount namespace
 URL=ftp://$A1:$PORT1
 
 copy() { ip netns exec "$NS2" "$D" copy "$@"; }
 # Background copies are started with `ip netns exec` directly (it execs), so $! is drsftp's own PID.
 held() { # bytes a ranges checkpoint holds
   [ -f "$1" ] || { echo 0; return; }
-  sed -n '/^$/,$p' "$1" | tail -n +2 | tr ',' '\n' | awk -F- 'NF==2 {s += $2 - $1} END {print s + 0}'
+  sed -n '/^$/,$p' "$1" 2>/dev/null | tail -n +2 | tr ',' '\n' | awk -F- 'NF==2 {s += $2 - $1} END {print s + 0}' || true
 }
 again_of() { # again_of PART CK SRC: bytes written to PART (equal to SRC) outside the ranges CK holds
   python3 - "$1" "$2" "$3" <<'PY'
@@ -103,10 +147,10 @@ wait_ck() { # wait_ck CK BYTES PID: until the checkpoint holds BYTES (or the cop
   done
   return 1
 }
-cut_link() { # 5 s without a path: blackhole routes to the other host on both (no sch_netem needed)
+cut_link() { # cut_link [SECONDS]: 5 s without a path: blackhole routes to the other host on both (no sch_netem)
   ip netns exec "$NS1" ip route add blackhole "$A2/32"
   ip netns exec "$NS2" ip route add blackhole "$A1/32"
-  sleep 5
+  sleep "${1:-5}"
   ip netns exec "$NS1" ip route del blackhole "$A2/32"
   ip netns exec "$NS2" ip route del blackhole "$A1/32"
 }
@@ -116,9 +160,37 @@ try: print(json.loads([l for l in sys.stdin if l.startswith("{")][0]).get(sys.ar
 except Exception: print(0)' "$1"
 }
 
+kept() { # kept ROOT: bytes the largest kept partial under a drsftp serve root holds (its record, .ck)
+  local m=0 n f
+  for f in "$1"/.drsftp-part.kept/*.ck; do [ -f "$f" ] || continue; n=$(held "$f"); [ "$n" -gt "$m" ] && m=$n; done
+  echo "$m"
+}
+stor_bytes() { # stor_bytes LOG: the bytes of each STOR line of a server's transfer log, one a line
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    try: j = json.loads(l)
+    except ValueError: continue
+    if j.get("command") == "STOR": print(j["bytes"])' "$1" 2>/dev/null || true
+}
+stors() { stor_bytes "$1" | wc -l; }
+stor_after() { # stor_after LOG N: the bytes of STOR line N+1 once it is there (-1 if it never comes)
+  for _ in $(seq 300); do
+    [ "$(stors "$1")" -gt "$2" ] && { stor_bytes "$1" | sed -n "$(($2 + 1))p"; return; }
+    sleep 0.1
+  done
+  echo -1
+}
+wait_for() { # wait_for SECONDS CMD...: until CMD succeeds (bounded)
+  local n=$(($1 * 10)); shift
+  for _ in $(seq "$n"); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+kept_ge() { [ "$(kept "$1")" -ge "$2" ]; }
+exited() { ! kill -0 "$1" 2>/dev/null; }
+
 CSV=$WORK/faults.csv
 echo "round,fault,outcome,size,resumed,again,bound,within,detail" >"$CSV"
-row() { echo "$1,$2,$3,$4,$5,$6,$7,$8,\"$9\"" >>"$CSV"; echo "round $1 $2: $3 ${9}"; }
+row() { echo "$1,$2,$3,$4,$5,$6,$7,$8,\"${9//,/;}\"" >>"$CSV"; echo "round $1 $2: $3 ${9}"; }
 
 verify() { # verify FILE SUM -> ok|BAD
   if [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]; then echo verified; else echo BAD; fi
@@ -150,11 +222,125 @@ resume_run() { # resume_run ROUND NAME STREAMS KILL(client|server)
   rm -f "$dst"
 }
 
-for r in $(seq "$ROUNDS"); do
-  resume_run "$r" dl-kill-e 2 client
-  resume_run "$r" dl-kill-s 1 client
-  resume_run "$r" dl-srv-kill 2 server
+restart() { # restart S1|S2: that (SIGKILLed) drsftp serve started again on the same address
+  if [ "$1" = S1 ]; then wait "$S1" 2>/dev/null || true; serve "$NS1" "$A1" "$PORT1" "$WORK/root" s1; S1=$SRV
+  else wait "$S2" 2>/dev/null || true; serve "$NS2" "$A2" "$PORT2" "$WORK/root2" s2; S2=$SRV; fi
+}
+remote_resume() { # remote_resume ROUND NAME SRC KILL(client|S1|S2) DEST(S1|S2): a kill at ~1/4, a rerun
+  local r=$1 name=$2 src=$3 how=$4 f="$2-$1.bin" droot=$WORK/root dlog=$WORK/s1.xfer.jsonl dst=$URL/$2-$1.bin
+  [ "$5" = S2 ] && { droot=$WORK/root2; dlog=$WORK/s2.xfer.jsonl; dst=ftp://$A2:$PORT2/$f; }
+  local before; before=$(stors "$dlog")
+  ip netns exec "$NS2" "$D" copy -q -p 2 --retries 0 "$src" "$dst" >/dev/null 2>&1 &
+  local c=$! ok=no
+  PIDS+=("$c")
+  for _ in $(seq 1200); do kept_ge "$droot" $((SIZE / 4)) && { ok=yes; break; }; exited "$c" && break; sleep 0.05; done
+  if [ $ok = no ]; then kill -9 "$c" 2>/dev/null || true; row "$r" "$name" BAD "$SIZE" 0 0 0 no "no cut"; return; fi
+  case $how in
+    client) kill -9 "$c"; wait "$c" 2>/dev/null || true ;;
+    S1 | S2) if [ "$how" = S1 ]; then kill -9 "$S1"; else kill -9 "$S2"; fi; wait "$c" 2>/dev/null || true; restart "$how" ;;
+  esac
+  local looks=no; [ -e "$droot/$f" ] && looks=yes
+  # A live destination saves the partial once it notices the dead connections and logs the failed STOR.
+  [ "$how" != "$5" ] && stor_after "$dlog" "$before" >/dev/null
+  local held; held=$(kept "$droot")
+  local before2; before2=$(stors "$dlog")
+  local out; out=$(copy --json -p 2 "$src" "$dst" 2>"$WORK/err.txt") || true
+  local resumed; resumed=$(echo "$out" | json resumed_bytes)
+  local sent; sent=$(stor_after "$dlog" "$before2")
+  local again=$((sent - (SIZE - held))) bound=$((SIZE / 100 + 2 * 262144))
+  local within=no; [ "$sent" -ge 0 ] && [ "$again" -le "$bound" ] && [ "$resumed" -gt 0 ] && within=yes
+  local v; v=$(verify "$droot/$f" "$SUM"); [ "$looks" = yes ] && v=BAD
+  row "$r" "$name" "$v" "$SIZE" "$resumed" "$again" "$bound" "$within" "kill $how at ~1/4; held $held, rerun sent $sent"
+  rm -f "$droot/$f"
+}
+cut_row() { # cut_row ROUND NAME SRC DSTURL DSTFILE DROOT: the path cut for 5 s at ~1/4 of DROOT's kept partial
+  local r=$1 name=$2 src=$3 dst=$4 file=$5 droot=$6
+  ip netns exec "$NS2" "$D" copy -q -p 2 --retries 0 "$src" "$dst" >/dev/null 2>"$WORK/err.txt" &
+  local c=$!; PIDS+=("$c")
+  for _ in $(seq 1200); do kept_ge "$droot" $((SIZE / 4)) && break; exited "$c" && break; sleep 0.05; done
+  cut_link
+  if wait "$c"; then row "$r" "$name" "$(verify "$file" "$SUM")" "$SIZE" 0 0 0 - "rode out 5 s"
+  else
+    local e; e=$(tail -1 "$WORK/err.txt" | tr -d '",')
+    local out; out=$(copy --json -p 2 "$src" "$dst" 2>/dev/null) || true
+    row "$r" "$name" "$(verify "$file" "$SUM")" "$SIZE" "$(echo "$out" | json resumed_bytes)" - - - "failed ($e), rerun"
+  fi
+  rm -f "$file"
+}
+full_row() { # full_row ROUND NAME SRC: a copy to the 8 MiB-tmpfs server must fail clearly, leaving no f.bin
+  local r=$1 name=$2 e
+  if e=$(copy -q -p 2 --retries 0 "$3" "ftp://$A2:$PORT4/f.bin" 2>&1); then
+    row "$r" "$name" BAD "$SIZE" 0 0 0 - "copy succeeded on a full disk"
+  elif in3 test -e "$WORK/full3/f.bin"; then row "$r" "$name" BAD "$SIZE" 0 0 0 - "left f.bin"
+  elif ! echo "$e" | grep -qiE 'space|452|552|553|full'; then
+    row "$r" "$name" BAD "$SIZE" 0 0 0 - "unclear: $(echo "$e" | tail -1 | tr -d '",')"
+  else row "$r" "$name" clear-error "$SIZE" 0 0 0 - "$(echo "$e" | tail -1 | tr -d '",')"; fi
+  in3 sh -c "rm -rf '$WORK/full3'/* '$WORK/full3'/.[!.]*"
+}
+tree_kill() { # tree_kill ROUND: copy -r of 8 files of 9 MiB killed with 3 files done and the 4th partial, rerun
+  # 9 MiB: files up to 8 MiB go in pipelined batches (plan.rs BATCH_MAX_FILE), whose part files do not resume.
+  local r=$1 t="$WORK/tk" c nd=0 part="" ck i
+  if [ ! -d "$WORK/tksrc" ]; then
+    mkdir -p "$WORK/tksrc"
+    for i in 0 1 2 3 4 5 6 7; do head -c $((9 * 1048576 + 4321)) /dev/urandom >"$WORK/tksrc/f$i.bin"; done
+  fi
+  rm -rf "$t"; cp -r "$WORK/tksrc" "$WORK/root/tk$r"
+  ip netns exec "$NS2" "$D" copy -q -r -p 1 --concurrency 1 --retries 0 "$URL/tk$r/" "$t" >/dev/null 2>&1 &
+  c=$!; PIDS+=("$c")
+  for _ in $(seq 1200); do
+    nd=$(find "$t" -maxdepth 1 -name 'f*.bin' 2>/dev/null | wc -l || true)
+    if [ "$nd" -ge 3 ]; then
+      for ck in "$t"/.f*.bin.drsftp-part.ck; do [ -f "$ck" ] && [ "$(held "$ck")" -gt 0 ] && part=${ck%.ck}; done
+      [ -n "$part" ] && break
+    fi
+    exited "$c" && break; sleep 0.01
+  done
+  kill -9 "$c" 2>/dev/null || true; wait "$c" 2>/dev/null || true
+  if [ -z "$part" ]; then row "$r" tree-kill BAD 0 0 0 0 no "no partial caught"; rm -rf "$WORK/root/tk$r"; return; fi
+  local n=${part##*/.}; n=${n%.drsftp-part}
+  local again; again=$(again_of "$part" "$part.ck" "$WORK/tksrc/$n" 2>/dev/null || echo -1)
+  local bad=0 f; nd=0
+  for f in "$t"/f*.bin; do [ -f "$f" ] || continue; nd=$((nd + 1))
+    [ "$(verify "$f" "$(sha256sum "$WORK/tksrc/${f##*/}" | cut -d' ' -f1)")" = verified ] || bad=1; done
+  local out; out=$(copy --json -r -p 1 --concurrency 1 "$URL/tk$r/" "$t" 2>/dev/null) || true
+  local skipped resumed
+  skipped=$(echo "$out" | json skipped)
+  resumed=$(echo "$out" | python3 -c 'import json,sys
+try: print(sum(x["resumed_bytes"] for x in json.loads(sys.stdin.read())["records"]))
+except Exception: print(0)')
+  local ok=0; for i in 0 1 2 3 4 5 6 7; do
+    [ "$(verify "$t/f$i.bin" "$(sha256sum "$WORK/tksrc/f$i.bin" | cut -d' ' -f1)")" = verified ] && ok=$((ok + 1)); done
+  local bound=$(((9 * 1048576 + 4321) / 100 + 262144)) within=no
+  [ "$resumed" -gt 0 ] && [ "$again" -ge 0 ] && [ "$again" -le "$bound" ] && within=yes
+  local v=BAD; [ "$ok" = 8 ] && [ "$bad" = 0 ] && [ "$skipped" = "$nd" ] && v=verified
+  row "$r" tree-kill "$v" $((9 * 1048576 + 4321)) "$resumed" "$again" "$bound" "$within" \
+    "$nd complete at the kill, $skipped skipped, $n resumed, $ok/8 verified"
+  rm -rf "$WORK/root/tk$r" "$t"
+}
+dl_stall() { # dl_stall ROUND: --timeout 3s, the path cut for 8 s: a clear error, then a rerun resumes
+  local r=$1 dst="$WORK/dst/stall-$1.bin" part="$WORK/dst/.stall-$1.bin.drsftp-part"
+  ip netns exec "$NS2" "$D" copy -q -p 2 --timeout 3s "$URL/src.bin" "$dst" >/dev/null 2>"$WORK/err.txt" &
+  local c=$!; PIDS+=("$c")
+  wait_ck "$part.ck" $((SIZE / 4)) "$c" || true
+  cut_link 8
+  if wait "$c"; then row "$r" dl-stall BAD "$SIZE" 0 0 0 no "rode out 8 s past a 3 s stall limit"; rm -f "$dst"; return; fi
+  local e; e=$(tail -1 "$WORK/err.txt" | tr -d '",')
+  local looks=no; [ -e "$dst" ] && looks=yes
+  local again; again=$(again_of "$part" "$part.ck" "$WORK/root/src.bin" 2>/dev/null || echo -1)
+  local out; out=$(copy --json -p 2 "$URL/src.bin" "$dst" 2>/dev/null) || true
+  local resumed; resumed=$(echo "$out" | json resumed_bytes) bound=$((SIZE / 100 + 2 * 262144))
+  local within=no; [ "$again" -ge 0 ] && [ "$again" -le "$bound" ] && [ "$resumed" -gt 0 ] && within=yes
+  local v; v=$(verify "$dst" "$SUM"); [ "$looks" = yes ] && v=BAD
+  row "$r" dl-stall "$v" "$SIZE" "$resumed" "$again" "$bound" "$within" "failed ($e), rerun"
+  rm -f "$dst"
+}
 
+for r in $(seq "$ROUNDS"); do
+  if want dl-kill-e; then resume_run "$r" dl-kill-e 2 client; fi
+  if want dl-kill-s; then resume_run "$r" dl-kill-s 1 client; fi
+  if want dl-srv-kill; then resume_run "$r" dl-srv-kill 2 server; fi
+
+  if want dl-link-cut; then
   # Link cut for 5 s mid-file: TCP rides it out (the stall limit is 60 s).
   dst="$WORK/dst/cut-$r.bin"
   ip netns exec "$NS2" "$D" copy -q -p 2 "$URL/src.bin" "$dst" >/dev/null 2>"$WORK/err.txt" &
@@ -164,14 +350,19 @@ for r in $(seq "$ROUNDS"); do
   if wait "$c"; then row "$r" dl-link-cut "$(verify "$dst" "$SUM")" "$SIZE" 0 0 0 - "rode out 5 s"
   else row "$r" dl-link-cut "clear-error" "$SIZE" 0 0 0 - "$(tail -1 "$WORK/err.txt" | tr -d '"')"; fi
   rm -f "$dst"
+  fi
 
+  if want dl-disk-full; then
   # Disk full at the destination.
   err=$(ip netns exec "$NS2" unshare -m sh -c "mkdir -p '$WORK/full' && mount -t tmpfs -o size=8m none '$WORK/full' && \
     '$D' copy -q -p 2 '$URL/src.bin' '$WORK/full/f.bin'; s=\$?; ls -A '$WORK/full' >'$WORK/full.ls'; exit \$s" 2>&1) \
     && row "$r" dl-disk-full BAD "$SIZE" 0 0 0 - "copy succeeded on a full disk" \
     || { if [ -s "$WORK/full.ls" ] && grep -qx 'f.bin' "$WORK/full.ls"; then row "$r" dl-disk-full BAD "$SIZE" 0 0 0 - "left f.bin";
          else row "$r" dl-disk-full clear-error "$SIZE" 0 0 0 - "$(echo "$err" | tail -1 | tr -d '"')"; fi; }
+  fi
+  if want dl-stall; then dl_stall "$r"; fi
 
+  if want up-kill; then
   # Upload killed after 1 s, rerun.
   ip netns exec "$NS2" "$D" copy -q -p 2 "$WORK/root/src.bin" "$URL/up-$r.bin" >/dev/null 2>&1 &
   c=$!; PIDS+=("$c"); sleep 1; kill -9 "$c" 2>/dev/null || true; wait "$c" 2>/dev/null || true
@@ -181,7 +372,12 @@ for r in $(seq "$ROUNDS"); do
   res=$(echo "$out" | json resumed_bytes); within=no; [ "$res" -gt 0 ] && within=yes
   row "$r" up-kill "$v" "$SIZE" "$res" - - "$within" "resumed from the kept partial (SITE PARTIAL)"
   rm -f "$WORK/root/up-$r.bin"
+  fi
+  if want up-srv-kill; then remote_resume "$r" up-srv-kill "$WORK/root/src.bin" S1 S1; fi
+  if want up-link-cut; then cut_row "$r" up-link-cut "$WORK/root/src.bin" "$URL/cut-$r.bin" "$WORK/root/cut-$r.bin" "$WORK/root"; fi
+  if want up-disk-full; then full_row "$r" up-disk-full "$WORK/root/src.bin"; fi
 
+  if want up-kill-g; then
   # Upload to Globus killed at ~1/4, rerun: resumes from the client's restart-marker record.
   g="$WORK/groot/up-$r.bin"; gurl="ftp://$A1:$PORT3$g"
   XDG_STATE_HOME=$WORK/state ip netns exec "$NS2" "$D" copy -q -p 2 --retries 0 "$WORK/root/src.bin" "$gurl" \
@@ -197,7 +393,25 @@ for r in $(seq "$ROUNDS"); do
   v=$(verify "$g" "$SUM")
   row "$r" up-kill-g "$v" "$SIZE" "$res" "$again" "$bound" "$within" "Globus held $gheld after the kill"
   rm -f "$g"
+  fi
 
+  if want up-srv-kill-g; then
+  # Globus killed (daemon and session) at ~1/4 of an upload, restarted, rerun.
+  g="$WORK/groot/gk-$r.bin"; gurl="ftp://$A1:$PORT3$g"
+  XDG_STATE_HOME=$WORK/state ip netns exec "$NS2" "$D" copy -q -p 2 --retries 0 "$WORK/root/src.bin" "$gurl" \
+    >/dev/null 2>&1 &
+  c=$!; PIDS+=("$c")
+  for _ in $(seq 3000); do [ -f "$g" ] && [ "$(stat -c %s "$g")" -ge $((SIZE / 4)) ] && break; kill -0 "$c" 2>/dev/null || break; sleep 0.01; done
+  gkill; wait "$c" 2>/dev/null || true; gserve
+  gheld=$(stat -c %s "$g" 2>/dev/null || echo 0)
+  out=$(XDG_STATE_HOME=$WORK/state copy --json -p 2 "$WORK/root/src.bin" "$gurl" 2>"$WORK/err.txt") || true
+  res=$(echo "$out" | json resumed_bytes); again=$((gheld - res)); bound=$((SIZE / 100 + 2 * 262144))
+  within=no; [ "$res" -gt 0 ] && [ "$again" -le "$bound" ] && within=yes
+  row "$r" up-srv-kill-g "$(verify "$g" "$SUM")" "$SIZE" "$res" "$again" "$bound" "$within" "Globus held $gheld after the kill"
+  rm -f "$g"
+  fi
+
+  if want tree-delete; then
   # A file deleted on the source mid-job.
   rm -rf "$WORK/tree"; cp -r "$WORK/root/t" "$WORK/root/t$r"
   ip netns exec "$NS2" "$D" copy --json -r -p 1 --concurrency 1 "$URL/t$r/" "$WORK/tree" >"$WORK/tree.json" 2>/dev/null &
@@ -212,16 +426,16 @@ for r in $(seq "$ROUNDS"); do
     else row "$r" tree-delete BAD 0 0 0 0 - "$ok verified, failed=$failed"; fi
   fi
   rm -rf "$WORK/root/t$r"
+  fi
+  if want tree-kill; then tree_kill "$r"; fi
 
-  # Third-party copy killed after 1 s, rerun.
-  ip netns exec "$NS2" "$D" copy -q -p 2 "$URL/src.bin" "ftp://$A2:$PORT2/tp-$r.bin" >/dev/null 2>&1 &
-  c=$!; PIDS+=("$c"); sleep 1; kill -9 "$c" 2>/dev/null || true; wait "$c" 2>/dev/null || true
-  sleep 0.5
-  looks=no; [ -e "$WORK/root2/tp-$r.bin" ] && [ "$(verify "$WORK/root2/tp-$r.bin" "$SUM")" = BAD ] && looks=yes
-  copy -q -p 2 "$URL/src.bin" "ftp://$A2:$PORT2/tp-$r.bin" >/dev/null 2>&1 || true
-  v=$(verify "$WORK/root2/tp-$r.bin" "$SUM"); [ "$looks" = yes ] && v=BAD
-  row "$r" 3p-kill "$v" "$SIZE" 0 - - - "third-party restarts from zero"
-  rm -f "$WORK/root2/tp-$r.bin"
+  if want 3p-kill; then remote_resume "$r" 3p-kill "$URL/src.bin" client S2; fi
+  if want 3p-dst-kill; then remote_resume "$r" 3p-dst-kill "$URL/src.bin" S2 S2; fi
+  if want 3p-src-kill; then remote_resume "$r" 3p-src-kill "$URL/src.bin" S1 S2; fi
+  if want 3p-link-cut; then
+    cut_row "$r" 3p-link-cut "$URL/src.bin" "ftp://$A2:$PORT2/cut-$r.bin" "$WORK/root2/cut-$r.bin" "$WORK/root2"
+  fi
+  if want 3p-disk-full; then full_row "$r" 3p-disk-full "$URL/src.bin"; fi
 done
 
 REPORT=$WORK/README.md

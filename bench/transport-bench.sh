@@ -8,7 +8,7 @@
 # `drsftp copy` with no transport flag and no path profile, `autoprof` the same with a path profile holding the
 # lab's rate, RTT and loss (what calibration would store; a lossy one starts on blast), `tcp`/`udp` force
 # `--transport`, `guc` is globus-url-copy's best of `-p 16 -tcp-bs 4M` and `-p 64 -tcp-bs 1M`. Writes DIR/runs.csv (one row per copy, with the auto choice, its reason
-# and the blast set-up time) and DIR/report.md (median Mbit/s per variant, share of the link, auto against the
+# and the blast set-up time and the copy's phases), DIR/copies.jsonl (each copy's whole --json, raw) and DIR/report.md (median Mbit/s per variant, share of the link, auto against the
 # better forced transport and against guc's best, the load average). The issue's full matrix is
 #   --cases "500mbit,100ms,0,1G 500mbit,100ms,0.1%,1G 500mbit,100ms,1%,1G" --cc cubic,bbr --reps 3
 # and the short-transfer case "200mbit,200ms,5%,128M". Every lab is torn down on exit, also on failure. A copy that
@@ -46,7 +46,10 @@ chmod 755 "$WORK"
 cleanup() { "$DRSFTP" lab down "$LAB" >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT INT TERM
 CSV=$OUT/runs.csv
-echo "case,cc,variant,rep,bytes,seconds,mbps,chosen,reason,setup_seconds,load1" >"$CSV"
+JSONL=$OUT/copies.jsonl
+PHASES="login prepare setup first_datagram ramp first_pass tail eod verify"
+echo "case,cc,variant,rep,bytes,seconds,mbps,chosen,reason,setup_seconds,load1,${PHASES// /_s,}_s,final_rate_mbps" >"$CSV"
+: >"$JSONL"
 
 one() { # case cc variant rep url dst -> appends a row
     local c=$1 cc=$2 v=$3 rep=$4 url=$5 dst=$6 j="" t0 t1 secs=0 bytes=0
@@ -80,15 +83,21 @@ one() { # case cc variant rep url dst -> appends a row
             t1=$(date +%s.%N)
             secs=$(echo "$t1 - $t0" | bc -l)
             bytes=$(stat -c %s "$dst" 2>/dev/null || echo 0)
-            python3 - "$c" "$cc" "$v" "$rep" "$bytes" "$secs" "$load" "$j" >>"$CSV" <<'PY'
-import json, sys
-c, cc, v, rep, nbytes, secs, load, j = sys.argv[1:]
+            python3 - "$c" "$cc" "$v" "$rep" "$bytes" "$secs" "$load" "$j" "$PHASES" >>"$CSV" 3>>"$JSONL" <<'PY'
+import json, os, sys
+c, cc, v, rep, nbytes, secs, load, j, phases = sys.argv[1:]
 c = c.replace(',', ' ')
 j = json.loads(j)
+# The copy's whole --json, raw, with what identifies it (one line per copy).
+with os.fdopen(3, "w") as raw:
+    print(json.dumps({"case": c, "cc": cc, "variant": v, "rep": int(rep), "wall_seconds": float(secs), "copy": j}), file=raw)
 ch = j.get("transport_choice") or {}
 reason = (ch.get("reason") or "").replace(",", ";").replace('"', "'")
 mbps = int(nbytes) * 8 / float(secs) / 1e6
-print(f'{c},{cc},{v},{rep},{nbytes},{float(secs):.2f},{mbps:.1f},{ch.get("chosen","")},"{reason}",{j.get("setup_seconds") or ""},{load}')
+ph = j.get("phases") or {}
+cell = lambda x: "" if x is None else f"{x:.3f}"
+cols = ",".join(cell(ph.get(k)) for k in phases.split() + ["final_rate_mbps"])
+print(f'{c},{cc},{v},{rep},{nbytes},{float(secs):.2f},{mbps:.1f},{ch.get("chosen","")},"{reason}",{j.get("setup_seconds") or ""},{load},{cols}')
 PY
             ;;
     esac
@@ -159,6 +168,22 @@ for (c, cc), rs in groups.items():
           f"{ratio(med['auto'], forced)} | {ratio(med['auto'], med['guc'])} | "
           f"{min(loads):.1f}-{max(loads):.1f} |")
 print()
+print("Where the time went (median seconds per variant; `transfer` = command to end of data, which holds set-up,")
+print("first datagram, ramp, first pass and tail; `wall` = the whole process; raw --json in copies.jsonl):")
+print()
+ks = ["login", "prepare", "setup", "first_datagram", "ramp", "first_pass", "tail", "eod", "verify"]
+print("| case | cc | variant | wall | " + " | ".join(ks) + " | first-pass Mbit/s |")
+print("|---|---|---|---|" + "---|" * len(ks) + "---|")
+for (c, cc), rs in groups.items():
+    for v in ("auto", "autoprof", "tcp", "udp"):
+        vr = [r for r in rs if r["variant"] == v]
+        if not vr:
+            continue
+        def med(k):
+            xs = [float(r[k]) for r in vr if r.get(k)]
+            return f"{statistics.median(xs):.2f}" if xs else "–"
+        print(f"| {c} | {cc} | {v} | {med('seconds')} | " + " | ".join(med(k + "_s") for k in ks) + f" | {med('final_rate_mbps')} |")
+print()
 print("Reasons given by auto:")
 for r in rows:
     if r["variant"] in ("auto", "autoprof"):
@@ -166,5 +191,5 @@ for r in rows:
 PY
 cat "$OUT/report.md"
 if [ "$RECORD" = 1 ]; then
-    record_run transport-bench "$OUT/report.md" "$CSV"
+    record_run transport-bench "$OUT/report.md" "$CSV" "$JSONL"
 fi

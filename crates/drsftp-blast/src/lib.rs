@@ -26,7 +26,7 @@
 //! their file offsets, exactly once each. [`Receiver::bitmap`] is also the resume checkpoint
 //! ([`Receiver::resume`], [`Sender::resume`]; [`resume`] converts it to and from the byte ranges of `REST`).
 //!
-//! Modules: [`wire`] (datagram formats and strict decoding), [`crypt`] (AEAD under TLS), [`batch`], [`bitmap`], [`receiver`], [`sender`], [`policy`]
+//! Modules: [`wire`] (datagram formats and strict decoding), [`crypt`] (AEAD under TLS), [`batch`], [`bitmap`], [`receiver`], [`sender`], [`phases`] (where a transfer's time went), [`policy`]
 //! (the pluggable [`NextPacket`] order, default [`Circular`]), [`rate`] (the rate controller and pacer; the
 //! algorithm and its rationale are in that module's docs).
 //!
@@ -72,6 +72,7 @@ pub mod batch;
 pub mod bitmap;
 pub mod crypt;
 pub mod error;
+pub mod phases;
 pub mod policy;
 pub mod rate;
 pub mod receiver;
@@ -83,6 +84,7 @@ pub use batch::{Batch, DataSource, DatagramInfo};
 pub use bitmap::Bitmap;
 pub use crypt::{DataDirection, KeyMaterial, Protection};
 pub use error::{BitmapError, ConfigError, Reject, RejectCounts, SendError};
+pub use phases::{PhaseReport, Phases};
 pub use policy::{Circular, NextPacket, Pick, SendView};
 pub use rate::{AckInput, Pacer, Phase, RateConfig, RateController, RateStats};
 pub use receiver::{Receiver, ReceiverConfig, ReceiverStats, RxEvent};

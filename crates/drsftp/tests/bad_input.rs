@@ -8,6 +8,8 @@ mod common;
 use common::*;
 use std::io::Write;
 use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
 
 fn code(r: &str) -> u16 {
     r[..3].parse().unwrap_or(0)
@@ -199,4 +201,54 @@ fn short_and_killed_uploads_leave_no_file() {
         .filter(|n| n.contains("dead-client") || n.contains("drsftp-part"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// An upload that fills the server's disk fails with the server's reason (`452`, no space), not with the reset
+/// data connection the client notices first, in stream mode and MODE E; no file appears under its name. The
+/// server's root is a 4 MiB tmpfs in its own mount namespace (root only; skipped with the reason otherwise).
+#[test]
+fn an_upload_to_a_full_disk_reports_the_servers_reason() {
+    const NAME: &str = "an_upload_to_a_full_disk_reports_the_servers_reason";
+    if !is_root() {
+        eprintln!("SKIPPED {NAME}: needs root (a tmpfs in a private mount namespace)");
+        return;
+    }
+    let dir = open_tempdir();
+    let root = dir.path().join("small");
+    std::fs::create_dir_all(&root).unwrap();
+    let src = dir.path().join("f.bin");
+    random_file(&src, 12 << 20, 7);
+    // `sh -c` mounts the tmpfs over the root, then becomes the server ($0 is the binary, "$@" what
+    // drsftp_serve appends: serve --listen ... --root ...).
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        r#"mount -t tmpfs -o size=4m,mode=0777 tmpfs "$FULL_ROOT" && exec "$0" "$@""#,
+    ])
+    .arg(bin())
+    .env("FULL_ROOT", &root);
+    let srv = drsftp_serve(cmd, "127.0.0.1:0", &root, &[]);
+    for p in ["1", "4"] {
+        let url = srv.url(&format!("/f{p}.bin"));
+        let (ok, o, e) = run(
+            Command::new(bin()).args(["copy", "-p", p, "-q", src.to_str().unwrap(), &url]),
+            Duration::from_secs(120),
+        );
+        assert!(!ok, "-p {p}: the upload must fail: {o} {e}");
+        assert!(
+            e.contains("452") && e.contains("no space"),
+            "-p {p}: the error must be the server's: {e}\nserver log:\n{}",
+            srv.log_tail()
+        );
+        let (ok, o, e) = run(
+            Command::new(bin()).args(["ls", &srv.url("/")]),
+            Duration::from_secs(60),
+        );
+        assert!(ok, "{e}");
+        assert!(!o.contains(&format!("f{p}.bin")), "-p {p}: {o}");
+    }
 }

@@ -63,14 +63,6 @@ fn blast_download_and_upload_under_prot_p() {
     assert_eq!(sha256_file(&s.root.join("up.bin")), want);
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
 #[test]
 fn udp_capture_of_a_prot_p_blast_shows_no_data() {
     const NAME: &str = "udp_capture_of_a_prot_p_blast_shows_no_data";

@@ -237,7 +237,6 @@ fn third_party_copies_to_globus_resume_from_restart_markers() {
     }
     chmod(&r2, 0o777);
     let state = dir.path().join("state");
-    let env = (&lab, state.as_path());
     let size: u64 = (64 << 20) + 4321;
     let want = random_file(&r1.join("src.bin"), size as usize, 62);
     let a = lab_server_logged_on(&lab, 1, &format!("{}:0", lab.addr(1)), &r1, THIRD_PARTY);
@@ -271,7 +270,14 @@ fn third_party_copies_to_globus_resume_from_restart_markers() {
     g.settle_for(Duration::from_secs(20));
     assert_eq!(records(), 1, "the killed copy kept its marker record");
     let held = size_of(&out);
-    let j = rerun(env, &src, &dst);
+    // The rerun's debug log names the markers and each tail comparison, for a failure's message.
+    let (ok, o, log) = run(
+        copy_cmd(&lab, &state, &["--json", "-p", "2"], &src, &dst)
+            .env("RUST_LOG", "drsftp_io::client=debug"),
+        T,
+    );
+    assert!(ok, "rerun: {o} {log}");
+    let j = json_of(&o);
     assert_eq!(j["verified"], true, "{j}");
     assert_eq!(sha256_file(&out), want);
     let (resumed, sent) = (
@@ -282,7 +288,7 @@ fn third_party_copies_to_globus_resume_from_restart_markers() {
     assert_eq!(sent, size - resumed, "only the gaps: {j}");
     assert!(
         sent <= size - held + size / 100 + STREAMS * BLOCK,
-        "held {held}, sent {sent}: {j}"
+        "held {held}, sent {sent}: {j}\n{log}"
     );
     assert_eq!(records(), 0, "the record went with the copy");
     eprintln!("globus destination: size {size}, held {held}, resumed {resumed}, sent {sent}");

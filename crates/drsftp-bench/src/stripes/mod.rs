@@ -92,6 +92,8 @@ struct Sample {
     note: String,
     /// iperf3's measured goodput (its rows have no file), bit/s.
     iperf_bps: Option<f64>,
+    /// The client's output (its log, with `RUST_LOG` set), kept in the logs folder for a phase breakdown.
+    client_log: Option<String>,
 }
 
 impl Sample {
@@ -583,6 +585,7 @@ fn measured(cmd: &mut Command, src: &[u32], dst: &[u32], s: &mut Sample) -> Resu
     if !out.status.success() {
         s.note = format!("client failed: {}", last_lines(&text, 6));
     }
+    s.client_log = Some(text);
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
@@ -621,6 +624,13 @@ fn drsftp_case(
         .arg(format!("ftp://{fa}/src{n}"))
         .arg(format!("ftp://{fb}/drsftp{n}"));
     let out = measured(&mut cmd, &src_pids, &dst_pids, &mut s)?;
+    if let Some(t) = &s.client_log {
+        let name = format!(
+            "drsftp-client-n{n}-r{run}{}.log",
+            if verify { "" } else { "-nv" }
+        );
+        std::fs::write(logs.join(name), t)?;
+    }
     if let Some(j) = out
         .lines()
         .find(|l| l.starts_with('{'))

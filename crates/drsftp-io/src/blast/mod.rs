@@ -165,6 +165,9 @@ pub struct BlastReport {
     pub resumed: u64,
     /// Seconds from the first datagram sent/received to completion.
     pub seconds: f64,
+    /// Receiver: where the time went (first datagram, rate ramp, first pass, retransmission tail); empty at a
+    /// sender.
+    pub phases: drsftp_blast::PhaseReport,
 }
 
 impl BlastReport {

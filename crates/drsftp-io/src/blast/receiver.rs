@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use drsftp_blast::{Bitmap, Receiver, ReceiverConfig, RxEvent, TransferParams};
+use drsftp_blast::{Bitmap, Phases, Receiver, ReceiverConfig, RxEvent, TransferParams};
 use drsftp_sys::udp::{self, RecvBatch};
 use tokio::sync::oneshot;
 
@@ -61,6 +61,8 @@ struct Loop {
     acks_dropped: u64,
     heard: Instant,
     last_flush: Instant,
+    /// Where the time went (first datagram, ramp, first pass, tail), by kernel arrival times.
+    phases: Phases,
     /// Checkpoint sink and interval, next checkpoint due.
     ck: Option<std::sync::mpsc::SyncSender<Bitmap>>,
     ck_every: Duration,
@@ -81,12 +83,20 @@ impl Loop {
                         self.foreign += 1;
                         continue;
                     }
-                    match self.rx.handle_datagram(clock.arrival(at), d) {
-                        Ok(RxEvent::Data { offset, data, .. }) => {
+                    let arrived = clock.arrival(at);
+                    match self.rx.handle_datagram(arrived, d) {
+                        Ok(RxEvent::Data { seq, offset, data }) => {
+                            self.phases.arrival(arrived, seq, true);
                             self.wb.push(offset, data)?;
                             self.heard = now;
+                            if self.rx.is_complete() {
+                                self.phases.complete(arrived);
+                            }
                         }
-                        Ok(RxEvent::Duplicate { .. }) => self.heard = now,
+                        Ok(RxEvent::Duplicate { seq }) => {
+                            self.phases.arrival(arrived, seq, false);
+                            self.heard = now
+                        }
                         Err(_) => {}
                     }
                 }
@@ -219,6 +229,7 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
         acks_dropped: 0,
         heard: start,
         last_flush: start,
+        phases: Phases::new(start, params.total_packets()),
         ck: resume.checkpoints,
         ck_every: resume.every.max(Duration::from_millis(10)),
         next_ck: start + resume.every,
@@ -277,6 +288,7 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
         bitmap: l.rx.bitmap().to_bytes(),
         resumed,
         seconds: first.map_or(0.0, |f| f.elapsed().as_secs_f64()),
+        phases: l.phases.report(),
     };
     Ok((report, l))
 }

@@ -228,5 +228,6 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
         bitmap: vec![],
         resumed,
         seconds: start.elapsed().as_secs_f64(),
+        phases: drsftp_blast::PhaseReport::default(),
     })
 }

@@ -311,6 +311,8 @@ fn finish(
         stripes: vec![],
         transport_choice: None,
         setup_seconds: None,
+        eod_seconds: None,
+        verify_seconds: None,
     };
     match (alg, theirs) {
         (Some(alg), Some(Ok(theirs))) => {

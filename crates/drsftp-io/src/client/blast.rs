@@ -134,6 +134,8 @@ pub(crate) async fn run(
     }
     let bytes_before = progress.bytes();
     let mut opened: Option<Instant> = None;
+    // When the data side finished and when the final reply came (the EOD/226 phase).
+    let (mut data_at, mut reply_at): (Option<Instant>, Option<Instant>) = (None, None);
     control.start(Op::Transfer(spec))?;
     let mut side = Some(side);
     let mut sock: Option<std::net::UdpSocket> = None;
@@ -204,6 +206,7 @@ pub(crate) async fn run(
                         tracing::info!("server: {n}");
                     }
                     report = Some(r);
+                    reply_at = Some(Instant::now());
                     if upload && data.is_none() {
                         grace = Some(Instant::now() + UPLOAD_GRACE);
                     }
@@ -221,12 +224,15 @@ pub(crate) async fn run(
                 match r {
                     Ok((d, l)) => {
                         data = Some(d);
+                        data_at = Some(Instant::now());
                         _linger = l;
                         watch.alive();
                     }
                     Err(e) => {
                         if report.is_none() {
-                            abort(control).await;
+                            if let Some(refused) = abort(control).await {
+                                return Err(refused);
+                            }
                         }
                         return Err(e.into());
                     }
@@ -265,7 +271,9 @@ pub(crate) async fn run(
                         t.abort();
                     }
                     if report.is_none() {
-                        abort(control).await;
+                        if let Some(refused) = abort(control).await {
+                            return Err(refused);
+                        }
                     }
                     return Err(ClientError::Stalled(stall));
                 }
@@ -297,6 +305,10 @@ pub(crate) async fn run(
         seconds: begin.elapsed().as_secs_f64(),
         blast: Some(blast),
         setup: opened.map(|t| (t - begin).as_secs_f64()),
+        eod: match (data_at, reply_at) {
+            (Some(d), Some(r)) if !upload => Some(r.saturating_duration_since(d).as_secs_f64()),
+            _ => None,
+        },
     })
 }
 

@@ -342,9 +342,11 @@ pub(crate) async fn run(
         .extend(resumable.iter().flat_map(|r| r.notes().iter().cloned()));
     if opts.verify {
         let whole = opts.partial.is_none();
+        let t = std::time::Instant::now();
         verify::check(control, alg, remote, file, want, &moved.data, whole)
             .await?
             .record(&mut summary);
+        summary.verify_seconds = Some(t.elapsed().as_secs_f64());
     }
     syncing
         .await

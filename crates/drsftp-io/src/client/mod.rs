@@ -26,6 +26,7 @@ mod resume;
 mod task;
 mod third_party;
 mod third_party_resume;
+mod third_party_verify;
 mod transfer;
 mod upload;
 mod upload_resume;
@@ -199,8 +200,13 @@ pub struct TransferSummary {
     pub stripes: Vec<u64>,
     /// With [`ClientOptions::auto_transport`]: the transport chosen and why.
     pub transport_choice: Option<TransportChoice>,
-    /// Blast: seconds from the transfer command to the server's `150` (the data channel's set-up).
+    /// Blast: seconds from the transfer command to the server's `150` (the data channel's set-up). Third-party:
+    /// seconds from the end of the logins to the transfer commands (SIZE, channel set-up, resume checks).
     pub setup_seconds: Option<f64>,
+    /// Blast download: seconds from the last packet written to the final reply (EOD/226).
+    pub eod_seconds: Option<f64>,
+    /// Seconds the end-to-end checksum (CKSM and the local digest) took, when verified.
+    pub verify_seconds: Option<f64>,
 }
 
 impl TransferSummary {
@@ -226,6 +232,8 @@ impl TransferSummary {
             stripes: moved.stripes.clone(),
             transport_choice: None,
             setup_seconds: moved.setup,
+            eod_seconds: moved.eod,
+            verify_seconds: None,
         }
     }
 

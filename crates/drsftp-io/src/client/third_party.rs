@@ -31,10 +31,11 @@ use drsftp_proto::client::blast_setup::{
 };
 use drsftp_proto::client::{
     parse_epsv, parse_pasv, parse_spas, port_command, spor_command, BlastRequest, Event, Op,
-    Outcome, Reply, TransferMode, TransferReport, VERIFY_PREFERENCE,
+    Outcome, Reply, TransferMode, TransferReport,
 };
 
 use super::control::Control;
+use super::third_party_verify::{common_alg, verify};
 use super::{
     download, third_party_resume, transfer, Client, ClientError, ClientOptions, TransferSummary,
 };
@@ -42,13 +43,13 @@ use crate::data::Progress;
 
 /// Which end, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
+pub(super) enum End {
     Source,
     Destination,
 }
 
 impl End {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             End::Source => "source",
             End::Destination => "destination",
@@ -56,7 +57,7 @@ impl End {
     }
 }
 
-fn at(end: End, c: &Control, e: impl std::fmt::Display) -> ClientError {
+pub(super) fn at(end: End, c: &Control, e: impl std::fmt::Display) -> ClientError {
     ClientError::Invalid(format!("{} server {}: {e}", end.name(), c.peer()))
 }
 
@@ -171,6 +172,7 @@ async fn copy_once(
         )
         .into());
     }
+    let started = Instant::now();
     let (s, d) = (&mut src.control, &mut dst.control);
     let size = download::size_if_supported(s, src_path)
         .await
@@ -238,35 +240,11 @@ async fn copy_once(
     let resume = match (size, alg) {
         (Some(n), Some(alg)) => {
             let ends = (&mut *s, src_path, &mut *d, dst_path);
-            third_party_resume::prepare(ends, n, &alg, opts.resume).await?
+            third_party_resume::begin(ends, n, &alg, opts.resume, &progress, &mut notices).await?
         }
         _ => None,
     };
     let held = resume.as_ref().map(|r| r.held.clone()).unwrap_or_default();
-    if let Some(r) = &resume {
-        notices.extend(r.notices.iter().cloned());
-        if let Some(line) = r.rest() {
-            // Right before the transfer commands: a server keeps a REST for the next transfer only.
-            let rested = async {
-                third_party_resume::send_rest(d, &line)
-                    .await
-                    .map_err(|e| at(End::Destination, d, e))?;
-                third_party_resume::send_rest(s, &line)
-                    .await
-                    .map_err(|e| at(End::Source, s, e))
-            };
-            if let Err(e) = rested.await {
-                if let Some(m) = &r.markers {
-                    // The next try starts afresh rather than failing the same way again.
-                    m.complete();
-                }
-                return Err(e.into());
-            }
-        }
-        if let Some(m) = &r.markers {
-            m.start(progress.clone());
-        }
-    }
     let markers = resume.as_ref().and_then(|r| r.markers.as_ref());
     let begin = Instant::now();
     let r = run(s, src_path, d, dst_path, opts.timeout, &progress, cancel).await;
@@ -325,7 +303,10 @@ async fn copy_once(
         stream_actions: vec![],
         stripes: stripe_bytes,
         transport_choice: None,
-        setup_seconds: None,
+        // From the logins to the transfer commands: SIZE, the channel's set-up (SPAS/SPOR), resume checks.
+        setup_seconds: Some((begin - started).as_secs_f64()),
+        eod_seconds: None,
+        verify_seconds: None,
     };
     if opts.verify {
         match verify(s, src_path, d, dst_path, &mut summary).await {
@@ -794,7 +775,7 @@ async fn abort_running(s: &mut Control, s_run: bool, d: &mut Control, d_run: boo
 }
 
 /// Best-effort DELE of the destination (a failed or unverified copy must not look like a good one).
-async fn delete(d: &mut Control, path: &str) {
+pub(super) async fn delete(d: &mut Control, path: &str) {
     if d.session().is_dead() || d.session().is_busy() {
         return;
     }
@@ -802,87 +783,4 @@ async fn delete(d: &mut Control, path: &str) {
         Ok(_) => tracing::info!("deleted the destination {path}"),
         Err(e) => tracing::debug!("DELE {path}: {e}"),
     }
-}
-
-/// The checksum algorithm both servers list: the first of `VERIFY_PREFERENCE`, else any common one.
-fn common_alg(s: &Control, d: &Control) -> Option<String> {
-    let a = s.session().features().checksum_algorithms();
-    let b = d.session().features().checksum_algorithms();
-    let both = |x: &str| a.iter().any(|y| y == x) && b.iter().any(|y| y == x);
-    VERIFY_PREFERENCE
-        .iter()
-        .map(|p| p.to_string())
-        .find(|p| both(p))
-        .or_else(|| a.iter().find(|x| both(x)).cloned())
-}
-
-/// CKSM `alg` of `path` on one server: the whole file, or `range`.
-pub(super) async fn checksum(
-    c: &mut Control,
-    alg: &str,
-    path: &str,
-    range: Option<std::ops::Range<u64>>,
-) -> Result<String, ClientError> {
-    let op = Op::Checksum {
-        algorithm: alg.to_string(),
-        offset: range.as_ref().map_or(0, |r| r.start),
-        length: range.map(|r| r.end - r.start),
-        path: path.to_string(),
-    };
-    match c.run(op).await? {
-        Outcome::Checksum(h) => Ok(h),
-        other => Err(ClientError::Invalid(format!(
-            "unexpected CKSM outcome {other:?}"
-        ))),
-    }
-}
-
-/// CKSM on both servers at once; a mismatch deletes the destination and fails, a refusal is a notice.
-async fn verify(
-    s: &mut Control,
-    src_path: &str,
-    d: &mut Control,
-    dst_path: &str,
-    summary: &mut TransferSummary,
-) -> Result<(), ClientError> {
-    let Some(alg) = common_alg(s, d) else {
-        summary
-            .notices
-            .push("checksum not verified: the servers list no common CKSM algorithm".into());
-        return Ok(());
-    };
-    let mut one = |r: Result<String, ClientError>, c: &Control, end: End| match r {
-        Ok(h) => Ok(Some(h)),
-        Err(e) if e.reply_code().is_some() => {
-            summary.notices.push(format!(
-                "checksum not verified: {} server refused CKSM {alg}: {e}",
-                end.name()
-            ));
-            Ok(None)
-        }
-        Err(e) => Err(at(end, c, e)),
-    };
-    // Both servers read their copy at once: each is a whole-file read, on different hosts.
-    let (rs, rd) = tokio::join!(
-        checksum(s, &alg, src_path, None),
-        checksum(d, &alg, dst_path, None)
-    );
-    let Some(hs) = one(rs, s, End::Source)? else {
-        return Ok(());
-    };
-    let Some(hd) = one(rd, d, End::Destination)? else {
-        return Ok(());
-    };
-    if hs != hd {
-        delete(d, dst_path).await;
-        return Err(ClientError::ChecksumMismatch {
-            what: format!("{dst_path} (the destination was deleted)"),
-            alg,
-            local: format!("{hs} (source)"),
-            remote: hd,
-        });
-    }
-    summary.checksum = Some((alg, hs));
-    summary.verified = true;
-    Ok(())
 }

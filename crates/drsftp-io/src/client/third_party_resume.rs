@@ -14,6 +14,8 @@
 //!   caller checks) and MDTM on the source. Resumed bytes are never trusted alone: the caller compares the
 //!   whole file's CKSM on both ends, and a mismatch after a resume deletes the destination and sends it all.
 
+use std::sync::Arc;
+
 use drsftp_proto::client::{Op, Outcome};
 use drsftp_proto::ranges::RangeSet;
 use sha2::{Digest, Sha256};
@@ -21,10 +23,12 @@ use sha2::{Digest, Sha256};
 use super::control::Control;
 use super::download::TCP_RESUME_MIN;
 use super::resume;
-use super::third_party::checksum;
+use super::third_party::{at, End};
+use super::third_party_verify::checksum;
 use super::upload::ask_kept;
 use super::upload_resume::{MarkerCheckpoint, TailSearch};
 use super::ClientError;
+use crate::data::Progress;
 
 /// What a rerun of one copy holds at the destination, and where this run's markers are recorded.
 pub(super) struct Resume {
@@ -47,7 +51,7 @@ impl Resume {
 /// the marker checkpoint of a destination that keeps no partials. `None` when the copy cannot resume: smaller
 /// than [`TCP_RESUME_MIN`], or the source has no MDTM to tell its versions apart. `use_existing` false
 /// (`--no-resume`) still arms the destination but sends everything.
-pub(super) async fn prepare(
+async fn prepare(
     (s, src_path, d, dst_path): (&mut Control, &str, &mut Control, &str),
     size: u64,
     alg: &str,
@@ -86,9 +90,8 @@ pub(super) async fn prepare(
             }
             if let Some(m) = m.as_mut().filter(|m| m.found()) {
                 let ends = (&mut *s, src_path, &mut *d, dst_path);
-                if let Some(r) = tail_between(ends, alg, m.held(), size).await? {
-                    m.add(r);
-                }
+                let found = tail_between(ends, alg, m.held(), size).await?;
+                m.add(&found);
             }
             let held = m.as_ref().map(|m| m.held().clone()).unwrap_or_default();
             (held, m)
@@ -108,32 +111,33 @@ pub(super) async fn prepare(
 }
 
 /// What the destination wrote past the last restart marker that matches the source ([`TailSearch`]: the two
-/// servers' CKSM of the same range compared), so a rerun does not send up to 5 s of data again. `None` if the
+/// servers' CKSM of the same range compared), so a rerun does not send up to 5 s of data again. Empty if the
 /// destination has nothing there, either server refuses a ranged CKSM, or nothing matched.
 async fn tail_between(
     (s, src_path, d, dst_path): (&mut Control, &str, &mut Control, &str),
     alg: &str,
     held: &RangeSet,
     size: u64,
-) -> Result<Option<std::ops::Range<u64>>, ClientError> {
+) -> Result<RangeSet, ClientError> {
     let there = match super::size(d, dst_path).await {
         Ok(n) => n,
-        Err(e) if e.reply_code().is_some() => return Ok(None),
+        Err(e) if e.reply_code().is_some() => return Ok(RangeSet::new()),
         Err(e) => return Err(e),
     };
-    let Some(mut search) = TailSearch::new(held, size, there) else {
-        return Ok(None);
-    };
-    while let Some(r) = search.next_probe() {
-        let a = checksum(s, alg, src_path, Some(r.clone())).await;
-        let b = checksum(d, alg, dst_path, Some(r)).await;
-        match (a, b) {
-            (Ok(a), Ok(b)) => search.record(a.eq_ignore_ascii_case(&b)),
-            (Err(e), _) | (_, Err(e)) if e.reply_code().is_some() => return Ok(None),
-            (Err(e), _) | (_, Err(e)) => return Err(e),
-        }
-    }
-    Ok(search.found())
+    // The algorithm rides in the state: each comparison's future borrows only from there.
+    let mut ends = (s, src_path, d, dst_path, alg);
+    TailSearch::run(held, size, there, &mut ends, |(s, sp, d, dp, alg), r| {
+        Box::pin(async move {
+            let a = checksum(s, alg, sp, Some(r.clone())).await;
+            let b = checksum(d, alg, dp, Some(r)).await;
+            match (a, b) {
+                (Ok(a), Ok(b)) => Ok(Some(a.eq_ignore_ascii_case(&b))),
+                (Err(e), _) | (_, Err(e)) if e.reply_code().is_some() => Ok(None),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            }
+        })
+    })
+    .await
 }
 
 /// The destination-side name of one version of the source file (`SITE PARTIAL` takes up to 64 characters of
@@ -144,8 +148,45 @@ fn source_tag(source: &str, size: u64, mtime: &str) -> String {
     format!("t{hex}")
 }
 
+/// The resume hook of one copy attempt: [`prepare`], its notices into `notices`, then `REST <held>` to both ends
+/// (right before the transfer commands, as a server keeps a REST for the next transfer only) and this run's
+/// marker recording started. A refused REST fails the attempt and retires the markers, so the next try starts
+/// afresh rather than failing the same way again.
+pub(super) async fn begin(
+    (s, src_path, d, dst_path): (&mut Control, &str, &mut Control, &str),
+    size: u64,
+    alg: &str,
+    use_existing: bool,
+    progress: &Arc<Progress>,
+    notices: &mut Vec<String>,
+) -> Result<Option<Resume>, ClientError> {
+    let ends = (&mut *s, src_path, &mut *d, dst_path);
+    let Some(r) = prepare(ends, size, alg, use_existing).await? else {
+        return Ok(None);
+    };
+    notices.extend(r.notices.iter().cloned());
+    if let Some(line) = r.rest() {
+        let rested = async {
+            send_rest(d, &line)
+                .await
+                .map_err(|e| at(End::Destination, d, e))?;
+            send_rest(s, &line).await.map_err(|e| at(End::Source, s, e))
+        };
+        if let Err(e) = rested.await {
+            if let Some(m) = &r.markers {
+                m.complete();
+            }
+            return Err(e);
+        }
+    }
+    if let Some(m) = &r.markers {
+        m.start(progress.clone());
+    }
+    Ok(Some(r))
+}
+
 /// `REST <ranges>` on one end; a refusal is an error (only the gaps would travel).
-pub(super) async fn send_rest(c: &mut Control, line: &str) -> Result<(), ClientError> {
+async fn send_rest(c: &mut Control, line: &str) -> Result<(), ClientError> {
     match c.run(Op::Command(line.to_string())).await? {
         Outcome::Reply(r) if r.code == 350 => Ok(()),
         other => Err(ClientError::Invalid(format!(

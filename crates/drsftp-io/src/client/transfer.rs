@@ -79,6 +79,8 @@ pub(crate) struct Moved {
     pub(crate) blast: Option<crate::blast::BlastReport>,
     /// Blast: seconds from the first command to the `150` that opened the channel.
     pub(crate) setup: Option<f64>,
+    /// Blast download: seconds from the receiver holding every packet to the final reply (EOD/226).
+    pub(crate) eod: Option<f64>,
 }
 
 /// What the data task gives back: the engine's report, `-p auto`'s decisions, bytes per stripe.
@@ -241,7 +243,9 @@ pub(crate) async fn run_started(
                     }
                     Err(e) => {
                         if report.is_none() {
-                            abort(control).await;
+                            if let Some(refused) = abort(control).await {
+                                return Err(refused);
+                            }
                         }
                         return Err(e.into());
                     }
@@ -252,13 +256,17 @@ pub(crate) async fn run_started(
                     if let Some(t) = task.0.take() {
                         t.abort();
                         if report.is_none() {
-                            abort(control).await;
+                            if let Some(refused) = abort(control).await {
+                                return Err(refused);
+                            }
                         }
                         return Err(ClientError::Stalled(stall));
                     }
                     if data.is_some() && report.is_none() {
                         // All data moved but no final reply (the session sets no deadline while a transfer runs).
-                        abort(control).await;
+                        if let Some(refused) = abort(control).await {
+                            return Err(refused);
+                        }
                         return Err(ClientError::Session(SessionError::Timeout(
                             "the transfer's final reply (data complete)".into(),
                         )));
@@ -280,6 +288,7 @@ pub(crate) async fn run_started(
         seconds: begin.elapsed().as_secs_f64(),
         blast: None,
         setup: None,
+        eod: None,
     })
 }
 
@@ -296,13 +305,28 @@ fn enable_ctrl_sbuf(progress: &Progress, job: Option<&DataJob>, negotiated: bool
     }
 }
 
-/// Sends ABOR and waits (bounded by the session's reply deadline) for the server to acknowledge it.
-pub(crate) async fn abort(control: &mut Control) {
+/// Sends ABOR and waits (bounded by the session's reply deadline) for the server to acknowledge it. Returns the
+/// server's own refusal of the transfer if it had one (`452` for a full disk, `451` naming a failed mover): the
+/// reason the data connections broke, which the caller reports instead of its socket error.
+pub(crate) async fn abort(control: &mut Control) -> Option<ClientError> {
     control.session_mut().abort(Instant::now());
     match tokio::time::timeout(Duration::from_secs(120), control.finish()).await {
-        Ok(Err(e)) => tracing::debug!("after ABOR: {e}"),
-        Ok(Ok(o)) => tracing::debug!("after ABOR: {o:?}"),
-        Err(_) => tracing::debug!("no answer to ABOR"),
+        Ok(Err(e @ ClientError::Session(SessionError::Refused { .. }))) => {
+            tracing::debug!("after ABOR: {e}");
+            Some(e)
+        }
+        Ok(Err(e)) => {
+            tracing::debug!("after ABOR: {e}");
+            None
+        }
+        Ok(Ok(o)) => {
+            tracing::debug!("after ABOR: {o:?}");
+            None
+        }
+        Err(_) => {
+            tracing::debug!("no answer to ABOR");
+            None
+        }
     }
 }
 

@@ -100,9 +100,7 @@ pub(crate) async fn run(
         if m.found() {
             let tail =
                 upload_resume::verify_tail(control, alg, remote, file.clone(), m.held(), len);
-            if let Some(r) = tail.await? {
-                m.add(r);
-            }
+            m.add(&tail.await?);
         }
     }
     let mut notices: Vec<String> = markers
@@ -234,8 +232,12 @@ pub(crate) async fn run(
     summary.notices.extend(notices);
     if opts.verify {
         let whole = opts.partial.is_none();
+        let t = std::time::Instant::now();
         match verify::check(control, alg, remote, file, range, &moved.data, whole).await {
-            Ok(v) => v.record(&mut summary),
+            Ok(v) => {
+                v.record(&mut summary);
+                summary.verify_seconds = Some(t.elapsed().as_secs_f64());
+            }
             Err(ClientError::ChecksumMismatch { .. }) if !held.is_empty() && markers.is_some() => {
                 // Ranges from restart markers that do not check out: send the whole file again (the STOR
                 // without REST replaces it), and verify that.

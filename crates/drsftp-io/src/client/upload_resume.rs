@@ -14,12 +14,14 @@
 //!   kill and restart both leave ranges that are really in the server's file.
 //! * Past the last marker: Globus sends a marker only every 5 s, so a killed upload leaves up to 5 s of bytes
 //!   on the server that no marker names. They are not trusted but checked: [`verify_tail`] compares the server's
-//!   CKSM of the first gap's prefix (as far as the server's file reaches) with the local file's, halving it until
-//!   one matches, and only a matching prefix counts as held (a hole, zeros, or another file's bytes never match).
+//!   CKSM of each gap (as far as the server's file reaches) with the local file's, halving what differs, and
+//!   only matching ranges count as held (a hole, zeros, or another file's bytes never match).
 //! * Trust: the caller still compares the whole file's CKSM at the end and re-sends everything on a mismatch;
 //!   the checkpoint is removed once the data is complete, and records older than [`MAX_AGE`] are swept.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
@@ -37,10 +39,10 @@ use crate::data::Progress;
 
 /// Records older than this are removed when the next resumable upload starts.
 const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
-/// [`verify_tail`] stops halving below this (our MODE E block): what is left is sent again.
+/// [`verify_tail`] stops halving at this (our MODE E block): what is left is sent again.
 const TAIL_GRAIN: u64 = 256 << 10;
-/// Most CKSM round trips [`verify_tail`] spends.
-const TAIL_PROBES: u32 = 8;
+/// Most CKSM round trips [`verify_tail`] spends: a hole costs about two per halving (each half is compared).
+const TAIL_PROBES: u32 = 24;
 /// How often the writer looks for new markers.
 const POLL: Duration = Duration::from_millis(50);
 /// Longest an ending upload waits for its last save.
@@ -135,9 +137,9 @@ impl MarkerCheckpoint {
         self.found
     }
 
-    /// Adds `r`, checked by [`verify_tail`], to what is held (and saved from now on).
-    pub(crate) fn add(&mut self, r: std::ops::Range<u64>) {
-        self.held.insert(r);
+    /// Adds `found`, checked by [`verify_tail`], to what is held (and saved from now on).
+    pub(crate) fn add(&mut self, found: &RangeSet) {
+        self.held.extend(found);
     }
 
     /// A note for the summary, if the checkpoint was discarded on purpose.
@@ -217,9 +219,8 @@ impl Drop for MarkerCheckpoint {
     }
 }
 
-/// The longest prefix of the first gap in `held` (within `0..size`) whose bytes the server's file `remote`
-/// already has, checked with CKSM `alg` against `local` (module docs, [`TailSearch`]). `None` if nothing could be
-/// checked or nothing matched.
+/// The bytes in the gaps of `held` (within `0..size`) that the server's file `remote` already has, checked with
+/// CKSM `alg` against `local` (module docs, [`TailSearch`]); empty if nothing could be checked or nothing matched.
 pub(crate) async fn verify_tail(
     control: &mut Control,
     alg: ChecksumAlg,
@@ -227,80 +228,110 @@ pub(crate) async fn verify_tail(
     local: Arc<dyn FileHandle>,
     held: &RangeSet,
     size: u64,
-) -> Result<Option<std::ops::Range<u64>>, ClientError> {
+) -> Result<RangeSet, ClientError> {
     // No file there (550), or no SIZE: nothing to check.
     let there = match super::size(control, remote).await {
         Ok(n) => n,
-        Err(e) if e.reply_code().is_some() => return Ok(None),
+        Err(e) if e.reply_code().is_some() => return Ok(RangeSet::new()),
         Err(e) => return Err(e),
     };
-    let Some(mut search) = TailSearch::new(held, size, there) else {
-        return Ok(None);
-    };
-    while let Some(r) = search.next_probe() {
-        match verify::compare(control, alg, remote, local.clone(), r, false, None).await {
-            Ok(v) if v.checksum.is_some() => search.record(true),
-            Ok(_) => return Ok(None),
-            Err(ClientError::ChecksumMismatch { .. }) => search.record(false),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(search.found())
+    let mut state = (control, remote, local);
+    TailSearch::run(held, size, there, &mut state, |(c, remote, local), r| {
+        let local = local.clone();
+        Box::pin(async move {
+            match verify::compare(c, alg, remote, local, r, false, None).await {
+                Ok(v) => Ok(v.checksum.is_some().then_some(true)),
+                Err(ClientError::ChecksumMismatch { .. }) => Ok(Some(false)),
+                Err(e) => Err(e),
+            }
+        })
+    })
+    .await
 }
 
-/// The bisection behind [`verify_tail`], without I/O: the bytes past the last restart marker that the receiver's
-/// file (`there` bytes long) may already hold, found by comparing checksums of prefixes of the first gap, halving
-/// down to [`TAIL_GRAIN`] in at most [`TAIL_PROBES`] comparisons. Third-party resume compares the source's and the
-/// destination's CKSM of the same range with it.
+/// One comparison of [`TailSearch::run`]: `Some(true)` if both sides' checksums of the range agree, `Some(false)`
+/// if they differ, `None` if they cannot be compared (a refusal: the search ends with nothing found).
+pub(crate) type Probe<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<bool>, ClientError>> + Send + 'a>>;
+
+/// The search behind [`verify_tail`], without I/O: which bytes past the restart markers the receiver's file
+/// (`there` bytes long) already holds. Every gap in the markers that the file reaches into is compared whole;
+/// a range that does not match is split in halves and each half compared again, breadth first, down to
+/// [`TAIL_GRAIN`] and at most [`TAIL_PROBES`] comparisons. A hole where one of several streams lagged when the
+/// sender died then costs about a grain, not everything after it (a prefix-only search lost the whole tail when
+/// the hole sat right after the last marker). Third-party resume compares the source's and the destination's
+/// CKSM of the same range with it.
 #[derive(Debug)]
 pub(crate) struct TailSearch {
-    start: u64,
-    /// `start..start + good` matches, `start + bad` does not (or is untested).
-    good: u64,
-    bad: u64,
-    probe: u64,
+    /// Ranges still to compare, oldest (widest) first.
+    queue: std::collections::VecDeque<std::ops::Range<u64>>,
+    matched: RangeSet,
     left: u32,
 }
 
 impl TailSearch {
-    /// `None` when there is no gap, or the receiver's file reaches less than one grain into it.
+    /// `None` when there is no gap, or the receiver's file reaches into none.
     pub(crate) fn new(held: &RangeSet, size: u64, there: u64) -> Option<TailSearch> {
-        let gap = held.gaps(0..size).into_iter().next()?;
-        let end = gap.end.min(there);
-        if end < gap.start + TAIL_GRAIN {
-            return None;
-        }
-        let len = end - gap.start;
-        Some(TailSearch {
-            start: gap.start,
-            good: 0,
-            bad: len + 1,
-            probe: len,
+        let queue: std::collections::VecDeque<_> = held.gaps(0..size.min(there)).into();
+        (!queue.is_empty()).then(|| TailSearch {
+            queue,
+            matched: RangeSet::new(),
             left: TAIL_PROBES,
         })
     }
 
-    /// The range to compare next, `None` once the search is over.
-    pub(crate) fn next_probe(&self) -> Option<std::ops::Range<u64>> {
-        (self.left > 0 && self.bad - self.good > TAIL_GRAIN)
-            .then(|| self.start..self.start + self.probe)
+    /// The whole search: `compare` checks one range on both sides, with what `state` holds (control connections,
+    /// paths); the ranges found to match (empty if none did, or nothing could be compared). A refused comparison
+    /// ends the search with what matched so far.
+    pub(crate) async fn run<S: Send + ?Sized>(
+        held: &RangeSet,
+        size: u64,
+        there: u64,
+        state: &mut S,
+        mut compare: impl for<'a> FnMut(&'a mut S, std::ops::Range<u64>) -> Probe<'a> + Send,
+    ) -> Result<RangeSet, ClientError> {
+        tracing::debug!("markers {held:?} of {size} bytes; the receiver's file has {there}");
+        let Some(mut search) = TailSearch::new(held, size, there) else {
+            return Ok(RangeSet::new());
+        };
+        while let Some(r) = search.next_probe() {
+            let outcome = compare(state, r.clone()).await?;
+            tracing::debug!("tail range {r:?}: {outcome:?} (Some(true): the same bytes)");
+            match outcome {
+                Some(matched) => search.record(r, matched),
+                None => break,
+            }
+        }
+        Ok(search.found())
     }
 
-    /// Whether the range [`next_probe`](Self::next_probe) gave matched.
-    pub(crate) fn record(&mut self, matched: bool) {
-        if matched {
-            self.good = self.probe;
-        } else {
-            self.bad = self.probe;
+    /// The range to compare next, `None` once the search is over.
+    pub(crate) fn next_probe(&mut self) -> Option<std::ops::Range<u64>> {
+        if self.left == 0 {
+            return None;
         }
         self.left -= 1;
-        self.probe = self.good + (self.bad - self.good) / 2;
+        self.queue.pop_front()
     }
 
-    /// The checked prefix, if any matched.
-    pub(crate) fn found(&self) -> Option<std::ops::Range<u64>> {
-        tracing::debug!("verified {} bytes past the last restart marker", self.good);
-        (self.good > 0).then(|| self.start..self.start + self.good)
+    /// Whether range `r` (from [`next_probe`](Self::next_probe)) matched: kept, or split for another look.
+    pub(crate) fn record(&mut self, r: std::ops::Range<u64>, matched: bool) {
+        if matched {
+            self.matched.insert(r);
+        } else if r.end - r.start >= 2 * TAIL_GRAIN {
+            let mid = r.start + (r.end - r.start) / 2;
+            self.queue.push_back(r.start..mid);
+            self.queue.push_back(mid..r.end);
+        }
+    }
+
+    /// The ranges that matched.
+    pub(crate) fn found(self) -> RangeSet {
+        tracing::debug!(
+            "verified {} bytes past the restart markers",
+            self.matched.covered()
+        );
+        self.matched
     }
 }
 
@@ -334,44 +365,72 @@ fn sweep(dir: &Path) {
 mod tests {
     use super::*;
 
-    /// Drives the search against a receiver whose bytes match up to `truth`.
+    /// Drives the search against a receiver whose bytes match exactly where `good` says.
     fn search(
         held: &RangeSet,
         size: u64,
         there: u64,
-        truth: u64,
-    ) -> (Option<std::ops::Range<u64>>, u32) {
+        good: impl Fn(&std::ops::Range<u64>) -> bool,
+    ) -> (RangeSet, u32) {
         let Some(mut s) = TailSearch::new(held, size, there) else {
-            return (None, 0);
+            return (RangeSet::new(), 0);
         };
         let mut probes = 0;
         while let Some(r) = s.next_probe() {
             probes += 1;
-            s.record(r.end <= truth);
+            let m = good(&r);
+            s.record(r, m);
         }
         (s.found(), probes)
     }
 
+    fn marked(upto: u64) -> RangeSet {
+        let mut held = RangeSet::new();
+        held.insert(0..upto);
+        held
+    }
+
     #[test]
     fn tail_search_finds_the_matching_prefix_within_a_grain() {
-        let mut held = RangeSet::new();
-        held.insert(0..(8 << 20));
+        let held = marked(8 << 20);
         let size = 64 << 20;
         // All the receiver has matches: one probe.
-        assert_eq!(
-            search(&held, size, 20 << 20, 20 << 20),
-            (Some((8 << 20)..(20 << 20)), 1)
-        );
+        let (r, n) = search(&held, size, 20 << 20, |_| true);
+        let whole: std::ops::Range<u64> = (8 << 20)..(20 << 20);
+        assert_eq!((r.ranges(), n), (std::slice::from_ref(&whole), 1));
         // Garbage past 13 MiB: found to within a grain, in at most TAIL_PROBES probes.
-        let (r, n) = search(&held, size, 20 << 20, 13 << 20);
-        let r = r.unwrap();
-        assert!(
-            r.start == 8 << 20 && r.end <= 13 << 20 && r.end + TAIL_GRAIN >= 13 << 20,
-            "{r:?}"
-        );
+        let (r, n) = search(&held, size, 20 << 20, |r| r.end <= 13 << 20);
+        assert_eq!(r.ranges().first().map(|r| r.start), Some(8 << 20), "{r:?}");
+        assert!(r.covered() + TAIL_GRAIN >= 5 << 20, "{r:?}");
+        assert!(r.iter().all(|r| r.end <= 13 << 20), "{r:?}");
         assert!(n <= TAIL_PROBES);
-        // Nothing matches; or the receiver's file ends before a grain of the gap.
-        assert_eq!(search(&held, size, 20 << 20, 0).0, None);
-        assert!(TailSearch::new(&held, size, (8 << 20) + 1000).is_none());
+        // Nothing matches; or the receiver's file ends inside the markers.
+        assert!(search(&held, size, 20 << 20, |_| false).0.is_empty());
+        assert!(TailSearch::new(&held, size, 8 << 20).is_none());
+    }
+
+    #[test]
+    fn a_hole_right_after_the_markers_costs_about_a_grain() {
+        // One stream lagged: its block at the marker's end never arrived, the other stream's 7 MiB did.
+        let held = marked(23 << 20);
+        let hole = (23 << 20)..(23 << 20) + (256 << 10);
+        let (r, n) = search(&held, 64 << 20, 30 << 20, |r| {
+            r.end <= hole.start || r.start >= hole.end
+        });
+        assert!(r.iter().all(|r| r.start >= hole.end), "{r:?}");
+        assert!(r.covered() + 2 * TAIL_GRAIN >= 7 << 20, "{r:?}");
+        assert!(n <= TAIL_PROBES, "{n}");
+        // Two holes (two lagging streams) in a gap between markers and one past them.
+        let mut held = marked(4 << 20);
+        held.insert((6 << 20)..(20 << 20));
+        let bad = [(5 << 20)..(5 << 20) + 4096, (25 << 20)..(25 << 20) + 4096];
+        let (r, n) = search(&held, 64 << 20, 30 << 20, |r| {
+            bad.iter().all(|b| r.end <= b.start || r.start >= b.end)
+        });
+        assert!(bad
+            .iter()
+            .all(|b| !r.iter().any(|r| r.start < b.end && b.start < r.end)));
+        assert!(r.covered() + 4 * TAIL_GRAIN >= 12 << 20, "{r:?}");
+        assert!(n <= TAIL_PROBES, "{n}");
     }
 }

@@ -33,6 +33,10 @@ use crate::data::Progress;
 use crate::task::AbortOnDrop;
 use crate::tls::MaybeTls;
 
+/// How long ABOR waits for a running transfer to end by itself before stopping it: one failing on its own (disk
+/// full) reports its reason instead of `426`.
+const ABOR_GRACE: Duration = Duration::from_millis(1000);
+
 /// How often a running transfer's counters are handed to the session (for 111/112 markers).
 const PROGRESS_TICK: Duration = Duration::from_millis(500);
 
@@ -104,6 +108,9 @@ pub(crate) async fn run(
             } = &ev;
             audit::login(peer, name, *anonymous, *ok, *read_only);
             if *ok {
+                if let Some(f) = &frontend {
+                    f.warm();
+                }
                 user.clone_from(name);
                 if *anonymous {
                     storage = params.storage.clone();
@@ -265,23 +272,26 @@ pub(crate) async fn run(
                     // ABOR, or the session's data timeout: wait for the task to be gone (its part file removed)
                     // before the reply.
                     if let Some(mut r) = running.take() {
-                        if let Some(t) = r.task.0.take() {
-                            t.abort();
-                            let _ = t.await;
+                        // A transfer failing for its own reason (a full disk's 452) keeps that reply: the client
+                        // aborts because the failure broke its data connections, often before the task has
+                        // cleaned up. It gets ABOR_GRACE to end by itself; a healthy transfer is stopped then.
+                        let mut result = TransferResult::Aborted;
+                        if let Some(mut t) = r.task.0.take() {
+                            match tokio::time::timeout(ABOR_GRACE, &mut t).await {
+                                Ok(Ok((res @ TransferResult::Failed { .. }, _, _))) => result = res,
+                                Ok(_) => {}
+                                Err(_) => {
+                                    t.abort();
+                                    let _ = t.await;
+                                }
+                            }
                         }
                         passive.clear();
                         if let Some((cmd, path)) = &r.audit {
-                            audit::transfer(
-                                peer,
-                                &user,
-                                cmd,
-                                path,
-                                r.progress.bytes(),
-                                &TransferResult::Aborted,
-                            );
+                            audit::transfer(peer, &user, cmd, path, r.progress.bytes(), &result);
                         }
-                        transfer_done(&params, &r, peer, &user, &TransferResult::Aborted, None);
-                        s.handle_transfer_done(Instant::now(), r.id, TransferResult::Aborted);
+                        transfer_done(&params, &r, peer, &user, &result, None);
+                        s.handle_transfer_done(Instant::now(), r.id, result);
                         record_sbuf(&params, &r.progress);
                     }
                 }

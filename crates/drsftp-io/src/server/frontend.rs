@@ -172,8 +172,8 @@ impl Link {
     }
 }
 
-/// A session's frontend state: its control sessions to the movers (opened on first use, kept while they
-/// work) and how many movers listen for the client's last PASV/SPAS.
+/// A session's frontend state: its control sessions to the movers (opened once the client logs in, or on first
+/// use, kept while they work) and how many movers listen for the client's last PASV/SPAS.
 pub(crate) struct Frontend {
     movers: Arc<Movers>,
     links: Arc<Mutex<Vec<Option<Link>>>>,
@@ -196,6 +196,33 @@ impl Frontend {
     /// The user logged in: `root` is their tree's place in the served one (`None`: all of it).
     pub(crate) fn set_root(&mut self, root: Option<String>) {
         self.root = root;
+    }
+
+    /// Opens the control sessions to every mover in the background, once the client has logged in: a mover's
+    /// login (its argon2 check) then overlaps the client's own set-up round trips instead of delaying `SPAS`, or
+    /// the first byte of a send. Does nothing if the links are in use; a mover that cannot be reached now is
+    /// tried again, and reported, where it is needed.
+    pub(crate) fn warm(&self) {
+        let Ok(mut links) = self.links.clone().try_lock_owned() else {
+            return;
+        };
+        let movers = self.movers.clone();
+        tokio::spawn(async move {
+            let mut tasks = tokio::task::JoinSet::new();
+            for (i, slot) in links.iter_mut().enumerate() {
+                if slot.is_none() {
+                    let m = movers.clone();
+                    tasks.spawn(async move { (i, Link::open(m.addrs[i], &m).await) });
+                }
+            }
+            while let Some(j) = tasks.join_next().await {
+                match j {
+                    Ok((i, Ok(l))) => links[i] = Some(l),
+                    Ok((_, Err(e))) => tracing::debug!("frontend: warming up: {e}"),
+                    Err(_) => {}
+                }
+            }
+        });
     }
 
     /// `Action::Listen` on a frontend: `PASV` on the first `count` movers; their listeners' addresses.

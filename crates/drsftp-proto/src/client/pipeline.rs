@@ -9,7 +9,8 @@
 //! followed by the file transfer command, which always ends a batch. The blast set-up is one batch too: `OPTS
 //! BLAST`, `BPAS` (the UDP socket is bound before the batch), `REST <ranges>` or ALLO, and the transfer command,
 //! so a short blast transfer starts one round trip after the client begins (issue 22). ALLO and a non-required
-//! REST may carry the transfer command behind them. Everything else (PASV/EPSV, a stream-mode REST, SIZE, CKSM,
+//! REST may carry the transfer command behind them. SIZE rides right behind its TYPE I (one round trip, which
+//! the check after a third-party copy pays on the far end). Everything else (PASV/EPSV, a stream-mode REST, CKSM,
 //! login, raw commands, listings, QUIT) and every non-command step (Listen, BlastBind, DataReady) waits until
 //! nothing is in flight. Against any other server (Globus) the session sends
 //! one command at a time, as before.
@@ -40,7 +41,7 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
         k if setup(k) => {
             setup(next)
                 || matches!(next, Kind::Buffer { .. } | Kind::Spas { upload: false })
-                || (k == Kind::TypeI && next == Kind::OptsBlast)
+                || (k == Kind::TypeI && matches!(next, Kind::OptsBlast | Kind::Size))
         }
         Kind::Port => next == Kind::Transfer { listing: false },
         // The blast set-up: OPTS BLAST (behind TYPE I) and BPAS, then REST (ranges) or ALLO, and the transfer
@@ -114,6 +115,10 @@ mod tests {
         assert!(may_follow(buf(None), Kind::OptsDrs(true)));
         assert!(may_follow(Kind::OptsDrs(true), Kind::OptsRetr));
         assert!(may_follow(Kind::Port, Kind::Transfer { listing: false }));
+        assert!(
+            may_follow(Kind::TypeI, Kind::Size),
+            "SIZE rides with its TYPE I"
+        );
         for next in [
             Kind::Pasv,
             Kind::Epsv,

@@ -158,6 +158,26 @@ fn replies_in_one_read_are_matched_in_order() {
 }
 
 #[test]
+fn size_follows_type_i_in_one_round_and_a_refused_type_swallows_its_reply() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start(Op::Size("/data/f".into()));
+    assert_eq!(h.sent(), ["TYPE I", "SIZE /data/f"], "one round trip");
+    h.reply("200 Type set to I.\n");
+    assert_eq!(h.events(), vec![]);
+    h.reply("213 42\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Size(42))]);
+    // A server that refuses TYPE I: the operation fails, and the SIZE reply behind it is not the next one's.
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start(Op::Size("/data/f".into()));
+    h.batch(&["TYPE I", "SIZE /data/f"], "504 no\n");
+    assert!(matches!(&h.events()[..], [Event::Failed(e)] if e.reply_code() == Some(504)));
+    h.start(Op::Size("/data/g".into()));
+    assert_eq!(h.sent(), ["TYPE I", "SIZE /data/g"]);
+    h.reply("550 stale SIZE reply\n200 Type set to I.\n213 7\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Size(7))]);
+}
+
+#[test]
 fn globus_server_gets_one_command_at_a_time() {
     let mut h = H::login(GLOBUS_FEAT);
     assert!(!h.s.features().drs());

@@ -46,6 +46,9 @@ pub(super) struct Running {
     pub(super) started: bool,
     /// ABOR sent: number of final replies still to come (the in-flight commands' and ABOR's) before failing.
     pub(super) abort_pending: Option<usize>,
+    /// While aborting: the transfer command's own refusal (e.g. `452` disk full), which says why the data
+    /// connections broke better than the `Aborted` the operation would otherwise end with.
+    pub(super) abort_refusal: Option<ClientError>,
     /// A blast transfer: what is known of its channel so far.
     pub(super) blast: Option<BlastNeg>,
     /// A batch ([`Op::Batch`]): its window of RETRs in flight (`batch.rs`).
@@ -292,6 +295,7 @@ impl ClientSession {
             report,
             started: false,
             abort_pending: None,
+            abort_refusal: None,
             blast,
             batch,
             stripe_peers: Vec::new(),
@@ -378,7 +382,8 @@ impl ClientSession {
     }
 
     /// Asks the server to abort the running transfer (`ABOR`). The operation then fails with
-    /// [`ClientError::Aborted`] once the server has answered. Without a running transfer this does nothing.
+    /// [`ClientError::Aborted`] once the server has answered, or with the transfer's own refusal if the server
+    /// had refused it for a reason of its own (a full disk's `452`). Without a running transfer this does nothing.
     pub fn abort(&mut self, now: Instant) {
         let Some(run) = self.current.as_mut() else {
             return;
@@ -647,11 +652,20 @@ impl ClientSession {
                 return;
             }
             // The final reply of a command in flight (the transfer's own, 426 or the end it had reached), or
-            // the ABOR answer.
-            run.inflight.pop_front();
+            // the ABOR answer. A transfer refused for its own reason (not the 426 ABOR causes) is what the
+            // operation fails with.
+            if let Some((cmd, Kind::Transfer { .. })) = run.inflight.pop_front() {
+                if reply.is_error() && reply.code != 426 && run.abort_refusal.is_none() {
+                    run.abort_refusal = Some(ClientError::Refused {
+                        command: cmd,
+                        reply: reply.clone(),
+                    });
+                }
+            }
             let left = left.saturating_sub(1);
             if left == 0 {
-                self.finish(Err(ClientError::Aborted));
+                let e = run.abort_refusal.take().unwrap_or(ClientError::Aborted);
+                self.finish(Err(e));
             } else {
                 run.abort_pending = Some(left);
                 self.deadline = Some(now + self.cfg.reply_timeout);

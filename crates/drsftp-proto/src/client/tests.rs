@@ -482,6 +482,36 @@ fn abort_running_transfer() {
 }
 
 #[test]
+fn abort_keeps_the_transfers_own_refusal() {
+    let mut h = Scripted::new();
+    login_globus(&mut h);
+    let mut sp = spec(Direction::Upload, TransferMode::Stream, 1);
+    sp.tcp_buffer = None;
+    h.start(Op::Transfer(sp));
+    h.expect("TYPE I", "200 ok\n");
+    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,0,21)\n");
+    h.s.handle_data_ready(h.now);
+    let stor = sent(&mut h);
+    assert!(stor.starts_with("STOR "), "{stor}");
+    h.reply("150 go\n");
+    h.events();
+    // The server's disk filled: it dropped the data connection, the client aborts, and the 452 that arrives
+    // before ABOR's own answer is what the operation fails with.
+    h.s.abort(h.now);
+    assert_eq!(sent(&mut h), "ABOR");
+    h.reply("452 storage: no space left on device\n");
+    assert!(h.events().is_empty());
+    h.reply("226 Abort successful\n");
+    match &h.events()[..] {
+        [Event::Failed(ClientError::Refused { command, reply })] => {
+            assert_eq!((command.as_str(), reply.code), (stor.as_str(), 452));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!h.s.is_dead());
+}
+
+#[test]
 fn framing_errors_and_eof_are_fatal() {
     let mut h = Scripted::new();
     h.reply("220 hi\n");

@@ -358,19 +358,20 @@ pub fn run(args: Args) -> Result<()> {
     let opts = options(&args);
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let mut auto = None;
+    let mut timing = Timing::default();
     let result = rt.block_on(async {
         if let Plan::ThirdParty { src, dst } = &plan {
             // Ctrl-C is handled inside: both servers get ABOR and the destination is deleted.
             return third_party::copy(src, dst, &args, &opts).await;
         }
         tokio::select! {
-            r = copy(&plan, &args, opts.clone(), &mut auto) => r,
+            r = copy(&plan, &args, opts.clone(), &mut auto, &mut timing) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         }
     });
     match result {
         Ok(s) => {
-            report(&plan, &args, &opts, &s, auto.as_ref());
+            report(&plan, &args, &opts, &s, auto.as_ref(), &timing);
             Ok(())
         }
         Err(e) => {
@@ -404,18 +405,32 @@ fn section(args: &Args, total: Option<u64>) -> Result<Option<Partial>> {
     Ok(Some(Partial { offset, length }))
 }
 
+/// Seconds spent before and around the transfer proper, for `--json` (`phases`).
+#[derive(Debug, Default)]
+struct Timing {
+    /// Connect, TLS, USER/PASS, FEAT.
+    login: Option<f64>,
+    /// From logged in to the transfer's first command: `-p auto`'s start choice, SIZE, the path profile.
+    prepare: Option<f64>,
+    /// From connect to the transfer done, verified and committed (QUIT and process start not included).
+    total: Option<f64>,
+}
+
 async fn copy(
     plan: &Plan,
     args: &Args,
     mut opts: ClientOptions,
     auto: &mut Option<drsftp_io::client::AutoChoice>,
+    timing: &mut Timing,
 ) -> Result<TransferSummary> {
     let url = plan.remote();
     let tls = args.tls.settings()?;
+    let t0 = std::time::Instant::now();
     let mut client =
         Client::connect_tls(&url.authority(), &url.user, &url.pass, opts.timeout, &tls)
             .await
             .with_context(|| format!("logging in to {}", url.authority()))?;
+    timing.login = Some(t0.elapsed().as_secs_f64());
     let (p, udp) = (args.parallel, args.transport == "udp");
     if args.transport == "auto" {
         // One download or upload: the client may choose blast (-r jobs and third-party copies stay on TCP).
@@ -445,6 +460,7 @@ async fn copy(
             opts.partial = section(args, total)?;
             let bar_total = opts.partial.map(|p| p.length).or(total);
             let bar = Bar::start(args.quiet, bar_total, progress.clone());
+            timing.prepare = timing.login.map(|l| t0.elapsed().as_secs_f64() - l);
             let r = client
                 .download(&remote.path, local, &opts, progress.clone())
                 .await;
@@ -458,6 +474,7 @@ async fn copy(
             opts.partial = section(args, Some(total))?;
             let bar_total = opts.partial.map(|p| p.length).unwrap_or(total);
             let bar = Bar::start(args.quiet, Some(bar_total), progress.clone());
+            timing.prepare = timing.login.map(|l| t0.elapsed().as_secs_f64() - l);
             let r = client
                 .upload(local, &remote.path, &opts, progress.clone())
                 .await;
@@ -465,6 +482,7 @@ async fn copy(
             r.with_context(|| format!("uploading {} to {remote}", local.display()))?
         }
     };
+    timing.total = Some(t0.elapsed().as_secs_f64());
     if let Err(e) = client.quit().await {
         tracing::debug!("QUIT: {e}");
     }
@@ -599,8 +617,10 @@ fn report(
     opts: &ClientOptions,
     s: &TransferSummary,
     auto: Option<&drsftp_io::client::AutoChoice>,
+    timing: &Timing,
 ) {
     if args.json {
+        let ph = s.blast.as_ref().map(|b| b.phases).unwrap_or_default();
         let j = json!({
             "source": plan.source(),
             "destination": plan.destination(),
@@ -622,6 +642,25 @@ fn report(
                 "tcp_bytes": c.tcp_bytes,
             })),
             "setup_seconds": s.setup_seconds,
+            // Where the time went, in order (seconds; null when it does not apply). `transfer` is the command to
+            // the end of data (setup, first datagram, ramp, first pass and tail are parts of it); the blast
+            // phases are the receiver's, so they are known for downloads.
+            "phases": {
+                "login": timing.login,
+                "prepare": timing.prepare,
+                "setup": s.setup_seconds,
+                "first_datagram": ph.first_datagram,
+                "ramp": ph.ramp,
+                "first_pass": ph.first_pass,
+                "final_rate_mbps": ph.final_rate_pps.zip(s.blast.as_ref()).map(|(r, b)| {
+                    r * (b.bytes as f64 / b.packets.max(1) as f64) * 8.0 / 1e6
+                }),
+                "tail": ph.tail,
+                "eod": s.eod_seconds,
+                "transfer": s.seconds,
+                "verify": s.verify_seconds,
+                "total": timing.total,
+            },
             "duplicates": s.duplicates,
             "rejected": s.rejected,
             "blast": s.blast.as_ref().map(|b| json!({
@@ -748,6 +787,8 @@ mod tests {
             stripes: vec![],
             transport_choice: None,
             setup_seconds: None,
+            eod_seconds: None,
+            verify_seconds: None,
         };
         assert_eq!(
             summary_line(&s),

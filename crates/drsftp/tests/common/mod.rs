@@ -22,6 +22,16 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_drsftp"))
 }
 
+/// Whether the tests run as root (effective uid 0, read from /proc), for tests that mount or capture.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        == Some("0")
+}
+
 /// A temporary directory every user may write to (Globus serves anonymous users as `nobody`).
 pub fn open_tempdir() -> tempfile::TempDir {
     drsftp_testkit::data::open_tempdir("drsftp-it")
