@@ -281,6 +281,19 @@ pub fn client_config(trust: &Trust) -> Result<Arc<rustls::ClientConfig>, TlsErro
     Ok(Arc::new(cfg))
 }
 
+/// A client configuration accepting exactly the first certificate of the chain in `cert` (PEM): a striped
+/// frontend checks that each mover holds its own certificate, the one its clients already verify.
+pub fn pinned_to(cert: &Path) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let leaf = certs_of(cert)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| TlsError::Pem {
+            path: cert.display().to_string(),
+            msg: "no CERTIFICATE block".into(),
+        })?;
+    client_config(&Trust::Fingerprint(fingerprint(&leaf)))
+}
+
 /// The client's side of TLS for one session: its configuration and the name the server's certificate must
 /// carry (the host of the URL).
 #[derive(Debug, Clone)]

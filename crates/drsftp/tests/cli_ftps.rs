@@ -311,13 +311,6 @@ fn tls_require_against_a_cleartext_server_fails() {
 
 #[test]
 fn capture_shows_neither_password_nor_data() {
-    if !is_root() {
-        eprintln!("capture_shows_neither_password_nor_data: skipped (needs root for tcpdump)");
-        return;
-    }
-    if !have("tcpdump", "capture_shows_neither_password_nor_data") {
-        return;
-    }
     let s = tlsfix::serve(true);
     let (root2, b) = second_server(&s, true);
     const MARKER: &str = "DRSFTP-MARKER-5f0c2e7a-plaintext";
@@ -326,28 +319,12 @@ fn capture_shows_neither_password_nor_data() {
         body.extend_from_slice(format!("{MARKER} line {i}\n").as_bytes());
     }
     std::fs::write(s.root.join("marked.txt"), &body).unwrap();
-    let pcap = s.dir.path().join("ftps.pcap");
-    // Every TCP packet on loopback to or from the server's control port or its (ephemeral) data ports: the
-    // capture is of the whole interface but only for the test's duration; -U writes each packet at once.
-    let mut dump = std::process::Command::new("tcpdump")
-        .args(["-i", "lo", "-U", "-s", "0", "-w"])
-        .arg(&pcap)
-        .arg("tcp")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("tcpdump");
-    // tcpdump prints "listening on lo" once the capture is open.
-    {
-        use std::io::{BufRead, BufReader};
-        let mut line = String::new();
-        let mut r = BufReader::new(dump.stderr.take().expect("stderr"));
-        let _ = r.read_line(&mut line);
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while r.read_line(&mut sink).unwrap_or(0) > 0 {}
-        });
-    }
+    let Some(dump) = tlsfix::Capture::start(
+        "capture_shows_neither_password_nor_data",
+        &s.dir.path().join("ftps.pcap"),
+    ) else {
+        return;
+    };
     let dl = s.dir.path().join("marked.dl");
     let ca = s.pki.ca.display().to_string();
     // Stream mode (-p 1), then MODE E on 8 TLS connections both ways (the upload puts the marker on the wire
@@ -380,25 +357,14 @@ fn capture_shows_neither_password_nor_data() {
         .fold((true, String::new(), String::new()), |a, r| {
             (a.0 && r.0, a.1 + &r.1, a.2 + &r.2)
         });
-    std::thread::sleep(Duration::from_millis(500));
-    // Stop tcpdump by its own pid (SIGINT flushes the file).
-    let _ = Command::new("kill")
-        .args(["-INT", &dump.id().to_string()])
-        .status();
-    let _ = dump.wait();
     assert!(ok, "copy: {out} {err}\n{}", s.srv.log_text());
     assert!(err.contains("-> MODE E"), "{err}");
     assert_eq!(std::fs::read(&dl).unwrap(), body);
     assert_eq!(std::fs::read(s.root.join("marked.up")).unwrap(), body);
     assert_eq!(std::fs::read(root2.join("marked.tp")).unwrap(), body);
     assert!(err.contains("-> SSCN ON"), "{err}");
-    let cap = std::fs::read(&pcap).expect("capture file");
     // The copies' bytes went through the capture: four times the file's size, and more.
-    assert!(
-        cap.len() > 4 * body.len(),
-        "capture too small: {}",
-        cap.len()
-    );
+    let cap = dump.finish(4 * body.len());
     let find = |needle: &[u8]| cap.windows(needle.len()).any(|w| w == needle);
     assert!(
         !find(MARKER.as_bytes()),

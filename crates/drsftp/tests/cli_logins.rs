@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -15,26 +14,6 @@ use common::*;
 
 const T: Duration = Duration::from_secs(120);
 const PW: &str = "correct horse battery";
-
-/// `drsftp passwd FILE NAME extra...` with the password on stdin.
-fn passwd(file: &Path, name: &str, extra: &[&str], password: &str) -> (bool, String) {
-    let mut child = Command::new(bin())
-        .arg("passwd")
-        .arg(file)
-        .arg(name)
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn drsftp passwd");
-    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// A served tree: `/secret.txt` and `/alice/mine.txt`.
 fn tree() -> tempfile::TempDir {

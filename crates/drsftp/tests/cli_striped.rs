@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::cluster::{mover, Cluster};
+use common::cluster::{mover, Cluster, MOVER_PASSWORD};
 use common::*;
 use std::net::SocketAddr;
 use std::process::Command;
@@ -127,7 +127,7 @@ fn a_mover_serves_only_its_frontend_and_no_anonymous_login() {
     let dir = open_tempdir();
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
-    let m = mover(&root, "127.0.0.2:0", 0);
+    let m = mover(&root, "127.0.0.2:0", 0, MOVER_PASSWORD, &[]);
     // Another host (127.0.0.9 plays it): 421 before any command.
     let mut from_elsewhere = String::new();
     let _ = std::io::Read::read_to_string(
@@ -142,7 +142,9 @@ fn a_mover_serves_only_its_frontend_and_no_anonymous_login() {
     assert!(r.starts_with("530"), "{r}");
     let mut raw = Raw::connect(m.addr);
     assert!(raw.cmd("USER mover").starts_with("331"));
-    assert!(raw.cmd("PASS s3cret").starts_with("230"));
+    assert!(raw
+        .cmd(&format!("PASS {MOVER_PASSWORD}"))
+        .starts_with("230"));
 }
 
 /// A TCP connection to `to` from the loopback address `from`.
@@ -155,14 +157,19 @@ fn socket2_connect(from: &str, to: SocketAddr) -> std::net::TcpStream {
     s.into()
 }
 
-#[test]
-fn striped_listeners_take_only_the_named_peer() {
-    let dir = open_tempdir();
-    let c = Cluster::start(dir.path(), 2);
+/// A stranger (127.0.0.9) connecting to every stripe of a striped upload and writing: each mover must close it
+/// unread at once. A connection kept open (the read timing out) is a stripe that took it, so only end-of-file
+/// or a reset pass.
+fn strangers_are_closed_unread(c: &Cluster, peer: Option<&str>) {
+    use std::io::{ErrorKind, Read, Write};
     let mut raw = Raw::connect(c.front.addr);
     raw.login();
     assert!(raw.cmd("TYPE I").starts_with("200"));
     assert!(raw.cmd("MODE E").starts_with("200"));
+    if let Some(p) = peer {
+        let r = raw.cmd(&format!("PEER {p}"));
+        assert!(r.starts_with("200"), "{r}");
+    }
     let r = raw.cmd("SPAS");
     let addrs: Vec<SocketAddr> = r
         .lines()
@@ -175,21 +182,35 @@ fn striped_listeners_take_only_the_named_peer() {
     raw.send_raw(b"STOR /hijack.bin\r\n");
     let r = raw.reply();
     assert!(r.starts_with("150") || r.starts_with("125"), "{r}");
-    // A stranger on 127.0.0.9 connects to both stripes and writes: closed unread.
     for a in &addrs {
-        use std::io::{Read, Write};
         let mut s = socket2_connect("127.0.0.9", *a);
         let _ = s.write_all(b"INJECTED");
         let mut b = [0u8; 16];
+        let r = s.read(&mut b);
         assert!(
-            matches!(s.read(&mut b), Ok(0) | Err(_)),
-            "stripe {a} took a stranger"
+            matches!(&r, Ok(0))
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() == ErrorKind::ConnectionReset),
+            "stripe {a} (peer {peer:?}) took a stranger: {r:?}\n{}",
+            c.logs()
         );
     }
     raw.send_raw(b"ABOR\r\n");
     let r = raw.final_reply();
     assert!(!r.starts_with("226"), "{r}");
     assert!(!c.root.join("hijack.bin").exists());
+}
+
+#[test]
+fn striped_listeners_take_only_the_named_peer() {
+    // The default policy: the frontend names the client's host to its movers.
+    let dir = open_tempdir();
+    let c = Cluster::with(dir.path(), 2, &[], &[]);
+    strangers_are_closed_unread(&c, None);
+    // `--third-party all` takes any host unless the client names one with PEER: then only that one.
+    let dir = open_tempdir();
+    let c = Cluster::start(dir.path(), 2);
+    strangers_are_closed_unread(&c, Some("127.0.0.1"));
 }
 
 #[test]
@@ -206,13 +227,12 @@ fn a_mover_that_is_down_fails_the_transfer_and_a_rerun_completes_it() {
     let want = random_file(&local, 8 << 20, 25);
     let from = format!("file://{}", local.display());
     let up = c.front.url("/up.bin");
-    let addr = c.movers[1].authority();
-    drop(c.movers.pop());
+    c.kill_mover(1);
     let (ok, o, e) = guc(&["-stripe", "-p", "2", from.as_str(), up.as_str()]);
     assert!(!ok, "succeeded with a mover down: {o}");
     assert!(e.contains("45") || e.contains("42"), "{e}");
     assert!(!c.root.join("up.bin").exists());
-    c.movers.push(mover(&c.root, &addr, 1));
+    c.restart_mover(1);
     let (ok, o, e) = guc(&["-stripe", "-p", "2", from.as_str(), up.as_str()]);
     assert!(ok, "rerun: {o} {e}\n{}", c.logs());
     assert_eq!(sha256_file(&c.root.join("up.bin")), want);

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::cluster::{mover, Cluster};
+use common::cluster::Cluster;
 use common::*;
 
 /// `CKSM <alg> <offset> <length> <path>` on `raw`, the whole reply.
@@ -73,15 +73,14 @@ fn a_mover_down_during_cksm_gives_a_4xx_and_it_answers_again_once_back() {
     front.login();
     // The first CKSM opens the sessions to both movers; then mover 1 goes away with its session open.
     assert_eq!(cksm(&mut front, "CRC32C", 0, -1, "f.bin"), want);
-    let addr = c.movers[1].authority();
-    drop(c.movers.pop());
+    c.kill_mover(1);
     let r = cksm(&mut front, "CRC32C", 0, -1, "f.bin");
     assert!(r.starts_with("451"), "mover down: {r}\n{}", c.logs());
     // Not even a new session can be opened now: still a 4xx, and the session goes on.
     let r = cksm(&mut front, "CRC32C", 0, -1, "f.bin");
     assert!(r.starts_with("451"), "mover still down: {r}");
     assert!(front.cmd("NOOP").starts_with("200"));
-    c.movers.push(mover(&c.root, &addr, 1));
+    c.restart_mover(1);
     assert_eq!(
         cksm(&mut front, "CRC32C", 0, -1, "f.bin"),
         want,

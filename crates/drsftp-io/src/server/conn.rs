@@ -114,6 +114,9 @@ pub(crate) async fn run(
                 user.clone_from(name);
                 if *anonymous {
                     storage = params.storage.clone();
+                    if let Some(f) = frontend.as_mut() {
+                        f.set_root(None);
+                    }
                 }
             }
         }
@@ -367,6 +370,9 @@ pub(crate) async fn run(
                     Some(g) => {
                         shared.login_succeeded(peer.ip());
                         storage = g.storage.unwrap_or_else(|| params.storage.clone());
+                        if let Some(f) = frontend.as_mut() {
+                            f.set_root(g.root);
+                        }
                         s.handle_login(now, LoginVerdict::Granted { read_only: g.read_only });
                     }
                     None => {

@@ -36,6 +36,7 @@ use tokio::sync::Mutex;
 use tokio::time::timeout;
 
 use crate::data::Progress;
+use crate::tls::{MaybeTls, TlsClient};
 
 #[path = "frontend_cksm.rs"]
 mod cksm;
@@ -49,6 +50,9 @@ pub struct Movers {
     pub user: String,
     /// Its password (never printed).
     pub password: String,
+    /// TLS to the movers (a frontend with `--tls-cert`): `AUTH TLS` before the login, accepting only a mover
+    /// holding the frontend's own certificate, and `PROT P` passed on so client and mover talk TLS directly.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl std::fmt::Debug for Movers {
@@ -56,6 +60,7 @@ impl std::fmt::Debug for Movers {
         f.debug_struct("Movers")
             .field("addrs", &self.addrs)
             .field("user", &self.user)
+            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -72,7 +77,7 @@ pub const MOVER_MAX_LINE: usize = 64 * 1024;
 
 /// One control session to a mover.
 struct Link {
-    sock: TcpStream,
+    sock: MaybeTls,
     reader: ReplyReader,
     addr: SocketAddr,
 }
@@ -85,7 +90,7 @@ impl Link {
             .map_err(|e| format!("mover {addr}: {e}"))?;
         let _ = sock.set_nodelay(true);
         let mut l = Link {
-            sock,
+            sock: MaybeTls::Plain(sock),
             reader: ReplyReader::new(),
             addr,
         };
@@ -93,12 +98,29 @@ impl Link {
         if hello.code != 220 {
             return Err(format!("mover {addr}: {hello}"));
         }
+        if let Some(cfg) = &m.tls {
+            // The password and every command after it go over TLS; a mover without TLS is an error, never a
+            // cleartext fallback.
+            l.cmd("AUTH TLS", None).await?;
+            let Link { sock, reader, addr } = l;
+            let tcp = sock.into_plain().expect("cleartext until now");
+            let tls = TlsClient::new(cfg.clone(), &addr.ip().to_string())
+                .map_err(|e| format!("mover {addr}: {e}"))?;
+            let sock = tls
+                .connect(tcp)
+                .await
+                .map_err(|e| format!("mover {addr}: TLS: {e}"))?;
+            l = Link { sock, reader, addr };
+        }
         let r = l.cmd(&format!("USER {}", m.user), None).await?;
         if r.code == 331 {
             l.cmd(&format!("PASS {}", m.password), Some("PASS ****"))
                 .await?;
         } else if r.code != 230 {
             return Err(format!("mover {addr}: USER: {r}"));
+        }
+        if m.tls.is_some() {
+            l.cmd("PBSZ 0", None).await?;
         }
         l.cmd("TYPE I", None).await?;
         Ok(l)
@@ -156,6 +178,8 @@ pub(crate) struct Frontend {
     movers: Arc<Movers>,
     links: Arc<Mutex<Vec<Option<Link>>>>,
     passive: usize,
+    /// The logged-in user's root in the served tree (`/alice`); movers get paths beneath it.
+    root: Option<String>,
 }
 
 impl Frontend {
@@ -165,7 +189,13 @@ impl Frontend {
             movers,
             links: Arc::new(Mutex::new(links)),
             passive: 0,
+            root: None,
         }
+    }
+
+    /// The user logged in: `root` is their tree's place in the served one (`None`: all of it).
+    pub(crate) fn set_root(&mut self, root: Option<String>) {
+        self.root = root;
     }
 
     /// Opens the control sessions to every mover in the background, once the client has logged in: a mover's
@@ -245,8 +275,9 @@ impl Frontend {
         progress: Arc<Progress>,
     ) -> impl std::future::Future<Output = TransferResult> + Send + 'static {
         let (movers, links, passive) = (self.movers.clone(), self.links.clone(), self.passive);
+        let root = self.root.clone().unwrap_or_else(|| "/".into());
         async move {
-            match run(plan, &movers, &links, passive, storage, progress).await {
+            match run(plan, &movers, &links, passive, &root, storage, progress).await {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!("frontend transfer: {e}");
@@ -339,6 +370,55 @@ fn part_name(path: &str) -> String {
     format!("{dir}/.{name}.drsftp-stripe-{}-{t}-{n}", std::process::id())
 }
 
+/// The path a mover is given for the user's `path` (a normalised path of the user's tree): the same file in the
+/// served tree the movers share, beneath the user's `root`. Normalising first removes every `..`, so the result
+/// cannot climb above `root`; control characters would end the mover's command line early (a second command
+/// smuggled in a file name), so they are refused.
+fn mover_path(root: &str, path: &str) -> Result<String, TransferResult> {
+    if path.chars().any(char::is_control) {
+        return Err(TransferResult::Failed {
+            code: 553,
+            message: "File name not allowed (control character).".into(),
+        });
+    }
+    let p = drsftp_storage::normalize_virtual(path);
+    Ok(drsftp_storage::join_virtual(
+        root,
+        p.trim_start_matches('/'),
+    ))
+}
+
+/// Resolves `path` (or, for a receive, its directory) in the user's own tree before any mover is asked: a path
+/// that does not resolve beneath the user's root (a missing file, a symlink leading out) is refused here with the
+/// storage's reply, as an unstriped server would.
+async fn check_user_path(
+    storage: &Arc<dyn Storage>,
+    path: &str,
+    receive: bool,
+) -> Result<(), TransferResult> {
+    let p = drsftp_storage::normalize_virtual(path);
+    let target = if receive {
+        p.rsplit_once('/')
+            .map(|(d, _)| if d.is_empty() { "/" } else { d })
+            .unwrap_or("/")
+            .to_string()
+    } else {
+        p
+    };
+    let st = storage.clone();
+    match tokio::task::spawn_blocking(move || st.stat(&target)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(TransferResult::Failed {
+            code: e.reply_code(),
+            message: e.to_string(),
+        }),
+        Err(e) => Err(TransferResult::Failed {
+            code: 451,
+            message: e.to_string(),
+        }),
+    }
+}
+
 /// What a transfer needs after its movers are done.
 enum Finish {
     Nothing,
@@ -365,6 +445,7 @@ async fn blocking<T: Send + 'static>(
 async fn send_shares(
     plan: &TransferPlan,
     path: &str,
+    remote: &str,
     ranges: &[Range<u64>],
     wire_sub: u64,
     to_eof: bool,
@@ -443,9 +524,9 @@ async fn send_shares(
             }
         }
         let command = if plan.verb == "ERET" {
-            format!("ERET P {wire_sub} {span} {path}")
+            format!("ERET P {wire_sub} {span} {remote}")
         } else {
-            format!("RETR {path}")
+            format!("RETR {remote}")
         };
         out.push(Share {
             mover: i,
@@ -455,6 +536,25 @@ async fn send_shares(
         });
     }
     Ok(out)
+}
+
+/// The commands that give a mover the client's data protection: `PROT P` (the mover then runs TLS on its data
+/// connections with the certificate it shares with this frontend, so the client checks it exactly as it checked
+/// ours) or `PROT C`, and which side of a server-to-server channel is the TLS client (`SSCN`, with the pin the
+/// client gave us).
+fn protection(protect: bool, tls_client: bool, pin: Option<[u8; 32]>) -> Vec<String> {
+    if !protect {
+        return vec!["PROT C".into()];
+    }
+    let sscn = match (tls_client, pin) {
+        (false, _) => "SSCN OFF".to_string(),
+        (true, None) => "SSCN ON".to_string(),
+        (true, Some(pin)) => format!(
+            "SSCN ON {}",
+            pin.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ),
+    };
+    vec!["PROT P".into(), sscn]
 }
 
 /// Where a plan's data connections go.
@@ -470,14 +570,31 @@ async fn run(
     movers: &Movers,
     links: &Mutex<Vec<Option<Link>>>,
     passive: usize,
+    root: &str,
     storage: Arc<dyn Storage>,
     progress: Arc<Progress>,
 ) -> Result<TransferResult, String> {
-    if plan.protect {
+    if plan.protect && movers.tls.is_none() {
         return Ok(TransferResult::Failed {
             code: 534,
-            message: "PROT P is not available through a striped frontend.".into(),
+            message: "PROT P through this frontend needs TLS to its movers (--tls-cert).".into(),
         });
+    }
+    let (user_path, receive) = match &plan.payload {
+        Payload::SendFile { path, .. } | Payload::SendListing { path, .. } => {
+            (path.as_str(), false)
+        }
+        Payload::RecvFile { path, .. } => (path.as_str(), true),
+        Payload::SendBytes(_) => ("/", false),
+    };
+    let remote = match mover_path(root, user_path) {
+        Ok(r) => r,
+        Err(refused) => return Ok(refused),
+    };
+    if !matches!(plan.payload, Payload::SendBytes(_)) {
+        if let Err(refused) = check_user_path(&storage, user_path, receive).await {
+            return Ok(refused);
+        }
     }
     let n = movers.addrs.len();
     let targets = match &plan.endpoint {
@@ -515,7 +632,10 @@ async fn run(
                 Targets::Passive => Targets::Passive,
                 Targets::Active(a) => Targets::Active(a.clone()),
             };
-            send_shares(&plan, path, ranges, *wire_sub, *to_eof, &storage, t, n).await?
+            send_shares(
+                &plan, path, &remote, ranges, *wire_sub, *to_eof, &storage, t, n,
+            )
+            .await?
         }
         (
             Payload::RecvFile {
@@ -539,15 +659,19 @@ async fn run(
             };
             let target = if stripes > 1 && *write_mode == WriteMode::Replace {
                 let part = part_name(path);
+                let on_movers = match mover_path(root, &part) {
+                    Ok(p) => p,
+                    Err(refused) => return Ok(refused),
+                };
                 finish = Finish::Commit {
-                    part: part.clone(),
+                    part,
                     path: path.clone(),
                     offset: *offset,
                     expected: *expected,
                 };
-                part
+                on_movers
             } else {
-                path.clone()
+                remote.clone()
             };
             (0..stripes)
                 .map(|i| {
@@ -571,7 +695,7 @@ async fn run(
                 })
                 .collect()
         }
-        (Payload::SendListing { path, .. }, t) => {
+        (Payload::SendListing { .. }, t) => {
             let mut setup = vec!["MODE S".to_string()];
             if let Targets::Active(a) = t {
                 setup.push(format!("PORT {}", host_port(a[0])?));
@@ -579,7 +703,7 @@ async fn run(
             vec![Share {
                 mover: 0,
                 setup,
-                command: format!("{} {path}", plan.verb),
+                command: format!("{} {remote}", plan.verb),
                 sends: None,
             }]
         }
@@ -590,9 +714,17 @@ async fn run(
             })
         }
     };
+    let prot = movers
+        .tls
+        .as_ref()
+        .map(|_| protection(plan.protect, plan.tls_client, plan.tls_peer_pin));
     for s in &mut shares {
         if let Some(p) = &peer_cmd {
             s.setup.insert(0, p.clone());
+        }
+        if let Some(p) = &prot {
+            // Every transfer says its protection: a kept control session may have run another.
+            s.setup.splice(0..0, p.iter().cloned());
         }
     }
     let stripes = shares.len();
@@ -608,6 +740,10 @@ async fn run(
             taken.push(link);
         }
     }
+    let mut guard = PartGuard(match &finish {
+        Finish::Commit { part, .. } => Some((storage.clone(), part.clone())),
+        _ => None,
+    });
     let mut tasks = tokio::task::JoinSet::new();
     for (i, (share, link)) in shares.into_iter().zip(taken).enumerate() {
         let progress = progress.clone();
@@ -656,12 +792,28 @@ async fn run(
             });
         }
         blocking(move || storage.rename(&part, &path)).await?;
+        guard.0 = None;
         total.0 = end - offset;
     }
     Ok(TransferResult::Ok {
         bytes: total.0,
         streams: total.1.max(stripes),
     })
+}
+
+/// Removes a striped receive's part file unless disarmed: the transfer future is dropped when the client hangs
+/// up mid-way, and a part file must not outlive a failed upload.
+struct PartGuard(Option<(Arc<dyn Storage>, String)>);
+
+impl Drop for PartGuard {
+    fn drop(&mut self) {
+        if let Some((storage, part)) = self.0.take() {
+            // Drop cannot wait: the removal runs on the blocking pool.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn_blocking(move || storage.remove(&part));
+            }
+        }
+    }
 }
 
 /// One mover's part: setup, the command, markers into `progress` (stripe `i` of `n`) until its final reply.
@@ -699,5 +851,40 @@ async fn drive(
             }
             _ => return Err(format!("mover {} ({}): {r}", share.mover, link.addr)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mover_paths_stay_beneath_the_users_root() {
+        let ok = |root: &str, p: &str| mover_path(root, p).map_err(|_| ()).unwrap();
+        assert_eq!(ok("/", "/a/b.bin"), "/a/b.bin");
+        assert_eq!(ok("/alice", "/a/b.bin"), "/alice/a/b.bin");
+        assert_eq!(ok("/alice", "/"), "/alice");
+        // `..` never climbs above the user's root, however it is spelled.
+        assert_eq!(ok("/alice", "/../bob/x"), "/alice/bob/x");
+        assert_eq!(ok("/alice", "a/../../../../bob/x"), "/alice/bob/x");
+        assert_eq!(ok("/alice", "//..//.//bob/./x/"), "/alice/bob/x");
+        // A control character would end the mover's command line and start another command.
+        for bad in ["/x\r\nDELE /y", "/x\rDELE /y", "/x\nDELE /y", "/x\0y"] {
+            match mover_path("/alice", bad) {
+                Err(TransferResult::Failed { code, .. }) => assert_eq!(code, 553, "{bad:?}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn movers_get_the_clients_protection() {
+        assert_eq!(protection(false, true, None), ["PROT C"]);
+        assert_eq!(protection(true, false, None), ["PROT P", "SSCN OFF"]);
+        assert_eq!(protection(true, true, None), ["PROT P", "SSCN ON"]);
+        assert_eq!(
+            protection(true, true, Some([0xab; 32]))[1],
+            format!("SSCN ON {}", "ab".repeat(32))
+        );
     }
 }

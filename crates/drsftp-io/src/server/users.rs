@@ -194,6 +194,8 @@ struct Account {
     read_only: bool,
     /// The user's own tree, if the entry named a root.
     storage: Option<Arc<dyn Storage>>,
+    /// That root as a normalised path of the served tree (`/alice`), for a frontend's movers.
+    root: Option<String>,
 }
 
 /// A successful login: how the session continues.
@@ -203,6 +205,9 @@ pub struct Grant {
     pub read_only: bool,
     /// The tree the session serves, if not the server's.
     pub storage: Option<Arc<dyn Storage>>,
+    /// Where that tree is in the served one (normalised, `/alice`): a striped frontend names its movers' paths
+    /// beneath it, since they serve the whole tree.
+    pub root: Option<String>,
 }
 
 /// The accounts a server accepts (besides anonymous), checked in constant time per attempt: an unknown user is
@@ -253,7 +258,7 @@ impl Users {
         name: &str,
         hash: String,
         read_only: bool,
-        storage: Option<Arc<dyn Storage>>,
+        storage: Option<(Arc<dyn Storage>, String)>,
     ) {
         if self.dummy.is_none() {
             self.dummy = Some(hash.clone());
@@ -263,7 +268,8 @@ impl Users {
             Account {
                 hash,
                 read_only,
-                storage,
+                root: storage.as_ref().map(|s| s.1.clone()),
+                storage: storage.map(|s| s.0),
             },
         );
     }
@@ -290,7 +296,7 @@ impl Users {
                         root: r.clone(),
                         message: e.to_string(),
                     })?;
-                    Some(Arc::new(sub) as Arc<dyn Storage>)
+                    Some((Arc::new(sub) as Arc<dyn Storage>, v))
                 }
             };
             self.insert(&u.name, u.hash.clone(), u.read_only, storage);
@@ -311,6 +317,7 @@ impl Users {
         Some(Grant {
             read_only: a.read_only,
             storage: a.storage.clone(),
+            root: a.root.clone(),
         })
     }
 }

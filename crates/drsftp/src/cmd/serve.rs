@@ -291,6 +291,12 @@ fn movers_of(args: &Args) -> Result<Option<Arc<server::Movers>>> {
         addrs,
         user: user.to_string(),
         password: password.to_string(),
+        // The movers hold this frontend's certificate: it is the only one accepted from them.
+        tls: args
+            .tls_cert
+            .as_deref()
+            .map(drsftp_io::tls::pinned_to)
+            .transpose()?,
     })))
 }
 

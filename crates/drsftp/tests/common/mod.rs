@@ -320,6 +320,26 @@ pub fn cut_midway(
     }
 }
 
+/// `drsftp passwd FILE NAME extra...` with the password on stdin (never argv); success and stderr.
+pub fn passwd(file: &Path, name: &str, extra: &[&str], password: &str) -> (bool, String) {
+    let mut child = Command::new(bin())
+        .arg("passwd")
+        .arg(file)
+        .arg(name)
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn drsftp passwd");
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// globus-gridftp-server in lab host `host` on port 2811 (anonymous as `nobody`, home `/`, log in `dir`), killed
 /// by its PID on drop. A lab host has no resolver and Globus looks its own address up by name, so it runs in a
 /// private mount namespace with an `/etc/hosts` of its own. Waits until host `from` can connect.

@@ -170,3 +170,119 @@ FTPServer(("127.0.0.1", int(port)), Handler).serve_forever()
     assert!(up, "pyftpdlib did not start: {}", srv.log_text());
     Some(srv)
 }
+
+/// A tcpdump capture of every TCP packet on loopback into a file, for the tests that look for cleartext on the
+/// wire. Stopped by its own PID (SIGINT flushes the file).
+pub struct Capture {
+    child: std::process::Child,
+    pcap: PathBuf,
+    /// tcpdump's stderr after its "listening on" line (the closing "N packets dropped by kernel" lines).
+    said: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Capture {
+    /// Starts capturing into `pcap` and returns once tcpdump says it is listening; `None` (with a printed
+    /// reason) unless root with tcpdump installed.
+    pub fn start(test: &str, pcap: &Path) -> Option<Capture> {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        if !root {
+            eprintln!("SKIPPED {test}: the capture needs root for tcpdump");
+            return None;
+        }
+        if !crate::common::have("tcpdump", test) {
+            return None;
+        }
+        // The whole interface, only for the test's duration; -U writes each packet at once; a 64 MiB kernel
+        // buffer (-B, KiB) holds the whole test's traffic, so a tcpdump starved of CPU on a loaded machine
+        // falls behind instead of dropping packets.
+        let mut child = Command::new("tcpdump")
+            .args(["-i", "lo", "-U", "-s", "0", "-B", "65536", "-w"])
+            .arg(pcap)
+            .arg("tcp")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tcpdump");
+        // tcpdump prints "listening on lo" once the capture is open (warnings may come first; EOF means it
+        // failed).
+        use std::io::{BufRead, BufReader};
+        let mut r = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut before = String::new();
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("tcpdump did not start listening: {before}");
+            }
+            if line.contains("listening on") {
+                break;
+            }
+            before.push_str(&line);
+        }
+        let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = said.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 {
+                sink.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        });
+        Some(Capture {
+            child,
+            pcap: pcap.to_path_buf(),
+            said,
+        })
+    }
+
+    /// Stops the capture once tcpdump has written what the kernel handed it and returns the file's bytes;
+    /// panics, with tcpdump's packet counts, unless it holds at least `floor` bytes (a capture that missed the
+    /// data connections proves nothing by lacking a marker).
+    pub fn finish(mut self, floor: usize) -> Vec<u8> {
+        // A tcpdump behind on a loaded machine is still draining its buffer: wait (bounded) until the file
+        // has not grown for a second, since SIGINT ends it without reading what is left.
+        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let t0 = std::time::Instant::now();
+        let mut last = (size(&self.pcap), std::time::Instant::now());
+        while last.1.elapsed() < Duration::from_secs(1) && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = size(&self.pcap);
+            if now != last.0 {
+                last = (now, std::time::Instant::now());
+            }
+        }
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        let cap = std::fs::read(&self.pcap).expect("capture file");
+        // The reader thread sees EOF once tcpdump has exited; give it a moment to take the last lines.
+        let t0 = std::time::Instant::now();
+        while !self.said.lock().unwrap().contains("dropped by kernel")
+            && t0.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            cap.len() >= floor,
+            "capture too small: {} bytes, want at least {floor}; tcpdump said: {}",
+            cap.len(),
+            self.said.lock().unwrap()
+        );
+        cap
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        // A panicking test: the capture must not outlive it.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
