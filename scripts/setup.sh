@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# python3-pyftpdlib + python3-openssl: a TLS FTP server without SSCN for the third-party TLS tests.
-pkgs=(globus-gridftp-server-progs globus-gass-copy-progs iperf3 curl lftp iproute2 iputils-ping python3 python3-pyftpdlib python3-openssl procps bc)
+# python3-pyftpdlib + python3-openssl: a TLS FTP server without SSCN for the third-party TLS tests; tcpdump:
+# the PROT P tests capture loopback and look for cleartext.
+pkgs=(globus-gridftp-server-progs globus-gass-copy-progs iperf3 curl lftp iproute2 iputils-ping python3 python3-pyftpdlib python3-openssl procps bc tcpdump)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
