@@ -16,15 +16,12 @@
 //! it. A send is divided over the movers by the client's layout (`OPTS RETR StripeLayout`), coarsened so a
 //! mover's `REST` line stays short; the movers' own data timeouts bound a stalled stripe.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use drsftp_proto::client::{
-    parse_pasv, parse_perf_marker, parse_range_marker, port_command, Reply, ReplyReader,
-};
+use drsftp_proto::client::{parse_pasv, parse_perf_marker, parse_range_marker, Reply, ReplyReader};
 use drsftp_proto::ranges::RangeSet;
 use drsftp_proto::server::{
     DataEndpoint, Mode, Payload, StripeLayout, TransferPlan, TransferResult,
@@ -40,6 +37,11 @@ use crate::tls::{MaybeTls, TlsClient};
 
 #[path = "frontend_cksm.rs"]
 mod cksm;
+#[path = "frontend_cmds.rs"]
+mod cmds;
+use cmds::{
+    check_user_path, common_setup, host_port, mover_path, part_name, protection, rest_text,
+};
 
 /// The data movers of a frontend and the account it logs in to them with.
 #[derive(Clone)]
@@ -311,114 +313,6 @@ struct Share {
     sends: Option<u64>,
 }
 
-/// `addr` as a PORT/SPOR host-port (`PORT h1,...,p2` is the one formatter both sides share).
-fn host_port(a: SocketAddr) -> Result<String, String> {
-    match a.ip() {
-        IpAddr::V4(_) => Ok(port_command(a).trim_start_matches("PORT ").to_string()),
-        IpAddr::V6(_) => Err("striped transfers need IPv4 data addresses".into()),
-    }
-}
-
-/// `REST` text for held `ranges`.
-fn rest_text(ranges: &RangeSet) -> String {
-    ranges
-        .iter()
-        .map(|r| format!("{}-{}", r.start, r.end))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// Commands every mover of `plan` gets first: mode, buffer, in-band DRS, parallelism, layout.
-fn common_setup(plan: &TransferPlan) -> Vec<String> {
-    let mut v = vec![match plan.mode {
-        Mode::Extended => "MODE E".to_string(),
-        Mode::Stream => "MODE S".to_string(),
-    }];
-    if let Some(b) = plan.tcp_buffer {
-        v.push(format!("SBUF {b}"));
-    }
-    if plan.inband_drs {
-        v.push("OPTS DRS Inband=1;".into());
-    }
-    if plan.mode == Mode::Extended {
-        // A receiving mover takes at most its `Parallelism` connections: the most this plan may take.
-        let p = match plan.payload {
-            Payload::RecvFile { .. } => plan.max_connections,
-            _ => plan.parallelism,
-        }
-        .max(1);
-        let (lo, hi) = plan.parallelism_range.unwrap_or((p, p));
-        let layout = match plan.layout {
-            StripeLayout::Partitioned => "StripeLayout=Partitioned;".to_string(),
-            StripeLayout::Blocked { block_size } => {
-                format!("StripeLayout=Blocked;BlockSize={block_size};")
-            }
-        };
-        v.push(format!("OPTS RETR {layout}Parallelism={p},{lo},{hi};"));
-    }
-    v
-}
-
-/// The part file a striped receive of `path` lands in: hidden, beside it, unique.
-fn part_name(path: &str) -> String {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
-    let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{dir}/.{name}.drsftp-stripe-{}-{t}-{n}", std::process::id())
-}
-
-/// The path a mover is given for the user's `path` (a normalised path of the user's tree): the same file in the
-/// served tree the movers share, beneath the user's `root`. Normalising first removes every `..`, so the result
-/// cannot climb above `root`; control characters would end the mover's command line early (a second command
-/// smuggled in a file name), so they are refused.
-fn mover_path(root: &str, path: &str) -> Result<String, TransferResult> {
-    if path.chars().any(char::is_control) {
-        return Err(TransferResult::Failed {
-            code: 553,
-            message: "File name not allowed (control character).".into(),
-        });
-    }
-    let p = drsftp_storage::normalize_virtual(path);
-    Ok(drsftp_storage::join_virtual(
-        root,
-        p.trim_start_matches('/'),
-    ))
-}
-
-/// Resolves `path` (or, for a receive, its directory) in the user's own tree before any mover is asked: a path
-/// that does not resolve beneath the user's root (a missing file, a symlink leading out) is refused here with the
-/// storage's reply, as an unstriped server would.
-async fn check_user_path(
-    storage: &Arc<dyn Storage>,
-    path: &str,
-    receive: bool,
-) -> Result<(), TransferResult> {
-    let p = drsftp_storage::normalize_virtual(path);
-    let target = if receive {
-        p.rsplit_once('/')
-            .map(|(d, _)| if d.is_empty() { "/" } else { d })
-            .unwrap_or("/")
-            .to_string()
-    } else {
-        p
-    };
-    let st = storage.clone();
-    match tokio::task::spawn_blocking(move || st.stat(&target)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(TransferResult::Failed {
-            code: e.reply_code(),
-            message: e.to_string(),
-        }),
-        Err(e) => Err(TransferResult::Failed {
-            code: 451,
-            message: e.to_string(),
-        }),
-    }
-}
-
 /// What a transfer needs after its movers are done.
 enum Finish {
     Nothing,
@@ -536,25 +430,6 @@ async fn send_shares(
         });
     }
     Ok(out)
-}
-
-/// The commands that give a mover the client's data protection: `PROT P` (the mover then runs TLS on its data
-/// connections with the certificate it shares with this frontend, so the client checks it exactly as it checked
-/// ours) or `PROT C`, and which side of a server-to-server channel is the TLS client (`SSCN`, with the pin the
-/// client gave us).
-fn protection(protect: bool, tls_client: bool, pin: Option<[u8; 32]>) -> Vec<String> {
-    if !protect {
-        return vec!["PROT C".into()];
-    }
-    let sscn = match (tls_client, pin) {
-        (false, _) => "SSCN OFF".to_string(),
-        (true, None) => "SSCN ON".to_string(),
-        (true, Some(pin)) => format!(
-            "SSCN ON {}",
-            pin.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        ),
-    };
-    vec!["PROT P".into(), sscn]
 }
 
 /// Where a plan's data connections go.
