@@ -27,12 +27,7 @@ fn udp_tls_copy(s: &TlsServer, args: &[&str]) -> (bool, String, String) {
         "--json",
     ];
     a.extend(args);
-    run(
-        Command::new(bin())
-            .env("RUST_LOG", "drsftp_io=debug")
-            .args(&a),
-        T,
-    )
+    drsftp_logged(&a, T)
 }
 
 fn check_protected(what: &str, ok: bool, out: &str, err: &str, s: &TlsServer) {

@@ -10,20 +10,14 @@ mod common;
 mod tlsfix;
 
 use common::*;
-use std::process::Command;
 use std::time::Duration;
 use tlsfix::{url, TlsServer, PASSWORD, USER};
 
 const T: Duration = Duration::from_secs(90);
 
-/// Runs `drsftp` with debug logging (the control dialogue, PASS masked) and returns (ok, stdout, stderr).
+/// `drsftp` with its control dialogue logged, within [`T`].
 fn drsftp(args: &[&str]) -> (bool, String, String) {
-    run(
-        Command::new(bin())
-            .env("RUST_LOG", "drsftp_io=debug")
-            .args(args),
-        T,
-    )
+    drsftp_logged(args, T)
 }
 
 #[test]

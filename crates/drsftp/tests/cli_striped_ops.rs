@@ -33,14 +33,9 @@ const CUT_AT: u64 = 16 << 20;
 /// How long after the kill the copy must have ended: a dead mover is noticed, not waited for.
 const FAIL_WITHIN: Duration = Duration::from_secs(30);
 
-/// `drsftp` with its control dialogue logged (`-> PROT P` on stderr).
+/// `drsftp` with its control dialogue logged (`-> PROT P` on stderr), within [`T`].
 fn drsftp(args: &[&str]) -> (bool, String, String) {
-    run(
-        Command::new(bin())
-            .env("RUST_LOG", "drsftp_io=debug")
-            .args(args),
-        T,
-    )
+    drsftp_logged(args, T)
 }
 
 /// Disk space the files of `dir` whose name contains `part` hold (a sparse part file fills as blocks land).

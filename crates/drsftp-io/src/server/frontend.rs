@@ -728,38 +728,3 @@ async fn drive(
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mover_paths_stay_beneath_the_users_root() {
-        let ok = |root: &str, p: &str| mover_path(root, p).map_err(|_| ()).unwrap();
-        assert_eq!(ok("/", "/a/b.bin"), "/a/b.bin");
-        assert_eq!(ok("/alice", "/a/b.bin"), "/alice/a/b.bin");
-        assert_eq!(ok("/alice", "/"), "/alice");
-        // `..` never climbs above the user's root, however it is spelled.
-        assert_eq!(ok("/alice", "/../bob/x"), "/alice/bob/x");
-        assert_eq!(ok("/alice", "a/../../../../bob/x"), "/alice/bob/x");
-        assert_eq!(ok("/alice", "//..//.//bob/./x/"), "/alice/bob/x");
-        // A control character would end the mover's command line and start another command.
-        for bad in ["/x\r\nDELE /y", "/x\rDELE /y", "/x\nDELE /y", "/x\0y"] {
-            match mover_path("/alice", bad) {
-                Err(TransferResult::Failed { code, .. }) => assert_eq!(code, 553, "{bad:?}"),
-                other => panic!("{bad:?}: {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn movers_get_the_clients_protection() {
-        assert_eq!(protection(false, true, None), ["PROT C"]);
-        assert_eq!(protection(true, false, None), ["PROT P", "SSCN OFF"]);
-        assert_eq!(protection(true, true, None), ["PROT P", "SSCN ON"]);
-        assert_eq!(
-            protection(true, true, Some([0xab; 32]))[1],
-            format!("SSCN ON {}", "ab".repeat(32))
-        );
-    }
-}

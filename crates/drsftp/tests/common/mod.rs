@@ -66,6 +66,17 @@ pub fn globus_with_file(
     Some((dir, src, want, srv))
 }
 
+/// Runs `drsftp args` with its control dialogue logged on stderr (`RUST_LOG=drsftp_io=debug`, PASS masked),
+/// for tests that check which commands went out; returns (success, stdout, stderr).
+pub fn drsftp_logged(args: &[&str], timeout: Duration) -> (bool, String, String) {
+    run(
+        Command::new(bin())
+            .env("RUST_LOG", "drsftp_io=debug")
+            .args(args),
+        timeout,
+    )
+}
+
 /// Run a command with a timeout; returns (success, stdout, stderr).
 pub fn run(cmd: &mut Command, timeout: Duration) -> (bool, String, String) {
     let mut child = cmd
