@@ -86,6 +86,28 @@ fn skip_reason() -> Option<String> {
     None
 }
 
+/// `cargo deb` of the built release binary into `out` (a file or a directory). One at a time: cargo-deb strips
+/// the binary into a staging file under `target/` that two concurrent runs would both write, and a package made
+/// while the other run rewrites it holds a torn binary (seen as `/usr/bin/drsftp: Syntax error` after install).
+fn build_deb(out: &Path) -> std::process::Output {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "deb",
+            "-p",
+            "drsftp",
+            "--no-build",
+            "--strip",
+            "--fast",
+            "-o",
+        ])
+        .arg(out)
+        .current_dir(repo())
+        .output()
+        .unwrap()
+}
+
 /// The value of `key=` in the unit's `[Service]` section.
 fn unit_key<'a>(unit: &'a str, key: &str) -> &'a str {
     unit.lines()
@@ -115,20 +137,7 @@ fn debian_package_installs_and_serves_with_the_example_config() {
     let d = tempfile::tempdir().unwrap();
     std::fs::create_dir(d.path().join("ns")).unwrap();
     // The release binary exists already (CI builds it first; this test's own build made it too).
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "deb",
-            "-p",
-            "drsftp",
-            "--no-build",
-            "--strip",
-            "--fast",
-            "-o",
-        ])
-        .arg(d.path().join("drsftp.deb"))
-        .current_dir(repo())
-        .output()
-        .unwrap();
+    let out = build_deb(&d.path().join("drsftp.deb"));
     assert!(
         out.status.success(),
         "cargo deb: {}",
@@ -354,20 +363,7 @@ fn debian_metadata_names_files_that_exist() {
         eprintln!("SKIPPED building the .deb (cargo-deb: {have_deb}, dpkg-deb: {have_dpkg}; `cargo install cargo-deb --locked`)");
         return;
     }
-    let out = Command::new("cargo")
-        .current_dir(repo())
-        .args([
-            "deb",
-            "-p",
-            "drsftp",
-            "--no-build",
-            "--strip",
-            "--fast",
-            "-o",
-        ])
-        .arg(std::env::temp_dir())
-        .output()
-        .unwrap();
+    let out = build_deb(&std::env::temp_dir());
     assert!(
         out.status.success(),
         "{}",
