@@ -303,8 +303,29 @@ pub fn logged_bytes(root: &Path, commands: &[&str]) -> Vec<u64> {
 
 /// Kills a copy mid-file: waits (up to `limit`) while the `what` (`upload`, `download`) `child` runs until
 /// `held()` reaches `at` bytes of its `kept` (the thing that records progress: a partial, a checkpoint), then runs
-/// `cut` (which kills the client or the server) and waits for the child to end. Panics if the copy ends first.
+/// `cut` (which kills the client or the server) and waits for the child to end. Panics if the copy ends first or
+/// does not end; the child is killed (by PID) before any panic, so a failed test leaves no process behind.
 pub fn cut_midway(
+    child: &mut std::process::Child,
+    what_kept: (&str, &str),
+    held: impl Fn() -> u64,
+    at: u64,
+    cut: impl FnOnce(&mut std::process::Child),
+    limit: Duration,
+) {
+    cut_at(child, what_kept, held, at, cut, limit);
+    let t1 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t1.elapsed() > limit {
+            end_child(child);
+            panic!("drsftp copy did not end after the cut");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The first half of [`cut_midway`]: runs `cut` once `held()` reaches `at`, without waiting for the child.
+pub fn cut_at(
     child: &mut std::process::Child,
     (what, kept): (&str, &str),
     held: impl Fn() -> u64,
@@ -317,18 +338,19 @@ pub fn cut_midway(
         if let Ok(Some(st)) = child.try_wait() {
             panic!("the {what} ended before the cut: {st}");
         }
-        assert!(t0.elapsed() < limit, "no {kept} of {at} bytes appeared");
+        if t0.elapsed() > limit {
+            end_child(child);
+            panic!("no {kept} of {at} bytes appeared");
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
     cut(child);
-    let t1 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            t1.elapsed() < limit,
-            "drsftp copy did not end after the cut"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+}
+
+/// Kills `child` (by PID) and reaps it.
+pub fn end_child(child: &mut std::process::Child) {
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// `drsftp passwd FILE NAME extra...` with the password on stdin (never argv); success and stderr.
