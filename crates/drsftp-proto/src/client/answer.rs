@@ -28,14 +28,15 @@ impl ClientSession {
             Kind::BatchRetr(_) | Kind::BatchCksm(_) => self.answer_batch(kind, reply),
             Kind::User => match reply.code {
                 230 => {
-                    // Logged in without a password: drop the PASS step.
+                    // Logged in without a password: drop the PASS step, or ignore its reply if it was pipelined.
                     run.steps.retain(|s| !matches!(s, Step::Cmd(_, Kind::Pass)));
+                    run.pass_moot = run.inflight.iter().any(|(_, k)| *k == Kind::Pass);
                 }
                 331 => {}
                 _ => return Some(Err(refused(reply))),
             },
             Kind::Pass => {
-                if !matches!(reply.code, 230 | 202) {
+                if !run.pass_moot && !matches!(reply.code, 230 | 202) {
                     return Some(Err(refused(reply)));
                 }
             }

@@ -10,8 +10,9 @@
 //! BLAST`, `BPAS` (the UDP socket is bound before the batch), `REST <ranges>` or ALLO, and the transfer command,
 //! so a short blast transfer starts one round trip after the client begins (issue 22). ALLO and a non-required
 //! REST may carry the transfer command behind them. SIZE rides right behind its TYPE I (one round trip, which
-//! the check after a third-party copy pays on the far end). Everything else (PASV/EPSV, a stream-mode REST, CKSM,
-//! login, raw commands, listings, QUIT) and every non-command step (Listen, BlastBind, DataReady) waits until
+//! the check after a third-party copy pays on the far end). Login is one batch too (USER, PASS, FEAT), when the
+//! greeting says `drsftp`, since FEAT has not been asked yet. Everything else (PASV/EPSV, a stream-mode REST,
+//! CKSM, AUTH, raw commands, listings, QUIT) and every non-command step (Listen, BlastBind, DataReady) waits until
 //! nothing is in flight. Against any other server (Globus) the session sends
 //! one command at a time, as before.
 
@@ -53,6 +54,10 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
             Kind::Rest { required: false } | Kind::Allo | Kind::Transfer { listing: false }
         ),
         Kind::Rest { required: false } | Kind::Allo => next == Kind::Transfer { listing: false },
+        // Login in one write: a refused USER or PASS ends the operation and the rest is swallowed; the server
+        // holds FEAT until it has checked the password.
+        Kind::User => next == Kind::Pass,
+        Kind::Pass => next == Kind::Feat,
         _ => false,
     }
 }
@@ -132,6 +137,7 @@ mod tests {
         ] {
             assert!(!may_follow(Kind::OptsRetr, next), "{next:?}");
         }
+        assert!(may_follow(Kind::User, Kind::Pass) && may_follow(Kind::Pass, Kind::Feat));
         for last in [
             Kind::Transfer { listing: false },
             Kind::Pasv,

@@ -529,3 +529,114 @@ fn blast_setup_with_a_server_that_does_not_pipeline() {
         "150 Opening BLAST data channel for RETR /f (Size=5000;Packet=1436;).\n",
     );
 }
+
+/// A drsftp greeting and TLS on the control channel (`AUTH TLS` accepted): USER, PASS and FEAT go out in one
+/// write; the replies then come one by one.
+fn drsftp_login(h: &mut H) {
+    h.reply("220 drsftp GridFTP server ready.\n");
+    h.start(Op::Secure {
+        require: true,
+        protect_data: true,
+    });
+    h.expect("AUTH TLS", "234 AUTH TLS successful.\n");
+    assert_eq!(h.events(), vec![Event::StartTls]);
+    h.s.handle_tls_started(h.now);
+    h.expect("PBSZ 0", "200 PBSZ=0\n");
+    h.expect("PROT P", "200 Protection level set to Private.\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(true))]);
+    h.start(Op::Login {
+        user: "alice".into(),
+        pass: "pw".into(),
+    });
+    assert_eq!(h.sent(), ["USER alice", "PASS pw", "FEAT"], "one round");
+}
+
+#[test]
+fn a_drsftp_greeting_gets_the_login_in_one_round_under_tls() {
+    let mut h = H::new();
+    drsftp_login(&mut h);
+    h.reply("331 Password required for alice.\n");
+    assert_eq!(h.events(), vec![]);
+    h.reply("230 User alice logged in.\n");
+    assert_eq!(h.events(), vec![]);
+    h.reply(DRSFTP_FEAT);
+    assert!(matches!(&h.events()[..], [Event::Done(Outcome::LoggedIn(f))] if f.drs()));
+    assert!(!h.s.is_busy());
+}
+
+#[test]
+fn in_cleartext_the_password_waits_for_331_and_feat_rides_with_it() {
+    let mut h = H::new();
+    h.reply("220 drsftp GridFTP server ready.\n");
+    h.start(Op::Login {
+        user: "alice".into(),
+        pass: "pw".into(),
+    });
+    assert_eq!(
+        h.sent(),
+        ["USER alice"],
+        "no password before the server asks"
+    );
+    // A server that refuses cleartext logins (`--tls-required`) never sees the password.
+    h.reply("530 TLS required: send AUTH TLS first.\n");
+    assert!(matches!(&h.events()[..], [Event::Failed(_)]));
+    assert_eq!(h.sent(), Vec::<String>::new());
+    let mut h = H::new();
+    h.reply("220 drsftp GridFTP server ready.\n");
+    h.start(Op::Login {
+        user: "alice".into(),
+        pass: "pw".into(),
+    });
+    h.expect("USER alice", "331 Password required for alice.\n");
+    assert_eq!(h.sent(), ["PASS pw", "FEAT"], "FEAT rides behind PASS");
+}
+
+#[test]
+fn a_refused_pipelined_login_fails_and_its_feat_is_swallowed() {
+    let mut h = H::new();
+    drsftp_login(&mut h);
+    h.reply("331 Password required for alice.\n530 Login incorrect.\n");
+    assert!(matches!(
+        &h.events()[..],
+        [Event::Failed(ClientError::Refused { reply, .. })] if reply.code == 530
+    ));
+    // The FEAT behind the refused PASS is answered later: it must not answer the next command.
+    h.start(Op::Login {
+        user: "alice".into(),
+        pass: "pw2".into(),
+    });
+    assert_eq!(h.sent(), ["USER alice", "PASS pw2", "FEAT"]);
+    h.reply("211-Extensions supported:\n SIZE\n211 End.\n");
+    assert_eq!(h.events(), vec![], "the old FEAT's reply is dropped");
+    h.reply("331 Password required for alice.\n230 User alice logged in.\n");
+    h.reply(DRSFTP_FEAT);
+    assert!(matches!(&h.events()[..], [Event::Done(Outcome::LoggedIn(f))] if f.drs()));
+}
+
+#[test]
+fn a_user_accepted_without_password_makes_the_pipelined_pass_moot() {
+    let mut h = H::new();
+    drsftp_login(&mut h);
+    h.reply("230 User alice logged in.\n503 Already logged in.\n");
+    assert_eq!(h.events(), vec![], "PASS's 503 is not a failure");
+    h.reply(DRSFTP_FEAT);
+    assert!(matches!(
+        &h.events()[..],
+        [Event::Done(Outcome::LoggedIn(_))]
+    ));
+}
+
+#[test]
+fn other_greetings_get_the_login_one_command_at_a_time() {
+    let mut h = H::new();
+    h.reply("220 vm GridFTP Server 13.24 [Grid Community Toolkit 6.2] ready.\n");
+    h.start(Op::Login {
+        user: "alice".into(),
+        pass: "pw".into(),
+    });
+    assert_eq!(h.sent(), ["USER alice"]);
+    h.reply("331 Password required.\n");
+    assert_eq!(h.sent(), ["PASS pw"]);
+    h.reply("230 Logged in.\n");
+    assert_eq!(h.sent(), ["FEAT"]);
+}

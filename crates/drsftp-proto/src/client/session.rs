@@ -57,6 +57,8 @@ pub(super) struct Running {
     pub(super) stripe_peers: Vec<SocketAddr>,
     /// Stripes the server named in its SPAS reply (0: no SPAS answered).
     pub(super) stripes: usize,
+    /// USER logged in by itself (`230`) while PASS was already pipelined behind it: PASS's reply means nothing.
+    pub(super) pass_moot: bool,
 }
 
 impl Running {
@@ -79,6 +81,8 @@ pub struct ClientSession {
     cfg: ClientConfig,
     pub(super) reader: ReplyReader,
     banner: Option<Reply>,
+    /// The control channel runs TLS (`handle_tls_started` was called).
+    control_tls: bool,
     out: VecDeque<Vec<u8>>,
     pub(super) events: VecDeque<Event>,
     pub(super) current: Option<Running>,
@@ -117,6 +121,7 @@ impl ClientSession {
             reader: ReplyReader::new(),
             phase: Phase::AwaitGreeting,
             banner: None,
+            control_tls: false,
             out: VecDeque::new(),
             events: VecDeque::new(),
             current: None,
@@ -135,6 +140,14 @@ impl ClientSession {
     /// Tells the session the control connection's peer address (needed to use EPSV replies).
     pub fn set_peer_ip(&mut self, ip: IpAddr) {
         self.peer_ip = Some(ip);
+    }
+
+    /// The greeting is a drsftp server's (`220 drsftp ...`): login may then be pipelined (`pipeline.rs`). A
+    /// server that only claims to be one gets USER, PASS and FEAT in one write, which is all it can make of it.
+    fn greeted_by_drsftp(&self) -> bool {
+        self.banner
+            .as_ref()
+            .is_some_and(|b| b.text().starts_with("drsftp "))
     }
 
     /// The 220 greeting, once received.
@@ -300,6 +313,7 @@ impl ClientSession {
             batch,
             stripe_peers: Vec::new(),
             stripes: 0,
+            pass_moot: false,
         });
         self.advance(now);
         Ok(())
@@ -363,6 +377,7 @@ impl ClientSession {
 
     /// The driver finished the TLS handshake asked for by [`Event::StartTls`]; `PBSZ`/`PROT` follow.
     pub fn handle_tls_started(&mut self, now: Instant) {
+        self.control_tls = true;
         if let Some(run) = self.current.as_mut() {
             if run.parked == Some(Step::StartTls) {
                 run.parked = None;
@@ -499,7 +514,11 @@ impl ClientSession {
         if self.phase != Phase::Ready {
             return;
         }
-        let pipelining = self.features.drs();
+        // Before FEAT (login) only the greeting can say it is a drsftp server.
+        let pipelining = self.features.drs() || self.greeted_by_drsftp();
+        // A password goes out only once the server has asked for it (`331`), unless the control channel is
+        // TLS: a cleartext USER the server refuses (`--tls-required`) must not be followed by the password.
+        let pass_early = self.control_tls;
         loop {
             let Some(run) = self.current.as_mut() else {
                 return;
@@ -517,7 +536,11 @@ impl ClientSession {
                             .count();
                         batch::may_send(*next, retrs, window)
                     }
-                    (Some(Step::Cmd(_, next)), None) => pipelining && may_follow(*last, *next),
+                    (Some(Step::Cmd(_, next)), None) => {
+                        pipelining
+                            && may_follow(*last, *next)
+                            && (*next != Kind::Pass || pass_early)
+                    }
                     _ => false,
                 };
                 if !more {
