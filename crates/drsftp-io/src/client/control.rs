@@ -231,6 +231,16 @@ impl Control {
         }
     }
 
+    /// Sends `op`'s commands and closes the connection (TLS: after close_notify) without reading the replies.
+    pub(crate) async fn send_and_close(&mut self, op: Op) -> Result<(), ClientError> {
+        self.start(op)?;
+        self.flush().await?;
+        if let Some(mut sock) = self.sock.take() {
+            sock.shutdown().await.map_err(ClientError::Control)?;
+        }
+        Ok(())
+    }
+
     /// Writes pending command bytes. Cancel-safe: the cursor moves only after a completed `write`.
     async fn flush(&mut self) -> Result<(), ClientError> {
         self.collect_output();

@@ -508,11 +508,12 @@ impl Client {
         }
     }
 
-    /// `QUIT`, then closes the connection.
+    /// `QUIT`, then closes the connection without waiting for the `221`: everything this session did has
+    /// been answered already, and on a long path the goodbye would keep the process one round trip longer.
     pub async fn quit(mut self) -> Result<(), ClientError> {
-        if self.control.session().is_dead() {
+        if self.control.session().is_dead() || self.control.session().is_busy() {
             return Ok(());
         }
-        self.control.run(Op::Quit).await.map(|_| ())
+        self.control.send_and_close(Op::Quit).await
     }
 }

@@ -116,8 +116,10 @@ fn drsftp_server_negotiates_once_and_off_again() {
         2,
         false,
     )));
-    h.expect("OPTS DRS Inband=0;", "200 DRS Inband=0;\n");
-    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
+    h.batch(
+        &["OPTS DRS Inband=0;", "PASV"],
+        "200 DRS Inband=0;\n227 Entering Passive Mode (127,0,0,1,156,64)\n",
+    );
     h.events();
     h.s.handle_data_ready(h.now);
     h.expect("STOR /data/f", "125 Go.\n226 Transfer complete.\n");
@@ -135,10 +137,9 @@ fn refused_opts_drs_is_a_notice() {
         true,
     )));
     h.batch(
-        &["TYPE I", "OPTS DRS Inband=1;"],
-        "200 Type set to I.\n500 OPTS failed.\n",
+        &["TYPE I", "OPTS DRS Inband=1;", "PASV"],
+        "200 Type set to I.\n500 OPTS failed.\n227 Entering Passive Mode (127,0,0,1,156,64)\n",
     );
-    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
     h.events();
     h.s.handle_data_ready(h.now);
     h.expect("RETR /data/f", "150 Opening.\n");
@@ -161,10 +162,9 @@ fn stream_download_running(h: &mut Scripted) {
         true,
     )));
     h.batch(
-        &["TYPE I", "OPTS DRS Inband=1;"],
-        "200 Type set to I.\n200 DRS Inband=1;\n",
+        &["TYPE I", "OPTS DRS Inband=1;", "PASV"],
+        "200 Type set to I.\n200 DRS Inband=1;\n227 Entering Passive Mode (127,0,0,1,156,64)\n",
     );
-    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
     h.events();
     h.s.handle_data_ready(h.now);
     h.expect("RETR /data/f", "150 Opening BINARY mode data connection.\n");
@@ -239,10 +239,9 @@ fn sbuf_notice_during_a_stream_upload() {
         true,
     )));
     h.batch(
-        &["TYPE I", "OPTS DRS Inband=1;"],
-        "200 Type set to I.\n200 DRS Inband=1;\n",
+        &["TYPE I", "OPTS DRS Inband=1;", "PASV"],
+        "200 Type set to I.\n200 DRS Inband=1;\n227 Entering Passive Mode (127,0,0,1,156,64)\n",
     );
-    h.expect("PASV", "227 Entering Passive Mode (127,0,0,1,156,64)\n");
     h.events();
     h.s.handle_data_ready(h.now);
     h.expect("STOR /data/f", "150 Opening.\n126 SBUF 1 4194304\n");

@@ -5,15 +5,15 @@
 //!
 //! A batch is a run of consecutive [`Step::Cmd`](super::plan::Step) steps: the transfer set-up commands that
 //! cannot change the plan (TYPE I, MODE, a buffer size without SBUF fallback, `OPTS RETR`, `OPTS DRS`), a
-//! buffer size with a fallback as the last of them (its refusal inserts `SBUF n` right behind it), and PORT
-//! followed by the file transfer command, which always ends a batch. The blast set-up is one batch too: `OPTS
+//! buffer size with a fallback as the last of them (its refusal inserts `SBUF n` right behind it), PASV or EPSV
+//! as the last of them, and PORT followed by the file transfer command, which always ends a batch. The blast set-up is one batch too: `OPTS
 //! BLAST`, `BPAS` (the UDP socket is bound before the batch), `REST <ranges>` or ALLO, and the transfer command,
 //! so a short blast transfer starts one round trip after the client begins (issue 22). ALLO and a non-required
 //! REST may carry the transfer command behind them. SIZE rides right behind its TYPE I (one round trip, which
 //! the check after a third-party copy pays on the far end). Login is one batch too (USER, PASS, FEAT), when the
-//! greeting says `drsftp`, since FEAT has not been asked yet. Everything else (PASV/EPSV, a stream-mode REST,
-//! CKSM, AUTH, raw commands, listings, QUIT) and every non-command step (Listen, BlastBind, DataReady) waits until
-//! nothing is in flight. Against any other server (Globus) the session sends
+//! greeting says `drsftp`, since FEAT has not been asked yet. Everything else (PASV/EPSV after anything but
+//! set-up, a stream-mode REST, CKSM, AUTH, raw commands, listings, QUIT) and every non-command step (Listen,
+//! BlastBind, DataReady) waits until nothing is in flight. Against any other server (Globus) the session sends
 //! one command at a time, as before.
 
 use super::plan::Kind;
@@ -39,9 +39,14 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
         // Nothing goes past a buffer size with an SBUF fallback: its refusal inserts the next step.
         // A download's SPAS only tells how many listeners to open: it may end the set-up batch (the Listen step
         // after it waits for every reply anyway).
+        // PASV/EPSV may end it as well: the data connection waits for its reply anyway, and a refused PASV
+        // puts EPSV right behind it (nothing else is in flight by then).
         k if setup(k) => {
             setup(next)
-                || matches!(next, Kind::Buffer { .. } | Kind::Spas { upload: false })
+                || matches!(
+                    next,
+                    Kind::Buffer { .. } | Kind::Spas { upload: false } | Kind::Pasv | Kind::Epsv
+                )
                 || (k == Kind::TypeI && matches!(next, Kind::OptsBlast | Kind::Size))
         }
         Kind::Port => next == Kind::Transfer { listing: false },
@@ -124,9 +129,8 @@ mod tests {
             may_follow(Kind::TypeI, Kind::Size),
             "SIZE rides with its TYPE I"
         );
+        assert!(may_follow(Kind::OptsDrs(true), Kind::Pasv) && may_follow(e, Kind::Epsv));
         for next in [
-            Kind::Pasv,
-            Kind::Epsv,
             Kind::Allo,
             Kind::Rest { required: false },
             Kind::OptsBlast,
