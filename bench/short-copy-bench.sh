@@ -8,7 +8,8 @@
 # Root: a 2-host lab `short<pid>` (torn down on exit), `drsftp serve` (binary B) on h1 with a 1 MiB file, and on
 # h2 one `drsftp copy --json` per binary per repetition, A and B alternating so drift hits both alike. Each copy
 # is timed end to end (process start to exit, as a user sees it) and its `--json` phases are kept. --tls gives
-# the server a throw-away certificate and the clients --tls require with it as CA. Prints medians and B / A.
+# the server a throw-away self-signed certificate and the clients --tls require pinned to its fingerprint.
+# Prints medians and B / A.
 set -eu
 RECORD_ARGV=("$0" "$@")
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
         --tls) TLS=1; shift ;;
         --out) OUT=$2; shift 2 ;;
         --record) RECORD=1; shift ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -53,7 +54,8 @@ if [ "$TLS" = 1 ]; then
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=198.18.0.1 \
         -addext subjectAltName=IP:198.18.0.1 -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
     serve+=(--tls-cert "$WORK/cert.pem" --tls-key "$WORK/key.pem")
-    client+=(--tls require --cacert "$WORK/cert.pem")
+    fp=$(openssl x509 -in "$WORK/cert.pem" -noout -fingerprint -sha256 | cut -d= -f2)
+    client+=(--tls require --tls-fingerprint "$fp")
 fi
 "$B" lab exec "$LAB" h1 -- "${serve[@]}" >"$WORK/serve.log" 2>&1 &
 SERVER=$!
