@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use drsftp_proto::client::{Direction, TransferSpec};
 use drsftp_proto::ranges::RangeSet;
-use drsftp_storage::FileHandle;
+use drsftp_storage::{ChecksumAlg, FileHandle};
 use drsftp_tune::{
     start_choice, BufferPolicy, Decision, ProfileLoss, StartChoice, TransportConfig,
     TransportDecider,
@@ -195,6 +195,7 @@ pub(crate) async fn run(
         resumable: resumable.clone(),
         held: tcp_held.clone(),
         len,
+        final_cksm: alg.filter(|_| opts.verify && opts.partial.is_none()),
     };
     // `held`: what this run did not ask for again (checkpoint, or what TCP moved before a switch).
     let (moved, held) = match udp {
@@ -343,7 +344,8 @@ pub(crate) async fn run(
     if opts.verify {
         let whole = opts.partial.is_none();
         let t = std::time::Instant::now();
-        verify::check(control, alg, remote, file, want, &moved.data, whole)
+        let theirs = moved.report.checksum.clone().map(|b| *b);
+        verify::check(control, alg, remote, file, want, &moved.data, whole, theirs)
             .await?
             .record(&mut summary);
         summary.verify_seconds = Some(t.elapsed().as_secs_f64());
@@ -392,6 +394,9 @@ struct TcpLeg {
     held: RangeSet,
     /// Bytes the whole transfer moves (the decider's "remaining" is this less what arrived).
     len: Option<u64>,
+    /// The final check's algorithm: its CKSM is pipelined behind RETR (a drsftp server answers it after the
+    /// transfer), so verifying costs no round trip of its own.
+    final_cksm: Option<ChecksumAlg>,
 }
 
 impl TcpLeg {
@@ -415,6 +420,9 @@ impl TcpLeg {
             }
         }
         let total = self.len;
+        if let Some(a) = self.final_cksm {
+            control.session_mut().set_trailing_checksum(a.name());
+        }
         let fut = transfer::run(
             control,
             self.spec,

@@ -185,6 +185,10 @@ pub(crate) async fn run(
             if let Some(m) = &markers {
                 m.start(progress.clone());
             }
+            if let Some(a) = alg.filter(|_| opts.verify && opts.partial.is_none()) {
+                // Verified with no round trip of its own: the server answers it once the STOR is done.
+                control.session_mut().set_trailing_checksum(a.name());
+            }
             match transfer::run(control, spec, job, dopts, progress.clone(), opts.timeout).await {
                 Ok(m) => m,
                 Err(e) => {
@@ -233,7 +237,19 @@ pub(crate) async fn run(
     if opts.verify {
         let whole = opts.partial.is_none();
         let t = std::time::Instant::now();
-        match verify::check(control, alg, remote, file, range, &moved.data, whole).await {
+        let theirs = moved.report.checksum.clone().map(|b| *b);
+        match verify::check(
+            control,
+            alg,
+            remote,
+            file,
+            range,
+            &moved.data,
+            whole,
+            theirs,
+        )
+        .await
+        {
             Ok(v) => {
                 v.record(&mut summary);
                 summary.verify_seconds = Some(t.elapsed().as_secs_f64());

@@ -210,7 +210,7 @@ pub(crate) async fn verify_tail(
     TailSearch::run(held, size, there, &mut state, |(c, remote, local), r| {
         let local = local.clone();
         Box::pin(async move {
-            match verify::compare(c, alg, remote, local, r, false, None).await {
+            match verify::compare(c, alg, remote, local, r, false, None, None).await {
                 Ok(v) => Ok(v.checksum.is_some().then_some(true)),
                 Err(ClientError::ChecksumMismatch { .. }) => Ok(Some(false)),
                 Err(e) => Err(e),

@@ -6,7 +6,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use drsftp_proto::client::{Features, Op, Outcome, VERIFY_PREFERENCE};
+use drsftp_proto::client::{Features, Op, Outcome, Reply, VERIFY_PREFERENCE};
 use drsftp_storage::{ChecksumAlg, FileHandle};
 
 use super::control::Control;
@@ -106,6 +106,8 @@ impl Verified {
 
 /// The end-to-end check after a download or upload of `range` that moved `data`: [`compare`] with `alg` (the
 /// engine's CRC32C standing in for a re-read where it covers the file), or, with no common algorithm, a notice.
+/// `theirs`: the server's answer to the `alg` CKSM pipelined behind the transfer, if there was one.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn check(
     control: &mut Control,
     alg: Option<ChecksumAlg>,
@@ -114,14 +116,16 @@ pub(crate) async fn check(
     range: Range<u64>,
     data: &DataReport,
     whole: bool,
+    theirs: Option<Result<String, Reply>>,
 ) -> Result<Verified, ClientError> {
     match alg {
         Some(alg) => {
             let known = engine_crc(alg, data, &range);
-            compare(control, alg, remote, local, range, whole, known).await
+            let theirs = theirs.filter(|_| whole);
+            compare(control, alg, remote, local, range, whole, known, theirs).await
         }
         None => match unlisted_alg(control.session().features()) {
-            Some(alg) => compare(control, alg, remote, local, range, whole, None).await,
+            Some(alg) => compare(control, alg, remote, local, range, whole, None, None).await,
             None => Ok(Verified {
                 checksum: None,
                 skipped: Some(
@@ -142,7 +146,8 @@ fn unlisted_alg(features: &Features) -> Option<ChecksumAlg> {
 
 /// Compares the server's CKSM of `range` of `remote` with the local file. Mismatch is an error; a server that
 /// refuses the command gives `skipped`. `known`: the CRC32C of the local range from [`engine_crc`] (then the local
-/// file is not read again).
+/// file is not read again). `theirs`: the server's reply already in hand (pipelined behind the transfer), so no
+/// CKSM is sent.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn compare(
     control: &mut Control,
@@ -152,6 +157,7 @@ pub(crate) async fn compare(
     range: Range<u64>,
     whole: bool,
     known: Option<u32>,
+    theirs: Option<Result<String, Reply>>,
 ) -> Result<Verified, ClientError> {
     let op = Op::Checksum {
         algorithm: alg.name().to_string(),
@@ -176,7 +182,17 @@ pub(crate) async fn compare(
         Some(c) => Ok(format!("{c:08x}")),
         None => drsftp_storage::checksum(local.as_ref(), alg, range.start, Some(len)),
     });
-    let theirs = match control.run(op).await {
+    let asked = match theirs {
+        Some(Ok(h)) => Ok(Outcome::Checksum(h)),
+        Some(Err(reply)) => Err(ClientError::Session(
+            drsftp_proto::client::ClientError::Refused {
+                command: format!("CKSM {} 0 -1 {remote}", alg.name()),
+                reply,
+            },
+        )),
+        None => control.run(op).await,
+    };
+    let theirs = match asked {
         Ok(Outcome::Checksum(h)) => h.to_ascii_lowercase(),
         Ok(other) => {
             return Err(ClientError::Invalid(format!(

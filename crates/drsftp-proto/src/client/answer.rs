@@ -222,6 +222,16 @@ impl ClientSession {
                 run.report.final_reply = Some(reply);
                 run.report.drs_negotiated = self.drs.on;
                 run.report.blast = run.blast.as_ref().and_then(BlastNeg::channel);
+                if run.head_is(|k| k == Kind::TrailingCksm) {
+                    // Its CKSM comes next and ends the operation.
+                    return None;
+                }
+                let report = std::mem::take(&mut run.report);
+                return Some(Ok(Outcome::Transferred(report)));
+            }
+            Kind::TrailingCksm => {
+                let hex = digest_of(&reply);
+                run.report.checksum = Some(Box::new(hex.ok_or(reply)));
                 let report = std::mem::take(&mut run.report);
                 return Some(Ok(Outcome::Transferred(report)));
             }
@@ -241,19 +251,13 @@ impl ClientSession {
                 if reply.code != 213 {
                     return Some(Err(refused(reply)));
                 }
-                let hex = reply
-                    .text()
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("")
-                    .to_ascii_lowercase();
-                if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Some(Err(ClientError::BadReply {
+                return Some(match digest_of(&reply) {
+                    Some(hex) => Ok(Outcome::Checksum(hex)),
+                    None => Err(ClientError::BadReply {
                         command: cmd,
                         reply,
-                    }));
-                }
-                return Some(Ok(Outcome::Checksum(hex)));
+                    }),
+                });
             }
             Kind::Raw => {
                 if reply.is_error() {
@@ -312,4 +316,16 @@ impl ClientSession {
         }
         None
     }
+}
+
+/// The digest in a `213` CKSM reply, lower-case; `None` for any other reply or a malformed one.
+pub(super) fn digest_of(reply: &Reply) -> Option<String> {
+    let hex = reply
+        .text()
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    (reply.code == 213 && !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then_some(hex)
 }

@@ -56,21 +56,10 @@ impl ClientSession {
                 }
                 Event::BatchRetr { index, reply }
             }
-            Kind::BatchCksm(index) => {
-                let hex = reply
-                    .text()
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("")
-                    .to_ascii_lowercase();
-                let ok = reply.code == 213
-                    && !hex.is_empty()
-                    && hex.bytes().all(|b| b.is_ascii_hexdigit());
-                Event::BatchChecksum {
-                    index,
-                    result: if ok { Ok(hex) } else { Err(reply) },
-                }
-            }
+            Kind::BatchCksm(index) => Event::BatchChecksum {
+                index,
+                result: super::answer::digest_of(&reply).ok_or(reply),
+            },
             _ => return,
         };
         self.events.push_back(ev);

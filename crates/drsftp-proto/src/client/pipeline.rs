@@ -50,6 +50,8 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
                 || (k == Kind::TypeI && matches!(next, Kind::OptsBlast | Kind::Size))
         }
         Kind::Port => next == Kind::Transfer { listing: false },
+        // The server queues it behind the running transfer and answers once the transfer has ended.
+        Kind::Transfer { listing: false } => next == Kind::TrailingCksm,
         // The blast set-up: OPTS BLAST (behind TYPE I) and BPAS, then REST (ranges) or ALLO, and the transfer
         // command. Nothing in it changes the plan: a refusal fails the operation (or is a notice), and the
         // server runs the queued commands in order once its UDP socket is bound.

@@ -639,3 +639,104 @@ fn other_greetings_get_the_login_one_command_at_a_time() {
     h.reply("230 Logged in.\n");
     assert_eq!(h.sent(), ["FEAT"]);
 }
+
+/// A download with the whole file's CKSM asked for behind RETR, up to the batch that carries them.
+fn download_with_trailing_cksm(h: &mut H) {
+    h.s.set_trailing_checksum("CRC32C");
+    h.start_download(true);
+    h.batch(&SETUP, "200 ok\n200 ok\n200 DRS Inband=1;\n200 ok\n");
+    h.listen();
+    assert_eq!(
+        h.sent(),
+        [
+            "PORT 127,0,0,1,235,41",
+            "RETR /data/f",
+            "CKSM CRC32C 0 -1 /data/f"
+        ],
+        "the final check rides behind RETR"
+    );
+}
+
+#[test]
+fn the_final_cksm_rides_behind_retr_and_completes_the_report() {
+    let mut h = H::login(DRSFTP_FEAT);
+    download_with_trailing_cksm(&mut h);
+    h.reply("200 PORT Command successful.\n125 Go.\n");
+    assert!(matches!(&h.events()[..], [Event::TransferStarted(_)]));
+    // The transfer is the head of the queue while it runs: SBUF still works.
+    h.s.send_sbuf(h.now, 1, 65536).unwrap();
+    h.sent();
+    h.reply("200 SBUF 1 65536\n226 Transfer complete.\n");
+    let ev = h.events();
+    assert!(
+        !ev.iter().any(|e| matches!(e, Event::Done(_))),
+        "done only with the CKSM: {ev:?}"
+    );
+    assert!(h.deadline_armed(), "the CKSM has a reply deadline");
+    assert_eq!(h.s.send_sbuf(h.now, 2, 1), Err(ClientError::NoTransfer));
+    h.reply("213 0A1B2C3D\n");
+    let rep = h.report();
+    assert_eq!(rep.final_reply.unwrap().code, 226);
+    assert_eq!(rep.checksum, Some(Box::new(Ok("0a1b2c3d".into()))));
+    assert!(!h.s.is_busy());
+    // Used once: the next download has no CKSM behind it.
+    h.start_download(true);
+    h.batch(&["OPTS RETR Parallelism=4,4,4;"], "200 ok\n");
+    h.listen();
+    assert_eq!(h.sent(), ["PORT 127,0,0,1,235,41", "RETR /data/f"]);
+}
+
+#[test]
+fn a_refused_final_cksm_is_reported_not_fatal() {
+    let mut h = H::login(DRSFTP_FEAT);
+    download_with_trailing_cksm(&mut h);
+    h.reply("200 PORT Command successful.\n125 Go.\n226 Transfer complete.\n504 Not here.\n");
+    let rep = h.report();
+    assert!(matches!(rep.checksum.as_deref(), Some(Err(r)) if r.code == 504));
+}
+
+#[test]
+fn a_refused_retr_swallows_the_cksm_behind_it() {
+    let mut h = H::login(DRSFTP_FEAT);
+    download_with_trailing_cksm(&mut h);
+    h.reply("200 PORT Command successful.\n550 No such file.\n");
+    assert!(
+        matches!(&h.events()[..], [Event::Failed(ClientError::Refused { reply, .. })] if reply.code == 550)
+    );
+    h.size_after("550 No such file.\n");
+}
+
+#[test]
+fn abort_with_a_cksm_behind_the_transfer_swallows_its_late_reply() {
+    let mut h = H::login(DRSFTP_FEAT);
+    download_with_trailing_cksm(&mut h);
+    h.reply("200 PORT Command successful.\n150 Opening.\n");
+    h.events();
+    h.s.abort(h.now);
+    assert_eq!(h.sent(), ["ABOR"]);
+    // ABOR jumps the server's queue: the transfer's 426 and ABOR's 226 come first, the CKSM's reply after.
+    h.reply("426 Transfer aborted.\n226 Abort successful.\n");
+    assert_eq!(h.events(), vec![Event::Failed(ClientError::Aborted)]);
+    h.size_after("213 0a1b2c3d\n");
+}
+
+#[test]
+fn other_servers_get_no_cksm_behind_the_transfer() {
+    let mut h = H::login(GLOBUS_FEAT);
+    h.s.set_trailing_checksum("CRC32C");
+    h.start_download(false);
+    let mut all = vec![];
+    for _ in 0..8 {
+        let sent = h.sent();
+        if sent.is_empty() {
+            break;
+        }
+        all.extend(sent);
+        h.reply("200 ok\n");
+        if h.events().contains(&Event::Listen) {
+            h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
+        }
+    }
+    assert!(all.iter().any(|c| c.starts_with("RETR")), "{all:?}");
+    assert!(!all.iter().any(|c| c.starts_with("CKSM")), "{all:?}");
+}

@@ -54,6 +54,9 @@ pub(super) enum Kind {
     },
     Size,
     Cksm,
+    /// The whole file's CKSM pipelined behind a transfer command ([`ClientSession::set_trailing_checksum`]):
+    /// its reply completes the transfer's report, a refusal included (the caller then asks again or notes it).
+    TrailingCksm,
     /// RETR of file `n` of a batch (`batch.rs`): 1xx, markers, then its own final reply; the batch goes on.
     BatchRetr(usize),
     /// CKSM of file `n` of a batch.

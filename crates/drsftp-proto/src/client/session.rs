@@ -59,11 +59,14 @@ pub(super) struct Running {
     pub(super) stripes: usize,
     /// USER logged in by itself (`230`) while PASS was already pipelined behind it: PASS's reply means nothing.
     pub(super) pass_moot: bool,
+    /// ABOR sent with commands pipelined behind the transfer (its trailing CKSM): the server answers ABOR first
+    /// (it jumps the queue), so these replies come after the operation ends and are swallowed then.
+    pub(super) behind_abort: Vec<Kind>,
 }
 
 impl Running {
     /// The oldest command in flight is of this kind.
-    fn head_is(&self, f: impl Fn(Kind) -> bool) -> bool {
+    pub(super) fn head_is(&self, f: impl Fn(Kind) -> bool) -> bool {
         self.inflight.front().is_some_and(|(_, k)| f(*k))
     }
 }
@@ -83,6 +86,8 @@ pub struct ClientSession {
     banner: Option<Reply>,
     /// The control channel runs TLS (`handle_tls_started` was called).
     control_tls: bool,
+    /// [`ClientSession::set_trailing_checksum`]: the algorithm for the next TCP transfer's pipelined CKSM.
+    trailing_cksm: Option<String>,
     out: VecDeque<Vec<u8>>,
     pub(super) events: VecDeque<Event>,
     pub(super) current: Option<Running>,
@@ -122,6 +127,7 @@ impl ClientSession {
             phase: Phase::AwaitGreeting,
             banner: None,
             control_tls: false,
+            trailing_cksm: None,
             out: VecDeque::new(),
             events: VecDeque::new(),
             current: None,
@@ -148,6 +154,13 @@ impl ClientSession {
         self.banner
             .as_ref()
             .is_some_and(|b| b.text().starts_with("drsftp "))
+    }
+
+    /// Asks for the whole file's CKSM with `alg` right behind the next [`Op::Transfer`]'s command when it runs
+    /// over TCP with a drsftp server (which queues it and answers after the transfer): its result comes in
+    /// [`TransferReport::checksum`]. Used by that transfer only; ignored for partial transfers and other servers.
+    pub fn set_trailing_checksum(&mut self, alg: &str) {
+        self.trailing_cksm = Some(alg.to_string());
     }
 
     /// The 220 greeting, once received.
@@ -280,6 +293,7 @@ impl ClientSession {
             }
             Op::Transfer(spec) => {
                 let resume = self.resume.take();
+                let trailing = self.trailing_cksm.take();
                 streams = if spec.mode == TransferMode::Extended {
                     spec.streams.max(1)
                 } else {
@@ -296,7 +310,20 @@ impl ClientSession {
                         );
                         self.plan_transfer(&spec, resume.as_ref())
                     }
-                    Transport::Tcp => self.plan_transfer(&spec, resume.as_ref()),
+                    Transport::Tcp => {
+                        let mut s = self.plan_transfer(&spec, resume.as_ref());
+                        // The whole file's CKSM right behind the transfer command (a drsftp server runs it
+                        // after the transfer ends): the final check costs no round trip of its own.
+                        if let Some(alg) =
+                            trailing.filter(|_| spec.partial.is_none() && self.features.drs())
+                        {
+                            s.push_back(Step::Cmd(
+                                format!("CKSM {alg} 0 -1 {}", spec.path),
+                                Kind::TrailingCksm,
+                            ));
+                        }
+                        s
+                    }
                 }
             }
         };
@@ -314,6 +341,7 @@ impl ClientSession {
             stripe_peers: Vec::new(),
             stripes: 0,
             pass_moot: false,
+            behind_abort: Vec::new(),
         });
         self.advance(now);
         Ok(())
@@ -418,7 +446,13 @@ impl ClientSession {
             return;
         }
         // 426 for the transfer (or its own final reply if it had just ended), the replies to the commands
-        // pipelined before it (PORT), then 226 for ABOR.
+        // pipelined before it (PORT), then 226 for ABOR; what was pipelined behind it is answered later.
+        let upto = run
+            .inflight
+            .iter()
+            .position(|(_, k)| matches!(k, Kind::Transfer { .. }))
+            .map_or(run.inflight.len(), |i| i + 1);
+        run.behind_abort = run.inflight.drain(upto..).map(|(_, k)| k).collect();
         run.abort_pending = Some(run.inflight.len() + 1);
         self.out.push_back(b"ABOR\r\n".to_vec());
         self.deadline = Some(now + self.cfg.reply_timeout);
@@ -500,6 +534,7 @@ impl ClientSession {
         if let Some(run) = self.current.take() {
             // Commands pipelined behind the one that ended the operation: their replies are still to come.
             self.swallow_rest(run.inflight.into_iter().map(|(_, k)| k));
+            self.swallow_rest(run.behind_abort);
         }
         self.deadline = None;
         self.events.push_back(match result {

@@ -229,6 +229,9 @@ pub enum Op {
 }
 
 /// How an operation ended successfully.
+// One per operation, moved once to its caller, never stored in bulk: boxing the report would only add an
+// allocation per transfer.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Login done; the server's features (empty if FEAT is not supported).
@@ -282,6 +285,10 @@ pub struct TransferReport {
     pub notices: Vec<String>,
     /// The final reply of the transfer command.
     pub final_reply: Option<Reply>,
+    /// The reply to the CKSM pipelined behind the transfer command, if one was
+    /// ([`ClientSession::set_trailing_checksum`](super::ClientSession::set_trailing_checksum)): the lower-case
+    /// digest, or the refusal. Boxed: it is rarely there and the report travels in every transfer's outcome.
+    pub checksum: Option<Box<Result<String, Reply>>>,
     /// DRS was on for this transfer (`OPTS DRS Inband=1;` accepted, now or by an earlier transfer): in-band
     /// SBUF headers may flow on MODE E data channels and `SBUF <id> <size>` on the control channel.
     pub drs_negotiated: bool,
