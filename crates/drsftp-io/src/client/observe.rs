@@ -63,8 +63,13 @@ impl StreamWatch {
     /// Stop sampling (call when the data is complete) and return the changes without the final ramp-down.
     pub(crate) fn finish(self) -> Vec<AutoEvent> {
         self.task.abort();
-        let end = self.begin.elapsed();
         let mut v = std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()));
+        // The data ended when the last connection did (the transfer's reply may come later: the final CKSM
+        // rides behind it); without that, now.
+        let end = match v.last() {
+            Some(e) if e.streams == 0 => e.at,
+            _ => self.begin.elapsed(),
+        };
         while v
             .last()
             .is_some_and(|e| matches!(e.action, StreamAction::Retire(_)) && e.at + TAIL >= end)
