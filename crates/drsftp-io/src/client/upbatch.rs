@@ -176,9 +176,18 @@ async fn drive(
         let mut control_done = false;
         let idle_limit = opts.timeout;
         let mut last_bytes = progress.bytes();
+        // The data connection failed while file `order[next]` was going out: the batch ends once that file's
+        // STOR is answered (a refusal then says why, better than the broken pipe it caused).
+        let mut broken: Option<ClientError> = None;
         loop {
+            if let Some(e) = broken.take() {
+                if st[order[next]].stor.is_some() || control_done {
+                    return Err(e);
+                }
+                broken = Some(e);
+            }
             // Start the next file's data once its STOR was accepted; skip files refused before that.
-            while sending.is_none() && next < order.len() {
+            while broken.is_none() && sending.is_none() && next < order.len() {
                 let i = order[next];
                 let s = &mut st[i];
                 if s.started {
@@ -207,7 +216,7 @@ async fn drive(
                     break;
                 }
             }
-            if control_done && sending.is_none() && next >= order.len() {
+            if control_done && sending.is_none() && next >= order.len() && broken.is_none() {
                 break;
             }
             tokio::select! {
@@ -246,7 +255,13 @@ async fn drive(
                 }
                 r = async { (&mut sending.as_mut().expect("guarded").0).await }, if sending.is_some() => {
                     let (_, t0) = sending.take().expect("guarded");
-                    let mut report = r.map_err(ClientError::Data)?;
+                    let mut report = match r {
+                        Ok(r) => r,
+                        Err(e) => {
+                            broken = Some(ClientError::Data(e));
+                            continue;
+                        }
+                    };
                     idle.append(&mut report.reusable);
                     let i = order[next];
                     st[i].sent = Some((report, t0.elapsed().as_secs_f64()));
