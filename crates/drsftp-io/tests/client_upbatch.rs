@@ -102,11 +102,9 @@ async fn two_clean_batches(c: &mut Client, files: &[UploadFile], server_dir: &Pa
     let r2 = c
         .upload_batch(&files[20..], &o, Arc::new(Progress::new()))
         .await;
-    let mut k = 0;
-    for i in (0..20).filter(|i| *i != REFUSED) {
+    for (k, i) in (0..20).filter(|i| *i != REFUSED).enumerate() {
         let name = Path::new(&files[i].remote).file_name().unwrap();
         check_landed(files, i, &r1[k], &server_dir.join(name));
-        k += 1;
     }
     for i in 20..N {
         let name = Path::new(&files[i].remote).file_name().unwrap();

@@ -206,8 +206,9 @@ async fn drive(
                     let socks = std::mem::take(&mut idle);
                     let (file, len, o, p) =
                         (src.file.clone(), src.len, dopts.clone(), progress.clone());
+                    let whole = std::iter::once(0..len).collect();
                     let fut: Send = Box::pin(async move {
-                        data::send_mode_e(socks, file, vec![0..len], 0, &o, p).await
+                        data::send_mode_e(socks, file, whole, 0, &o, p).await
                     });
                     sending = Some((fut, Instant::now()));
                 } else if s.stor.is_some() {
