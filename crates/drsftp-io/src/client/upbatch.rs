@@ -241,6 +241,11 @@ async fn drive(
                             // One connection carries the whole batch: these files are too small for more.
                             let addr = transfer::or_peer(addr, peer_ip);
                             let socks = transfer::connect_all(addr, 1, &dopts, opts.timeout).await?;
+                            for s in &socks {
+                                // Each file ends with a 17-byte EOF|EOD header written after its last block:
+                                // with Nagle it waits for the ACK of that block, one more round trip per file.
+                                let _ = s.set_nodelay(true);
+                            }
                             connections += socks.len() as u64;
                             idle.extend(socks.into_iter().map(MaybeTls::Plain));
                             control.session_mut().handle_data_ready(Instant::now());
