@@ -6,23 +6,25 @@
 # same total size. Throughput = bytes on disk / wall time of the client process (login, listing, everything). A run
 # is cut at SECS seconds (`timeout`), then the bytes it had written count. Runs are interleaved (every case once per
 # round). Files live on /dev/shm (tmpfs: no disk in the way, fsync is free).
-# Usage (root): bench/tree-bench.sh [--rtt 100ms] [--rate 200mbit] [--secs 120] [--reps 1] [--trees 1m,64k]
+# Usage (root): bench/tree-bench.sh [--rtt 100ms] [--rate 200mbit] [--secs 120] [--reps 1] [--trees 1m,64k,300x64k]
 #               [--servers drsftp,globus] [--cases drsftp,guc-r,guc-r-pp,guc-r-pp-cc4,guc-r-pp-cc16,one-file]
-#               [--lab pip] [--out FILE] [--record]
+#               [--direction down|up] [--lab pip] [--out FILE] [--record]
 # DRSFTP_BIN=path uses that binary (default: builds drsftp and drsftp-bench, uses target/release/drsftp).
+# --direction up: host 1 uploads the trees into the servers (`drsftp copy -r DIR/ URL/`, guc `file://DIR/ URL/`);
+# case drsftp-before runs DRSFTP_BEFORE_BIN the same way (an older build, for a before/after in one run).
 # The lab and both servers are removed on exit, also on failure or Ctrl-C. --record writes a run folder
 # bench/runs/<date>-<commit>-tree-bench/ (command.txt, machine.txt, results.csv, the report as README.md).
 set -euo pipefail
 RECORD_ARGV=("$0" "$@")
 . "$(dirname "$0")/lib/record.sh"
-RTT=100ms RATE=200mbit SECS=120 REPS=1 TREES=1m,64k SERVERS=drsftp,globus LAB=pip OUT= RECORD=0
+RTT=100ms RATE=200mbit SECS=120 REPS=1 TREES=1m,64k SERVERS=drsftp,globus LAB=pip OUT= RECORD=0 DIRECTION=down
 CASES=drsftp,guc-r,guc-r-pp,guc-r-pp-cc4,guc-r-pp-cc16,one-file
 while [ $# -gt 0 ]; do
   case "$1" in
     --record) RECORD=1; shift; continue ;;
     --rtt) RTT=$2 ;; --rate) RATE=$2 ;; --secs) SECS=$2 ;; --reps) REPS=$2 ;; --trees) TREES=$2 ;;
-    --servers) SERVERS=$2 ;; --cases) CASES=$2 ;; --lab) LAB=$2 ;; --out) OUT=$2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --servers) SERVERS=$2 ;; --cases) CASES=$2 ;; --lab) LAB=$2 ;; --out) OUT=$2 ;; --direction) DIRECTION=$2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -50,7 +52,7 @@ chmod 755 "$WORK" "$WORK/root"
 python3 - "$WORK/root" "$TREES" <<'PY'
 import os, sys
 root, trees = sys.argv[1], sys.argv[2].split(",")
-spec = {"1m": (300, 1 << 20), "64k": (5000, 64 << 10)}
+spec = {"1m": (300, 1 << 20), "64k": (5000, 64 << 10), "300x64k": (300, 64 << 10)}
 for t in trees:
     n, size = spec[t]
     d = os.path.join(root, f"tree{t}")
@@ -68,7 +70,7 @@ chmod -R a+rX "$WORK/root"
 H2=198.18.0.2
 # `lab exec` does not pass signals on: each server writes its own PID (sh's, then exec) for the cleanup.
 "$BIN" lab exec "$LAB" h2 -- sh -c "echo \$\$ >$WORK/srv.pid; exec $BIN serve --listen $H2:2811 --anonymous \
-  --root $WORK/root" >>"$WORK/serve.log" 2>&1 &
+  --root $WORK/root $([ "$DIRECTION" = up ] && echo --anonymous-write)" >>"$WORK/serve.log" 2>&1 &
 # globus-gridftp-server looks its address up by name, and a lab host has no resolver: a private /etc/hosts.
 printf '127.0.0.1 localhost %s\n198.18.0.1 h1\n198.18.0.2 h2\n' "$(hostname)" >"$WORK/hosts"
 "$BIN" lab exec "$LAB" h2 -- unshare -m sh -c "echo \$\$ >$WORK/gsrv.pid; mount --bind $WORK/hosts /etc/hosts && \
@@ -86,7 +88,7 @@ url() { # server tree-or-file -> URL
     globus) echo "ftp://$H2:2812$WORK/root/$2" ;;
   esac
 }
-total() { case $1 in 1m) echo $((300 << 20)) ;; 64k) echo $((5000 << 16)) ;; esac; }
+total() { case $1 in 1m) echo $((300 << 20)) ;; 64k) echo $((5000 << 16)) ;; 300x64k) echo $((300 << 16)) ;; esac; }
 cases=()
 for t in ${TREES//,/ }; do
   for s in ${SERVERS//,/ }; do
@@ -99,6 +101,21 @@ one() { # tree:server:case -> appends a CSV line
   local t=${1%%:*} rest=${1#*:} s c d t0 t1 bytes files want
   s=${rest%%:*} c=${rest#*:} d="$WORK/out/run"
   want=$(total "$t")
+  if [ "$DIRECTION" = up ]; then
+    # Into the served tree; globus-gridftp-server writes as nobody.
+    d="$WORK/root/up-run"
+    rm -rf "$d"; mkdir -p "$d"; chmod 777 "$d"
+    local to; to=$(url $s up-run)
+    t0=$(date +%s.%N)
+    case $c in
+      drsftp) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" "$BIN" copy -r -q "$WORK/root/tree$t/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+      drsftp-before) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" "$DRSFTP_BEFORE_BIN" copy -r -q "$WORK/root/tree$t/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+      one-file) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" "$BIN" copy -q "$WORK/root/one$t" "$to/one" >/dev/null 2>"$WORK/err" || true ;;
+      guc-r) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" globus-url-copy -r -cd "file://$WORK/root/tree$t/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+      guc-r-pp) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" globus-url-copy -r -cd -pp "file://$WORK/root/tree$t/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+      guc-r-pp-cc*) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" globus-url-copy -r -cd -pp -cc "${c#guc-r-pp-cc}" "file://$WORK/root/tree$t/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+    esac
+  else
   rm -rf "$d"; mkdir -p "$d"
   t0=$(date +%s.%N)
   case $c in
@@ -108,6 +125,7 @@ one() { # tree:server:case -> appends a CSV line
     guc-r-pp) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" globus-url-copy -r -cd -pp "$(url $s tree$t)/" "file://$d/" >/dev/null 2>"$WORK/err" || true ;;
     guc-r-pp-cc*) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" globus-url-copy -r -cd -pp -cc "${c#guc-r-pp-cc}" "$(url $s tree$t)/" "file://$d/" >/dev/null 2>"$WORK/err" || true ;;
   esac
+  fi
   t1=$(date +%s.%N)
   bytes=$(du -s --block-size=1 "$d" | cut -f1)
   # Directory blocks are not payload: count at most what the tree holds.
@@ -125,7 +143,7 @@ for REP in $(seq 1 "$REPS"); do
   for i in $(seq 0 $((n - 1))); do one "${cases[$(( (i + REP - 1) % n ))]}"; done
 done
 report() {
-  echo "# Trees: RTT $RTT, rate $RATE, cap ${SECS} s, $REPS rep(s), files on tmpfs"
+  echo "# Trees ($DIRECTION): RTT $RTT, rate $RATE, cap ${SECS} s, $REPS rep(s), files on tmpfs"
   echo "# $(head -c 300 "$WORK/lab.txt" | tr '\n' ' ')"
   echo "# load average at end: $(cat /proc/loadavg)"
   python3 - "$res" <<'PY'
@@ -154,6 +172,8 @@ for t, s in groups:
         if "one-file" in med and med["one-file"] > 0:
             line += f"; one file {med['one-file']:.1f}; tree / one file = {med['drsftp'] / med['one-file']:.2f}x"
         target = "(targets: >= 1.1x guc and >= 0.9x one file)" if t == "1m" else "(target: >= 1.5x guc)"
+        if "drsftp-before" in med and med["drsftp-before"] > 0:
+            line += f"; drsftp before {med['drsftp-before']:.1f}, after / before = {med['drsftp'] / med['drsftp-before']:.2f}x"
         summary.append(line + " " + target)
 print()
 for l in summary: print("- " + l)

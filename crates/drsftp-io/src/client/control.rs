@@ -39,6 +39,8 @@ pub(crate) struct Control {
     pub(crate) last_size: Option<(String, u64)>,
     /// The data channel the last batch download left open (`batch.rs`); dropped by any other data transfer.
     pub(crate) batch_channel: Option<super::batch::BatchChannel>,
+    /// The data channel the last upload batch left open (`upbatch.rs`); dropped by any other data transfer.
+    pub(crate) upload_channel: Option<super::upbatch::UploadChannel>,
 }
 
 /// How many command round trips [`Control`] keeps (the first ones: login, before any transfer loads the path).
@@ -92,6 +94,7 @@ impl Control {
                         rtt: Vec::new(),
                         last_size: None,
                         batch_channel: None,
+                        upload_channel: None,
                     });
                 }
                 Ok(Err(e)) => last = Some(e),
@@ -203,11 +206,15 @@ impl Control {
     pub(crate) fn start(&mut self, op: Op) -> Result<(), ClientError> {
         self.last_size = None;
         // Another data channel (PORT/PASV) replaces the one the server kept for batches.
-        if matches!(
-            op,
-            Op::Transfer(_) | Op::List { .. } | Op::Command(_) | Op::Secure { .. }
-        ) {
-            self.batch_channel = None;
+        // Download batches (PORT) and upload batches (PASV) replace each other's channel too.
+        match op {
+            Op::Transfer(_) | Op::List { .. } | Op::Command(_) | Op::Secure { .. } => {
+                self.batch_channel = None;
+                self.upload_channel = None;
+            }
+            Op::Batch(_) => self.upload_channel = None,
+            Op::UploadBatch(_) => self.batch_channel = None,
+            _ => {}
         }
         self.session.start(Instant::now(), op)?;
         Ok(())

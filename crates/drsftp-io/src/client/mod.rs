@@ -28,6 +28,7 @@ mod third_party;
 mod third_party_resume;
 mod third_party_verify;
 mod transfer;
+mod upbatch;
 mod upload;
 mod upload_resume;
 mod verify;
@@ -51,6 +52,7 @@ pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
 pub use error::ClientError;
 pub use observe::peak_and_final;
 pub use third_party::copy as third_party_copy;
+pub use upbatch::{UploadFile, UPLOAD_WINDOW};
 
 /// How a transfer is run.
 #[derive(Debug, Clone)]
@@ -436,6 +438,28 @@ impl Client {
     pub fn is_idle(&self) -> bool {
         let s = self.control.session();
         !s.is_busy() && !s.is_dead()
+    }
+
+    /// Uploads whole files pipelined over one MODE E data connection to the server's PASV address, kept between
+    /// files and between calls (`upbatch.rs`): for many small files to a GridFTP server, without TLS data
+    /// channels. A file's data goes out only after the server accepted its STOR. One result per file, in order;
+    /// after a broken batch [`Client::is_idle`] is false and the session should be dropped.
+    pub async fn upload_batch(
+        &mut self,
+        files: &[UploadFile],
+        opts: &ClientOptions,
+        progress: Arc<Progress>,
+    ) -> Vec<Result<TransferSummary, ClientError>> {
+        upbatch::run(&mut self.control, files, opts, progress).await
+    }
+
+    /// Data connections opened to the server for the upload batches on this session since the last other data
+    /// transfer (1 when one connection carried them all).
+    pub fn upload_connections(&self) -> u64 {
+        self.control
+            .upload_channel
+            .as_ref()
+            .map_or(0, |c| c.connections)
     }
 
     /// Uploads the file `local` to `remote`.

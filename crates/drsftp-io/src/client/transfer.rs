@@ -333,7 +333,7 @@ pub(crate) async fn abort_unless_replied(
 }
 
 /// `addr`, or the control peer's address with its port if the server gave a wildcard.
-fn or_peer(addr: SocketAddr, peer_ip: IpAddr) -> SocketAddr {
+pub(super) fn or_peer(addr: SocketAddr, peer_ip: IpAddr) -> SocketAddr {
     if addr.ip().is_unspecified() {
         SocketAddr::new(peer_ip, addr.port())
     } else {
@@ -342,7 +342,7 @@ fn or_peer(addr: SocketAddr, peer_ip: IpAddr) -> SocketAddr {
 }
 
 /// Opens `n` data connections to `addr` concurrently.
-async fn connect_all(
+pub(super) async fn connect_all(
     addr: SocketAddr,
     n: u32,
     opts: &DataOpts,

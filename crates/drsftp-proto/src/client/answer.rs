@@ -25,7 +25,9 @@ impl ClientSession {
             reply,
         };
         match kind {
-            Kind::BatchRetr(_) | Kind::BatchCksm(_) => self.answer_batch(kind, reply),
+            Kind::BatchRetr(_) | Kind::BatchCksm(_) | Kind::BatchStor(_) | Kind::BatchMfmt(_) => {
+                self.answer_batch(kind, reply)
+            }
             Kind::User => match reply.code {
                 230 => {
                     // Logged in without a password: drop the PASS step, or ignore its reply if it was pipelined.

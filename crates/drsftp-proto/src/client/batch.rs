@@ -56,6 +56,13 @@ impl ClientSession {
                 }
                 Event::BatchRetr { index, reply }
             }
+            Kind::BatchStor(index) => {
+                if let Some(run) = self.current.as_mut() {
+                    run.started = false;
+                }
+                Event::BatchStored { index, reply }
+            }
+            Kind::BatchMfmt(index) => Event::BatchMtime { index, reply },
             Kind::BatchCksm(index) => Event::BatchChecksum {
                 index,
                 result: super::answer::digest_of(&reply).ok_or(reply),
@@ -66,7 +73,19 @@ impl ClientSession {
     }
 }
 
-/// In a batch, may `next` go out now, with `in_flight` RETRs unanswered and a window of `window`?
+/// In a batch, may `next` go out now, with `in_flight` RETRs (or STORs) unanswered and a window of `window`?
+/// An upload batch's ALLO goes with its STOR, so it waits for the window too.
 pub(super) fn may_send(next: Kind, in_flight: usize, window: usize) -> bool {
-    !matches!(next, Kind::BatchRetr(_)) || in_flight < window.clamp(1, MAX_WINDOW)
+    match next {
+        Kind::BatchRetr(_) => in_flight < window.clamp(1, MAX_WINDOW),
+        Kind::BatchStor(_) | Kind::Allo => {
+            in_flight < window.clamp(1, super::upbatch::MAX_UPLOAD_WINDOW)
+        }
+        _ => true,
+    }
+}
+
+/// A file transfer command of a batch (its 1xx says the file's data moves now).
+pub(super) fn is_batch_transfer(k: Kind) -> bool {
+    matches!(k, Kind::BatchRetr(_) | Kind::BatchStor(_))
 }

@@ -36,6 +36,9 @@ mod tests;
 #[cfg(test)]
 mod tls_tests;
 mod types;
+mod upbatch;
+#[cfg(test)]
+mod upbatch_tests;
 
 pub use addr::{parse_epsv, parse_pasv, parse_spas, port_command, spor_command, MAX_STRIPES};
 /// Third-party blast set-up helpers (BPAS/BPRT lines, the 229/200/150 replies).
@@ -52,5 +55,6 @@ pub use reply::{Reply, ReplyError, ReplyReader};
 pub use session::ClientSession;
 pub use types::{
     BatchSpec, BlastChannel, BlastRequest, ClientConfig, ClientError, Direction, Event, ListKind,
-    Op, Outcome, Partial, TransferMode, TransferReport, TransferSpec, Transport,
+    Op, Outcome, Partial, TransferMode, TransferReport, TransferSpec, Transport, UploadBatchSpec,
+    UploadItem,
 };

@@ -61,6 +61,10 @@ pub(super) enum Kind {
     BatchRetr(usize),
     /// CKSM of file `n` of a batch.
     BatchCksm(usize),
+    /// STOR of file `n` of an upload batch (`upbatch.rs`): 1xx (its data may go), then its final reply.
+    BatchStor(usize),
+    /// MFMT of file `n` of an upload batch.
+    BatchMfmt(usize),
     Raw,
     Quit,
     /// `AUTH TLS` for [`Op::Secure`](super::Op::Secure): `234` expected.

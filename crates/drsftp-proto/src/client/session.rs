@@ -269,6 +269,10 @@ impl ClientSession {
                 batch = Some(spec.window);
                 self.plan_batch(&spec)
             }
+            Op::UploadBatch(spec) => {
+                batch = Some(spec.window);
+                self.plan_upload_batch(&spec)
+            }
             Op::Secure {
                 require,
                 protect_data,
@@ -567,9 +571,16 @@ impl ClientSession {
                         let retrs = run
                             .inflight
                             .iter()
-                            .filter(|(_, k)| matches!(k, Kind::BatchRetr(_)))
+                            .filter(|(_, k)| batch::is_batch_transfer(*k))
                             .count();
+                        // An upload batch's files wait for the data channel: a refused PASV (then EPSV) must
+                        // not leave STORs behind it with no channel.
+                        let channel_due = run
+                            .inflight
+                            .iter()
+                            .any(|(_, k)| matches!(k, Kind::Pasv | Kind::Epsv));
                         batch::may_send(*next, retrs, window)
+                            && !(channel_due && matches!(next, Kind::Allo | Kind::BatchStor(_)))
                     }
                     (Some(Step::Cmd(_, next)), None) => {
                         pipelining
@@ -735,7 +746,7 @@ impl ClientSession {
             return;
         };
         if reply.is_preliminary() {
-            if let Kind::BatchRetr(i) = kind {
+            if let Kind::BatchRetr(i) | Kind::BatchStor(i) = kind {
                 run.started = true;
                 self.deadline = None;
                 self.events.push_back(Event::BatchStarted(i));

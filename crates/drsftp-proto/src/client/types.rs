@@ -201,6 +201,10 @@ pub enum Op {
     /// ([`BatchSpec`], `batch.rs`): per file [`Event::BatchStarted`], [`Event::BatchRetr`] and
     /// [`Event::BatchChecksum`]; ends in [`Outcome::Batch`] once every command is answered.
     Batch(BatchSpec),
+    /// Whole-file MODE E uploads pipelined over one data connection kept between files ([`UploadBatchSpec`],
+    /// `upbatch.rs`): per file [`Event::BatchStarted`] (its STOR's 150: only now may its data go out),
+    /// [`Event::BatchStored`], [`Event::BatchMtime`] and [`Event::BatchChecksum`]; ends in [`Outcome::Batch`].
+    UploadBatch(UploadBatchSpec),
     /// A directory listing over a stream-mode data connection.
     List {
         /// Server path (empty for the current directory).
@@ -265,6 +269,31 @@ pub struct BatchSpec {
     /// `None`: the data connection the previous batch on this session left open carries this one too.
     pub port: Option<SocketAddr>,
     /// Most files whose RETR is unanswered at once (at least 1): bounds what the server queues.
+    pub window: usize,
+}
+
+/// One file of an upload batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadItem {
+    /// Server path.
+    pub path: String,
+    /// Its size, announced with `ALLO` (the server then refuses to commit fewer bytes).
+    pub size: u64,
+    /// `MFMT` time (`YYYYMMDDHHMMSS`, UTC) sent after its STOR, if the caller wants it kept.
+    pub mtime: Option<String>,
+}
+
+/// A pipelined batch of whole-file uploads ([`Op::UploadBatch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadBatchSpec {
+    /// The files, uploaded in this order.
+    pub files: Vec<UploadItem>,
+    /// `CKSM <alg> 0 -1 <path>` behind each STOR (`None`: no checksum).
+    pub checksum: Option<String>,
+    /// A new data channel: `PASV`, and the driver connects ([`Event::Connect`]). False: the connection the
+    /// previous upload batch on this session left open carries this one too.
+    pub pasv: bool,
+    /// Most files whose STOR is unanswered at once (at least 1).
     pub window: usize,
 }
 
@@ -368,8 +397,23 @@ pub enum Event {
     /// A reply arrived while no operation was running (e.g. `421` before closing).
     Unsolicited(Reply),
     /// [`Op::Batch`]: the server accepted file `index`'s RETR (125/150); its data follows the previous file's
-    /// on the data connection.
+    /// on the data connection. [`Op::UploadBatch`]: the server accepted file `index`'s STOR: its data may go
+    /// out now, and not before.
     BatchStarted(usize),
+    /// [`Op::UploadBatch`]: the final reply to file `index`'s STOR (226, or a refusal).
+    BatchStored {
+        /// Position in [`UploadBatchSpec::files`].
+        index: usize,
+        /// The reply.
+        reply: Reply,
+    },
+    /// [`Op::UploadBatch`]: the reply to file `index`'s MFMT.
+    BatchMtime {
+        /// Position in [`UploadBatchSpec::files`].
+        index: usize,
+        /// The reply.
+        reply: Reply,
+    },
     /// [`Op::Batch`]: the final reply to file `index`'s RETR (226, or a refusal: then no data came for it).
     BatchRetr {
         /// Position in [`BatchSpec::paths`].

@@ -29,7 +29,7 @@ pub(super) fn eligible(shared: &Shared, w: &Worker, task: &FileTask) -> bool {
         && !w.no_batch
 }
 
-fn record(task: &FileTask, status: FileStatus, attempts: u32) -> FileRecord {
+pub(super) fn record(task: &FileTask, status: FileStatus, attempts: u32) -> FileRecord {
     FileRecord {
         src: task.src.clone(),
         dst: task.dst.clone(),

@@ -7,6 +7,7 @@
 mod batch;
 pub mod plan;
 mod run;
+mod upbatch;
 mod walk;
 mod warm;
 

@@ -87,12 +87,14 @@ pub(super) struct Shared {
 #[derive(Default)]
 pub(super) struct Worker {
     pub(super) src: Option<Client>,
-    dst: Option<Client>,
+    pub(super) dst: Option<Client>,
     streams: Option<u32>,
     /// TLS data channels: stream mode only.
     pub(super) protected: bool,
     /// The source server cannot take batches (no MODE E).
     pub(super) no_batch: bool,
+    /// The destination server cannot take upload batches (no MODE E).
+    pub(super) no_upbatch: bool,
 }
 
 impl Worker {
@@ -235,7 +237,16 @@ async fn worker(shared: Arc<Shared>, src: Option<Slot>, dst: Option<Slot>) {
         let Some(task) = shared.job.files.get(i) else {
             break;
         };
-        if super::batch::eligible(&shared, &w, task) {
+        // Small downloads and small uploads go in batches (a job has one direction).
+        let fits: Option<fn(&Shared, &Worker, &FileTask) -> bool> =
+            if super::batch::eligible(&shared, &w, task) {
+                Some(super::batch::eligible)
+            } else if super::upbatch::eligible(&shared, &w, task) {
+                Some(super::upbatch::eligible)
+            } else {
+                None
+            };
+        if let Some(fits) = fits {
             // An even share of what is left, so the last files still spread over the workers.
             let left = shared.job.files.len().saturating_sub(i);
             let want = left
@@ -245,7 +256,7 @@ async fn worker(shared: Arc<Shared>, src: Option<Slot>, dst: Option<Slot>) {
             while idx.len() < want {
                 let j = shared.next.fetch_add(1, Ordering::Relaxed);
                 match shared.job.files.get(j) {
-                    Some(t) if super::batch::eligible(&shared, &w, t) => idx.push(j),
+                    Some(t) if fits(&shared, &w, t) => idx.push(j),
                     Some(_) => {
                         held = Some(j);
                         break;
@@ -253,7 +264,11 @@ async fn worker(shared: Arc<Shared>, src: Option<Slot>, dst: Option<Slot>) {
                     None => break,
                 }
             }
-            super::batch::run(&mut w, &shared, &idx).await;
+            if matches!(task.src, Loc::Local(_)) {
+                super::upbatch::run(&mut w, &shared, &idx).await;
+            } else {
+                super::batch::run(&mut w, &shared, &idx).await;
+            }
             continue;
         }
         let rec = one_file(&mut w, &shared, task).await;

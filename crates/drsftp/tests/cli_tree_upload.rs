@@ -1,0 +1,222 @@
+//! `drsftp copy -r LOCALDIR ftp://…` of many small files against `drsftp serve` on loopback: the pipelined
+//! upload batches (`Client::upload_batch`). Every file of a 203-file tree with spaces and unicode in its names
+//! lands identical, verified and with its modification time; the control dialogue shows STOR for later files
+//! going out before the first file's 226, over one data connection per session; a rerun skips everything from one
+//! listing; and a file the server refuses in the middle fails alone, with the job exiting non-zero and naming it.
+//! Every server started here is killed by PID when its test ends.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+const T: Duration = Duration::from_secs(180);
+
+/// 200 small files (0 to 96 KiB) with a space in their names, and three with unicode names in a subdirectory
+/// with a space; modification times in 2020.
+fn make_small_tree(src: &Path) -> usize {
+    std::fs::create_dir_all(src.join("sub dir")).unwrap();
+    let mut names: Vec<String> = (0..200).map(|i| format!("f {i:03}.bin")).collect();
+    names.extend((0..3).map(|i| format!("sub dir/ünï {i}.dat")));
+    for (i, n) in names.iter().enumerate() {
+        let p = src.join(n);
+        random_file(&p, (i * 487) % (96 << 10), 7 + i as u64);
+        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 100);
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+    names.len()
+}
+
+fn mtime(p: &Path) -> u64 {
+    std::fs::metadata(p)
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn records(j: &Value) -> &Vec<Value> {
+    j["records"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no records in {j}"))
+}
+
+/// Every source file is at `dst` with the same bytes and time.
+fn same_tree(src: &Path, dst: &Path, rel: &str) {
+    for e in std::fs::read_dir(src.join(rel)).unwrap() {
+        let e = e.unwrap();
+        let r = Path::new(rel).join(e.file_name());
+        let r = r.to_str().unwrap();
+        if e.file_type().unwrap().is_dir() {
+            same_tree(src, dst, r);
+            continue;
+        }
+        let (a, b) = (src.join(r), dst.join(r));
+        assert!(b.exists(), "{r} missing on the server");
+        assert_eq!(sha256_file(&a), sha256_file(&b), "{r}");
+        assert_eq!(mtime(&a), mtime(&b), "{r}: modification time");
+    }
+}
+
+#[test]
+fn a_small_tree_uploads_pipelined_over_one_data_connection() {
+    let dir = open_tempdir();
+    let (src, root) = (dir.path().join("src"), dir.path().join("root"));
+    std::fs::create_dir_all(&root).unwrap();
+    let n = make_small_tree(&src);
+    let srv = drsftp_server(&root, &[]);
+    let src_arg = format!("{}/", src.display());
+
+    // One session, so the control dialogue is one sequence of commands and replies.
+    let (ok, out, err) = drsftp_logged(
+        &[
+            "copy",
+            "-r",
+            "--json",
+            "--concurrency",
+            "1",
+            &src_arg,
+            &srv.url("/up/"),
+        ],
+        T,
+    );
+    assert!(ok, "upload failed:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(j["copied"], n, "{j}");
+    assert_eq!(j["failed"], 0, "{j}");
+    for r in records(&j) {
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["attempts"], 1, "{r}");
+    }
+    same_tree(&src, &root.join("up"), "");
+    // Pipelined: more STORs went out before the first 226 came back (the window), and each upload batch
+    // reported one data connection for all its files.
+    let lines: Vec<&str> = err.lines().collect();
+    let first_stor = lines
+        .iter()
+        .position(|l| l.contains("-> STOR "))
+        .expect("a STOR in the log");
+    let first_226 = first_stor
+        + lines[first_stor..]
+            .iter()
+            .position(|l| l.contains("<- 226"))
+            .expect("a 226 after it");
+    let early = lines[..first_226]
+        .iter()
+        .filter(|l| l.contains("-> STOR "))
+        .count();
+    assert!(
+        early >= 8,
+        "{early} STOR(s) before the first one's 226:\n{}",
+        lines[first_stor..first_226].join("\n")
+    );
+    let batches: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("upload batch") && l.contains("files="))
+        .collect();
+    assert!(!batches.is_empty(), "no upload batch ran:\n{err}");
+    for b in &batches {
+        assert!(b.contains("connections=1"), "{b}");
+    }
+    // The listings for `--sync` (one MLSD per directory) have a PASV each; the files have one between them.
+    let count = |what: &str| lines.iter().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        count("-> PASV") - count("-> MLSD"),
+        1,
+        "one PASV for every file of the job: its connection carried them all"
+    );
+
+    // A rerun (default `--sync mtime`) skips every file, from one MLSD per directory rather than SIZE/MDTM
+    // per file.
+    let (ok, out, err) = drsftp_logged(&["copy", "-r", "--json", &src_arg, &srv.url("/up/")], T);
+    assert!(ok, "rerun failed:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(
+        (j["copied"].as_u64(), j["skipped"].as_u64()),
+        (Some(0), Some(n as u64)),
+        "{j}"
+    );
+    assert!(
+        !err.contains("-> SIZE") && !err.contains("-> MDTM"),
+        "{err}"
+    );
+
+    // The default concurrency (several sessions, each with its own batches) lands the same tree.
+    let (ok, out, err) = drsftp_logged(&["copy", "-r", "--json", &src_arg, &srv.url("/again/")], T);
+    assert!(ok, "upload failed:\n{out}\n{err}");
+    assert_eq!(json_of(&out)["copied"], n);
+    same_tree(&src, &root.join("again"), "");
+}
+
+#[test]
+fn a_refused_file_mid_batch_fails_alone() {
+    let dir = open_tempdir();
+    let (src, root) = (dir.path().join("src"), dir.path().join("root"));
+    for d in ["a", "blocked", "c"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for i in 0..20 {
+        random_file(&src.join(format!("a/{i:02}.bin")), 3000 + i * 10, i as u64);
+        random_file(
+            &src.join(format!("c/{i:02}.bin")),
+            5000 + i * 10,
+            100 + i as u64,
+        );
+    }
+    random_file(&src.join("blocked/x.bin"), 1234, 99);
+    // On the server `up/blocked` is a regular file: nothing can be stored below it.
+    std::fs::create_dir_all(root.join("up")).unwrap();
+    std::fs::write(root.join("up/blocked"), b"not a directory").unwrap();
+    let srv = drsftp_server(&root, &[]);
+    let src_arg = format!("{}/", src.display());
+    let (ok, out, err) = drsftp_logged(
+        &[
+            "copy",
+            "-r",
+            "--json",
+            "--concurrency",
+            "1",
+            &src_arg,
+            &srv.url("/up/"),
+        ],
+        T,
+    );
+    assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(
+        (j["copied"].as_u64(), j["failed"].as_u64()),
+        (Some(40), Some(1)),
+        "{j}"
+    );
+    let failed: Vec<&Value> = records(&j)
+        .iter()
+        .filter(|r| r["status"] == "failed")
+        .collect();
+    assert!(
+        failed[0]["destination"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("/up/blocked/x.bin")),
+        "{failed:?}"
+    );
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("55")),
+        "the server's refusal: {failed:?}"
+    );
+    same_tree(&src.join("a"), &root.join("up/a"), "");
+    same_tree(&src.join("c"), &root.join("up/c"), "");
+    assert_eq!(
+        std::fs::read(root.join("up/blocked")).unwrap(),
+        b"not a directory"
+    );
+}
