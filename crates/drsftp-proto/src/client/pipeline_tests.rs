@@ -740,3 +740,24 @@ fn other_servers_get_no_cksm_behind_the_transfer() {
     assert!(all.iter().any(|c| c.starts_with("RETR")), "{all:?}");
     assert!(!all.iter().any(|c| c.starts_with("CKSM")), "{all:?}");
 }
+
+#[test]
+fn a_late_sbuf_refusal_comes_after_the_trailing_cksm() {
+    let mut h = H::login(DRSFTP_FEAT);
+    download_with_trailing_cksm(&mut h);
+    h.reply("200 PORT Command successful.\n125 Go.\n");
+    h.events();
+    // SBUF sent while the transfer runs; the server has already finished it, so the SBUF waits in its queue
+    // behind the CKSM: 226, then the CKSM's 213, then the refusal.
+    h.s.send_sbuf(h.now, 1, 65536).unwrap();
+    h.sent();
+    h.reply("226 Transfer complete.\n213 0a1b2c3d\n");
+    let rep = h.report();
+    assert_eq!(rep.checksum, Some(Box::new(Ok("0a1b2c3d".into()))));
+    h.reply("503 SBUF <id> <size> needs a running transfer.\n");
+    assert!(
+        matches!(&h.events()[..], [Event::Notice(n)] if n.contains("SBUF 1")),
+        "the refusal answers the SBUF"
+    );
+    h.size_after("");
+}

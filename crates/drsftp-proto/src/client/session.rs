@@ -675,10 +675,11 @@ impl ClientSession {
             }
         }
         if self.drs.outstanding() && !reply.is_preliminary() {
-            let waiting = self
-                .current
-                .as_ref()
-                .is_some_and(|r| r.head_is(|k| matches!(k, Kind::Transfer { .. })));
+            // A CKSM pipelined behind the transfer was queued on the server before any SBUF sent during the
+            // transfer: once the transfer has ended, the CKSM's reply comes before a late SBUF's refusal.
+            let waiting = self.current.as_ref().is_some_and(|r| {
+                r.head_is(|k| matches!(k, Kind::Transfer { .. } | Kind::TrailingCksm))
+            });
             if let Some(ev) = self.drs.take_answer(&reply, waiting) {
                 self.events.push_back(ev);
                 return;
