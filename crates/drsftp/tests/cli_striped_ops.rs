@@ -441,8 +441,11 @@ fn users_roots_confine_striped_transfers() {
     let copy = |from: &str, to: &str| drsftp(&["copy", "--json", "-p", "4", from, to]);
     let striped = |r: (bool, String, String), what: &str| {
         assert!(r.0, "{what}: {} {}\n{}", r.1, r.2, c.logs());
-        let per = json_of(&r.1)["stripe_bytes"].as_array().map(Vec::len);
+        let j = json_of(&r.1);
+        let per = j["stripe_bytes"].as_array().map(Vec::len);
         assert_eq!(per, Some(2), "{what}: not striped: {}", r.1);
+        // The movers' CKSM maps the user's path beneath their root, as transfers do.
+        assert_eq!(j["verified"], true, "{what}: not verified: {}", r.1);
     };
     let mut want = vec![];
     for (i, user) in ["alice", "bob"].iter().enumerate() {

@@ -27,6 +27,8 @@ const SLOWEST_READ: u64 = 10 << 20;
 pub(crate) struct MoverChecksum {
     movers: Arc<Movers>,
     links: Arc<Mutex<Vec<Option<Link>>>>,
+    /// The user's root in the served tree: a mover sees the whole tree, so paths are mapped beneath it.
+    root: String,
 }
 
 impl super::Frontend {
@@ -42,6 +44,7 @@ impl super::Frontend {
         (self.movers.addrs.len() > 1).then(|| MoverChecksum {
             movers: self.movers.clone(),
             links: self.links.clone(),
+            root: self.root.clone().unwrap_or_else(|| "/".into()),
         })
     }
 }
@@ -103,7 +106,11 @@ impl MoverChecksum {
         let Some(parts) = shares(size, *offset, *length, self.movers.addrs.len()) else {
             return super::super::fs::execute_async(storage, req, None).await;
         };
-        match self.on_movers(path, &parts).await {
+        // The same file on the movers, beneath the user's root (the frontend's storage is already confined).
+        let Ok(remote) = super::cmds::mover_path(&self.root, path) else {
+            return super::super::fs::execute_async(storage, req, None).await;
+        };
+        match self.on_movers(&remote, &parts).await {
             Ok(crcs) => {
                 let v: Vec<(u32, u64)> = crcs.into_iter().zip(parts.iter().map(|p| p.1)).collect();
                 FsResult::Checksum(combine(&v))
