@@ -186,3 +186,34 @@ fn malformed_spas_reply_fails_the_transfer() {
         "{ev:?}"
     );
 }
+
+#[test]
+fn a_striped_download_asks_for_its_final_cksm_afterwards() {
+    // A drsftp frontend: the set-up is pipelined, but with two movers no CKSM rides behind RETR (the frontend
+    // would answer it while the movers' last bytes may still be in flight).
+    let mut h = Scripted::login(
+        "211-Extensions supported:\n PARALLEL\n ERET\n ESTO\n SPAS\n SPOR\n DRS\n CKSM CRC32C;\n211 End.\n",
+    );
+    h.s.set_trailing_checksum("CRC32C");
+    h.start(Op::Transfer(spec(Direction::Download, 2)));
+    let setup = h.sent();
+    assert_eq!(setup.last().map(String::as_str), Some("SPAS"), "{setup:?}");
+    let oks = "200 ok\n".repeat(setup.len() - 1);
+    h.reply(&format!("{oks}{TWO_STRIPES}"));
+    assert!(matches!(&h.events()[..], [Event::ListenStriped { .. }]));
+    h.s.handle_listening_striped(
+        h.now,
+        &[
+            "127.0.0.1:1025".parse().unwrap(),
+            "127.0.0.1:1026".parse().unwrap(),
+        ],
+    );
+    assert_eq!(
+        h.sent(),
+        ["SPOR 127,0,0,1,4,1 127,0,0,1,4,2", "RETR /d/f"],
+        "no CKSM behind a striped RETR"
+    );
+    h.reply("200 PORT Command successful.\n150 Go.\n226 Transfer Complete.\n");
+    assert_eq!(h.report().checksum, None);
+    assert_eq!(h.sent(), Vec::<String>::new());
+}
