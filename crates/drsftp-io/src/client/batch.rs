@@ -72,20 +72,28 @@ pub(crate) async fn run(
     progress: Arc<Progress>,
 ) -> Vec<Result<TransferSummary, ClientError>> {
     let mut st: Vec<FileState> = files.iter().map(|_| FileState::default()).collect();
-    if let Err(e) = drive(control, files, opts, progress, &mut st).await {
+    let ended = drive(control, files, opts, progress, &mut st).await;
+    if let Err(e) = &ended {
         tracing::debug!("batch ended early: {e}");
-        let msg = e.to_string();
-        let mut first = Some(e);
-        for s in st.iter_mut().filter(|s| s.result.is_none()) {
-            s.result = Some(Err(first.take().unwrap_or_else(|| {
-                ClientError::Control(std::io::Error::other(format!("the batch broke off: {msg}")))
-            })));
-        }
     }
-    st.into_iter()
-        .map(|s| {
-            s.result
-                .unwrap_or_else(|| Err(ClientError::Invalid("not attempted".into())))
+    results_after(st.into_iter().map(|s| s.result), ended)
+}
+
+/// Every file's result once a batch's driver returned (downloads and uploads alike): a file it left without one
+/// gets the error that ended the batch (the first such file) or a note that the batch broke off.
+pub(super) fn results_after(
+    results: impl Iterator<Item = Option<Result<TransferSummary, ClientError>>>,
+    ended: Result<(), ClientError>,
+) -> Vec<Result<TransferSummary, ClientError>> {
+    let msg = ended.as_ref().err().map(ToString::to_string);
+    let mut first = ended.err();
+    results
+        .map(|r| match (r, &msg) {
+            (Some(r), _) => r,
+            (None, Some(msg)) => Err(first.take().unwrap_or_else(|| {
+                ClientError::Control(std::io::Error::other(format!("the batch broke off: {msg}")))
+            })),
+            (None, None) => Err(ClientError::Invalid("not attempted".into())),
         })
         .collect()
 }

@@ -100,22 +100,11 @@ pub(crate) async fn run(
             }
         }
     }
-    if let Err(e) = drive(control, files, &srcs, opts, progress, &mut st).await {
+    let ended = drive(control, files, &srcs, opts, progress, &mut st).await;
+    if let Err(e) = &ended {
         tracing::debug!("upload batch ended early: {e}");
-        let msg = e.to_string();
-        let mut first = Some(e);
-        for s in st.iter_mut().filter(|s| s.result.is_none()) {
-            s.result = Some(Err(first.take().unwrap_or_else(|| {
-                ClientError::Control(std::io::Error::other(format!("the batch broke off: {msg}")))
-            })));
-        }
     }
-    st.into_iter()
-        .map(|s| {
-            s.result
-                .unwrap_or_else(|| Err(ClientError::Invalid("not attempted".into())))
-        })
-        .collect()
+    super::batch::results_after(st.into_iter().map(|s| s.result), ended)
 }
 
 async fn drive(

@@ -143,25 +143,37 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
                 r.notes = notes;
                 r
             }
-            Some(Err(e)) if !transient(&e) => {
-                let mut r = record(task, FileStatus::Failed, 1);
-                r.error = Some(e.to_string());
-                r
-            }
-            // Caught in a broken batch, or no batch here: the one-file path with its retries.
-            other => {
-                let mut r = one_file(w, shared, task).await;
-                if let Some(Err(e)) = other {
-                    tracing::warn!("{}: {e}; retried on its own", task.src);
-                    // The batch was its first attempt.
-                    r.attempts += 1;
-                    if r.error.is_none() {
-                        r.error = Some(e.to_string());
-                    }
-                }
-                r
-            }
+            other => not_batched(w, shared, task, other.map(|r| r.map(|_| ()))).await,
         };
         store(shared, i, rec);
+    }
+}
+
+/// The record of a file a batch (download or upload) did not finish: `outcome` is the batch's error for it, or
+/// `None` if it had no batch. A lasting refusal fails it; otherwise it goes through the one-file path with its
+/// retries, the batch counting as its first attempt.
+pub(super) async fn not_batched(
+    w: &mut Worker,
+    shared: &Shared,
+    task: &FileTask,
+    outcome: Option<Result<(), crate::client::ClientError>>,
+) -> FileRecord {
+    match outcome {
+        Some(Err(e)) if !transient(&e) => {
+            let mut r = record(task, FileStatus::Failed, 1);
+            r.error = Some(e.to_string());
+            r
+        }
+        other => {
+            let mut r = one_file(w, shared, task).await;
+            if let Some(Err(e)) = other {
+                tracing::warn!("{}: {e}; retried on its own", task.src);
+                r.attempts += 1;
+                if r.error.is_none() {
+                    r.error = Some(e.to_string());
+                }
+            }
+            r
+        }
     }
 }

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::batch::record;
+use super::batch::{not_batched, record};
 use super::plan::{self, Meta, SyncMode, SyncVerdict};
-use super::run::{one_file, session, store, transient, Shared, Worker};
+use super::run::{session, store, Shared, Worker};
 use super::{FileStatus, FileTask, Loc};
 use crate::client::{Client, ClientError, ListKind, UploadFile};
 use crate::data::Progress;
@@ -183,23 +183,8 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
                 r.summary = Some(s);
                 r
             }
-            Some(Err(e)) if !transient(&e) => {
-                let mut r = record(task, FileStatus::Failed, 1);
-                r.error = Some(e.to_string());
-                r
-            }
-            // Caught in a broken batch, or no batch here: the one-file path with its retries.
-            other => {
-                let mut r = one_file(w, shared, task).await;
-                if let Some(Err(e)) = other {
-                    tracing::warn!("{}: {e}; retried on its own", task.src);
-                    r.attempts += 1;
-                    if r.error.is_none() {
-                        r.error = Some(e.to_string());
-                    }
-                }
-                r
-            }
+            // Caught in a broken batch, or no batch here.
+            other => not_batched(w, shared, task, other.map(|r| r.map(|_| ()))).await,
         };
         store(shared, i, rec);
     }
