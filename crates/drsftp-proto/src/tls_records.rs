@@ -11,6 +11,9 @@
 
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
+mod shaped;
+pub use shaped::RecordShape;
+
 /// Largest plaintext per record (RFC 8446 §5.1).
 pub const MAX_PLAIN: usize = 1 << 14;
 /// Record header: type, version, length.
@@ -56,6 +59,8 @@ pub enum RecordError {
     Alert(u8),
     #[error("TLS: connection already closed")]
     Closed,
+    #[error("TLS: earlier records are not sent yet")]
+    Busy,
     #[error("TLS: key schedule: {0}")]
     KeySchedule(String),
 }
@@ -145,40 +150,59 @@ pub fn seal_record(
     if len > MAX_CIPHER_TLS12 {
         return Err(RecordError::TooLong(len));
     }
+    let shape = RecordShape::new(tls13, keys.is_gcm());
     let at = out.len();
+    out.resize(at + shape.prefix + data.len() + pad + shape.suffix, 0);
+    out[at + shape.prefix..][..data.len()].copy_from_slice(data);
+    let n = seal_slot(&mut out[at..], shape, keys, typ, data.len(), pad)?;
+    debug_assert_eq!(at + n, out.len());
+    Ok(())
+}
+
+/// Seals the record at the start of `rec` whose `len` bytes of data already lie after [`RecordShape`]'s prefix:
+/// writes the header (and TLS 1.2's explicit nonce), the TLS 1.3 inner type and `pad` zeros after the data,
+/// encrypts in place and appends the tag. Returns the record's length on the wire.
+fn seal_slot(
+    rec: &mut [u8],
+    shape: RecordShape,
+    keys: &mut Keys,
+    typ: u8,
+    len: usize,
+    pad: usize,
+) -> Result<usize, RecordError> {
     let nonce = keys.nonce();
-    let tag = if tls13 {
-        let len = data.len() + 1 + pad + TAG;
-        out.extend_from_slice(&[CT_APPDATA, 3, 3, (len >> 8) as u8, len as u8]);
-        out.extend_from_slice(data);
-        out.push(typ);
-        out.resize(out.len() + pad, 0);
-        let header: [u8; HEADER] = out[at..at + HEADER].try_into().expect("5");
+    let body = shape.prefix + len;
+    let tag = if shape.tls13 {
+        let wire = len + 1 + pad + TAG;
+        rec[..HEADER].copy_from_slice(&[CT_APPDATA, 3, 3, (wire >> 8) as u8, wire as u8]);
+        rec[body] = typ;
+        rec[body + 1..body + 1 + pad].fill(0);
+        let header: [u8; HEADER] = rec[..HEADER].try_into().expect("5");
         keys.key.seal_in_place_separate_tag(
             Nonce::assume_unique_for_key(nonce),
             Aad::from(header),
-            &mut out[at + HEADER..],
+            &mut rec[HEADER..body + 1 + pad],
         )
     } else {
-        let explicit = if keys.is_gcm() { EXPLICIT } else { 0 };
-        let len = explicit + data.len() + TAG;
-        out.extend_from_slice(&[typ, 3, 3, (len >> 8) as u8, len as u8]);
-        out.extend_from_slice(&nonce[12 - explicit..]);
-        out.extend_from_slice(data);
+        let explicit = shape.prefix - HEADER;
+        let wire = explicit + len + TAG;
+        rec[..HEADER].copy_from_slice(&[typ, 3, 3, (wire >> 8) as u8, wire as u8]);
+        rec[HEADER..shape.prefix].copy_from_slice(&nonce[12 - explicit..]);
         let mut aad = [0u8; 13];
         aad[..8].copy_from_slice(&keys.seq.to_be_bytes());
         aad[8..11].copy_from_slice(&[typ, 3, 3]);
-        aad[11..].copy_from_slice(&(data.len() as u16).to_be_bytes());
+        aad[11..].copy_from_slice(&(len as u16).to_be_bytes());
         keys.key.seal_in_place_separate_tag(
             Nonce::assume_unique_for_key(nonce),
             Aad::from(aad),
-            &mut out[at + HEADER + explicit..],
+            &mut rec[shape.prefix..body],
         )
     }
     .map_err(|_| RecordError::Malformed("seal failed"))?;
-    out.extend_from_slice(tag.as_ref());
+    let tag_at = body + usize::from(shape.tls13) + pad;
+    rec[tag_at..tag_at + TAG].copy_from_slice(tag.as_ref());
     keys.seq += 1;
-    Ok(())
+    Ok(tag_at + TAG)
 }
 
 /// One connection's record layer (see the module docs).
@@ -194,9 +218,11 @@ pub struct RecordLayer<K> {
     rend: usize,
     ppos: usize,
     pend: usize,
-    /// Sealed records not yet sent: `out[opos..]`.
+    /// Sealed records not yet sent: `out[opos..oend]` (`out` may be longer: a shaped buffer keeps its length so
+    /// it can go back to the data engine for the next block without being zeroed again).
     out: Vec<u8>,
     opos: usize,
+    oend: usize,
     /// Most plaintext one [`RecordLayer::seal`] takes.
     send_limit: usize,
     /// The peer's close_notify arrived: reads end.
@@ -240,6 +266,7 @@ impl<K: KeySchedule> RecordLayer<K> {
             pend: early.len(),
             out: Vec::with_capacity(send_limit + overhead + 2 * (HEADER + 64)),
             opos: 0,
+            oend: 0,
             send_limit,
             peer_closed: false,
             closing: false,
@@ -436,7 +463,10 @@ impl<K: KeySchedule> RecordLayer<K> {
                 "TLS 1.2 connection reached its key's record limit",
             ));
         }
-        seal_record(&mut self.out, &mut self.tx, self.tls13, typ, data, 0)
+        self.out.truncate(self.oend);
+        seal_record(&mut self.out, &mut self.tx, self.tls13, typ, data, 0)?;
+        self.oend = self.out.len();
+        Ok(())
     }
 
     /// Our KeyUpdate (when the peer asked, or our key has sealed [`TX_KEY_RECORDS`]), then the new send key.
@@ -479,15 +509,15 @@ impl<K: KeySchedule> RecordLayer<K> {
 
     /// Sealed bytes not yet sent.
     pub fn pending(&self) -> &[u8] {
-        &self.out[self.opos..]
+        &self.out[self.opos..self.oend]
     }
 
     /// `n` bytes of [`RecordLayer::pending`] were sent.
     pub fn sent(&mut self, n: usize) {
-        self.opos = (self.opos + n).min(self.out.len());
-        if self.opos == self.out.len() {
-            self.out.clear();
+        self.opos = (self.opos + n).min(self.oend);
+        if self.opos == self.oend {
             self.opos = 0;
+            self.oend = 0;
         }
     }
 
@@ -512,11 +542,11 @@ mod tests {
     }
 
     /// Hands out the next generation of each direction, like rustls' kernel connection.
-    struct Gen {
-        rx_dir: u8,
-        tx_dir: u8,
-        rx: u8,
-        tx: u8,
+    pub(super) struct Gen {
+        pub(super) rx_dir: u8,
+        pub(super) tx_dir: u8,
+        pub(super) rx: u8,
+        pub(super) tx: u8,
     }
 
     impl KeySchedule for Gen {
@@ -533,7 +563,7 @@ mod tests {
         }
     }
 
-    fn pair() -> (RecordLayer<Gen>, RecordLayer<Gen>) {
+    pub(super) fn pair() -> (RecordLayer<Gen>, RecordLayer<Gen>) {
         let end = |me: u8, peer: u8| {
             let ks = Gen {
                 rx_dir: peer,
@@ -547,7 +577,7 @@ mod tests {
     }
 
     /// Moves `a`'s sealed bytes into `b` in `piece`-byte steps and reads all plaintext `b` has.
-    fn pass(
+    pub(super) fn pass(
         a: &mut RecordLayer<Gen>,
         b: &mut RecordLayer<Gen>,
         piece: usize,
@@ -586,7 +616,7 @@ mod tests {
         assert_eq!(got, data);
         // `a` updates its key and asks for `b`'s update: `b` sends its own before its next data.
         let ask = [HS_KEY_UPDATE, 0, 0, 1, 1];
-        seal_record(&mut a.out, &mut a.tx, true, CT_HANDSHAKE, &ask, 0).unwrap();
+        a.seal(CT_HANDSHAKE, &ask).unwrap();
         a.tx = a.ks.next_tx().unwrap();
         assert_eq!(pass(&mut a, &mut b, 2).unwrap(), b"");
         assert_eq!(a.seal_data(b"x").unwrap(), 1);

@@ -516,6 +516,11 @@ impl FileHandle for FsFile {
         }
     }
 
+    fn read_vectored_at(&self, bufs: &mut [io::IoSliceMut<'_>], offset: u64) -> Result<usize> {
+        drsftp_sys::fileio::preadv(self.file.as_fd(), bufs, offset)
+            .map_err(|e| StorageError::from_io(&self.vpath, e))
+    }
+
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.file
             .write_all_at(buf, offset)

@@ -60,6 +60,14 @@ pub struct Metadata {
 pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// Read up to `buf.len()` bytes at `offset`; returns 0 at end of file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+    /// Read at `offset` into `bufs` in order; returns the bytes read (short is allowed, 0 at end of file). Files
+    /// on a host file system do it in one `preadv`; the default reads into the first non-empty buffer.
+    fn read_vectored_at(&self, bufs: &mut [std::io::IoSliceMut<'_>], offset: u64) -> Result<usize> {
+        match bufs.iter_mut().find(|b| !b.is_empty()) {
+            Some(b) => self.read_at(b, offset),
+            None => Ok(0),
+        }
+    }
     /// Write all of `buf` at `offset` (the file grows as needed; holes read as zeros).
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
     /// Current length in bytes.

@@ -1,8 +1,10 @@
 //! drsftp-sys: the only crate with `unsafe` code and OS specifics (socket options, TCP_INFO, TUN, UDP batching,
-//! network namespaces, path resolution confined beneath a root, dropping root, the C allocator's tunables).
+//! network namespaces, vectored file reads, path resolution confined beneath a root, dropping root, the C
+//! allocator's tunables).
 //! Everything above it is safe, portable Rust.
 
 pub mod ethtool;
+pub mod fileio;
 pub mod ifaddrs;
 pub mod malloc;
 pub mod netns;

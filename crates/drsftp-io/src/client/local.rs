@@ -54,6 +54,16 @@ impl FileHandle for LocalFile {
         }
     }
 
+    fn read_vectored_at(
+        &self,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        offset: u64,
+    ) -> drsftp_storage::Result<usize> {
+        use std::os::fd::AsFd;
+        drsftp_sys::fileio::preadv(self.file.as_fd(), bufs, offset)
+            .map_err(|e| StorageError::from_io(&self.name, e))
+    }
+
     fn write_at(&self, buf: &[u8], offset: u64) -> drsftp_storage::Result<()> {
         self.file
             .write_all_at(buf, offset)

@@ -34,6 +34,7 @@ mod cursor;
 mod fileio;
 mod mode_e_recv;
 mod mode_e_send;
+mod sealed;
 mod sockets;
 mod stream;
 #[cfg(test)]

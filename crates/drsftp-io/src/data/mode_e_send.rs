@@ -29,6 +29,7 @@ use tokio::task::JoinSet;
 use super::crc::CrcPieces;
 use super::cursor::Cursor;
 use super::fileio::{Pending, Placement};
+use super::sealed::{add_crc, block_ranges, seal_block, BlockSink, Shared};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::stream::send_chunk;
 use super::trace::StreamTrace;
@@ -423,10 +424,10 @@ async fn send_one(idx: usize, mut sock: MaybeTls, ctx: Arc<Ctx>) -> Result<Sent,
         let (rd, mut wr) = tcp.split();
         with_requests(idx, rd, &mut wr, fd.as_fd(), &ctx).await?
     } else {
-        // TLS has one state for both directions: the halves share it through tokio's lock (one task polls both).
-        let (mut rd, mut wr) = tokio::io::split(sock);
-        let r = with_requests(idx, &mut rd, &mut wr, fd.as_fd(), &ctx).await;
-        sock = rd.unsplit(wr);
+        // TLS has one state for both directions: the halves share it (one task polls both).
+        let shared = Shared::new(sock);
+        let r = with_requests(idx, shared.half(), &mut shared.half(), fd.as_fd(), &ctx).await;
+        sock = shared.into_inner();
         r?
     };
     Ok(Sent {
@@ -450,7 +451,7 @@ async fn with_requests<R, W>(
 ) -> Result<Moved, DataError>
 where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    W: BlockSink,
 {
     let rev = Reverse::default();
     let writer = async {
@@ -477,7 +478,7 @@ fn lowat_for(rate: f64, max: usize) -> usize {
 
 /// The data path of one connection: blocks until the cursor runs dry (or the connection is retired: after the
 /// block in hand), then EOD or EOF|EOD.
-async fn write_blocks<W: AsyncWrite + Unpin>(
+async fn write_blocks<W: BlockSink>(
     idx: usize,
     wr: &mut W,
     fd: BorrowedFd<'_>,
@@ -487,7 +488,11 @@ async fn write_blocks<W: AsyncWrite + Unpin>(
     let mut gauge: Gauge = ctx.gauges.stream();
     let mut trace = StreamTrace::new(ctx.opts.trace, ctx.start);
     let mut retired = false;
-    let buf_len = HEADER_LEN + ctx.chunk;
+    // Under TLS (our record layer) blocks are read straight into record slots and sealed where they lie.
+    let shape = wr.shape();
+    let buf_len = shape.map_or(HEADER_LEN + ctx.chunk, |s| {
+        s.buffer_len(HEADER_LEN + ctx.chunk)
+    });
     let mut spare: Option<Vec<u8>> = None;
     let mut place = Placement::default();
     let next_read = |spare: &mut Option<Vec<u8>>,
@@ -499,11 +504,11 @@ async fn write_blocks<W: AsyncWrite + Unpin>(
         };
         let (off, n) = ctx.cursor.next(streams)?;
         let buf = spare.take().unwrap_or_else(|| vec![0u8; buf_len]);
-        Some((
-            off,
-            n,
-            place.read(&ctx.file, buf, HEADER_LEN..HEADER_LEN + n, off),
-        ))
+        let read = match shape {
+            Some(s) => place.read_shaped(&ctx.file, buf, s, HEADER_LEN..HEADER_LEN + n, off),
+            None => place.read(&ctx.file, buf, HEADER_LEN..HEADER_LEN + n, off),
+        };
+        Some((off, n, read))
     };
     let mut sent = RangeSet::new();
     let mut crc = CrcPieces::default();
@@ -526,7 +531,7 @@ async fn write_blocks<W: AsyncWrite + Unpin>(
         }
         if ctx.opts.crc32c {
             // Just read: still in cache. These are the bytes that go out.
-            crc.add(off, &buf[HEADER_LEN..HEADER_LEN + got]);
+            add_crc(&mut crc, shape, &buf, HEADER_LEN..HEADER_LEN + got, off);
         }
         // Read ahead while this block goes out (unless this connection retires after it).
         retired = retired || ctx.try_retire(idx);
@@ -537,9 +542,18 @@ async fn write_blocks<W: AsyncWrite + Unpin>(
             write_echoes(wr, rev).await?;
         }
         if got > 0 {
-            buf[..HEADER_LEN]
-                .copy_from_slice(&Header::data(off - ctx.wire_sub, got as u64).encode());
-            wr.write_all(&buf[..HEADER_LEN + got]).await?;
+            let header = Header::data(off - ctx.wire_sub, got as u64).encode();
+            let mut from = 0;
+            for r in block_ranges(shape, 0..HEADER_LEN) {
+                let n = r.len();
+                buf[r].copy_from_slice(&header[from..from + n]);
+                from += n;
+            }
+            if shape.is_some() {
+                buf = seal_block(wr, buf, HEADER_LEN + got, buf_len).await?;
+            } else {
+                wr.write_all(&buf[..HEADER_LEN + got]).await?;
+            }
             let r = off..off + got as u64;
             ctx.progress.add(r.clone());
             sent.insert(r);

@@ -16,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::crc::CrcPieces;
 use super::fileio::{Pending, Placement};
+use super::sealed::{add_crc, seal_block, BlockSink};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::trace::StreamTrace;
 use super::{DataError, DataOpts, DataReport, Progress};
@@ -58,6 +59,9 @@ pub async fn send_stream(
     // The control driver resizes SO_SNDBUF when the receiver tells its buffer (`SBUF <id> <size>` / `126 SBUF`).
     let _sbuf = progress.sbuf().register_sender(sock.tcp(), opts)?;
     let chunk = send_chunk(opts);
+    // Under TLS (our record layer) chunks are read straight into record slots and sealed where they lie.
+    let shape = sock.shape();
+    let buf_len = shape.map_or(chunk, |s| s.buffer_len(chunk));
     let end = range.end;
     let mut pos = range.start;
     let mut spare: Option<Vec<u8>> = None;
@@ -71,23 +75,33 @@ pub async fn send_stream(
             return None;
         }
         let n = (end - pos).min(chunk as u64) as usize;
-        let buf = spare.take().unwrap_or_else(|| vec![0u8; chunk]);
-        Some((pos, place.read(&file, buf, 0..n, pos)))
+        let buf = spare.take().unwrap_or_else(|| vec![0u8; buf_len]);
+        Some((
+            pos,
+            match shape {
+                Some(s) => place.read_shaped(&file, buf, s, 0..n, pos),
+                None => place.read(&file, buf, 0..n, pos),
+            },
+        ))
     };
     let mut pending = next_read(pos, &mut spare, &mut place);
     let mut sent = RangeSet::new();
     let mut crc = CrcPieces::default();
     while let Some((off, p)) = pending.take() {
-        let (buf, got) = p.wait().await?;
+        let (mut buf, got) = p.wait().await?;
         if got == 0 {
             break; // end of file (a range past EOF, or `u64::MAX` = to EOF)
         }
         pos = off + got as u64;
         if opts.crc32c {
-            crc.add(off, &buf[..got]);
+            add_crc(&mut crc, shape, &buf, 0..got, off);
         }
         pending = next_read(pos, &mut spare, &mut place);
-        sock.write_all(&buf[..got]).await?;
+        if shape.is_some() {
+            buf = seal_block(&mut sock, buf, got, buf_len).await?;
+        } else {
+            sock.write_all(&buf[..got]).await?;
+        }
         progress.add(off..pos);
         sent.insert(off..pos);
         let now = Instant::now();

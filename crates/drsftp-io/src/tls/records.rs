@@ -343,6 +343,34 @@ impl Records {
         self.peer_fp
     }
 
+    /// Where a block's plaintext goes for [`Records::poll_seal_shaped`].
+    pub fn shape(&self) -> rec::RecordShape {
+        self.layer.shape()
+    }
+
+    /// Sends earlier records first (back-pressure), then seals plaintext bytes `0..plain` of `buf` (laid out by
+    /// [`Records::shape`]) in place and starts sending them; returns a buffer for the next block.
+    pub fn poll_seal_shaped(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut Option<Vec<u8>>,
+        plain: usize,
+    ) -> Poll<io::Result<Vec<u8>>> {
+        ready!(self.poll_drain(cx))?;
+        let block = buf
+            .take()
+            .ok_or_else(|| io::Error::other("shaped block already sealed"))?;
+        let spare = self.layer.seal_shaped(block, plain).map_err(|e| match e {
+            RecordError::Closed => io::ErrorKind::BrokenPipe.into(),
+            e => rec_err(e),
+        })?;
+        // One attempt now; what the socket does not take goes with the next write or flush.
+        if let Poll::Ready(Err(e)) = self.poll_drain(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(spare))
+    }
+
     /// Writes sealed records to the socket until none is left or the socket is full.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.layer.pending().is_empty() {

@@ -100,6 +100,15 @@ impl FileHandle for DiskFile {
             .read_at(buf, offset)
             .map_err(|e| StorageError::from_io("test", e))
     }
+    fn read_vectored_at(
+        &self,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        offset: u64,
+    ) -> SResult<usize> {
+        use std::os::fd::AsFd;
+        drsftp_sys::fileio::preadv(self.0.as_fd(), bufs, offset)
+            .map_err(|e| StorageError::from_io("test", e))
+    }
     fn write_at(&self, buf: &[u8], offset: u64) -> SResult<()> {
         self.0
             .write_all_at(buf, offset)
