@@ -385,27 +385,45 @@ impl Records {
 }
 
 impl AsyncRead for Records {
+    /// Fills `buf` with as much plaintext as is at hand, as a cleartext read takes all the socket holds: every
+    /// opened record that fits, then one more receive if it does not block. Returning one record (16 KiB) per
+    /// read made a TLS receiver loop, sample its gauges and poll the socket 16 times per 256 KiB block.
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let me = self.get_mut();
+        let start = buf.filled().len();
         loop {
-            match me.layer.plaintext().map_err(rec_err)? {
-                Plain::Data(p) => {
-                    let n = p.len().min(buf.remaining());
-                    buf.put_slice(&p[..n]);
-                    me.layer.consume(n);
-                    return Poll::Ready(Ok(()));
+            loop {
+                match me.layer.plaintext().map_err(rec_err)? {
+                    Plain::Data(p) => {
+                        let n = p.len().min(buf.remaining());
+                        buf.put_slice(&p[..n]);
+                        me.layer.consume(n);
+                        if buf.remaining() == 0 {
+                            return Poll::Ready(Ok(()));
+                        }
+                    }
+                    Plain::Closed => return Poll::Ready(Ok(())),
+                    Plain::NeedMore => break,
                 }
-                Plain::Closed => return Poll::Ready(Ok(())),
-                Plain::NeedMore => {}
             }
+            let copied = buf.filled().len() > start;
             let mut rb = ReadBuf::new(me.layer.recv_buf());
-            ready!(Pin::new(&mut me.sock).poll_read(cx, &mut rb))?;
+            match Pin::new(&mut me.sock).poll_read(cx, &mut rb) {
+                // What is copied is the read's result; an error or the end shows on the next read.
+                Poll::Pending | Poll::Ready(Err(_)) if copied => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => {}
+            }
             let n = rb.filled().len();
             if n == 0 {
+                if copied {
+                    return Poll::Ready(Ok(()));
+                }
                 return Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "TLS peer closed the connection without close_notify (truncated)",
