@@ -49,12 +49,23 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
     }
     usable &= !w.protected && !w.no_relay;
     // The destination's listing for `--sync`; without one every file takes the one-file path, which asks.
+    // Each directory once per worker: a listing between two batches would cost the kept data channel.
     let mut dest = None;
     if usable && opts.sync != SyncMode::None {
-        let tasks: Vec<&FileTask> = idx.iter().map(|&i| &job.files[i]).collect();
+        let tasks: Vec<&FileTask> = idx
+            .iter()
+            .map(|&i| &job.files[i])
+            .filter(|t| match &t.dst {
+                Loc::Remote(p) => !w.listed.contains_key(split(p).0),
+                Loc::Local(_) => false,
+            })
+            .collect();
         if let Some(c) = w.dst.as_mut() {
             match listed(c, &tasks).await {
-                Ok(d) => dest = Some(d),
+                Ok(d) => {
+                    w.listed.extend(d);
+                    dest = Some(&w.listed);
+                }
                 Err(e) => {
                     tracing::debug!("listing for --sync: {e}");
                     w.dst = None;
@@ -66,7 +77,8 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
     let mut which = Vec::new();
     for &i in idx {
         let task = &job.files[i];
-        let (Loc::Remote(sp), Loc::Remote(dp), Some(size)) = (&task.src, &task.dst, task.size) else {
+        let (Loc::Remote(sp), Loc::Remote(dp), Some(size)) = (&task.src, &task.dst, task.size)
+        else {
             continue;
         };
         if let Some(d) = &dest {

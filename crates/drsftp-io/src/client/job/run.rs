@@ -4,6 +4,7 @@
 //! it), and retries with backoff for transient failures (the session is reconnected). A failed file is recorded and
 //! the job goes on.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -97,6 +98,9 @@ pub(super) struct Worker {
     pub(super) no_upbatch: bool,
     /// One of the two servers cannot take third-party batches (no MODE E).
     pub(super) no_relay: bool,
+    /// Destination directories this worker listed for `--sync` (third-party batches): listed once, since a
+    /// listing's PASV would end the data channel the batches keep.
+    pub(super) listed: HashMap<String, HashMap<String, Meta>>,
 }
 
 impl Worker {
