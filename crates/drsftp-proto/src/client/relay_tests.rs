@@ -210,7 +210,7 @@ fn no_retr_before_its_store_is_accepted_and_the_window_holds() {
         p.src_reply("125 go\n226 done\n213 01\n");
         p.dst_reply("226 ok\n213 ok\n213 01\n");
         answered = i + 1;
-        log.extend(p.src_log.drain(..));
+        log.append(&mut p.src_log);
     }
     for (line, accepted) in &log {
         if let Some(rest) = line.strip_prefix("RETR /d/f ") {
