@@ -8,10 +8,15 @@
 # round). Files live on /dev/shm (tmpfs: no disk in the way, fsync is free).
 # Usage (root): bench/tree-bench.sh [--rtt 100ms] [--rate 200mbit] [--secs 120] [--reps 1] [--trees 1m,64k,300x64k]
 #               [--servers drsftp,globus] [--cases drsftp,guc-r,guc-r-pp,guc-r-pp-cc4,guc-r-pp-cc16,one-file]
-#               [--direction down|up] [--lab pip] [--out FILE] [--record]
+#               [--direction down|up|tp] [--lab pip] [--out FILE] [--record]
 # DRSFTP_BIN=path uses that binary (default: builds drsftp and drsftp-bench, uses target/release/drsftp).
 # --direction up: host 1 uploads the trees into the servers (`drsftp copy -r DIR/ URL/`, guc `file://DIR/ URL/`);
 # case drsftp-before runs DRSFTP_BEFORE_BIN the same way (an older build, for a before/after in one run).
+# --direction tp: third-party, server to server: the source servers run on host 1, the destination servers on host
+# 2 (`drsftp` = drsftp serve to drsftp serve, `globus` = globus-gridftp-server to globus-gridftp-server, both with
+# third-party transfers allowed), and the client runs on host 1 with the source (its commands to the destination
+# cross the WAN; the data goes source to destination over it). guc cases are guc third-party (`-r -cd -pp ...
+# ftp://h1/... ftp://h2/...`).
 # The lab and both servers are removed on exit, also on failure or Ctrl-C. --record writes a run folder
 # bench/runs/<date>-<commit>-tree-bench/ (command.txt, machine.txt, results.csv, the report as README.md).
 set -euo pipefail
@@ -24,7 +29,7 @@ while [ $# -gt 0 ]; do
     --record) RECORD=1; shift; continue ;;
     --rtt) RTT=$2 ;; --rate) RATE=$2 ;; --secs) SECS=$2 ;; --reps) REPS=$2 ;; --trees) TREES=$2 ;;
     --servers) SERVERS=$2 ;; --cases) CASES=$2 ;; --lab) LAB=$2 ;; --out) OUT=$2 ;; --direction) DIRECTION=$2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -39,7 +44,9 @@ command -v globus-url-copy >/dev/null || { echo "needs globus-url-copy"; exit 1;
 GSRV=$(command -v globus-gridftp-server || echo /usr/sbin/globus-gridftp-server)
 WORK=/dev/shm/drsftp-tree-$LAB
 cleanup() {
-  for f in "$WORK/srv.pid" "$WORK/gsrv.pid"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+  for f in "$WORK/srv.pid" "$WORK/gsrv.pid" "$WORK/srv1.pid" "$WORK/gsrv1.pid"; do
+    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+  done
   wait 2>/dev/null || true
   "$BIN" lab down "$LAB" >/dev/null 2>&1 || true
   rm -rf "$WORK"
@@ -67,25 +74,55 @@ for t in trees:
 PY
 chmod -R a+rX "$WORK/root"
 "$BIN" lab up "$LAB" --rtt "$RTT" --rate "$RATE" --hosts 2 >"$WORK/lab.txt"
-H2=198.18.0.2
+H1=198.18.0.1 H2=198.18.0.2
+# Third-party: host 2 serves (and receives into) $WORK/dst, host 1 serves the trees.
+ROOT2=$WORK/root
+EXTRA2=
+if [ "$DIRECTION" = tp ]; then
+  ROOT2=$WORK/dst EXTRA2="--anonymous-write --third-party all"
+  mkdir -p "$ROOT2"; chmod 777 "$ROOT2"
+elif [ "$DIRECTION" = up ]; then
+  EXTRA2=--anonymous-write
+fi
 # `lab exec` does not pass signals on: each server writes its own PID (sh's, then exec) for the cleanup.
 "$BIN" lab exec "$LAB" h2 -- sh -c "echo \$\$ >$WORK/srv.pid; exec $BIN serve --listen $H2:2811 --anonymous \
-  --root $WORK/root $([ "$DIRECTION" = up ] && echo --anonymous-write)" >>"$WORK/serve.log" 2>&1 &
+  --root $ROOT2 $EXTRA2" >>"$WORK/serve.log" 2>&1 &
 # globus-gridftp-server looks its address up by name, and a lab host has no resolver: a private /etc/hosts.
 printf '127.0.0.1 localhost %s\n198.18.0.1 h1\n198.18.0.2 h2\n' "$(hostname)" >"$WORK/hosts"
 "$BIN" lab exec "$LAB" h2 -- unshare -m sh -c "echo \$\$ >$WORK/gsrv.pid; mount --bind $WORK/hosts /etc/hosts && \
   exec $GSRV -aa -anonymous-user nobody -p 2812 -control-interface $H2 -data-interface $H2 -home-dir / \
   -l $WORK/gserve.log" </dev/null >/dev/null 2>&1 &
-for port in 2811 2812; do
-  for _ in $(seq 100); do
-    "$BIN" lab exec "$LAB" h1 -- bash -c "exec 3<>/dev/tcp/$H2/$port" 2>/dev/null && break
-    sleep 0.1
+if [ "$DIRECTION" = tp ]; then
+  "$BIN" lab exec "$LAB" h1 -- sh -c "echo \$\$ >$WORK/srv1.pid; exec $BIN serve --listen $H1:2811 --anonymous \
+    --third-party all --root $WORK/root" >>"$WORK/serve1.log" 2>&1 &
+  "$BIN" lab exec "$LAB" h1 -- unshare -m sh -c "echo \$\$ >$WORK/gsrv1.pid; mount --bind $WORK/hosts /etc/hosts && \
+    exec $GSRV -aa -anonymous-user nobody -p 2812 -control-interface $H1 -data-interface $H1 -home-dir / \
+    -l $WORK/gserve1.log" </dev/null >/dev/null 2>&1 &
+fi
+for host in $H2 $([ "$DIRECTION" = tp ] && echo $H1); do
+  for port in 2811 2812; do
+    for _ in $(seq 100); do
+      "$BIN" lab exec "$LAB" h1 -- bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null && break
+      sleep 0.1
+    done
   done
 done
 url() { # server tree-or-file -> URL
   case $1 in
     drsftp) echo "ftp://$H2:2811/$2" ;;
     globus) echo "ftp://$H2:2812$WORK/root/$2" ;;
+  esac
+}
+src_url() { # third-party source: server tree-or-file -> URL on host 1
+  case $1 in
+    drsftp) echo "ftp://$H1:2811/$2" ;;
+    globus) echo "ftp://$H1:2812$WORK/root/$2" ;;
+  esac
+}
+dst_url() { # third-party destination: server dir -> URL on host 2
+  case $1 in
+    drsftp) echo "ftp://$H2:2811/$2" ;;
+    globus) echo "ftp://$H2:2812$WORK/dst/$2" ;;
   esac
 }
 total() { case $1 in 1m) echo $((300 << 20)) ;; 64k) echo $((5000 << 16)) ;; 300x64k) echo $((300 << 16)) ;; esac; }
@@ -101,7 +138,20 @@ one() { # tree:server:case -> appends a CSV line
   local t=${1%%:*} rest=${1#*:} s c d t0 t1 bytes files want
   s=${rest%%:*} c=${rest#*:} d="$WORK/out/run"
   want=$(total "$t")
-  if [ "$DIRECTION" = up ]; then
+  if [ "$DIRECTION" = tp ]; then
+    d="$WORK/dst/run"
+    rm -rf "$d"; mkdir -p "$d"; chmod 777 "$d"
+    local from to; from=$(src_url $s tree$t) to=$(dst_url $s run)
+    t0=$(date +%s.%N)
+    case $c in
+      drsftp) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" "$BIN" copy -r -q "$from/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+      drsftp-before) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" "$DRSFTP_BEFORE_BIN" copy -r -q "$from/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+      one-file) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" "$BIN" copy -q "$(src_url $s one$t)" "$to/one" >/dev/null 2>"$WORK/err" || true ;;
+      guc-r) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" globus-url-copy -r -cd "$from/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+      guc-r-pp) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" globus-url-copy -r -cd -pp "$from/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+      guc-r-pp-cc*) "$BIN" lab exec "$LAB" h1 -- timeout "$SECS" globus-url-copy -r -cd -pp -cc "${c#guc-r-pp-cc}" "$from/" "$to/" >/dev/null 2>"$WORK/err" || true ;;
+    esac
+  elif [ "$DIRECTION" = up ]; then
     # Into the served tree; globus-gridftp-server writes as nobody.
     d="$WORK/root/up-run"
     rm -rf "$d"; mkdir -p "$d"; chmod 777 "$d"

@@ -138,6 +138,7 @@ async fn drive(
         checksum: alg.map(|a| a.name().to_string()),
         port,
         window: BATCH_WINDOW,
+        gated: false,
     }))?;
     let mut finishing = tokio::task::JoinSet::new();
     let outcome: Result<(), ClientError> = async {

@@ -41,6 +41,9 @@ pub(crate) struct Control {
     pub(crate) batch_channel: Option<super::batch::BatchChannel>,
     /// The data channel the last upload batch left open (`upbatch.rs`); dropped by any other data transfer.
     pub(crate) upload_channel: Option<super::upbatch::UploadChannel>,
+    /// The control address of the other server of the last third-party batch (`relay.rs`), whose data connection
+    /// the server keeps; dropped by any other data transfer.
+    pub(crate) relay_link: Option<SocketAddr>,
 }
 
 /// How many command round trips [`Control`] keeps (the first ones: login, before any transfer loads the path).
@@ -95,6 +98,7 @@ impl Control {
                         last_size: None,
                         batch_channel: None,
                         upload_channel: None,
+                        relay_link: None,
                     });
                 }
                 Ok(Err(e)) => last = Some(e),
@@ -207,13 +211,32 @@ impl Control {
         self.last_size = None;
         // Another data channel (PORT/PASV) replaces the one the server kept for batches.
         // Download batches (PORT) and upload batches (PASV) replace each other's channel too.
+        // A third-party batch (gated RETRs, or STORs whose data comes from another server) sets up or reuses the
+        // channel between the two servers: the link is restored by `relay.rs` when it ends well.
+        let relay = match &op {
+            Op::Batch(b) => b.gated,
+            Op::UploadBatch(u) => u.first_alone,
+            _ => false,
+        };
         match op {
             Op::Transfer(_) | Op::List { .. } | Op::Command(_) | Op::Secure { .. } => {
                 self.batch_channel = None;
                 self.upload_channel = None;
+                self.relay_link = None;
             }
-            Op::Batch(_) => self.upload_channel = None,
-            Op::UploadBatch(_) => self.batch_channel = None,
+            _ if relay => {
+                self.batch_channel = None;
+                self.upload_channel = None;
+                self.relay_link = None;
+            }
+            Op::Batch(_) => {
+                self.upload_channel = None;
+                self.relay_link = None;
+            }
+            Op::UploadBatch(_) => {
+                self.batch_channel = None;
+                self.relay_link = None;
+            }
             _ => {}
         }
         self.session.start(Instant::now(), op)?;

@@ -22,6 +22,7 @@ pub mod job;
 mod local;
 mod observe;
 pub mod profile;
+mod relay;
 mod resume;
 mod task;
 mod third_party;
@@ -51,6 +52,7 @@ pub use batch::{BatchFile, BATCH_WINDOW};
 pub use drsftp_proto::client::{Features, ListKind, Partial, TransferMode};
 pub use error::ClientError;
 pub use observe::peak_and_final;
+pub use relay::{relay_batch, RelayFile, RELAY_WINDOW};
 pub use third_party::copy as third_party_copy;
 pub use upbatch::{UploadFile, UPLOAD_WINDOW};
 

@@ -155,6 +155,8 @@ async fn drive(
         checksum: alg.map(|a| a.name().to_string()),
         pasv,
         window: UPLOAD_WINDOW,
+        peer: None,
+        first_alone: false,
     }))?;
     let mut finishing = tokio::task::JoinSet::new();
     let outcome: Result<(), ClientError> = async {

@@ -116,7 +116,7 @@ impl ClientSession {
                 }
                 None => return Some(Err(refused(reply))),
             },
-            Kind::Allo => {
+            Kind::Allo | Kind::Peer => {
                 if !reply.is_ok() {
                     let n = format!("server refused `{cmd}`: {reply}");
                     run.report.notices.push(n.clone());

@@ -14,8 +14,9 @@ use std::collections::VecDeque;
 use super::addr::port_command;
 use super::plan::{Kind, Step};
 use super::reply::Reply;
-use super::session::ClientSession;
+use super::session::{ClientSession, Running};
 use super::types::{BatchSpec, Event, TransferMode};
+use std::time::Instant;
 
 /// Most files a batch keeps in flight whatever the spec says: two lines each stay far below the 256 lines a
 /// drsftp server queues before it gives up on a session (`MAX_QUEUED_COMMANDS`).
@@ -73,6 +74,37 @@ impl ClientSession {
     }
 }
 
+/// What a running batch keeps besides its steps: the window, and the gates of third-party batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct BatchRun {
+    /// Most RETRs (or STORs) unanswered at once.
+    pub(super) window: usize,
+    /// [`BatchSpec::gated`]: files before this index are decided ([`ClientSession::decide_batch_file`]); the
+    /// RETR of this one and later ones wait.
+    pub(super) gate: Option<usize>,
+    /// [`UploadBatchSpec::first_alone`](super::UploadBatchSpec): no STOR accepted with a 1xx yet, so only one
+    /// STOR (with its ALLO) is in flight at a time.
+    pub(super) alone: bool,
+}
+
+impl BatchRun {
+    pub(super) fn download(spec: &BatchSpec) -> Self {
+        BatchRun {
+            window: spec.window,
+            gate: spec.gated.then_some(0),
+            alone: false,
+        }
+    }
+
+    pub(super) fn upload(spec: &super::UploadBatchSpec) -> Self {
+        BatchRun {
+            window: spec.window,
+            gate: None,
+            alone: spec.first_alone,
+        }
+    }
+}
+
 /// In a batch, may `next` go out now, with `in_flight` RETRs (or STORs) unanswered and a window of `window`?
 /// An upload batch's ALLO goes with its STOR, so it waits for the window too.
 pub(super) fn may_send(next: Kind, in_flight: usize, window: usize) -> bool {
@@ -82,6 +114,53 @@ pub(super) fn may_send(next: Kind, in_flight: usize, window: usize) -> bool {
             in_flight < window.clamp(1, super::upbatch::MAX_UPLOAD_WINDOW)
         }
         _ => true,
+    }
+}
+
+/// May the batch's next command `next` go out now? The window; an upload batch's files wait for the data
+/// channel (a refused PASV, then EPSV, must not leave STORs behind it with no channel); a gated RETR waits for
+/// its decision; while `alone`, a second STOR waits for the first one's answer.
+pub(super) fn may_go(run: &Running, b: BatchRun, next: Kind) -> bool {
+    let transfers = run
+        .inflight
+        .iter()
+        .filter(|(_, k)| is_batch_transfer(*k))
+        .count();
+    let channel_due = run
+        .inflight
+        .iter()
+        .any(|(_, k)| matches!(k, Kind::Pasv | Kind::Epsv));
+    let stor = matches!(next, Kind::Allo | Kind::BatchStor(_));
+    let gated = matches!((next, b.gate), (Kind::BatchRetr(i), Some(g)) if i >= g);
+    may_send(next, transfers, b.window)
+        && !(channel_due && stor)
+        && !gated
+        && !(b.alone && stor && transfers > 0)
+}
+
+impl ClientSession {
+    /// A gated batch ([`BatchSpec::gated`]): decides its next undecided file, in order. `send`: its RETR and
+    /// CKSM may go out (the destination accepted its STOR); otherwise they are dropped and never sent. Returns
+    /// the index decided, `None` if no gated batch runs or every file is decided already.
+    pub fn decide_batch_file(&mut self, now: Instant, send: bool) -> Option<usize> {
+        let run = self.current.as_mut()?;
+        let b = run.batch.as_mut()?;
+        let i = b.gate?;
+        let planned = run
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Cmd(_, Kind::BatchRetr(j)) if *j == i));
+        if !planned {
+            return None;
+        }
+        b.gate = Some(i + 1);
+        if !send {
+            run.steps.retain(
+                |s| !matches!(s, Step::Cmd(_, Kind::BatchRetr(j) | Kind::BatchCksm(j)) if *j == i),
+            );
+        }
+        self.advance(now);
+        Some(i)
     }
 }
 

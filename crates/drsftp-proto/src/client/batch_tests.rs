@@ -13,6 +13,7 @@ fn spec(n: usize, window: usize, port: bool) -> BatchSpec {
         checksum: Some("CRC32C".into()),
         port: port.then(|| "127.0.0.1:60201".parse().unwrap()),
         window,
+        gated: false,
     }
 }
 

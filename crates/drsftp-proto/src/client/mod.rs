@@ -25,6 +25,9 @@ mod pipeline;
 #[cfg(test)]
 mod pipeline_tests;
 mod plan;
+mod relay;
+#[cfg(test)]
+mod relay_tests;
 mod reply;
 #[cfg(test)]
 mod script_tests;
@@ -51,6 +54,7 @@ pub mod blast_setup {
 pub use crate::ranges::parse_ranges;
 pub use feat::{Features, VERIFY_PREFERENCE};
 pub use markers::{parse_perf_marker, parse_range_marker, parse_stripe_counts, PerfMarker};
+pub use relay::{Relay, RelayBreak, RelayResult};
 pub use reply::{Reply, ReplyError, ReplyReader};
 pub use session::ClientSession;
 pub use types::{

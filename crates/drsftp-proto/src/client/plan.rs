@@ -42,6 +42,8 @@ pub(super) enum Kind {
     Pasv,
     Epsv,
     Allo,
+    /// `PEER <host>` before a third-party batch's PASV: a refusal is a notice.
+    Peer,
     /// `REST` before a resumed download: `350` expected. With `required` (a stream-mode offset: the bytes
     /// would land in the wrong place) a refusal fails the operation; otherwise (ranges for blast or MODE E,
     /// whose blocks carry their offsets) it is a notice and the server sends everything.

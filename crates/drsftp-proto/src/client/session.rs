@@ -51,8 +51,8 @@ pub(super) struct Running {
     pub(super) abort_refusal: Option<ClientError>,
     /// A blast transfer: what is known of its channel so far.
     pub(super) blast: Option<BlastNeg>,
-    /// A batch ([`Op::Batch`]): its window of RETRs in flight (`batch.rs`).
-    pub(super) batch: Option<usize>,
+    /// A batch ([`Op::Batch`], [`Op::UploadBatch`]): its window and gates (`batch.rs`).
+    pub(super) batch: Option<batch::BatchRun>,
     /// A striped download: the server's stripes from its SPAS reply, for [`Event::ListenStriped`].
     pub(super) stripe_peers: Vec<SocketAddr>,
     /// Stripes the server named in its SPAS reply (0: no SPAS answered).
@@ -266,11 +266,11 @@ impl ClientSession {
             }
             Op::Quit => [Step::Cmd("QUIT".into(), Kind::Quit)].into(),
             Op::Batch(spec) => {
-                batch = Some(spec.window);
+                batch = Some(batch::BatchRun::download(&spec));
                 self.plan_batch(&spec)
             }
             Op::UploadBatch(spec) => {
-                batch = Some(spec.window);
+                batch = Some(batch::BatchRun::upload(&spec));
                 self.plan_upload_batch(&spec)
             }
             Op::Secure {
@@ -549,7 +549,7 @@ impl ClientSession {
 
     /// Sends the next step if nothing is outstanding, and with a drsftp server every following command that
     /// may be pipelined behind the ones in flight ([`may_follow`]).
-    fn advance(&mut self, now: Instant) {
+    pub(super) fn advance(&mut self, now: Instant) {
         if self.phase != Phase::Ready {
             return;
         }
@@ -565,23 +565,13 @@ impl ClientSession {
             if run.parked.is_some() {
                 return;
             }
-            if let Some((_, last)) = run.inflight.back() {
+            if let (Some(Step::Cmd(_, next)), Some(b)) = (run.steps.front(), run.batch) {
+                // A batch's own rules (window, channel, gates) hold whether or not anything is in flight.
+                if !batch::may_go(run, b, *next) {
+                    return;
+                }
+            } else if let Some((_, last)) = run.inflight.back() {
                 let more = match (run.steps.front(), run.batch) {
-                    (Some(Step::Cmd(_, next)), Some(window)) => {
-                        let retrs = run
-                            .inflight
-                            .iter()
-                            .filter(|(_, k)| batch::is_batch_transfer(*k))
-                            .count();
-                        // An upload batch's files wait for the data channel: a refused PASV (then EPSV) must
-                        // not leave STORs behind it with no channel.
-                        let channel_due = run
-                            .inflight
-                            .iter()
-                            .any(|(_, k)| matches!(k, Kind::Pasv | Kind::Epsv));
-                        batch::may_send(*next, retrs, window)
-                            && !(channel_due && matches!(next, Kind::Allo | Kind::BatchStor(_)))
-                    }
                     (Some(Step::Cmd(_, next)), None) => {
                         pipelining
                             && may_follow(*last, *next)
@@ -749,8 +739,14 @@ impl ClientSession {
         if reply.is_preliminary() {
             if let Kind::BatchRetr(i) | Kind::BatchStor(i) = kind {
                 run.started = true;
+                if let Some(b) = run.batch.as_mut() {
+                    // The data channel is in use: later STORs may queue behind this one.
+                    b.alone = false;
+                }
                 self.deadline = None;
                 self.events.push_back(Event::BatchStarted(i));
+                // A first STOR held the others back (`first_alone`): they may go now.
+                self.advance(now);
                 return;
             }
             if let Kind::Transfer { .. } = kind {

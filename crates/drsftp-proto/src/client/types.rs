@@ -270,6 +270,10 @@ pub struct BatchSpec {
     pub port: Option<SocketAddr>,
     /// Most files whose RETR is unanswered at once (at least 1): bounds what the server queues.
     pub window: usize,
+    /// Third-party batches (`relay.rs`): file k's RETR (and its CKSM) wait until the driver has decided file
+    /// k with [`ClientSession::decide_batch_file`](super::ClientSession::decide_batch_file) (sent once the
+    /// destination accepted file k's STOR, dropped if it refused it). False: RETRs go as the window allows.
+    pub gated: bool,
 }
 
 /// One file of an upload batch.
@@ -295,6 +299,13 @@ pub struct UploadBatchSpec {
     pub pasv: bool,
     /// Most files whose STOR is unanswered at once (at least 1).
     pub window: usize,
+    /// `PEER <host>` before PASV (third-party batches to a server whose FEAT lists PEER: the host whose data
+    /// connections it is to accept). A refusal is a notice, as in the one-file third-party path.
+    pub peer: Option<String>,
+    /// The first file's STOR goes alone, the rest wait until it is answered (1xx or final). Third-party batches:
+    /// a server that answers STOR only once the data connection is in (globus-gridftp-server on a fresh passive
+    /// listener) has its first file started without a 1xx, and no other STOR may then be queued behind it.
+    pub first_alone: bool,
 }
 
 /// What the server agreed to during a transfer, and what it reported.

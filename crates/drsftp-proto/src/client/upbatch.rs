@@ -30,6 +30,9 @@ impl ClientSession {
             s.push_back(Step::Cmd(line.to_string(), Kind::OptsDrs(on)));
         }
         if spec.pasv {
+            if let Some(host) = &spec.peer {
+                s.push_back(Step::Cmd(format!("PEER {host}"), Kind::Peer));
+            }
             s.push_back(Step::Cmd("PASV".into(), Kind::Pasv));
         }
         for (i, f) in spec.files.iter().enumerate() {

@@ -19,6 +19,8 @@ fn spec(n: usize, window: usize, pasv: bool) -> UploadBatchSpec {
         checksum: Some("CRC32C".into()),
         pasv,
         window,
+        peer: None,
+        first_alone: false,
     }
 }
 

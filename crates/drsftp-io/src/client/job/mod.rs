@@ -6,6 +6,7 @@
 
 mod batch;
 pub mod plan;
+mod relay;
 mod run;
 mod upbatch;
 mod walk;

@@ -4,6 +4,7 @@
 //! it), and retries with backoff for transient failures (the session is reconnected). A failed file is recorded and
 //! the job goes on.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -95,6 +96,11 @@ pub(super) struct Worker {
     pub(super) no_batch: bool,
     /// The destination server cannot take upload batches (no MODE E).
     pub(super) no_upbatch: bool,
+    /// One of the two servers cannot take third-party batches (no MODE E).
+    pub(super) no_relay: bool,
+    /// Destination directories this worker listed for `--sync` (third-party batches): listed once, since a
+    /// listing's PASV would end the data channel the batches keep.
+    pub(super) listed: HashMap<String, HashMap<String, Meta>>,
 }
 
 impl Worker {
@@ -237,12 +243,14 @@ async fn worker(shared: Arc<Shared>, src: Option<Slot>, dst: Option<Slot>) {
         let Some(task) = shared.job.files.get(i) else {
             break;
         };
-        // Small downloads and small uploads go in batches (a job has one direction).
+        // Small downloads, uploads and third-party copies go in batches (a job has one direction).
         let fits: Option<fn(&Shared, &Worker, &FileTask) -> bool> =
             if super::batch::eligible(&shared, &w, task) {
                 Some(super::batch::eligible)
             } else if super::upbatch::eligible(&shared, &w, task) {
                 Some(super::upbatch::eligible)
+            } else if super::relay::eligible(&shared, &w, task) {
+                Some(super::relay::eligible)
             } else {
                 None
             };
@@ -264,10 +272,10 @@ async fn worker(shared: Arc<Shared>, src: Option<Slot>, dst: Option<Slot>) {
                     None => break,
                 }
             }
-            if matches!(task.src, Loc::Local(_)) {
-                super::upbatch::run(&mut w, &shared, &idx).await;
-            } else {
-                super::batch::run(&mut w, &shared, &idx).await;
+            match (&task.src, &task.dst) {
+                (Loc::Local(_), _) => super::upbatch::run(&mut w, &shared, &idx).await,
+                (_, Loc::Remote(_)) => super::relay::run(&mut w, &shared, &idx).await,
+                _ => super::batch::run(&mut w, &shared, &idx).await,
             }
             continue;
         }

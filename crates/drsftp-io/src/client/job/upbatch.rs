@@ -29,7 +29,7 @@ pub(super) fn eligible(shared: &Shared, w: &Worker, task: &FileTask) -> bool {
 }
 
 /// The parent directory and name of a server path.
-fn split(path: &str) -> (&str, &str) {
+pub(super) fn split(path: &str) -> (&str, &str) {
     match path.rsplit_once('/') {
         Some(("", name)) => ("/", name),
         Some((dir, name)) => (dir, name),
@@ -39,7 +39,7 @@ fn split(path: &str) -> (&str, &str) {
 
 /// What the destination directories of `tasks` hold: one MLSD each. A directory the server will not list (it
 /// does not exist yet: 5xx) holds nothing; any other failure is the session's.
-async fn listed(
+pub(super) async fn listed(
     c: &mut Client,
     tasks: &[&FileTask],
 ) -> Result<HashMap<String, HashMap<String, Meta>>, ClientError> {

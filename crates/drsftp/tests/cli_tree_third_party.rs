@@ -1,0 +1,353 @@
+//! `drsftp copy -r ftp://A/dir/ ftp://B/dir/` of many small files: the pipelined third-party batches
+//! (`relay_batch`). drsftp serve to drsftp serve, a 203-file tree with spaces and unicode in its names lands
+//! identical, verified and with its modification times; the control dialogue shows later files' STORs going out
+//! before the first file has even started on the source, every RETR only after the destination accepted that
+//! file's STOR, and the destination accepting one data connection for all the files; a name the destination
+//! refuses in the middle fails alone (its RETR never goes out) and the job exits non-zero naming it; and
+//! globus-gridftp-server works as source and as destination. Servers started here are killed by PID on drop.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+const T: Duration = Duration::from_secs(180);
+
+/// `n` small files (0 to 96 KiB) with a space in their names under `dir`, and (with `unicode`) three more in a
+/// subdirectory with a space and unicode names; modification times in 2020. Returns the relative names.
+fn make_small_tree(dir: &Path, n: usize, unicode: bool) -> Vec<String> {
+    std::fs::create_dir_all(dir.join("sub dir")).unwrap();
+    let mut names: Vec<String> = (0..n).map(|i| format!("f {i:03}.bin")).collect();
+    if unicode {
+        names.extend((0..3).map(|i| format!("sub dir/ünï {i}.dat")));
+    }
+    for (i, name) in names.iter().enumerate() {
+        let p = dir.join(name);
+        random_file(&p, (i * 487) % (96 << 10), 11 + i as u64);
+        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 100);
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+    names
+}
+
+fn mtime(p: &Path) -> u64 {
+    std::fs::metadata(p)
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn records(j: &Value) -> &Vec<Value> {
+    j["records"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no records in {j}"))
+}
+
+/// Every file of `names` is at `dst` with the same bytes (and, with `times`, the same modification time).
+fn same_files(src: &Path, dst: &Path, names: &[String], times: bool) {
+    for n in names {
+        let (a, b) = (src.join(n), dst.join(n));
+        assert!(b.exists(), "{n} missing at the destination");
+        assert_eq!(sha256_file(&a), sha256_file(&b), "{n}");
+        if times {
+            assert_eq!(mtime(&a), mtime(&b), "{n}: modification time");
+        }
+    }
+}
+
+/// The control lines of a `drsftp_logged` run (`-> CMD` / `<- reply`), without the log prefix.
+fn dialogue(err: &str) -> Vec<&str> {
+    err.lines()
+        .filter_map(|l| l.split_once("control: ").map(|(_, r)| r))
+        .collect()
+}
+
+#[test]
+fn a_small_tree_goes_server_to_server_pipelined_over_one_connection() {
+    let dir = open_tempdir();
+    let (ra, rb) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&rb).unwrap();
+    let names = make_small_tree(&ra.join("tree"), 200, true);
+    let a = drsftp_server(&ra, &[]);
+    let b = drsftp_server(&rb, &["--log", "debug"]);
+
+    // One pair of sessions, so the dialogue is one sequence.
+    let (ok, out, err) = drsftp_logged(
+        &[
+            "copy",
+            "-r",
+            "--json",
+            "--concurrency",
+            "1",
+            &a.url("/tree/"),
+            &b.url("/tp/"),
+        ],
+        T,
+    );
+    assert!(ok, "third-party copy failed:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(j["copied"], names.len(), "{j}");
+    assert_eq!(j["failed"], 0, "{j}");
+    for r in records(&j) {
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["attempts"], 1, "{r}");
+        assert_eq!(r["wire_mode"], "E", "{r}");
+    }
+    same_files(&ra.join("tree"), &rb.join("tp"), &names, true);
+
+    let lines = dialogue(&err);
+    let pos = |what: &str| {
+        lines
+            .iter()
+            .position(|l| *l == what)
+            .unwrap_or_else(|| panic!("no `{what}` in the dialogue:\n{}", lines.join("\n")))
+    };
+    // The safety rule: file k's RETR goes to the source only after the destination accepted its STOR.
+    for n in &names {
+        let accepted = pos(&format!(
+            "<- 125 Beginning MODE E transfer of STOR /tp/{n}."
+        ));
+        let retr = pos(&format!("-> RETR /tree/{n}"));
+        assert!(accepted < retr, "RETR before the destination's 125 for {n}");
+    }
+    // Pipelined: the destination had later files' STORs before the source even began the first file.
+    let first_started = lines
+        .iter()
+        .position(|l| l.starts_with("<- 125 Beginning MODE E transfer of RETR"))
+        .expect("the source started a file");
+    let early = lines[..first_started]
+        .iter()
+        .filter(|l| l.starts_with("-> STOR /tp/"))
+        .count();
+    assert!(early >= 8, "{early} STOR(s) before the first file started");
+    // One PORT to the source and one data connection into the destination for every file (its other accepted
+    // connections are the MLSD listings of `--sync`, one per directory).
+    let sent = |p: &str| lines.iter().filter(|l| l.starts_with(p)).count();
+    assert_eq!(sent("-> PORT "), 1, "one data channel for the batch");
+    let listings = sent("-> MLSD /tp");
+    let log = std::fs::read_to_string(&b.log).unwrap();
+    let accepted = log.matches("data connection from").count();
+    assert_eq!(
+        accepted,
+        listings + 1,
+        "one data connection for {} files ({listings} listings)",
+        names.len()
+    );
+
+    // A rerun (default `--sync mtime`) skips everything from one MLSD per destination directory.
+    let (ok, out, err) = drsftp_logged(
+        &["copy", "-r", "--json", &a.url("/tree/"), &b.url("/tp/")],
+        T,
+    );
+    assert!(ok, "rerun failed:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(j["skipped"], names.len(), "{j}");
+    assert!(!err.contains("-> SIZE") && !err.contains("-> MDTM") && !err.contains("-> STOR"));
+
+    // The default concurrency (several pairs of sessions, each with its own batches) lands the same tree.
+    let (ok, out, err) = drsftp_logged(
+        &["copy", "-r", "--json", &a.url("/tree/"), &b.url("/again/")],
+        T,
+    );
+    assert!(ok, "copy failed:\n{out}\n{err}");
+    assert_eq!(json_of(&out)["copied"], names.len());
+    same_files(&ra.join("tree"), &rb.join("again"), &names, true);
+}
+
+#[test]
+fn a_name_the_destination_refuses_fails_alone() {
+    let dir = open_tempdir();
+    let (ra, rb) = (dir.path().join("a"), dir.path().join("b"));
+    let src = ra.join("tree");
+    for d in ["a", "blocked", "c"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for i in 0..20 {
+        random_file(&src.join(format!("a/{i:02}.bin")), 3000 + i * 10, i as u64);
+        random_file(
+            &src.join(format!("c/{i:02}.bin")),
+            5000 + i * 10,
+            100 + i as u64,
+        );
+    }
+    random_file(&src.join("blocked/x.bin"), 1234, 99);
+    // At the destination `tp/blocked` is a regular file: nothing can be stored below it.
+    std::fs::create_dir_all(rb.join("tp")).unwrap();
+    std::fs::write(rb.join("tp/blocked"), b"not a directory").unwrap();
+    let (a, b) = (drsftp_server(&ra, &[]), drsftp_server(&rb, &[]));
+    let (ok, out, err) = drsftp_logged(
+        &[
+            "copy",
+            "-r",
+            "--json",
+            "--concurrency",
+            "1",
+            &a.url("/tree/"),
+            &b.url("/tp/"),
+        ],
+        T,
+    );
+    assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(
+        (j["copied"].as_u64(), j["failed"].as_u64()),
+        (Some(40), Some(1)),
+        "{j}"
+    );
+    let failed: Vec<&Value> = records(&j)
+        .iter()
+        .filter(|r| r["status"] == "failed")
+        .collect();
+    assert!(
+        failed[0]["destination"]
+            .as_str()
+            .is_some_and(|d| d.ends_with("/tp/blocked/x.bin")),
+        "{failed:?}"
+    );
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("55")),
+        "the destination's refusal: {failed:?}"
+    );
+    // drsftp serve opens the file only after its 125 and drops the data connection when that fails, so the batch
+    // breaks there and the files behind it go one at a time (the Globus test below has a refusal before the 1xx,
+    // which the batch goes on past on the same connection).
+    assert!(failed[0]["attempts"].as_u64() <= Some(2), "{failed:?}");
+    let names: Vec<String> = (0..20)
+        .flat_map(|i| [format!("a/{i:02}.bin"), format!("c/{i:02}.bin")])
+        .collect();
+    same_files(&src, &rb.join("tp"), &names, false);
+    assert_eq!(
+        std::fs::read(rb.join("tp/blocked")).unwrap(),
+        b"not a directory"
+    );
+}
+
+#[test]
+fn globus_gridftp_server_as_source_and_as_destination() {
+    let Some((dir, g)) = globus::start_in_tempdir(
+        "globus_gridftp_server_as_source_and_as_destination",
+        "drsftp-it",
+        &[],
+    ) else {
+        return;
+    };
+    // globus-gridftp-server 13 answers 550 to non-ASCII paths: ASCII names here.
+    let gsrc = dir.path().join("gsrc");
+    let names = make_small_tree(&gsrc, 40, false);
+    let rd = dir.path().join("d");
+    std::fs::create_dir_all(&rd).unwrap();
+    // Globus serves anonymous users as `nobody`: the tree must be readable and the targets writable.
+    chmod(dir.path(), 0o777);
+    let d = drsftp_server(&rd, &[]);
+    let url = |p: &Path| g.url(p.to_str().unwrap());
+
+    // Globus to drsftp serve.
+    let (ok, out, err) = drsftp_logged(
+        &[
+            "copy",
+            "-r",
+            "--json",
+            "--concurrency",
+            "2",
+            &url(&gsrc),
+            &d.url("/fromg/"),
+        ],
+        T,
+    );
+    assert!(ok, "globus -> drsftp failed:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(
+        (j["copied"].as_u64(), j["failed"].as_u64()),
+        (Some(40), Some(0)),
+        "{j}"
+    );
+    assert!(records(&j).iter().all(|r| r["verified"] == true), "{j}");
+    same_files(&gsrc, &rd.join("fromg"), &names, true);
+    // Globus kept the connection to the destination between files.
+    let reused = err.matches("reusing existing data connection").count();
+    assert!(reused >= 30, "{reused} RETRs reused the connection:\n{err}");
+
+    // drsftp serve to Globus, one pair of sessions, with a name Globus refuses (its parent is a regular file
+    // there): refused before any 1xx, so it fails alone, its RETR never goes out, and the batch goes on over the
+    // same connection. A Globus destination answers the first STOR of a fresh channel only once the data
+    // connection is in: that file goes without the 1xx.
+    let dsrc = rd.join("src");
+    make_small_tree(&dsrc, 40, false);
+    std::fs::create_dir_all(dsrc.join("blocked")).unwrap();
+    random_file(&dsrc.join("blocked/x.bin"), 1234, 99);
+    let back = dir.path().join("back");
+    std::fs::create_dir_all(&back).unwrap();
+    std::fs::write(back.join("blocked"), b"not a directory").unwrap();
+    chmod(&back, 0o777);
+    let (ok, out, err) = drsftp_logged(
+        &[
+            "copy",
+            "-r",
+            "--json",
+            "--concurrency",
+            "1",
+            &d.url("/src/"),
+            &url(&back),
+        ],
+        T,
+    );
+    assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(
+        (j["copied"].as_u64(), j["failed"].as_u64()),
+        (Some(40), Some(1)),
+        "{j}"
+    );
+    same_files(&gsrc, &back, &names, false);
+    let failed: Vec<&Value> = records(&j)
+        .iter()
+        .filter(|r| r["status"] == "failed")
+        .collect();
+    assert_eq!(failed[0]["attempts"], 1, "{failed:?}");
+    let lines = dialogue(&err);
+    assert!(!lines.iter().any(|l| l.starts_with("-> RETR /src/blocked")));
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("-> PORT ")).count(),
+        1
+    );
+    let gg = dir.path().join("gg");
+    let (ok, out, err) = drsftp_logged(
+        &[
+            "copy",
+            "-r",
+            "--json",
+            "--concurrency",
+            "2",
+            &url(&gsrc),
+            &url(&gg),
+        ],
+        T,
+    );
+    assert!(ok, "globus -> globus failed:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(
+        (j["copied"].as_u64(), j["failed"].as_u64()),
+        (Some(40), Some(0)),
+        "{j}"
+    );
+    same_files(&gsrc, &gg, &names, true);
+    let lines = dialogue(&err);
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("-> PORT ")).count(),
+        2,
+        "one data channel per pair of sessions"
+    );
+    g.settle();
+}
