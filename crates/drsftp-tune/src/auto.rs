@@ -34,7 +34,8 @@
 //! streams' slow-start overshoot alone can fill the path for seconds, such a step gets up to `MAX_RECHECKS` (3)
 //! extra measurement windows for the queue to drain before it is judged. Without the signal (no TCP_INFO) the rules above apply unchanged.
 //!
-//! The converse: a standing queue (the median period's smoothed RTT above `queue_headroom` x the minimum) means
+//! The converse: a standing queue (the median period's smoothed RTT above `queue_headroom` x the minimum, and at
+//! least 1 ms above it: on loopback the ratio is socket buffers and scheduling, not a bottleneck) means
 //! the streams already fill the bottleneck, so no upward probe starts from it (the base, or a probe that was kept):
 //! the controller holds. At 200 Mbit/s and 100 ms 4 streams kept the RTT at 1.4-1.7x its minimum; a doubling
 //! gained nothing, was retired 3.3 s later, and the retirement cost ~0.2 s of the link.
@@ -52,6 +53,11 @@ use std::time::{Duration, Instant};
 
 /// How many extra measurement windows a x4 step that shows a queue gets before it is cut back (`handle_sample`).
 const MAX_RECHECKS: u8 = 3;
+
+/// The least queueing delay that counts as a standing queue for "the path is full" (`PathSums::queued`). On
+/// loopback a ratio says nothing: tens of microseconds of minimum RTT and a few hundred of smoothed RTT are socket
+/// buffers and scheduling, not a bottleneck's queue, and the CPU-bound transfer may still gain from more streams.
+const MIN_STANDING_QUEUE: Duration = Duration::from_millis(1);
 
 /// A cut-back after a x4 step that loses more than this fraction of the step's throughput is undone.
 const CUT_BACK_LOSS: f64 = 0.15;
@@ -253,11 +259,16 @@ impl PathSums {
         }
         lower_median(&self.queue).is_some_and(|q| q <= cfg.queue_headroom)
     }
-    /// A standing queue: the (lower) median period's smoothed RTT above `queue_headroom` x the minimum. The
-    /// bottleneck is full, so more streams can only take a share from the streams already there (ours or a
-    /// competitor's); false without readings.
+    /// A standing queue: the (lower) median period's smoothed RTT above `queue_headroom` x the minimum, and at
+    /// least [`MIN_STANDING_QUEUE`] above it on the path's RTT. The bottleneck is full, so more streams can only
+    /// take a share from the streams already there (ours or a competitor's); false without readings or without
+    /// the path's RTT.
     fn queued(&self, cfg: &AutoConfig) -> bool {
-        lower_median(&self.queue).is_some_and(|q| q > cfg.queue_headroom)
+        let Some(rtt) = cfg.path_rtt else {
+            return false;
+        };
+        lower_median(&self.queue)
+            .is_some_and(|q| q > cfg.queue_headroom && rtt.mul_f64(q - 1.0) >= MIN_STANDING_QUEUE)
     }
     /// What one loss-limited stream carries (bytes/s) at the retransmitted fraction measured here, over a path
     /// of RTT `rtt`: Mathis et al.'s MSS / RTT x sqrt(3 / (2 b p)) with delayed ACKs (b = 2), the form that errs

@@ -510,9 +510,19 @@ fn drive_clean(
     rate: impl Fn(u32) -> f64,
     queue: impl Fn(u32) -> f64,
 ) -> (u32, Vec<(StreamAction, u128)>) {
+    drive_clean_on(up_to_64_at_100ms(), secs, rate, queue)
+}
+
+/// [`drive_clean`] with the controller configured by `cfg`.
+fn drive_clean_on(
+    cfg: AutoConfig,
+    secs: u64,
+    rate: impl Fn(u32) -> f64,
+    queue: impl Fn(u32) -> f64,
+) -> (u32, Vec<(StreamAction, u128)>) {
     let t0 = Instant::now();
     let mut now = t0;
-    let mut ctl = AutoStreams::new(now, 4, up_to_64_at_100ms());
+    let mut ctl = AutoStreams::new(now, 4, cfg);
     let mut seen = vec![];
     for _ in 0..secs * 4 {
         now += Duration::from_millis(250);
@@ -562,6 +572,10 @@ fn streams_that_fill_the_path_with_a_standing_queue_are_not_probed() {
     );
     assert_eq!(p, 8, "{seen:?}");
     assert_eq!(seen, vec![(StreamAction::Add(4), 2750)]);
+    // On loopback (50 us) the same ratio is 25 us of socket buffers, not a full bottleneck: probing goes on.
+    let lo = up_to_64().scaled_to_rtt(Duration::from_micros(50), Duration::from_millis(250));
+    let (p, seen) = drive_clean_on(lo, 20, linear, |_| 1.5);
+    assert!(p > 4, "{seen:?}");
 }
 
 #[test]
