@@ -8,7 +8,7 @@
 # round). Files live on /dev/shm (tmpfs: no disk in the way, fsync is free).
 # Usage (root): bench/tree-bench.sh [--rtt 100ms] [--rate 200mbit] [--secs 120] [--reps 1] [--trees 1m,64k,300x64k]
 #               [--servers drsftp,globus] [--cases drsftp,guc-r,guc-r-pp,guc-r-pp-cc4,guc-r-pp-cc16,one-file]
-#               [--direction down|up|tp] [--lab pip] [--out FILE] [--record]
+#               [--direction down|up|tp] [--iperf SECS] [--lab pip] [--out FILE] [--record]
 # DRSFTP_BIN=path uses that binary (default: builds drsftp and drsftp-bench, uses target/release/drsftp).
 # --direction up: host 1 uploads the trees into the servers (`drsftp copy -r DIR/ URL/`, guc `file://DIR/ URL/`);
 # case drsftp-before runs DRSFTP_BEFORE_BIN the same way (an older build, for a before/after in one run).
@@ -17,18 +17,23 @@
 # third-party transfers allowed), and the client runs on host 1 with the source (its commands to the destination
 # cross the WAN; the data goes source to destination over it). guc cases are guc third-party (`-r -cd -pp ...
 # ftp://h1/... ftp://h2/...`).
+# --servers drsftp-before: DRSFTP_BEFORE_BIN serves the same files (port 2813) and runs the drsftp and one-file
+# cases against itself (guc cases are skipped there): a before/after of changes on either end, in one run.
+# --iperf SECS: each rep first measures the lab's ceiling with iperf3 -R -P 1 and -P 4 (host 2 sends, SECS
+# seconds each, memory to memory), rows with server iperf3.
 # The lab and both servers are removed on exit, also on failure or Ctrl-C. --record writes a run folder
 # bench/runs/<date>-<commit>-tree-bench/ (command.txt, machine.txt, results.csv, the report as README.md).
 set -euo pipefail
 RECORD_ARGV=("$0" "$@")
 . "$(dirname "$0")/lib/record.sh"
-RTT=100ms RATE=200mbit SECS=120 REPS=1 TREES=1m,64k SERVERS=drsftp,globus LAB=pip OUT= RECORD=0 DIRECTION=down
+IPERF=0 RTT=100ms RATE=200mbit SECS=120 REPS=1 TREES=1m,64k SERVERS=drsftp,globus LAB=pip OUT= RECORD=0 DIRECTION=down
 CASES=drsftp,guc-r,guc-r-pp,guc-r-pp-cc4,guc-r-pp-cc16,one-file
 while [ $# -gt 0 ]; do
   case "$1" in
     --record) RECORD=1; shift; continue ;;
     --rtt) RTT=$2 ;; --rate) RATE=$2 ;; --secs) SECS=$2 ;; --reps) REPS=$2 ;; --trees) TREES=$2 ;;
-    --servers) SERVERS=$2 ;; --cases) CASES=$2 ;; --lab) LAB=$2 ;; --out) OUT=$2 ;; --direction) DIRECTION=$2 ;;
+    --iperf) IPERF=$2 ;; --servers) SERVERS=$2 ;; --cases) CASES=$2 ;; --lab) LAB=$2 ;; --out) OUT=$2 ;;
+    --direction) DIRECTION=$2 ;;
     -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -44,7 +49,7 @@ command -v globus-url-copy >/dev/null || { echo "needs globus-url-copy"; exit 1;
 GSRV=$(command -v globus-gridftp-server || echo /usr/sbin/globus-gridftp-server)
 WORK=/dev/shm/drsftp-tree-$LAB
 cleanup() {
-  for f in "$WORK/srv.pid" "$WORK/gsrv.pid" "$WORK/srv1.pid" "$WORK/gsrv1.pid"; do
+  for f in "$WORK/srv.pid" "$WORK/gsrv.pid" "$WORK/srv1.pid" "$WORK/gsrv1.pid" "$WORK/srvb.pid" "$WORK/iperf.pid"; do
     [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
   done
   wait 2>/dev/null || true
@@ -99,8 +104,16 @@ if [ "$DIRECTION" = tp ]; then
     exec $GSRV -aa -anonymous-user nobody -p 2812 -control-interface $H1 -data-interface $H1 -home-dir / \
     -l $WORK/gserve1.log" </dev/null >/dev/null 2>&1 &
 fi
+if [[ ",$SERVERS," == *,drsftp-before,* ]]; then
+  [ -n "${DRSFTP_BEFORE_BIN:-}" ] || { echo "--servers drsftp-before needs DRSFTP_BEFORE_BIN"; exit 2; }
+  "$BIN" lab exec "$LAB" h2 -- sh -c "echo \$\$ >$WORK/srvb.pid; exec $DRSFTP_BEFORE_BIN serve --listen $H2:2813 \
+    --anonymous --root $WORK/root $([ "$DIRECTION" = up ] && echo --anonymous-write)" >>"$WORK/serve-before.log" 2>&1 &
+fi
+if [ "$IPERF" != 0 ]; then
+  "$BIN" lab exec "$LAB" h2 -- sh -c "echo \$\$ >$WORK/iperf.pid; exec iperf3 -s" >/dev/null 2>&1 &
+fi
 for host in $H2 $([ "$DIRECTION" = tp ] && echo $H1); do
-  for port in 2811 2812; do
+  for port in 2811 2812 $([ "$host" = "$H2" ] && [[ ",$SERVERS," == *,drsftp-before,* ]] && echo 2813); do
     for _ in $(seq 100); do
       "$BIN" lab exec "$LAB" h1 -- bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null && break
       sleep 0.1
@@ -110,6 +123,7 @@ done
 url() { # server tree-or-file -> URL
   case $1 in
     drsftp) echo "ftp://$H2:2811/$2" ;;
+    drsftp-before) echo "ftp://$H2:2813/$2" ;;
     globus) echo "ftp://$H2:2812$WORK/root/$2" ;;
   esac
 }
@@ -129,7 +143,11 @@ total() { case $1 in 1m) echo $((300 << 20)) ;; 64k) echo $((5000 << 16)) ;; 300
 cases=()
 for t in ${TREES//,/ }; do
   for s in ${SERVERS//,/ }; do
-    for c in ${CASES//,/ }; do cases+=("$t:$s:$c"); done
+    for c in ${CASES//,/ }; do
+      # The before server runs only drsftp's own cases, with the before client.
+      [ "$s" = drsftp-before ] && [ "$c" != drsftp ] && [ "$c" != one-file ] && continue
+      cases+=("$t:$s:$c")
+    done
   done
 done
 res="$WORK/results.csv"
@@ -138,6 +156,8 @@ one() { # tree:server:case -> appends a CSV line
   local t=${1%%:*} rest=${1#*:} s c d t0 t1 bytes files want
   s=${rest%%:*} c=${rest#*:} d="$WORK/out/run"
   want=$(total "$t")
+  local BIN=$BIN
+  [ "$s" = drsftp-before ] && BIN=$DRSFTP_BEFORE_BIN
   if [ "$DIRECTION" = tp ]; then
     d="$WORK/dst/run"
     rm -rf "$d"; mkdir -p "$d"; chmod 777 "$d"
@@ -188,7 +208,20 @@ one() { # tree:server:case -> appends a CSV line
     "$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$res" >&2
   [ -s "$WORK/err" ] && head -c 300 "$WORK/err" | sed 's/^/    /' >&2 || true
 }
+iperf() { # -P N -> appends a CSV line (tree -, server iperf3)
+  "$BIN" lab exec "$LAB" h1 -- iperf3 -c $H2 -R -P "$1" -t "$IPERF" -J >"$WORK/iperf.json" 2>&1 || true
+  python3 - "$WORK/iperf.json" "$REP" "$1" "$IPERF" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY' | tee -a "$res" >&2
+import json, sys
+f, rep, p, secs, load = sys.argv[1:]
+try:
+    e = json.load(open(f))["end"]["sum_received"]
+    print(f"{rep},-,iperf3,P{p},{e['seconds']:.2f},{e['bytes']},{e['bits_per_second'] / 1e6:.1f},0,{load}")
+except Exception as x:
+    print(f"{rep},-,iperf3,P{p},{secs},0,0.0,0,{load}")
+PY
+}
 for REP in $(seq 1 "$REPS"); do
+  if [ "$IPERF" != 0 ]; then iperf 1; iperf 4; fi
   n=${#cases[@]}
   for i in $(seq 0 $((n - 1))); do one "${cases[$(( (i + REP - 1) % n ))]}"; done
 done
@@ -225,6 +258,13 @@ for t, s in groups:
         if "drsftp-before" in med and med["drsftp-before"] > 0:
             line += f"; drsftp before {med['drsftp-before']:.1f}, after / before = {med['drsftp'] / med['drsftp-before']:.2f}x"
         summary.append(line + " " + target)
+meds = {}
+for r in rows:
+    meds.setdefault((r["tree"], r["server"], r["case"]), []).append(float(r["mbps"]))
+for (t, s, c), v in meds.items():
+    b = meds.get((t, "drsftp-before", c))
+    if s == "drsftp" and b:
+        summary.append(f"{t} {c} from drsftp serve: after {st.median(v):.1f} Mbit/s, before (DRSFTP_BEFORE_BIN at both ends) {st.median(b):.1f}: after / before = {st.median(v) / st.median(b):.3f}x")
 print()
 for l in summary: print("- " + l)
 PY

@@ -34,6 +34,12 @@
 //! streams' slow-start overshoot alone can fill the path for seconds, such a step gets up to `MAX_RECHECKS` (3)
 //! extra measurement windows for the queue to drain before it is judged. Without the signal (no TCP_INFO) the rules above apply unchanged.
 //!
+//! The converse: a standing queue (the median period's smoothed RTT above `queue_headroom` x the minimum, and at
+//! least 1 ms above it: on loopback the ratio is socket buffers and scheduling, not a bottleneck) means
+//! the streams already fill the bottleneck, so no upward probe starts from it (the base, or a probe that was kept):
+//! the controller holds. At 200 Mbit/s and 100 ms 4 streams kept the RTT at 1.4-1.7x its minimum; a doubling
+//! gained nothing, was retired 3.3 s later, and the retirement cost ~0.2 s of the link.
+//!
 //! Fairness (docs/drs.md §4.5): on a shared, full bottleneck extra streams still "gain" by taking the
 //! competitors' share, so a gain alone would let a late transfer grow without bound while the first one backs
 //! off. A probe is therefore kept only if the added streams each carry at least `min_marginal` (default ½) of
@@ -47,6 +53,11 @@ use std::time::{Duration, Instant};
 
 /// How many extra measurement windows a x4 step that shows a queue gets before it is cut back (`handle_sample`).
 const MAX_RECHECKS: u8 = 3;
+
+/// The least queueing delay that counts as a standing queue for "the path is full" (`PathSums::queued`). On
+/// loopback a ratio says nothing: tens of microseconds of minimum RTT and a few hundred of smoothed RTT are socket
+/// buffers and scheduling, not a bottleneck's queue, and the CPU-bound transfer may still gain from more streams.
+const MIN_STANDING_QUEUE: Duration = Duration::from_millis(1);
 
 /// A cut-back after a x4 step that loses more than this fraction of the step's throughput is undone.
 const CUT_BACK_LOSS: f64 = 0.15;
@@ -248,6 +259,17 @@ impl PathSums {
         }
         lower_median(&self.queue).is_some_and(|q| q <= cfg.queue_headroom)
     }
+    /// A standing queue: the (lower) median period's smoothed RTT above `queue_headroom` x the minimum, and at
+    /// least [`MIN_STANDING_QUEUE`] above it on the path's RTT. The bottleneck is full, so more streams can only
+    /// take a share from the streams already there (ours or a competitor's); false without readings or without
+    /// the path's RTT.
+    fn queued(&self, cfg: &AutoConfig) -> bool {
+        let Some(rtt) = cfg.path_rtt else {
+            return false;
+        };
+        lower_median(&self.queue)
+            .is_some_and(|q| q > cfg.queue_headroom && rtt.mul_f64(q - 1.0) >= MIN_STANDING_QUEUE)
+    }
     /// What one loss-limited stream carries (bytes/s) at the retransmitted fraction measured here, over a path
     /// of RTT `rtt`: Mathis et al.'s MSS / RTT x sqrt(3 / (2 b p)) with delayed ACKs (b = 2), the form that errs
     /// toward more streams: at 20 ms and 0.1 % it gives 16 Mbit/s where 32 cubic streams carried 20 each. With
@@ -415,6 +437,7 @@ impl AutoStreams {
         let t = self.acc.iter().sum::<f64>() / self.acc.len() as f64;
         self.acc.clear();
         let headroom = self.path.headroom(&self.cfg);
+        let queued = self.path.queued(&self.cfg);
         let loss_rate = self.path.loss_limited_rate(self.cfg.path_rtt);
         // An early first measurement counts only with random loss (`AutoConfig::loss_settle`).
         let counts = !std::mem::take(&mut self.provisional)
@@ -424,6 +447,10 @@ impl AutoStreams {
             return;
         }
         match self.state {
+            // The streams already fill the bottleneck (a standing queue): no upward probe. At 200 Mbit/s and
+            // 100 ms 4 streams kept the RTT at 1.4-1.7x its minimum; a doubling to 8 gained nothing, was retired
+            // 3.3 s later, and the retirement cost ~0.2 s of the link while the 4 left regrew their windows.
+            State::Base if queued => self.hold(now, t),
             State::Base => self.start_probe(now, t, headroom, loss_rate),
             State::Probe {
                 added,
@@ -525,7 +552,10 @@ impl AutoStreams {
                         return;
                     }
                 }
-                if gained && fair {
+                if gained && fair && queued {
+                    // Kept, but the streams now fill the path: no further probe (as from `State::Base`).
+                    self.hold(now, t);
+                } else if gained && fair {
                     self.start_probe(now, t, headroom, loss_rate);
                 } else {
                     self.change(now, -(added as i64));

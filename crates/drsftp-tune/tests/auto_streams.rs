@@ -494,17 +494,88 @@ fn a_slow_start_queue_after_each_step_is_not_a_standing_queue() {
     // 100 ms: the first measurement and those after a headroom step settle 1 s (4 periods) and take 4 (5-8 after
     // a change). New streams' slow start queues packets in the first two of them, then the queue drains: the
     // median period shows no queue and growth goes on to the cap. The same queue in three of every four periods
-    // counts as standing: the early first measurement is dropped, the next one (no headroom) doubles, and the
-    // doubling (measured in periods 9-12 after a 2 s settle) is reverted.
+    // counts as standing: the early first measurement is dropped, and the next one (no headroom, a standing
+    // queue: the path is full) holds the start without probing at all.
     let cfg = up_to_64_at_100ms();
     assert_eq!(drive_transient(&cfg, |_, t| (5..=6).contains(&t)).0, 64);
     let (held, seen) = drive_transient(&cfg, |_, t| t >= 5 && (t - 5) % 4 < 3);
-    assert!(held <= 5, "{held} {seen:?}");
+    assert_eq!(held, 4, "{seen:?}");
+    assert!(seen.is_empty(), "{seen:?}");
+}
+
+/// 100 ms, no loss: the aggregate is `rate(p)` and the RTT `queue(p)` x its minimum. Returns the actions with
+/// their times (ms) over `secs`.
+fn drive_clean(
+    secs: u64,
+    rate: impl Fn(u32) -> f64,
+    queue: impl Fn(u32) -> f64,
+) -> (u32, Vec<(StreamAction, u128)>) {
+    drive_clean_on(up_to_64_at_100ms(), secs, rate, queue)
+}
+
+/// [`drive_clean`] with the controller configured by `cfg`.
+fn drive_clean_on(
+    cfg: AutoConfig,
+    secs: u64,
+    rate: impl Fn(u32) -> f64,
+    queue: impl Fn(u32) -> f64,
+) -> (u32, Vec<(StreamAction, u128)>) {
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    let mut seen = vec![];
+    for _ in 0..secs * 4 {
+        now += Duration::from_millis(250);
+        let p = ctl.streams();
+        ctl.handle_path(
+            now,
+            PathSample {
+                sent: 1_000_000,
+                retrans: 0,
+                rtt_us: (queue(p) * 100_000.0) as u64,
+                min_rtt_us: 100_000,
+                mss: 1448,
+            },
+        );
+        ctl.handle_sample(now, rate(p));
+        seen.extend(std::iter::from_fn(|| ctl.poll_action()).map(|a| (a, (now - t0).as_millis())));
+    }
+    (ctl.streams(), seen)
+}
+
+#[test]
+fn streams_that_fill_the_path_with_a_standing_queue_are_not_probed() {
+    // 200 Mbit/s, 100 ms, no loss, lab-measured: 4 streams fill the link and DRS's windows keep the RTT at
+    // 1.4-1.7x its minimum. A doubling could only share the same 193 Mbit/s (it was retired after 3.3 s and the
+    // retirement cost ~0.2 s of the link), so the controller holds 4 from the first measurement on, and the
+    // 30 s re-probe, which sees the same queue, holds again.
+    let full = |_: u32| 193e6 / 8.0;
+    let (p, seen) = drive_clean(70, full, |_| 1.5);
+    assert_eq!(p, 4);
+    assert!(seen.is_empty(), "{seen:?}");
+    // Window-limited streams with no queue (the path has room): the first doubling comes as before, once the
+    // 2 s settle and the 1 s window (its first sample taken as the settle ends) are over.
+    let linear = |p: u32| 20e6 / 8.0 * p as f64;
+    let (p, seen) = drive_clean(10, linear, |_| 1.02);
     assert_eq!(
-        &seen[..2],
-        &[StreamAction::Add(4), StreamAction::Retire(4)],
+        seen.first(),
+        Some(&(StreamAction::Add(4), 2750)),
         "{seen:?}"
     );
+    assert!(p >= 8, "{seen:?}");
+    // A queue that appears only once the streams fill the path (from 8 on): the doubling doubled the throughput
+    // and is kept, and the growth stops there.
+    let (p, seen) = drive_clean(
+        40,
+        |p| (20e6 / 8.0 * p as f64).min(160e6 / 8.0),
+        |p| if p >= 8 { 1.5 } else { 1.02 },
+    );
+    assert_eq!(p, 8, "{seen:?}");
+    assert_eq!(seen, vec![(StreamAction::Add(4), 2750)]);
+    // On loopback (50 us) the same ratio is 25 us of socket buffers, not a full bottleneck: probing goes on.
+    let lo = up_to_64().scaled_to_rtt(Duration::from_micros(50), Duration::from_millis(250));
+    let (p, seen) = drive_clean_on(lo, 20, linear, |_| 1.5);
+    assert!(p > 4, "{seen:?}");
 }
 
 #[test]

@@ -45,7 +45,7 @@ pub use auto::{AutoEvent, AutoReport, AutoSender, AUTO_INTERVAL};
 pub use ctrl_sbuf::{SbufCounts, SbufLink, SbufObserver};
 pub use mode_e_recv::{recv_mode_e, recv_mode_e_striped};
 pub use mode_e_send::{send_mode_e, send_mode_e_dynamic, SendControl};
-pub use sockets::{connect, listen};
+pub use sockets::{connect, connect_each, listen};
 pub(crate) use stream::finish_send;
 pub use stream::{recv_stream, send_stream};
 

@@ -72,6 +72,23 @@ pub async fn connect(addr: SocketAddr, opts: &DataOpts) -> io::Result<TcpStream>
     }
 }
 
+/// One data connection to each of `addrs`, all opened at once and returned in the order of `addrs`. Opened one
+/// after another, P connections cost P round trips before the transfer moves: at 100 ms a `-p auto` download's 4
+/// streams arrived 0.1, 0.2, 0.3 and 0.4 s after its `125`, and its data began only with the last.
+pub async fn connect_each(addrs: &[SocketAddr], opts: &DataOpts) -> io::Result<Vec<TcpStream>> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, a) in addrs.iter().copied().enumerate() {
+        let opts = opts.clone();
+        set.spawn(async move { (i, connect(a, &opts).await) });
+    }
+    let mut socks: Vec<Option<TcpStream>> = addrs.iter().map(|_| None).collect();
+    while let Some(r) = set.join_next().await {
+        let (i, s) = r.map_err(|e| io::Error::other(e.to_string()))?;
+        socks[i] = Some(s?);
+    }
+    Ok(socks.into_iter().flatten().collect())
+}
+
 /// DRS's starting window for a connection that does not join a running transfer. A smaller start leaves the sender
 /// receive-window bound while slow start outruns the window (one sampling interval of lag per doubling); 1 MiB
 /// keeps up with slow start on long paths at the same mean window (docs/drs.md).

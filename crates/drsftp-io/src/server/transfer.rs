@@ -541,12 +541,11 @@ async fn send(
             let mut socks = match cache {
                 Some(c) if c.key == *addrs && c.socks.len() == per * addrs.len() => c.socks,
                 _ => {
-                    let mut v = Vec::with_capacity(per * addrs.len());
-                    for a in addrs {
-                        for _ in 0..per {
-                            v.push(data::connect(*a, opts).await?);
-                        }
-                    }
+                    let each: Vec<SocketAddr> = addrs
+                        .iter()
+                        .flat_map(|a| std::iter::repeat_n(*a, per))
+                        .collect();
+                    let v = data::connect_each(&each, opts).await?;
                     // RFC 4217 §7: we connected, yet we are the TLS server (the client checks our certificate).
                     protect_data_all(v, plan.protect, opts).await?
                 }
@@ -611,10 +610,7 @@ async fn send_auto(
         Some(c) if c.key == key && range.contains(&c.socks.len()) => c.socks,
         _ => {
             let start = plan.parallelism.clamp(min.max(1), max.max(1));
-            let mut v = Vec::with_capacity(start as usize);
-            for _ in 0..start {
-                v.push(data::connect(addr, opts).await?);
-            }
+            let v = data::connect_each(&vec![addr; start as usize], opts).await?;
             protect_data_all(v, plan.protect, opts).await?
         }
     };

@@ -86,6 +86,9 @@ pub struct ClientSession {
     banner: Option<Reply>,
     /// The control channel runs TLS (`handle_tls_started` was called).
     control_tls: bool,
+    /// The login running is anonymous (`USER anonymous` or `ftp`, RFC 1635): its password is an e-mail address
+    /// by convention, no secret, so it may ride behind USER in cleartext too (one round trip less per session).
+    anonymous_login: bool,
     /// [`ClientSession::set_trailing_checksum`]: the algorithm for the next TCP transfer's pipelined CKSM.
     trailing_cksm: Option<String>,
     out: VecDeque<Vec<u8>>,
@@ -127,6 +130,7 @@ impl ClientSession {
             phase: Phase::AwaitGreeting,
             banner: None,
             control_tls: false,
+            anonymous_login: false,
             trailing_cksm: None,
             out: VecDeque::new(),
             events: VecDeque::new(),
@@ -227,12 +231,16 @@ impl ClientSession {
         let mut batch = None;
         let mut report = TransferReport::default();
         let steps: VecDeque<Step> = match op {
-            Op::Login { user, pass } => [
-                Step::Cmd(format!("USER {user}"), Kind::User),
-                Step::Cmd(format!("PASS {pass}"), Kind::Pass),
-                Step::Cmd("FEAT".into(), Kind::Feat),
-            ]
-            .into(),
+            Op::Login { user, pass } => {
+                self.anonymous_login =
+                    user.eq_ignore_ascii_case("anonymous") || user.eq_ignore_ascii_case("ftp");
+                [
+                    Step::Cmd(format!("USER {user}"), Kind::User),
+                    Step::Cmd(format!("PASS {pass}"), Kind::Pass),
+                    Step::Cmd("FEAT".into(), Kind::Feat),
+                ]
+                .into()
+            }
             // SIZE is only defined in binary mode: RFC 3659 §4 lets a server refuse it under TYPE A (the
             // default), and pyftpdlib and ProFTPD do.
             Op::Size(p) => {
@@ -556,8 +564,9 @@ impl ClientSession {
         // Before FEAT (login) only the greeting can say it is a drsftp server.
         let pipelining = self.features.drs() || self.greeted_by_drsftp();
         // A password goes out only once the server has asked for it (`331`), unless the control channel is
-        // TLS: a cleartext USER the server refuses (`--tls-required`) must not be followed by the password.
-        let pass_early = self.control_tls;
+        // TLS: a cleartext USER the server refuses (`--tls-required`) must not be followed by the password. An
+        // anonymous login's password is no secret (`anonymous_login`).
+        let pass_early = self.control_tls || self.anonymous_login;
         loop {
             let Some(run) = self.current.as_mut() else {
                 return;

@@ -1,0 +1,57 @@
+//! Round trips a `drsftp copy` spends before its data moves, on a 100 ms WAN lab (200 Mbit/s): the server opens
+//! a `-p auto` download's first streams at once (they reach the client together, one `add 4` in `--json`'s
+//! `auto_actions`, not four `add 1` a round trip apart), and an anonymous login goes out in one write (USER, PASS,
+//! FEAT behind the refused AUTH TLS: connect and greeting, AUTH, login = 4 round trips, not 5). A count of round
+//! trips, not a speed: each costs 100 ms here, far above scheduling noise. Needs root and /dev/net/tun; otherwise
+//! prints `SKIPPED <test>: <reason>` and returns.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use drsftp_lab::{Lab, LabConfig};
+
+const T: Duration = Duration::from_secs(120);
+
+#[test]
+fn auto_streams_connect_together_and_an_anonymous_login_takes_one_round() {
+    drsftp_testkit::require_lab!(
+        "auto_streams_connect_together_and_an_anonymous_login_takes_one_round"
+    );
+    let name = format!("rtts{}", std::process::id() % 10_000);
+    let lab = Lab::up(LabConfig::new(
+        &name,
+        2,
+        Duration::from_millis(100),
+        200_000_000,
+    ))
+    .expect("lab up");
+    let dir = open_tempdir();
+    let (root, out) = (dir.path().join("root"), dir.path().join("out"));
+    std::fs::create_dir(&root).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    let want = random_file(&root.join("f.bin"), 24 << 20, 7);
+    let srv = drsftp_serve(
+        lab.exec(1, bin().to_str().unwrap()),
+        &format!("{}:0", lab.addr(1)),
+        &root,
+        &[],
+    );
+    let dst = out.join("f.bin");
+    let mut cmd = lab.exec(2, bin().to_str().unwrap());
+    cmd.args(["copy", "--json", "--no-resume", &srv.url("/f.bin")])
+        .arg(&dst);
+    let (ok, o, e) = run(&mut cmd, T);
+    assert!(ok, "{o} {e}\n{}", srv.log_text());
+    assert_eq!(sha256_file(&dst), want);
+    let j = json_of(&o);
+    let actions = j["auto_actions"].as_array().expect("auto_actions");
+    let first = &actions[0];
+    assert_eq!(first["action"], "add 4", "{j}");
+    let login = j["phases"]["login"].as_f64().unwrap();
+    assert!(
+        login < 0.45,
+        "login took {login} s: more than 4 round trips of 100 ms\n{j}"
+    );
+}
