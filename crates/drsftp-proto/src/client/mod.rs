@@ -35,6 +35,8 @@ mod stripe_tests;
 mod tests;
 #[cfg(test)]
 mod tls_tests;
+#[cfg(test)]
+mod trailing_tests;
 mod types;
 mod upbatch;
 #[cfg(test)]

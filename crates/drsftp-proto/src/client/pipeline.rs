@@ -16,7 +16,7 @@
 //! BlastBind, DataReady) waits until nothing is in flight. Against any other server (Globus) the session sends
 //! one command at a time, as before.
 
-use super::plan::Kind;
+use super::plan::{Kind, Step};
 use super::reply::Reply;
 use super::session::ClientSession;
 
@@ -51,7 +51,10 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
         }
         Kind::Port => next == Kind::Transfer { listing: false },
         // The server queues it behind the running transfer and answers once the transfer has ended.
-        Kind::Transfer { listing: false } => next == Kind::TrailingCksm,
+        Kind::Transfer { listing: false } => {
+            matches!(next, Kind::TrailingSize | Kind::TrailingCksm)
+        }
+        Kind::TrailingSize => next == Kind::TrailingCksm,
         // The blast set-up: OPTS BLAST (behind TYPE I) and BPAS, then REST (ranges) or ALLO, and the transfer
         // command. Nothing in it changes the plan: a refusal fails the operation (or is a notice), and the
         // server runs the queued commands in order once its UDP socket is bound.
@@ -70,6 +73,30 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
 }
 
 impl ClientSession {
+    /// The commands to pipeline behind a transfer command for `path` (`None`: not a whole file): SIZE and CKSM
+    /// as [`ClientSession::set_trailing_size`] and [`ClientSession::set_trailing_checksum`] asked, with a drsftp
+    /// server (which queues them and answers once the transfer has ended). Clears both requests either way.
+    pub(super) fn trailing_steps(&mut self, path: Option<String>) -> Vec<Step> {
+        let (size, alg) = (
+            std::mem::take(&mut self.trailing_size),
+            self.trailing_cksm.take(),
+        );
+        let Some(path) = path.filter(|_| self.features.drs()) else {
+            return vec![];
+        };
+        let mut steps = vec![];
+        if size {
+            steps.push(Step::Cmd(format!("SIZE {path}"), Kind::TrailingSize));
+        }
+        if let Some(alg) = alg {
+            steps.push(Step::Cmd(
+                format!("CKSM {alg} 0 -1 {path}"),
+                Kind::TrailingCksm,
+            ));
+        }
+        steps
+    }
+
     /// The running operation ended while `rest` (oldest first) were still in flight: their final replies will
     /// arrive later and are dropped ([`ClientSession::swallowed`]). What they may have changed on the server is
     /// no longer known, so the next transfer repeats it: TYPE I, MODE, `OPTS DRS`.

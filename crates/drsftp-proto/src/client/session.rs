@@ -87,7 +87,9 @@ pub struct ClientSession {
     /// The control channel runs TLS (`handle_tls_started` was called).
     control_tls: bool,
     /// [`ClientSession::set_trailing_checksum`]: the algorithm for the next TCP transfer's pipelined CKSM.
-    trailing_cksm: Option<String>,
+    pub(super) trailing_cksm: Option<String>,
+    /// [`ClientSession::set_trailing_size`]: SIZE pipelined behind the next transfer command.
+    pub(super) trailing_size: bool,
     out: VecDeque<Vec<u8>>,
     pub(super) events: VecDeque<Event>,
     pub(super) current: Option<Running>,
@@ -128,6 +130,7 @@ impl ClientSession {
             banner: None,
             control_tls: false,
             trailing_cksm: None,
+            trailing_size: false,
             out: VecDeque::new(),
             events: VecDeque::new(),
             current: None,
@@ -159,8 +162,19 @@ impl ClientSession {
     /// Asks for the whole file's CKSM with `alg` right behind the next [`Op::Transfer`]'s command when it runs
     /// over TCP with a drsftp server (which queues it and answers after the transfer): its result comes in
     /// [`TransferReport::checksum`]. Used by that transfer only; ignored for partial transfers and other servers.
+    ///
+    /// A bare transfer command ([`Op::Command`] with RETR/STOR/ERET/ESTO/APPE: one end of a third-party copy)
+    /// takes it too, for the path the command names: the source then checksums its file while the destination
+    /// still receives the tail, and the destination right after its own `226`, with no round trip between.
     pub fn set_trailing_checksum(&mut self, alg: &str) {
         self.trailing_cksm = Some(alg.to_string());
+    }
+
+    /// Asks for the file's SIZE right behind the next transfer command (before its trailing CKSM, if any) on the
+    /// same terms as [`ClientSession::set_trailing_checksum`]; the result comes in [`TransferReport::size`].
+    /// The session must already be in TYPE I (SIZE is defined in binary mode only).
+    pub fn set_trailing_size(&mut self) {
+        self.trailing_size = true;
     }
 
     /// The 220 greeting, once received.
@@ -262,7 +276,18 @@ impl ClientSession {
                     "RETR" | "ERET" | "STOR" | "ESTO" | "APPE" => Kind::Transfer { listing: false },
                     _ => Kind::Raw,
                 };
-                [Step::Cmd(line, kind)].into()
+                let mut s: VecDeque<Step> = VecDeque::new();
+                if kind == (Kind::Transfer { listing: false }) {
+                    // ERET/ESTO name a module and its arguments before the path: only a plain path is checked.
+                    let path = line.split_once(' ').map(|(_, p)| p.to_string());
+                    let plain = matches!(verb.as_str(), "RETR" | "STOR" | "APPE");
+                    let trailing = self.trailing_steps(path.filter(|_| plain));
+                    s.push_back(Step::Cmd(line, kind));
+                    s.extend(trailing);
+                } else {
+                    s.push_back(Step::Cmd(line, kind));
+                }
+                s
             }
             Op::Quit => [Step::Cmd("QUIT".into(), Kind::Quit)].into(),
             Op::Batch(spec) => {
@@ -297,7 +322,9 @@ impl ClientSession {
             }
             Op::Transfer(spec) => {
                 let resume = self.resume.take();
-                let trailing = self.trailing_cksm.take();
+                // Used by this transfer only: a blast transfer or a partial one takes none.
+                let whole_tcp = spec.partial.is_none() && spec.transport == Transport::Tcp;
+                let trailing = self.trailing_steps(Some(spec.path.clone()).filter(|_| whole_tcp));
                 streams = if spec.mode == TransferMode::Extended {
                     spec.streams.max(1)
                 } else {
@@ -316,16 +343,7 @@ impl ClientSession {
                     }
                     Transport::Tcp => {
                         let mut s = self.plan_transfer(&spec, resume.as_ref());
-                        // The whole file's CKSM right behind the transfer command (a drsftp server runs it
-                        // after the transfer ends): the final check costs no round trip of its own.
-                        if let Some(alg) =
-                            trailing.filter(|_| spec.partial.is_none() && self.features.drs())
-                        {
-                            s.push_back(Step::Cmd(
-                                format!("CKSM {alg} 0 -1 {}", spec.path),
-                                Kind::TrailingCksm,
-                            ));
-                        }
+                        s.extend(trailing);
                         s
                     }
                 }
@@ -678,7 +696,12 @@ impl ClientSession {
             // A CKSM pipelined behind the transfer was queued on the server before any SBUF sent during the
             // transfer: once the transfer has ended, the CKSM's reply comes before a late SBUF's refusal.
             let waiting = self.current.as_ref().is_some_and(|r| {
-                r.head_is(|k| matches!(k, Kind::Transfer { .. } | Kind::TrailingCksm))
+                r.head_is(|k| {
+                    matches!(
+                        k,
+                        Kind::Transfer { .. } | Kind::TrailingSize | Kind::TrailingCksm
+                    )
+                })
             });
             if let Some(ev) = self.drs.take_answer(&reply, waiting) {
                 self.events.push_back(ev);

@@ -318,6 +318,10 @@ pub struct TransferReport {
     /// ([`ClientSession::set_trailing_checksum`](super::ClientSession::set_trailing_checksum)): the lower-case
     /// digest, or the refusal. Boxed: it is rarely there and the report travels in every transfer's outcome.
     pub checksum: Option<Box<Result<String, Reply>>>,
+    /// The reply to the SIZE pipelined behind the transfer command, if one was
+    /// ([`ClientSession::set_trailing_size`](super::ClientSession::set_trailing_size)): the size, or the reply
+    /// that did not give one.
+    pub size: Option<Box<Result<u64, Reply>>>,
     /// DRS was on for this transfer (`OPTS DRS Inband=1;` accepted, now or by an earlier transfer): in-band
     /// SBUF headers may flow on MODE E data channels and `SBUF <id> <size>` on the control channel.
     pub drs_negotiated: bool,
@@ -362,6 +366,9 @@ pub enum Event {
     },
     /// The server accepted the transfer/listing command (125/150): move data now.
     TransferStarted(Reply),
+    /// The transfer command's final reply (2xx) arrived while commands pipelined behind it (its trailing SIZE
+    /// and CKSM) are still due: the data has moved; [`Event::Done`] follows with their answers.
+    TransferReplied(Reply),
     /// A `111 Range Marker`.
     RangeMarker(Vec<Range<u64>>),
     /// A `112 Perf Marker`.
