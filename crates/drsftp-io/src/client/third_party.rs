@@ -221,15 +221,20 @@ async fn copy_once(
         None => {
             protect_channel(s, d, &mut notices).await?;
             let stripes = opts.stripes && mode == TransferMode::Extended;
-            buffer_command = tcp_setup(
-                s,
-                d,
-                (mode, streams, stripes),
-                opts.tcp_buffer,
-                size,
-                &mut notices,
-            )
-            .await?;
+            let both_drsftp = s.session().features().drs() && d.session().features().drs();
+            if both_drsftp && opts.tcp_buffer.is_none() {
+                tcp_setup_batched(s, d, (mode, streams, stripes), size, &mut notices).await?;
+            } else {
+                buffer_command = tcp_setup(
+                    s,
+                    d,
+                    (mode, streams, stripes),
+                    opts.tcp_buffer,
+                    size,
+                    &mut notices,
+                )
+                .await?;
+            }
         }
     }
     // A whole-file MODE E copy that both ends can verify resumes what an earlier run left at the destination.
@@ -462,6 +467,120 @@ async fn tcp_setup(
         soft(d, End::Destination, &format!("ALLO {n}"), notices).await?;
     }
     Ok(accepted)
+}
+
+/// [`tcp_setup`] in one round trip per end, both ends at once, for two drsftp servers without buffer sizes to
+/// set (no SBUF fallback to wait for): `TYPE I`, `MODE`, `OPTS RETR` on the source; `TYPE I`, `MODE`, `ALLO`
+/// and `SPAS` (or `PEER` and `PASV`) on the destination (`Op::Commands`); then `SPOR`/`PORT` on the source.
+/// Refusals mean what they mean in [`tcp_setup`]: TYPE and MODE fail the copy, the rest are notices, and a
+/// refused `SPAS` falls back to `PEER` and `PASV`.
+async fn tcp_setup_batched(
+    s: &mut Control,
+    d: &mut Control,
+    (mode, streams, stripes): (TransferMode, u32, bool),
+    size: Option<u64>,
+    notices: &mut Vec<String>,
+) -> Result<(), ClientError> {
+    let mode_line = format!("MODE {}", mode.letter());
+    let mut src = vec!["TYPE I".to_string(), mode_line.clone()];
+    if mode == TransferMode::Extended {
+        src.push(format!(
+            "OPTS RETR Parallelism={streams},{streams},{streams};"
+        ));
+    }
+    let spas = stripes && d.session().features().has("SPAS") && s.session().features().has("SPOR");
+    let mut dst = vec!["TYPE I".to_string(), mode_line];
+    dst.extend(size.map(|n| format!("ALLO {n}")));
+    if !spas && d.session().features().has("PEER") {
+        // Not striped, so not a cluster: the sender is the source's own host (see `name_sender`).
+        dst.push(format!("PEER {}", s.peer().ip().to_canonical()));
+    }
+    dst.push(if spas { "SPAS" } else { "PASV" }.to_string());
+    let (rs, rd) = tokio::join!(
+        s.run(Op::Commands(src.clone())),
+        d.run(Op::Commands(dst.clone()))
+    );
+    let replies = |c: &Control, end: End, r: Result<Outcome, ClientError>| match r {
+        Ok(Outcome::Replies(v)) => Ok(v),
+        Ok(other) => Err(at(end, c, format!("unexpected outcome {other:?}"))),
+        Err(e) => Err(at(end, c, e)),
+    };
+    let rs = replies(s, End::Source, rs)?;
+    let mut rd = replies(d, End::Destination, rd)?;
+    let last = rd.pop().filter(|_| rd.len() + 1 == dst.len());
+    for (c, end, lines, got) in [
+        (&*s, End::Source, &src, &rs),
+        (&*d, End::Destination, &dst, &rd),
+    ] {
+        for (line, r) in lines.iter().zip(got) {
+            if r.is_ok() {
+                continue;
+            }
+            if line.starts_with("TYPE") || line.starts_with("MODE") {
+                let e = drsftp_proto::client::ClientError::Refused {
+                    command: line.clone(),
+                    reply: r.clone(),
+                };
+                return Err(at(end, c, e));
+            }
+            notices.push(format!("{} server refused `{line}`: {r}", end.name()));
+        }
+    }
+    let last = last.ok_or_else(|| at(End::Destination, d, "fewer replies than commands"))?;
+    let peer = d.peer().ip();
+    let wild = |a: SocketAddr| {
+        if a.ip().is_unspecified() {
+            SocketAddr::new(peer, a.port())
+        } else {
+            a
+        }
+    };
+    let striped = match spas {
+        false => None,
+        true => match parse_spas(&last) {
+            Some(a) => Some(a.into_iter().map(wild).collect::<Vec<_>>()),
+            None if last.is_ok() => {
+                return Err(at(End::Destination, d, format!("cannot parse `{last}`")))
+            }
+            None => {
+                notices.push(format!(
+                    "destination server refused `SPAS` (not striping): {last}"
+                ));
+                None
+            }
+        },
+    };
+    let port = match striped {
+        Some(addrs) => {
+            // One stripe on the destination's own host is no cluster: it takes the source's host by PEER.
+            let cluster = addrs.len() > 1
+                || addrs
+                    .iter()
+                    .any(|x| x.ip().to_canonical() != peer.to_canonical());
+            if !cluster {
+                name_sender(s, d, notices).await?;
+            }
+            if addrs.len() > 1 {
+                spor_command(&addrs)
+            } else {
+                port_command(addrs[0])
+            }
+        }
+        None if spas => {
+            name_sender(s, d, notices).await?;
+            port_command(passive(d).await?)
+        }
+        None => port_command(match parse_pasv(&last) {
+            Some(a) => wild(a),
+            None => passive(d).await?,
+        }),
+    };
+    if let Err(e) = cmd(s, End::Source, &port).await {
+        return Err(ClientError::Invalid(format!(
+            "{e} (a third-party copy needs the source server to accept `{port}`, the destination's data address)"
+        )));
+    }
+    Ok(())
 }
 
 /// `PEER <source address>` on a destination whose FEAT lists `PEER`: a drsftp server accepts passive data

@@ -281,6 +281,12 @@ impl ClientSession {
                     }),
                 });
             }
+            Kind::Piped => {
+                run.replies.push(reply);
+                if run.inflight.is_empty() && run.steps.is_empty() {
+                    return Some(Ok(Outcome::Replies(std::mem::take(&mut run.replies))));
+                }
+            }
             Kind::Raw => {
                 if reply.is_error() {
                     return Some(Err(refused(reply)));

@@ -34,9 +34,9 @@ mod stripe_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tls_tests;
+mod third_party_tests;
 #[cfg(test)]
-mod trailing_tests;
+mod tls_tests;
 mod types;
 mod upbatch;
 #[cfg(test)]

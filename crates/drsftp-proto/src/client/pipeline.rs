@@ -16,6 +16,8 @@
 //! BlastBind, DataReady) waits until nothing is in flight. Against any other server (Globus) the session sends
 //! one command at a time, as before.
 
+use std::collections::VecDeque;
+
 use super::plan::{Kind, Step};
 use super::reply::Reply;
 use super::session::ClientSession;
@@ -55,6 +57,8 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
             matches!(next, Kind::TrailingSize | Kind::TrailingCksm)
         }
         Kind::TrailingSize => next == Kind::TrailingCksm,
+        // `Op::Commands`: independent commands whose replies the caller judges, all in one write.
+        Kind::Piped => next == Kind::Piped,
         // The blast set-up: OPTS BLAST (behind TYPE I) and BPAS, then REST (ranges) or ALLO, and the transfer
         // command. Nothing in it changes the plan: a refusal fails the operation (or is a notice), and the
         // server runs the queued commands in order once its UDP socket is bound.
@@ -73,6 +77,23 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
 }
 
 impl ClientSession {
+    /// [`Op::Command`](super::Op::Command)'s plan. A bare transfer command (third-party: the servers' data
+    /// channel is set up between them) waits through 1xx and markers like a transfer, with no reply deadline
+    /// once started, and ends in `Outcome::Transferred`; ABOR works on it. The checks asked for ride behind it.
+    pub(super) fn plan_command(&mut self, line: String) -> VecDeque<Step> {
+        let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
+        if !matches!(verb.as_str(), "RETR" | "ERET" | "STOR" | "ESTO" | "APPE") {
+            return [Step::Cmd(line, Kind::Raw)].into();
+        }
+        // ERET/ESTO name a module and its arguments before the path: only a plain path is checked.
+        let path = line.split_once(' ').map(|(_, p)| p.to_string());
+        let plain = matches!(verb.as_str(), "RETR" | "STOR" | "APPE");
+        let trailing = self.trailing_steps(path.filter(|_| plain));
+        let mut s = VecDeque::from([Step::Cmd(line, Kind::Transfer { listing: false })]);
+        s.extend(trailing);
+        s
+    }
+
     /// The commands to pipeline behind a transfer command for `path` (`None`: not a whole file): SIZE and CKSM
     /// as [`ClientSession::set_trailing_size`] and [`ClientSession::set_trailing_checksum`] asked, with a drsftp
     /// server (which queues them and answers once the transfer has ended). Clears both requests either way.

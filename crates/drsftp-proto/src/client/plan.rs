@@ -69,6 +69,8 @@ pub(super) enum Kind {
     /// MFMT of file `n` of an upload batch.
     BatchMfmt(usize),
     Raw,
+    /// One of [`Op::Commands`](super::Op::Commands): its final reply, refusals included, is collected.
+    Piped,
     Quit,
     /// `AUTH TLS` for [`Op::Secure`](super::Op::Secure): `234` expected.
     Auth {

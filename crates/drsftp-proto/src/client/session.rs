@@ -62,6 +62,8 @@ pub(super) struct Running {
     /// ABOR sent with commands pipelined behind the transfer (its trailing CKSM): the server answers ABOR first
     /// (it jumps the queue), so these replies come after the operation ends and are swallowed then.
     pub(super) behind_abort: Vec<Kind>,
+    /// [`Op::Commands`]: the final replies so far, in order.
+    pub(super) replies: Vec<Reply>,
 }
 
 impl Running {
@@ -267,27 +269,16 @@ impl ClientSession {
                 )]
                 .into()
             }
-            Op::Command(line) => {
-                // A bare transfer command (third-party: the servers' data channel is set up between them) waits
-                // through 1xx and markers like a transfer, with no reply deadline once started, and ends in
-                // `Outcome::Transferred`; ABOR works on it.
-                let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
-                let kind = match verb.as_str() {
-                    "RETR" | "ERET" | "STOR" | "ESTO" | "APPE" => Kind::Transfer { listing: false },
-                    _ => Kind::Raw,
-                };
-                let mut s: VecDeque<Step> = VecDeque::new();
-                if kind == (Kind::Transfer { listing: false }) {
-                    // ERET/ESTO name a module and its arguments before the path: only a plain path is checked.
-                    let path = line.split_once(' ').map(|(_, p)| p.to_string());
-                    let plain = matches!(verb.as_str(), "RETR" | "STOR" | "APPE");
-                    let trailing = self.trailing_steps(path.filter(|_| plain));
-                    s.push_back(Step::Cmd(line, kind));
-                    s.extend(trailing);
-                } else {
-                    s.push_back(Step::Cmd(line, kind));
+            Op::Command(line) => self.plan_command(line),
+            Op::Commands(lines) => {
+                if lines.is_empty() {
+                    self.events.push_back(Event::Done(Outcome::Replies(vec![])));
+                    return Ok(());
                 }
-                s
+                lines
+                    .into_iter()
+                    .map(|l| Step::Cmd(l, Kind::Piped))
+                    .collect()
             }
             Op::Quit => [Step::Cmd("QUIT".into(), Kind::Quit)].into(),
             Op::Batch(spec) => {
@@ -364,6 +355,7 @@ impl ClientSession {
             stripes: 0,
             pass_moot: false,
             behind_abort: Vec::new(),
+            replies: Vec::new(),
         });
         self.advance(now);
         Ok(())

@@ -216,6 +216,10 @@ pub enum Op {
     /// transfer whose data channel runs between two servers) wait through 1xx and markers like a transfer and
     /// complete with [`Outcome::Transferred`].
     Command(String),
+    /// Independent commands, each to its final reply, in one write with a drsftp server (one at a time with any
+    /// other): ends in [`Outcome::Replies`] with every final reply in order, refusals included, for the caller
+    /// to judge. Nothing in it may change what the next command means (no transfer, PASV, REST or AUTH).
+    Commands(Vec<String>),
     /// `QUIT`.
     Quit,
     /// Explicit FTPS (RFC 4217), before login: `AUTH TLS` (no FEAT first: a round trip saved), and on `234`
@@ -250,6 +254,8 @@ pub enum Outcome {
     Listed(Reply),
     /// The final reply of an [`Op::Command`].
     Reply(Reply),
+    /// The final replies of an [`Op::Commands`], in order.
+    Replies(Vec<Reply>),
     /// `QUIT` answered; the control connection can be closed.
     Closed,
     /// [`Op::Secure`] done: true if the control connection is now TLS.

@@ -1,7 +1,7 @@
-//! The checks pipelined behind a third-party transfer command (`Op::Command` with STOR/RETR): SIZE and CKSM
-//! go out with the command to a drsftp server, the transfer's own `226` is an event of its own (the data has
-//! moved, the caller's clock stops there), and their replies complete the report; refusals, aborts and other
-//! servers keep the old order.
+//! What third-party copies ask of the client session: the checks pipelined behind a transfer command
+//! (`Op::Command` with STOR/RETR: SIZE and CKSM go out with the command to a drsftp server, the transfer's own
+//! `226` is an event of its own, their replies complete the report; refusals, aborts and other servers keep the
+//! old order), and the set-up commands sent as one batch (`Op::Commands`).
 
 use super::script_tests::{Scripted, DRSFTP_FEAT, GLOBUS_FEAT};
 use super::*;
@@ -141,4 +141,44 @@ fn other_servers_and_module_commands_get_the_command_alone() {
     assert!(h.report().checksum.is_none());
     h.start(Op::Command("RETR /data/f".into()));
     assert_eq!(h.sent(), ["RETR /data/f"]);
+}
+
+#[test]
+fn set_up_commands_go_in_one_write_and_every_reply_comes_back() {
+    let mut h = Scripted::login(DRSFTP_FEAT);
+    let lines = ["TYPE I", "MODE E", "ALLO 42", "SPAS"];
+    h.start(Op::Commands(lines.iter().map(|l| l.to_string()).collect()));
+    assert_eq!(h.sent(), lines, "one round trip for the whole set-up");
+    h.reply("200 Type set to I.\n200 Mode set to E.\n");
+    assert_eq!(h.events(), vec![]);
+    assert!(
+        h.s.poll_timeout().is_some(),
+        "the rest have a reply deadline"
+    );
+    h.reply("504 No ALLO here.\n229-Entering Striped Passive Mode\n 10,0,0,2,8,1\n 10,0,0,3,8,1\n229 End\n");
+    match &h.events()[..] {
+        [Event::Done(Outcome::Replies(r))] => {
+            let codes: Vec<u16> = r.iter().map(|r| r.code).collect();
+            assert_eq!(
+                codes,
+                [200, 200, 504, 229],
+                "a refusal is the caller's to judge"
+            );
+            assert_eq!(parse_spas(&r[3]).map(|a| a.len()), Some(2));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!h.s.is_busy());
+    h.start(Op::Commands(vec![]));
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Replies(vec![]))]);
+    assert!(!h.s.is_busy());
+}
+
+#[test]
+fn other_servers_get_set_up_commands_one_at_a_time() {
+    let mut h = Scripted::login(GLOBUS_FEAT);
+    h.start(Op::Commands(vec!["TYPE I".into(), "MODE E".into()]));
+    h.expect("TYPE I", "200 Type set to I.\n");
+    h.expect("MODE E", "200 Mode set to E.\n");
+    assert!(matches!(&h.events()[..], [Event::Done(Outcome::Replies(r))] if r.len() == 2));
 }
