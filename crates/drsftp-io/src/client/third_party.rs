@@ -18,7 +18,9 @@
 //! Both commands are driven to their final replies together; `112` perf markers (MODE E receivers send them) feed
 //! [`Progress`]. A failure on either side, or `cancel`, sends ABOR to whichever is still running and deletes the
 //! destination (DELE). Afterwards SIZE and CKSM (the first of `VERIFY_PREFERENCE` both list) are compared on the
-//! two servers; a mismatch deletes the destination, so it is either complete and verified or not there.
+//! two servers; a mismatch deletes the destination, so it is either complete and verified or not there. Between
+//! two drsftp servers the set-up goes as one batch per end and the checks ride behind the transfer commands
+//! (CKSM behind RETR, SIZE and CKSM behind STOR), so neither costs round trips of its own (docs/striping.md).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -253,7 +255,8 @@ async fn copy_once(
     // then): the source checksums its file, which the copy does not change, while the destination still
     // receives the tail, and the destination answers SIZE and CKSM right after its own 226, with no round trip
     // between. The copy is still verified only by the destination's checksum of the whole file it holds.
-    let check = common_alg(s, d).filter(|_| opts.verify && udp.is_none());
+    let both_drs = s.session().features().drs() && d.session().features().drs();
+    let check = common_alg(s, d).filter(|_| opts.verify && udp.is_none() && both_drs);
     if let Some(alg) = &check {
         d.session_mut().set_trailing_size();
         d.session_mut().set_trailing_checksum(alg);
