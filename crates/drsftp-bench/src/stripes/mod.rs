@@ -84,8 +84,7 @@ struct Sample {
     wall_s: f64,
     /// drsftp's own `seconds` from `--json` (data phase), when there is one.
     data_s: Option<f64>,
-    /// drsftp's `--json` phases: login, set-up and verification (after the data), seconds.
-    login_s: Option<f64>,
+    /// drsftp's `--json` phases: set-up and verification (after the data), seconds.
     setup_s: Option<f64>,
     verify_s: Option<f64>,
     verified: bool,
@@ -652,7 +651,6 @@ fn drsftp_case(
         .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
     {
         s.data_s = j["seconds"].as_f64();
-        s.login_s = j["phases"]["login"].as_f64();
         s.setup_s = j["setup_seconds"].as_f64();
         s.verify_s = j["phases"]["verify"].as_f64();
         s.stripe_bytes = j["stripe_bytes"]

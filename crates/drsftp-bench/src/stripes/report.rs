@@ -166,8 +166,8 @@ fn phases(a: &Args, samples: &[Sample], md: &mut Md) {
             format!("{:.2}", median(v))
         }
     };
-    md.line("drsftp's wall time (s, medians; `login`, `setup`, `data` and `verify` from the client's `--json`: data = transfer commands to the last transfer reply, verify = after it; none of them were reported by the older binaries for third-party verify):\n");
-    md.line("| stripes | case | wall | login | setup | data | verify |");
+    md.line("drsftp's wall time (s, medians; `setup`, `data` and `verify` from the client's `--json`: set-up = logins' end to the transfer commands, data = transfer commands to the last transfer reply, verify = after it, not reported by older binaries for third-party copies; `rest` = wall minus those three: process start, logins, QUIT):\n");
+    md.line("| stripes | case | wall | rest | setup | data | verify |");
     md.line("|---|---|---|---|---|---|---|");
     for &n in &a.stripes {
         for w in [DRSFTP, DRSFTP_NV, DRSFTP_BEFORE, "globus"] {
@@ -177,7 +177,10 @@ fn phases(a: &Args, samples: &[Sample], md: &mut Md) {
             md.line(format!(
                 "| {n} | {w} | {} | {} | {} | {} | {} |",
                 med(w, n, &|s| Some(s.wall_s)),
-                med(w, n, &|s| s.login_s),
+                med(w, n, &|s| {
+                    let (st, d) = (s.setup_s?, s.data_s?);
+                    Some(s.wall_s - st - d - s.verify_s.unwrap_or(0.0))
+                }),
                 med(w, n, &|s| s.setup_s),
                 med(w, n, &|s| s.data_s),
                 med(w, n, &|s| s.verify_s),
