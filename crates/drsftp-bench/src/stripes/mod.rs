@@ -32,6 +32,8 @@ const TICKS: f64 = 100.0;
 /// which is what globus-url-copy checks.
 const DRSFTP: &str = "drsftp";
 const DRSFTP_NV: &str = "drsftp --no-verify";
+/// `--before`: the same verified copy with an older drsftp binary (servers and client), in the same run.
+const DRSFTP_BEFORE: &str = "drsftp before";
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -65,6 +67,10 @@ pub struct Args {
     /// The drsftp binary [default: next to drsftp-bench].
     #[arg(long)]
     drsftp: Option<PathBuf>,
+    /// An older drsftp binary to compare in the same run (rows `drsftp before`, verified, interleaved with the
+    /// others).
+    #[arg(long)]
+    before: Option<PathBuf>,
 }
 
 /// One measured copy (or iperf3 run) of one case.
@@ -78,6 +84,9 @@ struct Sample {
     wall_s: f64,
     /// drsftp's own `seconds` from `--json` (data phase), when there is one.
     data_s: Option<f64>,
+    /// drsftp's `--json` phases: set-up and verification (after the data), seconds.
+    setup_s: Option<f64>,
+    verify_s: Option<f64>,
     verified: bool,
     /// Bytes each stripe carried (drsftp `stripe_bytes`).
     stripe_bytes: String,
@@ -204,10 +213,13 @@ pub fn run(a: &Args, record: Option<&RunDir>) -> Result<()> {
         }
         for run in 0..a.runs {
             if has("drsftp") {
-                for (what, verify) in [(DRSFTP, true), (DRSFTP_NV, false)] {
-                    let r = drsftp_case(
-                        &lab, &hosts, &exe, &shared.0, &logs, &login, n, run, verify, a,
-                    );
+                let mut cases = vec![(DRSFTP, true, exe.as_path()), (DRSFTP_NV, false, &exe)];
+                if let Some(b) = &a.before {
+                    cases.push((DRSFTP_BEFORE, true, b.as_path()));
+                }
+                for (what, verify, bin) in cases {
+                    let case = (what, verify, n, run);
+                    let r = drsftp_case(&lab, &hosts, bin, &shared.0, &logs, &login, case, a);
                     samples.push(or_failed(r, what, n, run));
                 }
             }
@@ -602,9 +614,7 @@ fn drsftp_case(
     shared: &Path,
     logs: &Path,
     login: &Path,
-    n: usize,
-    run: usize,
-    verify: bool,
+    (what, verify, n, run): (&'static str, bool, usize, usize),
     a: &Args,
 ) -> Result<Sample> {
     let (fa, _pa, src_pids) = drsftp_cluster(lab, h, exe, &shared.join("a"), logs, login, 0, n)?;
@@ -612,7 +622,7 @@ fn drsftp_case(
     let src = shared.join("a").join(format!("src{n}"));
     let dst = shared.join("b").join(format!("drsftp{n}"));
     let mut s = Sample {
-        what: if verify { DRSFTP } else { DRSFTP_NV },
+        what,
         stripes: n,
         run,
         bytes: std::fs::metadata(&src)?.len(),
@@ -627,7 +637,11 @@ fn drsftp_case(
     if let Some(t) = &s.client_log {
         let name = format!(
             "drsftp-client-n{n}-r{run}{}.log",
-            if verify { "" } else { "-nv" }
+            match what {
+                DRSFTP_NV => "-nv",
+                DRSFTP_BEFORE => "-before",
+                _ => "",
+            }
         );
         std::fs::write(logs.join(name), t)?;
     }
@@ -637,6 +651,8 @@ fn drsftp_case(
         .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
     {
         s.data_s = j["seconds"].as_f64();
+        s.setup_s = j["setup_seconds"].as_f64();
+        s.verify_s = j["phases"]["verify"].as_f64();
         s.stripe_bytes = j["stripe_bytes"]
             .as_array()
             .map(|v| {

@@ -3,7 +3,7 @@
 
 use drsftp_lab::Lab;
 
-use super::{Args, Sample, DRSFTP, DRSFTP_NV};
+use super::{Args, Sample, DRSFTP, DRSFTP_BEFORE, DRSFTP_NV};
 use crate::record::Md;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -65,8 +65,8 @@ pub(super) fn report(a: &Args, samples: &[Sample], lab: &Lab) -> String {
             .collect::<Vec<_>>()
             .join(" "),
     ));
-    md.line("| stripes | N × access | iperf3 ceiling | Globus | Globus / (N × access) | drsftp | drsftp / (N × access) | drsftp / iperf3 | drsftp / Globus | drsftp --no-verify | its / (N × access) | its / iperf3 | its / Globus | copies byte-identical |");
-    md.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    md.line("| stripes | N × access | iperf3 ceiling | Globus | Globus / (N × access) | drsftp | drsftp / (N × access) | drsftp / iperf3 | drsftp / Globus | drsftp --no-verify | its / (N × access) | its / iperf3 | its / Globus | drsftp before | drsftp / before | copies byte-identical |");
+    md.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let med = |w: &str, n: usize| -> Option<f64> {
         let v: Vec<f64> = samples
             .iter()
@@ -84,7 +84,7 @@ pub(super) fn report(a: &Args, samples: &[Sample], lab: &Lab) -> String {
         let cap_mbit = n as f64 * mbit(a.access);
         let cap = Some(cap_mbit);
         let (ip, d, g) = (med("iperf3", n), med(DRSFTP, n), med("globus", n));
-        let nv = med(DRSFTP_NV, n);
+        let (nv, before) = (med(DRSFTP_NV, n), med(DRSFTP_BEFORE, n));
         let bad: Vec<String> = samples
             .iter()
             .filter(|s| s.stripes == n && s.what != "iperf3" && !s.verified)
@@ -96,7 +96,7 @@ pub(super) fn report(a: &Args, samples: &[Sample], lab: &Lab) -> String {
             bad.join(", ")
         };
         md.line(format!(
-            "| {n} | {:.0} Mbit/s | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {ok} |",
+            "| {n} | {:.0} Mbit/s | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {ok} |",
             cap_mbit,
             f(ip),
             f(g),
@@ -109,9 +109,12 @@ pub(super) fn report(a: &Args, samples: &[Sample], lab: &Lab) -> String {
             r(nv, cap),
             r(nv, ip),
             r(nv, g),
+            f(before),
+            r(d, before),
         ));
     }
     md.line("");
+    phases(a, samples, &mut md);
     md.line("Movers' memory (VmRSS of each mover's process tree, sampled every 50 ms: the highest of any one mover, and the mean of the per-mover average) and CPU (user + system of all movers on both sides during the copy):\n");
     md.line("| stripes | implementation | run | rate | data phase (drsftp `seconds`) | source movers RSS peak / mean | destination movers RSS peak / mean | movers CPU s | CPU s per GiB | stripe bytes | note |");
     md.line("|---|---|---|---|---|---|---|---|---|---|---|");
@@ -145,4 +148,44 @@ pub(super) fn report(a: &Args, samples: &[Sample], lab: &Lab) -> String {
         ));
     }
     md.text().to_string()
+}
+
+/// Where drsftp's wall time goes, per row kind and stripe count (medians of the verified runs): the client's
+/// `--json` login, set-up (logins' end to the transfer commands), data phase (to the last transfer reply) and
+/// verification (after it); `before` (the `--before` binary) against this one.
+fn phases(a: &Args, samples: &[Sample], md: &mut Md) {
+    let med = |w: &str, n: usize, f: &dyn Fn(&Sample) -> Option<f64>| -> String {
+        let v: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.what == w && s.stripes == n && s.verified)
+            .filter_map(f)
+            .collect();
+        if v.is_empty() {
+            "–".into()
+        } else {
+            format!("{:.2}", median(v))
+        }
+    };
+    md.line("drsftp's wall time (s, medians; `setup`, `data` and `verify` from the client's `--json`: set-up = logins' end to the transfer commands, data = transfer commands to the last transfer reply, verify = after it, not reported by older binaries for third-party copies; `rest` = wall minus those three: process start, logins, QUIT):\n");
+    md.line("| stripes | case | wall | rest | setup | data | verify |");
+    md.line("|---|---|---|---|---|---|---|");
+    for &n in &a.stripes {
+        for w in [DRSFTP, DRSFTP_NV, DRSFTP_BEFORE, "globus"] {
+            if !samples.iter().any(|s| s.what == w && s.stripes == n) {
+                continue;
+            }
+            md.line(format!(
+                "| {n} | {w} | {} | {} | {} | {} | {} |",
+                med(w, n, &|s| Some(s.wall_s)),
+                med(w, n, &|s| {
+                    let (st, d) = (s.setup_s?, s.data_s?);
+                    Some(s.wall_s - st - d - s.verify_s.unwrap_or(0.0))
+                }),
+                med(w, n, &|s| s.setup_s),
+                med(w, n, &|s| s.data_s),
+                med(w, n, &|s| s.verify_s),
+            ));
+        }
+    }
+    md.line("");
 }

@@ -27,6 +27,7 @@ mod resume;
 mod task;
 mod third_party;
 mod third_party_resume;
+mod third_party_run;
 mod third_party_verify;
 mod transfer;
 mod upbatch;

@@ -18,27 +18,27 @@
 //! Both commands are driven to their final replies together; `112` perf markers (MODE E receivers send them) feed
 //! [`Progress`]. A failure on either side, or `cancel`, sends ABOR to whichever is still running and deletes the
 //! destination (DELE). Afterwards SIZE and CKSM (the first of `VERIFY_PREFERENCE` both list) are compared on the
-//! two servers; a mismatch deletes the destination, so it is either complete and verified or not there.
+//! two servers; a mismatch deletes the destination, so it is either complete and verified or not there. Between
+//! two drsftp servers the set-up goes as one batch per end and the checks ride behind the transfer commands
+//! (CKSM behind RETR, SIZE and CKSM behind STOR), so neither costs round trips of its own (docs/striping.md).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use drsftp_proto::client::blast_setup::{
     bpas_line, bprt_line, offers_bprt, opts_line, parse_bpas_reply, parse_opts_mtu,
 };
 use drsftp_proto::client::{
-    parse_epsv, parse_pasv, parse_spas, port_command, spor_command, BlastRequest, Event, Op,
-    Outcome, Reply, TransferMode, TransferReport,
+    parse_epsv, parse_pasv, parse_spas, port_command, spor_command, BlastRequest, Op, Outcome,
+    Reply, TransferMode,
 };
 
 use super::control::Control;
-use super::third_party_verify::{common_alg, verify};
-use super::{
-    download, third_party_resume, transfer, Client, ClientError, ClientOptions, TransferSummary,
-};
+use super::third_party_run::{run, Failed};
+use super::third_party_verify::{common_alg, compare, verify};
+use super::{download, third_party_resume, Client, ClientError, ClientOptions, TransferSummary};
 use crate::data::Progress;
 
 /// Which end, for messages.
@@ -223,15 +223,20 @@ async fn copy_once(
         None => {
             protect_channel(s, d, &mut notices).await?;
             let stripes = opts.stripes && mode == TransferMode::Extended;
-            buffer_command = tcp_setup(
-                s,
-                d,
-                (mode, streams, stripes),
-                opts.tcp_buffer,
-                size,
-                &mut notices,
-            )
-            .await?;
+            let both_drsftp = s.session().features().drs() && d.session().features().drs();
+            if both_drsftp && opts.tcp_buffer.is_none() {
+                tcp_setup_batched(s, d, (mode, streams, stripes), size, &mut notices).await?;
+            } else {
+                buffer_command = tcp_setup(
+                    s,
+                    d,
+                    (mode, streams, stripes),
+                    opts.tcp_buffer,
+                    size,
+                    &mut notices,
+                )
+                .await?;
+            }
         }
     }
     // A whole-file MODE E copy that both ends can verify resumes what an earlier run left at the destination.
@@ -246,11 +251,21 @@ async fn copy_once(
     };
     let held = resume.as_ref().map(|r| r.held.clone()).unwrap_or_default();
     let markers = resume.as_ref().and_then(|r| r.markers.as_ref());
+    // The final checks ride behind the transfer commands with drsftp servers (the session sends them only
+    // then): the source checksums its file, which the copy does not change, while the destination still
+    // receives the tail, and the destination answers SIZE and CKSM right after its own 226, with no round trip
+    // between. The copy is still verified only by the destination's checksum of the whole file it holds.
+    let both_drs = s.session().features().drs() && d.session().features().drs();
+    let check = common_alg(s, d).filter(|_| opts.verify && udp.is_none() && both_drs);
+    if let Some(alg) = &check {
+        d.session_mut().set_trailing_size();
+        d.session_mut().set_trailing_checksum(alg);
+        s.session_mut().set_trailing_checksum(alg);
+    }
     let begin = Instant::now();
     let r = run(s, src_path, d, dst_path, opts.timeout, &progress, cancel).await;
-    let seconds = begin.elapsed().as_secs_f64();
-    let stripe_bytes = match r {
-        Ok(b) => b,
+    let ran = match r {
+        Ok(ran) => ran,
         Err(Failed { error, touched }) => {
             // A destination that keeps what it wrote under the final name (Globus) is resumed from the markers
             // recorded: deleting it would throw them away. Its record says a rerun finishes it.
@@ -264,10 +279,15 @@ async fn copy_once(
         // Every byte is at the destination: whatever the checks below say, these markers are not used again.
         m.complete();
     }
+    // The data phase ends with the last transfer reply, not with the checks that rode behind it.
+    let seconds = (ran.data_end - begin).as_secs_f64();
     // The outcome: sizes, then checksums; any disagreement removes the destination.
-    let dst_size = download::size_if_supported(d, dst_path)
-        .await
-        .map_err(|e| at(End::Destination, d, e))?;
+    let dst_size = match ran.dst.size.as_deref() {
+        Some(Ok(n)) => Some(*n),
+        _ => download::size_if_supported(d, dst_path)
+            .await
+            .map_err(|e| at(End::Destination, d, e))?,
+    };
     if let (Some(a), Some(b)) = (size, dst_size) {
         if a != b {
             delete(d, dst_path).await;
@@ -301,7 +321,7 @@ async fn copy_once(
         blast: None,
         traces: vec![],
         stream_actions: vec![],
-        stripes: stripe_bytes,
+        stripes: ran.stripes,
         transport_choice: None,
         // From the logins to the transfer commands: SIZE, the channel's set-up (SPAS/SPOR), resume checks.
         setup_seconds: Some((begin - started).as_secs_f64()),
@@ -309,13 +329,27 @@ async fn copy_once(
         verify_seconds: None,
     };
     if opts.verify {
-        match verify(s, src_path, d, dst_path, &mut summary).await {
+        let early = match (
+            check,
+            ran.src.checksum.as_deref(),
+            ran.dst.checksum.as_deref(),
+        ) {
+            (Some(alg), Some(Ok(hs)), Some(Ok(hd))) => Some((alg, hs.clone(), hd.clone())),
+            // Not asked, or refused by either end: both are asked again, one command each.
+            _ => None,
+        };
+        let r = match early {
+            Some((alg, hs, hd)) => compare(d, dst_path, alg, hs, hd, &mut summary).await,
+            None => verify(s, src_path, d, dst_path, &mut summary).await,
+        };
+        match r {
             Ok(()) => {}
             Err(e @ ClientError::ChecksumMismatch { .. }) if !held.is_empty() => {
                 return Err(Failure::ResumedBad(e))
             }
             Err(e) => return Err(e.into()),
         }
+        summary.verify_seconds = Some(ran.data_end.elapsed().as_secs_f64());
     }
     Ok(summary)
 }
@@ -436,6 +470,120 @@ async fn tcp_setup(
         soft(d, End::Destination, &format!("ALLO {n}"), notices).await?;
     }
     Ok(accepted)
+}
+
+/// [`tcp_setup`] in one round trip per end, both ends at once, for two drsftp servers without buffer sizes to
+/// set (no SBUF fallback to wait for): `TYPE I`, `MODE`, `OPTS RETR` on the source; `TYPE I`, `MODE`, `ALLO`
+/// and `SPAS` (or `PEER` and `PASV`) on the destination (`Op::Commands`); then `SPOR`/`PORT` on the source.
+/// Refusals mean what they mean in [`tcp_setup`]: TYPE and MODE fail the copy, the rest are notices, and a
+/// refused `SPAS` falls back to `PEER` and `PASV`.
+async fn tcp_setup_batched(
+    s: &mut Control,
+    d: &mut Control,
+    (mode, streams, stripes): (TransferMode, u32, bool),
+    size: Option<u64>,
+    notices: &mut Vec<String>,
+) -> Result<(), ClientError> {
+    let mode_line = format!("MODE {}", mode.letter());
+    let mut src = vec!["TYPE I".to_string(), mode_line.clone()];
+    if mode == TransferMode::Extended {
+        src.push(format!(
+            "OPTS RETR Parallelism={streams},{streams},{streams};"
+        ));
+    }
+    let spas = stripes && d.session().features().has("SPAS") && s.session().features().has("SPOR");
+    let mut dst = vec!["TYPE I".to_string(), mode_line];
+    dst.extend(size.map(|n| format!("ALLO {n}")));
+    if !spas && d.session().features().has("PEER") {
+        // Not striped, so not a cluster: the sender is the source's own host (see `name_sender`).
+        dst.push(format!("PEER {}", s.peer().ip().to_canonical()));
+    }
+    dst.push(if spas { "SPAS" } else { "PASV" }.to_string());
+    let (rs, rd) = tokio::join!(
+        s.run(Op::Commands(src.clone())),
+        d.run(Op::Commands(dst.clone()))
+    );
+    let replies = |c: &Control, end: End, r: Result<Outcome, ClientError>| match r {
+        Ok(Outcome::Replies(v)) => Ok(v),
+        Ok(other) => Err(at(end, c, format!("unexpected outcome {other:?}"))),
+        Err(e) => Err(at(end, c, e)),
+    };
+    let rs = replies(s, End::Source, rs)?;
+    let mut rd = replies(d, End::Destination, rd)?;
+    let last = rd.pop().filter(|_| rd.len() + 1 == dst.len());
+    for (c, end, lines, got) in [
+        (&*s, End::Source, &src, &rs),
+        (&*d, End::Destination, &dst, &rd),
+    ] {
+        for (line, r) in lines.iter().zip(got) {
+            if r.is_ok() {
+                continue;
+            }
+            if line.starts_with("TYPE") || line.starts_with("MODE") {
+                let e = drsftp_proto::client::ClientError::Refused {
+                    command: line.clone(),
+                    reply: r.clone(),
+                };
+                return Err(at(end, c, e));
+            }
+            notices.push(format!("{} server refused `{line}`: {r}", end.name()));
+        }
+    }
+    let last = last.ok_or_else(|| at(End::Destination, d, "fewer replies than commands"))?;
+    let peer = d.peer().ip();
+    let wild = |a: SocketAddr| {
+        if a.ip().is_unspecified() {
+            SocketAddr::new(peer, a.port())
+        } else {
+            a
+        }
+    };
+    let striped = match spas {
+        false => None,
+        true => match parse_spas(&last) {
+            Some(a) => Some(a.into_iter().map(wild).collect::<Vec<_>>()),
+            None if last.is_ok() => {
+                return Err(at(End::Destination, d, format!("cannot parse `{last}`")))
+            }
+            None => {
+                notices.push(format!(
+                    "destination server refused `SPAS` (not striping): {last}"
+                ));
+                None
+            }
+        },
+    };
+    let port = match striped {
+        Some(addrs) => {
+            // One stripe on the destination's own host is no cluster: it takes the source's host by PEER.
+            let cluster = addrs.len() > 1
+                || addrs
+                    .iter()
+                    .any(|x| x.ip().to_canonical() != peer.to_canonical());
+            if !cluster {
+                name_sender(s, d, notices).await?;
+            }
+            if addrs.len() > 1 {
+                spor_command(&addrs)
+            } else {
+                port_command(addrs[0])
+            }
+        }
+        None if spas => {
+            name_sender(s, d, notices).await?;
+            port_command(passive(d).await?)
+        }
+        None => port_command(match parse_pasv(&last) {
+            Some(a) => wild(a),
+            None => passive(d).await?,
+        }),
+    };
+    if let Err(e) = cmd(s, End::Source, &port).await {
+        return Err(ClientError::Invalid(format!(
+            "{e} (a third-party copy needs the source server to accept `{port}`, the destination's data address)"
+        )));
+    }
+    Ok(())
 }
 
 /// `PEER <source address>` on a destination whose FEAT lists `PEER`: a drsftp server accepts passive data
@@ -563,215 +711,6 @@ async fn blast_setup(
     cmd(d, End::Destination, &bprt_line(addr_s, id)).await?;
     cmd(d, End::Destination, &format!("ALLO {size}")).await?;
     Ok(())
-}
-
-/// What one side's next control event means here.
-enum Step {
-    Done(Box<TransferReport>),
-    Started,
-    Perf(u32, u64),
-    /// A `111 Range Marker`: the receiver has written these ranges.
-    Marked(Vec<std::ops::Range<u64>>),
-    Other,
-}
-
-fn step(end: End, c: &Control, ev: Result<Event, ClientError>) -> Result<Step, ClientError> {
-    match ev {
-        Ok(Event::Done(Outcome::Transferred(r))) => Ok(Step::Done(Box::new(r))),
-        Ok(Event::Done(other)) => Err(at(end, c, format!("unexpected outcome {other:?}"))),
-        Ok(Event::Failed(e)) => Err(at(end, c, e)),
-        Err(e) => Err(at(end, c, e)),
-        Ok(Event::TransferStarted(r)) => {
-            tracing::debug!("{} started: {r}", end.name());
-            Ok(Step::Started)
-        }
-        Ok(Event::PerfMarker(p)) => Ok(Step::Perf(p.stripe_index, p.stripe_bytes)),
-        Ok(Event::RangeMarker(r)) => Ok(Step::Marked(r)),
-        Ok(Event::Notice(n)) => {
-            tracing::info!("{} server: {n}", end.name());
-            Ok(Step::Other)
-        }
-        Ok(ev) => {
-            tracing::debug!("{}: {ev:?}", end.name());
-            Ok(Step::Other)
-        }
-    }
-}
-
-/// A failed transfer; `touched`: the destination may have been written (anything but a STOR refused outright).
-struct Failed {
-    error: ClientError,
-    touched: bool,
-}
-
-impl From<ClientError> for Failed {
-    fn from(error: ClientError) -> Self {
-        Failed {
-            error,
-            touched: true,
-        }
-    }
-}
-
-/// STOR on the destination (given a moment to accept or refuse first), RETR on the source, both to their final
-/// replies. Any failure or `cancel` aborts whichever side still runs. Returns the bytes per stripe the perf
-/// markers last reported, when there was more than one stripe.
-async fn run(
-    s: &mut Control,
-    src_path: &str,
-    d: &mut Control,
-    dst_path: &str,
-    timeout: Duration,
-    progress: &Progress,
-    cancel: impl Future<Output = ()>,
-) -> Result<Vec<u64>, Failed> {
-    tokio::pin!(cancel);
-    d.start(Op::Command(format!("STOR {dst_path}")))
-        .map_err(|e| at(End::Destination, d, e))?;
-    let mut d_done = None;
-    // Some servers answer a passive STOR only once the data connection is in: wait briefly, not for the 1xx.
-    let first = tokio::time::timeout(Duration::from_millis(300), d.next_event()).await;
-    if let Ok(ev) = first {
-        match step(End::Destination, d, ev) {
-            Ok(Step::Done(r)) => d_done = Some(r),
-            Ok(Step::Perf(..) | Step::Marked(_) | Step::Started | Step::Other) => {}
-            // Refused before a 1xx: the destination was not touched.
-            Err(error) => {
-                return Err(Failed {
-                    error,
-                    touched: false,
-                })
-            }
-        }
-    }
-    if let Err(e) = s.start(Op::Command(format!("RETR {src_path}"))) {
-        transfer::abort(d).await;
-        return Err(at(End::Source, s, e).into());
-    }
-    let mut s_done: Option<Box<TransferReport>> = None;
-    let mut stripes: HashMap<u32, u64> = HashMap::new();
-    let mut last_marker: Option<Instant> = None;
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    let mut d_started = false;
-    while s_done.is_none() || d_done.is_none() {
-        let (end, r) = tokio::select! {
-            ev = s.next_event(), if s_done.is_none() => {
-                let data_failed = matches!(failure_code(&ev), Some(425 | 426));
-                let r = step(End::Source, s, ev);
-                if data_failed && d_done.is_none() {
-                    // The source could not reach the destination's data port. That is usually the destination
-                    // refusing the STOR and closing its listener; its reply, not the source's, is the cause.
-                    if let Some(f) = destination_refusal(d, d_started, &mut d_done).await {
-                        return Err(f);
-                    }
-                }
-                (End::Source, r)
-            }
-            ev = d.next_event(), if d_done.is_none() => (End::Destination, step(End::Destination, d, ev)),
-            _ = &mut cancel => {
-                abort_running(s, s_done.is_none(), d, d_done.is_none()).await;
-                return Err(ClientError::Invalid("interrupted: both transfers aborted".into()).into());
-            }
-            _ = tick.tick() => {
-                if last_marker.is_some_and(|t| t.elapsed() >= timeout) {
-                    abort_running(s, s_done.is_none(), d, d_done.is_none()).await;
-                    return Err(ClientError::Stalled(timeout).into());
-                }
-                continue;
-            }
-        };
-        match r {
-            Ok(Step::Done(rep)) => match end {
-                End::Source => s_done = Some(rep),
-                End::Destination => d_done = Some(rep),
-            },
-            Ok(Step::Perf(stripe, bytes)) => {
-                let before: u64 = stripes.values().sum();
-                stripes.insert(stripe, bytes);
-                let now: u64 = stripes.values().sum();
-                if now > before {
-                    last_marker = Some(Instant::now());
-                    let cur = progress.bytes();
-                    if now > cur {
-                        progress.add(cur..now);
-                    }
-                } else if last_marker.is_none() {
-                    last_marker = Some(Instant::now());
-                }
-            }
-            Ok(Step::Marked(r)) if end == End::Destination => progress.mark(&r),
-            Ok(Step::Started) => d_started |= end == End::Destination,
-            Ok(Step::Marked(_) | Step::Other) => {}
-            Err(e) => {
-                let (s_run, d_run) = match end {
-                    End::Source => (false, d_done.is_none()),
-                    End::Destination => (s_done.is_none(), false),
-                };
-                abort_running(s, s_run, d, d_run).await;
-                return Err(e.into());
-            }
-        }
-    }
-    // The receivers' perf markers per stripe: reported only when the copy was striped.
-    let mut per: Vec<(u32, u64)> = stripes.into_iter().collect();
-    per.sort_unstable();
-    Ok(if per.len() > 1 {
-        per.into_iter().map(|(_, b)| b).collect()
-    } else {
-        vec![]
-    })
-}
-
-/// The reply code of a failed transfer event, if the server sent one.
-fn failure_code(ev: &Result<Event, ClientError>) -> Option<u16> {
-    match ev {
-        Ok(Event::Failed(e)) => e.reply_code(),
-        Err(e) => e.reply_code(),
-        Ok(_) => None,
-    }
-}
-
-/// The destination's own failure of its outstanding STOR, if it reports one within a short wait; `None` if it
-/// reports nothing (or progress, or success, kept in `done`) in that time, so the source's failure stays the cause.
-async fn destination_refusal(
-    d: &mut Control,
-    started: bool,
-    done: &mut Option<Box<TransferReport>>,
-) -> Option<Failed> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    loop {
-        let ev = tokio::time::timeout_at(deadline, d.next_event())
-            .await
-            .ok()?;
-        match step(End::Destination, d, ev) {
-            Err(error) => {
-                return Some(Failed {
-                    error,
-                    touched: started,
-                })
-            }
-            Ok(Step::Done(r)) => {
-                *done = Some(r);
-                return None;
-            }
-            Ok(Step::Perf(..) | Step::Marked(_) | Step::Started | Step::Other) => {}
-        }
-    }
-}
-
-/// ABOR on the sides whose transfer command is still outstanding, concurrently.
-async fn abort_running(s: &mut Control, s_run: bool, d: &mut Control, d_run: bool) {
-    let a = async {
-        if s_run {
-            transfer::abort(s).await;
-        }
-    };
-    let b = async {
-        if d_run {
-            transfer::abort(d).await;
-        }
-    };
-    tokio::join!(a, b);
 }
 
 /// Best-effort DELE of the destination (a failed or unverified copy must not look like a good one).

@@ -76,6 +76,19 @@ pub(super) async fn verify(
     let Some(hd) = one(rd, d, End::Destination)? else {
         return Ok(());
     };
+    compare(d, dst_path, alg, hs, hd, summary).await
+}
+
+/// The source's and the destination's whole-file checksums `hs` and `hd` (by `alg`) compared: equal marks the
+/// copy verified, different deletes the destination and fails.
+pub(super) async fn compare(
+    d: &mut Control,
+    dst_path: &str,
+    alg: String,
+    hs: String,
+    hd: String,
+    summary: &mut TransferSummary,
+) -> Result<(), ClientError> {
     if hs != hd {
         delete(d, dst_path).await;
         return Err(ClientError::ChecksumMismatch {

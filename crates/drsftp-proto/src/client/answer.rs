@@ -162,8 +162,9 @@ impl ClientSession {
                 if addrs.len() > 1 {
                     // A striped endpoint's CKSM may be computed by its movers while the tail of the data is
                     // still in flight from them: the final check waits for the data, as a command of its own.
-                    run.steps
-                        .retain(|s| !matches!(s, Step::Cmd(_, Kind::TrailingCksm)));
+                    run.steps.retain(|s| {
+                        !matches!(s, Step::Cmd(_, Kind::TrailingCksm | Kind::TrailingSize))
+                    });
                 }
                 match (upload, addrs.len()) {
                     (true, 1) => {
@@ -227,11 +228,24 @@ impl ClientSession {
                 if listing {
                     return Some(Ok(Outcome::Listed(reply)));
                 }
-                run.report.final_reply = Some(reply);
                 run.report.drs_negotiated = self.drs.on;
                 run.report.blast = run.blast.as_ref().and_then(BlastNeg::channel);
+                if run.head_is(|k| matches!(k, Kind::TrailingSize | Kind::TrailingCksm)) {
+                    // Its SIZE and CKSM come next and end the operation; the caller may stop its clock now.
+                    self.events.push_back(Event::TransferReplied(reply.clone()));
+                    run.report.final_reply = Some(reply);
+                    return None;
+                }
+                run.report.final_reply = Some(reply);
+                let report = std::mem::take(&mut run.report);
+                return Some(Ok(Outcome::Transferred(report)));
+            }
+            Kind::TrailingSize => {
+                let n = (reply.code == 213)
+                    .then(|| reply.text().trim().parse().ok())
+                    .flatten();
+                run.report.size = Some(Box::new(n.ok_or(reply)));
                 if run.head_is(|k| k == Kind::TrailingCksm) {
-                    // Its CKSM comes next and ends the operation.
                     return None;
                 }
                 let report = std::mem::take(&mut run.report);
@@ -266,6 +280,12 @@ impl ClientSession {
                         reply,
                     }),
                 });
+            }
+            Kind::Piped => {
+                run.replies.push(reply);
+                if run.inflight.is_empty() && run.steps.is_empty() {
+                    return Some(Ok(Outcome::Replies(std::mem::take(&mut run.replies))));
+                }
             }
             Kind::Raw => {
                 if reply.is_error() {

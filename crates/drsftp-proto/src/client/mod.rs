@@ -37,6 +37,8 @@ mod stripe_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod third_party_tests;
+#[cfg(test)]
 mod tls_tests;
 mod types;
 mod upbatch;

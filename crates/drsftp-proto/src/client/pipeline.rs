@@ -16,7 +16,9 @@
 //! BlastBind, DataReady) waits until nothing is in flight. Against any other server (Globus) the session sends
 //! one command at a time, as before.
 
-use super::plan::Kind;
+use std::collections::VecDeque;
+
+use super::plan::{Kind, Step};
 use super::reply::Reply;
 use super::session::ClientSession;
 
@@ -51,7 +53,12 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
         }
         Kind::Port => next == Kind::Transfer { listing: false },
         // The server queues it behind the running transfer and answers once the transfer has ended.
-        Kind::Transfer { listing: false } => next == Kind::TrailingCksm,
+        Kind::Transfer { listing: false } => {
+            matches!(next, Kind::TrailingSize | Kind::TrailingCksm)
+        }
+        Kind::TrailingSize => next == Kind::TrailingCksm,
+        // `Op::Commands`: independent commands whose replies the caller judges, all in one write.
+        Kind::Piped => next == Kind::Piped,
         // The blast set-up: OPTS BLAST (behind TYPE I) and BPAS, then REST (ranges) or ALLO, and the transfer
         // command. Nothing in it changes the plan: a refusal fails the operation (or is a notice), and the
         // server runs the queued commands in order once its UDP socket is bound.
@@ -70,6 +77,47 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
 }
 
 impl ClientSession {
+    /// [`Op::Command`](super::Op::Command)'s plan. A bare transfer command (third-party: the servers' data
+    /// channel is set up between them) waits through 1xx and markers like a transfer, with no reply deadline
+    /// once started, and ends in `Outcome::Transferred`; ABOR works on it. The checks asked for ride behind it.
+    pub(super) fn plan_command(&mut self, line: String) -> VecDeque<Step> {
+        let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
+        if !matches!(verb.as_str(), "RETR" | "ERET" | "STOR" | "ESTO" | "APPE") {
+            return [Step::Cmd(line, Kind::Raw)].into();
+        }
+        // ERET/ESTO name a module and its arguments before the path: only a plain path is checked.
+        let path = line.split_once(' ').map(|(_, p)| p.to_string());
+        let plain = matches!(verb.as_str(), "RETR" | "STOR" | "APPE");
+        let trailing = self.trailing_steps(path.filter(|_| plain));
+        let mut s = VecDeque::from([Step::Cmd(line, Kind::Transfer { listing: false })]);
+        s.extend(trailing);
+        s
+    }
+
+    /// The commands to pipeline behind a transfer command for `path` (`None`: not a whole file): SIZE and CKSM
+    /// as [`ClientSession::set_trailing_size`] and [`ClientSession::set_trailing_checksum`] asked, with a drsftp
+    /// server (which queues them and answers once the transfer has ended). Clears both requests either way.
+    pub(super) fn trailing_steps(&mut self, path: Option<String>) -> Vec<Step> {
+        let (size, alg) = (
+            std::mem::take(&mut self.trailing_size),
+            self.trailing_cksm.take(),
+        );
+        let Some(path) = path.filter(|_| self.features.drs()) else {
+            return vec![];
+        };
+        let mut steps = vec![];
+        if size {
+            steps.push(Step::Cmd(format!("SIZE {path}"), Kind::TrailingSize));
+        }
+        if let Some(alg) = alg {
+            steps.push(Step::Cmd(
+                format!("CKSM {alg} 0 -1 {path}"),
+                Kind::TrailingCksm,
+            ));
+        }
+        steps
+    }
+
     /// The running operation ended while `rest` (oldest first) were still in flight: their final replies will
     /// arrive later and are dropped ([`ClientSession::swallowed`]). What they may have changed on the server is
     /// no longer known, so the next transfer repeats it: TYPE I, MODE, `OPTS DRS`.

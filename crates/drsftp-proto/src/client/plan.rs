@@ -59,6 +59,9 @@ pub(super) enum Kind {
     /// The whole file's CKSM pipelined behind a transfer command ([`ClientSession::set_trailing_checksum`]):
     /// its reply completes the transfer's report, a refusal included (the caller then asks again or notes it).
     TrailingCksm,
+    /// The file's SIZE pipelined behind a transfer command, before its trailing CKSM
+    /// ([`ClientSession::set_trailing_size`]): its reply completes the report, a refusal included.
+    TrailingSize,
     /// RETR of file `n` of a batch (`batch.rs`): 1xx, markers, then its own final reply; the batch goes on.
     BatchRetr(usize),
     /// CKSM of file `n` of a batch.
@@ -68,6 +71,8 @@ pub(super) enum Kind {
     /// MFMT of file `n` of an upload batch.
     BatchMfmt(usize),
     Raw,
+    /// One of [`Op::Commands`](super::Op::Commands): its final reply, refusals included, is collected.
+    Piped,
     Quit,
     /// `AUTH TLS` for [`Op::Secure`](super::Op::Secure): `234` expected.
     Auth {

@@ -62,6 +62,8 @@ pub(super) struct Running {
     /// ABOR sent with commands pipelined behind the transfer (its trailing CKSM): the server answers ABOR first
     /// (it jumps the queue), so these replies come after the operation ends and are swallowed then.
     pub(super) behind_abort: Vec<Kind>,
+    /// [`Op::Commands`]: the final replies so far, in order.
+    pub(super) replies: Vec<Reply>,
 }
 
 impl Running {
@@ -90,7 +92,9 @@ pub struct ClientSession {
     /// by convention, no secret, so it may ride behind USER in cleartext too (one round trip less per session).
     anonymous_login: bool,
     /// [`ClientSession::set_trailing_checksum`]: the algorithm for the next TCP transfer's pipelined CKSM.
-    trailing_cksm: Option<String>,
+    pub(super) trailing_cksm: Option<String>,
+    /// [`ClientSession::set_trailing_size`]: SIZE pipelined behind the next transfer command.
+    pub(super) trailing_size: bool,
     out: VecDeque<Vec<u8>>,
     pub(super) events: VecDeque<Event>,
     pub(super) current: Option<Running>,
@@ -132,6 +136,7 @@ impl ClientSession {
             control_tls: false,
             anonymous_login: false,
             trailing_cksm: None,
+            trailing_size: false,
             out: VecDeque::new(),
             events: VecDeque::new(),
             current: None,
@@ -163,8 +168,19 @@ impl ClientSession {
     /// Asks for the whole file's CKSM with `alg` right behind the next [`Op::Transfer`]'s command when it runs
     /// over TCP with a drsftp server (which queues it and answers after the transfer): its result comes in
     /// [`TransferReport::checksum`]. Used by that transfer only; ignored for partial transfers and other servers.
+    ///
+    /// A bare transfer command ([`Op::Command`] with RETR/STOR/ERET/ESTO/APPE: one end of a third-party copy)
+    /// takes it too, for the path the command names: the source then checksums its file while the destination
+    /// still receives the tail, and the destination right after its own `226`, with no round trip between.
     pub fn set_trailing_checksum(&mut self, alg: &str) {
         self.trailing_cksm = Some(alg.to_string());
+    }
+
+    /// Asks for the file's SIZE right behind the next transfer command (before its trailing CKSM, if any) on the
+    /// same terms as [`ClientSession::set_trailing_checksum`]; the result comes in [`TransferReport::size`].
+    /// The session must already be in TYPE I (SIZE is defined in binary mode only).
+    pub fn set_trailing_size(&mut self) {
+        self.trailing_size = true;
     }
 
     /// The 220 greeting, once received.
@@ -261,16 +277,16 @@ impl ClientSession {
                 )]
                 .into()
             }
-            Op::Command(line) => {
-                // A bare transfer command (third-party: the servers' data channel is set up between them) waits
-                // through 1xx and markers like a transfer, with no reply deadline once started, and ends in
-                // `Outcome::Transferred`; ABOR works on it.
-                let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
-                let kind = match verb.as_str() {
-                    "RETR" | "ERET" | "STOR" | "ESTO" | "APPE" => Kind::Transfer { listing: false },
-                    _ => Kind::Raw,
-                };
-                [Step::Cmd(line, kind)].into()
+            Op::Command(line) => self.plan_command(line),
+            Op::Commands(lines) => {
+                if lines.is_empty() {
+                    self.events.push_back(Event::Done(Outcome::Replies(vec![])));
+                    return Ok(());
+                }
+                lines
+                    .into_iter()
+                    .map(|l| Step::Cmd(l, Kind::Piped))
+                    .collect()
             }
             Op::Quit => [Step::Cmd("QUIT".into(), Kind::Quit)].into(),
             Op::Batch(spec) => {
@@ -305,7 +321,9 @@ impl ClientSession {
             }
             Op::Transfer(spec) => {
                 let resume = self.resume.take();
-                let trailing = self.trailing_cksm.take();
+                // Used by this transfer only: a blast transfer or a partial one takes none.
+                let whole_tcp = spec.partial.is_none() && spec.transport == Transport::Tcp;
+                let trailing = self.trailing_steps(Some(spec.path.clone()).filter(|_| whole_tcp));
                 streams = if spec.mode == TransferMode::Extended {
                     spec.streams.max(1)
                 } else {
@@ -324,16 +342,7 @@ impl ClientSession {
                     }
                     Transport::Tcp => {
                         let mut s = self.plan_transfer(&spec, resume.as_ref());
-                        // The whole file's CKSM right behind the transfer command (a drsftp server runs it
-                        // after the transfer ends): the final check costs no round trip of its own.
-                        if let Some(alg) =
-                            trailing.filter(|_| spec.partial.is_none() && self.features.drs())
-                        {
-                            s.push_back(Step::Cmd(
-                                format!("CKSM {alg} 0 -1 {}", spec.path),
-                                Kind::TrailingCksm,
-                            ));
-                        }
+                        s.extend(trailing);
                         s
                     }
                 }
@@ -354,6 +363,7 @@ impl ClientSession {
             stripes: 0,
             pass_moot: false,
             behind_abort: Vec::new(),
+            replies: Vec::new(),
         });
         self.advance(now);
         Ok(())
@@ -677,7 +687,12 @@ impl ClientSession {
             // A CKSM pipelined behind the transfer was queued on the server before any SBUF sent during the
             // transfer: once the transfer has ended, the CKSM's reply comes before a late SBUF's refusal.
             let waiting = self.current.as_ref().is_some_and(|r| {
-                r.head_is(|k| matches!(k, Kind::Transfer { .. } | Kind::TrailingCksm))
+                r.head_is(|k| {
+                    matches!(
+                        k,
+                        Kind::Transfer { .. } | Kind::TrailingSize | Kind::TrailingCksm
+                    )
+                })
             });
             if let Some(ev) = self.drs.take_answer(&reply, waiting) {
                 self.events.push_back(ev);

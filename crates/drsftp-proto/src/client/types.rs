@@ -216,6 +216,10 @@ pub enum Op {
     /// transfer whose data channel runs between two servers) wait through 1xx and markers like a transfer and
     /// complete with [`Outcome::Transferred`].
     Command(String),
+    /// Independent commands, each to its final reply, in one write with a drsftp server (one at a time with any
+    /// other): ends in [`Outcome::Replies`] with every final reply in order, refusals included, for the caller
+    /// to judge. Nothing in it may change what the next command means (no transfer, PASV, REST or AUTH).
+    Commands(Vec<String>),
     /// `QUIT`.
     Quit,
     /// Explicit FTPS (RFC 4217), before login: `AUTH TLS` (no FEAT first: a round trip saved), and on `234`
@@ -250,6 +254,8 @@ pub enum Outcome {
     Listed(Reply),
     /// The final reply of an [`Op::Command`].
     Reply(Reply),
+    /// The final replies of an [`Op::Commands`], in order.
+    Replies(Vec<Reply>),
     /// `QUIT` answered; the control connection can be closed.
     Closed,
     /// [`Op::Secure`] done: true if the control connection is now TLS.
@@ -329,6 +335,10 @@ pub struct TransferReport {
     /// ([`ClientSession::set_trailing_checksum`](super::ClientSession::set_trailing_checksum)): the lower-case
     /// digest, or the refusal. Boxed: it is rarely there and the report travels in every transfer's outcome.
     pub checksum: Option<Box<Result<String, Reply>>>,
+    /// The reply to the SIZE pipelined behind the transfer command, if one was
+    /// ([`ClientSession::set_trailing_size`](super::ClientSession::set_trailing_size)): the size, or the reply
+    /// that did not give one.
+    pub size: Option<Box<Result<u64, Reply>>>,
     /// DRS was on for this transfer (`OPTS DRS Inband=1;` accepted, now or by an earlier transfer): in-band
     /// SBUF headers may flow on MODE E data channels and `SBUF <id> <size>` on the control channel.
     pub drs_negotiated: bool,
@@ -373,6 +383,9 @@ pub enum Event {
     },
     /// The server accepted the transfer/listing command (125/150): move data now.
     TransferStarted(Reply),
+    /// The transfer command's final reply (2xx) arrived while commands pipelined behind it (its trailing SIZE
+    /// and CKSM) are still due: the data has moved; [`Event::Done`] follows with their answers.
+    TransferReplied(Reply),
     /// A `111 Range Marker`.
     RangeMarker(Vec<Range<u64>>),
     /// A `112 Perf Marker`.
