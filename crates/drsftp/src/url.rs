@@ -122,10 +122,20 @@ pub fn parse_url(s: &str) -> Result<FtpUrl> {
         None => (None, auth),
     };
     let (user, pass, user_given, pass_given) = match userinfo {
-        None => ("anonymous".to_string(), "drsftp@".to_string(), false, false),
+        None => (
+            "anonymous".to_string(),
+            drsftp_proto::client::ANONYMOUS_PASSWORD.to_string(),
+            false,
+            false,
+        ),
         Some(ui) => match ui.split_once(':') {
             Some((u, p)) => (percent_decode(u)?, percent_decode(p)?, true, true),
-            None => (percent_decode(ui)?, "drsftp@".to_string(), true, false),
+            None => (
+                percent_decode(ui)?,
+                drsftp_proto::client::ANONYMOUS_PASSWORD.to_string(),
+                true,
+                false,
+            ),
         },
     };
     let (host, port) = if let Some(h) = hostport.strip_prefix('[') {

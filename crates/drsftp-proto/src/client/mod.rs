@@ -59,6 +59,9 @@ pub use markers::{parse_perf_marker, parse_range_marker, parse_stripe_counts, Pe
 pub use relay::{Relay, RelayBreak, RelayResult};
 pub use reply::{Reply, ReplyError, ReplyReader};
 pub use session::ClientSession;
+
+/// The password an anonymous login sends when the user gave none (RFC 1635 asks for an e-mail-like string).
+pub const ANONYMOUS_PASSWORD: &str = "drsftp@";
 pub use types::{
     BatchSpec, BlastChannel, BlastRequest, ClientConfig, ClientError, Direction, Event, ListKind,
     Op, Outcome, Partial, TransferMode, TransferReport, TransferSpec, Transport, UploadBatchSpec,

@@ -599,11 +599,11 @@ fn an_anonymous_login_goes_in_one_round_in_cleartext() {
         h.reply("220 drsftp GridFTP server ready.\n");
         h.start(Op::Login {
             user: user.into(),
-            pass: "anonymous@".into(),
+            pass: ANONYMOUS_PASSWORD.into(),
         });
         assert_eq!(
             h.sent(),
-            [format!("USER {user}").as_str(), "PASS anonymous@", "FEAT"],
+            [format!("USER {user}").as_str(), "PASS drsftp@", "FEAT"],
             "one round"
         );
         h.reply("331 Guest login ok, send your e-mail address as password.\n");
@@ -617,11 +617,22 @@ fn an_anonymous_login_goes_in_one_round_in_cleartext() {
     h.reply("220 drsftp GridFTP server ready.\n");
     h.start(Op::Login {
         user: "anonymous".into(),
-        pass: "anonymous@".into(),
+        pass: ANONYMOUS_PASSWORD.into(),
     });
     assert_eq!(h.sent().len(), 3);
     h.reply("530 TLS required: send AUTH TLS first.\n");
     assert!(matches!(&h.events()[..], [Event::Failed(_)]));
+    // A password the user gave for `anonymous` may be a real one: it waits for 331 like any other.
+    let mut h = H::new();
+    h.reply("220 drsftp GridFTP server ready.\n");
+    h.start(Op::Login {
+        user: "anonymous".into(),
+        pass: "s3cret".into(),
+    });
+    assert_eq!(h.sent(), ["USER anonymous"]);
+    h.reply("530 TLS required: send AUTH TLS first.\n");
+    assert!(matches!(&h.events()[..], [Event::Failed(_)]));
+    assert!(h.sent().is_empty(), "the password never went out");
 }
 
 #[test]

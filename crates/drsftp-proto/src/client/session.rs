@@ -88,8 +88,9 @@ pub struct ClientSession {
     banner: Option<Reply>,
     /// The control channel runs TLS (`handle_tls_started` was called).
     control_tls: bool,
-    /// The login running is anonymous (`USER anonymous` or `ftp`, RFC 1635): its password is an e-mail address
-    /// by convention, no secret, so it may ride behind USER in cleartext too (one round trip less per session).
+    /// The login running is anonymous (`USER anonymous` or `ftp`, RFC 1635) with our stand-in password
+    /// ([`super::ANONYMOUS_PASSWORD`]), no secret, so it may ride behind USER in cleartext too (one round trip
+    /// less per session).
     anonymous_login: bool,
     /// [`ClientSession::set_trailing_checksum`]: the algorithm for the next TCP transfer's pipelined CKSM.
     pub(super) trailing_cksm: Option<String>,
@@ -248,8 +249,10 @@ impl ClientSession {
         let mut report = TransferReport::default();
         let steps: VecDeque<Step> = match op {
             Op::Login { user, pass } => {
-                self.anonymous_login =
-                    user.eq_ignore_ascii_case("anonymous") || user.eq_ignore_ascii_case("ftp");
+                // Only with our own stand-in password: a user who typed one for `anonymous` may mean it.
+                self.anonymous_login = (user.eq_ignore_ascii_case("anonymous")
+                    || user.eq_ignore_ascii_case("ftp"))
+                    && pass == super::ANONYMOUS_PASSWORD;
                 [
                     Step::Cmd(format!("USER {user}"), Kind::User),
                     Step::Cmd(format!("PASS {pass}"), Kind::Pass),
