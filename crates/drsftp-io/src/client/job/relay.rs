@@ -8,10 +8,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::batch::{not_batched, record};
+use super::batch::record;
 use super::plan::{self, Meta, SyncMode, SyncVerdict};
 use super::run::{session, store, Shared, Worker};
-use super::upbatch::{listed, split};
+use super::upbatch::{listed, settle, split};
 use super::{FileStatus, FileTask, Loc};
 use crate::client::{relay_batch, ClientError, RelayFile, TransferSummary};
 use crate::data::Progress;
@@ -129,28 +129,5 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
             }
             _ => files.iter().map(|_| None).collect(),
         };
-    for (i, r) in which.into_iter().zip(results) {
-        let task = &job.files[i];
-        let rec = match r {
-            Some(Ok(mut s)) => {
-                shared
-                    .progress
-                    .bytes_done
-                    .fetch_add(s.bytes, Ordering::Relaxed);
-                let mut r = record(task, FileStatus::Copied, 1);
-                // As the one-file path does: a refused MFMT is a note on the file, not a failure.
-                let (notes, rest) = s
-                    .notices
-                    .drain(..)
-                    .partition(|n| n.starts_with("modification time not kept"));
-                s.notices = rest;
-                r.notes = notes;
-                r.summary = Some(s);
-                r
-            }
-            // Caught in a broken batch, or no batch here.
-            other => not_batched(w, shared, task, other.map(|r| r.map(|_| ()))).await,
-        };
-        store(shared, i, rec);
-    }
+    settle(w, shared, which, results).await;
 }

@@ -163,7 +163,18 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
         }
         None => files.iter().map(|_| None).collect(),
     };
-    let results: Vec<Option<Result<crate::client::TransferSummary, ClientError>>> = results;
+    settle(w, shared, which, results).await;
+}
+
+/// Records each batched file's outcome: a verified copy is done (a refused MFMT a note on it, as on the one-file
+/// path); one caught in a broken batch, or never batched, goes the one-file way with its retries.
+pub(super) async fn settle(
+    w: &mut Worker,
+    shared: &Shared,
+    which: Vec<usize>,
+    results: Vec<Option<Result<crate::client::TransferSummary, ClientError>>>,
+) {
+    let job = &shared.job;
     for (i, r) in which.into_iter().zip(results) {
         let task = &job.files[i];
         let rec = match r {
