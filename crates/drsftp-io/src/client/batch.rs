@@ -300,19 +300,42 @@ fn finish(
         });
     }
     let mut summary = summary_of(&report, seconds);
+    let h: Arc<dyn FileHandle> = dest.handle();
+    compare_checksum(
+        &mut summary,
+        &f.remote,
+        alg,
+        theirs,
+        &report,
+        &want,
+        h.as_ref(),
+    )?;
+    dest.commit()?;
+    Ok(summary)
+}
+
+/// The batch file's CKSM reply against our checksum of bytes `want` (the engine's CRC32C, else a read of `file`):
+/// a mismatch fails the file; a match marks `summary` verified; a refusal or no common algorithm is a notice.
+pub(super) fn compare_checksum(
+    summary: &mut TransferSummary,
+    what: &str,
+    alg: Option<ChecksumAlg>,
+    theirs: Option<Result<String, drsftp_proto::client::Reply>>,
+    report: &DataReport,
+    want: &std::ops::Range<u64>,
+    file: &dyn FileHandle,
+) -> Result<(), ClientError> {
     match (alg, theirs) {
         (Some(alg), Some(Ok(theirs))) => {
-            let ours = match verify::engine_crc(alg, &report, &want) {
+            let ours = match verify::engine_crc(alg, report, want) {
                 Some(c) => format!("{c:08x}"),
                 None => {
-                    let h: Arc<dyn FileHandle> = dest.handle();
-                    drsftp_storage::checksum(h.as_ref(), alg, 0, Some(want.end))?
-                        .to_ascii_lowercase()
+                    drsftp_storage::checksum(file, alg, 0, Some(want.end))?.to_ascii_lowercase()
                 }
             };
             if ours != theirs {
                 return Err(ClientError::ChecksumMismatch {
-                    what: f.remote.clone(),
+                    what: what.to_string(),
                     alg: alg.name().to_string(),
                     local: ours,
                     remote: theirs,
@@ -328,8 +351,7 @@ fn finish(
             .notices
             .push("checksum not verified: the server lists no CKSM algorithm we know".into()),
     }
-    dest.commit()?;
-    Ok(summary)
+    Ok(())
 }
 
 /// The summary of one file of a batch (either direction): one MODE E connection, nothing negotiated per file.

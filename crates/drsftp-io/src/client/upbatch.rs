@@ -375,32 +375,15 @@ fn finish(
     let want = 0..len;
     verify::check_moved(&f.local.display().to_string(), &report, want.clone())?;
     let mut summary = super::batch::summary_of(&report, seconds);
-    match (alg, theirs) {
-        (Some(alg), Some(Ok(theirs))) => {
-            let ours = match verify::engine_crc(alg, &report, &want) {
-                Some(c) => format!("{c:08x}"),
-                None => {
-                    drsftp_storage::checksum(file.as_ref(), alg, 0, Some(len))?.to_ascii_lowercase()
-                }
-            };
-            if ours != theirs {
-                return Err(ClientError::ChecksumMismatch {
-                    what: f.remote.clone(),
-                    alg: alg.name().to_string(),
-                    local: ours,
-                    remote: theirs,
-                });
-            }
-            summary.verified = true;
-            summary.checksum = Some((alg.name().to_string(), ours));
-        }
-        (Some(_), Some(Err(r))) => summary.notices.push(format!(
-            "checksum not verified: the server refused CKSM: {r}"
-        )),
-        _ => summary
-            .notices
-            .push("checksum not verified: the server lists no CKSM algorithm we know".into()),
-    }
+    super::batch::compare_checksum(
+        &mut summary,
+        &f.remote,
+        alg,
+        theirs,
+        &report,
+        &want,
+        file.as_ref(),
+    )?;
     if let Some(r) = mfmt.filter(|r| !r.is_ok()) {
         summary
             .notices
