@@ -5,7 +5,6 @@
 //! refuses fails alone; files caught in a broken batch go through the one-file path with its retries.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::plan::{self, Meta, SyncMode, SyncVerdict};
 use super::run::{
@@ -14,7 +13,6 @@ use super::run::{
 };
 use super::{FileRecord, FileStatus, FileTask, Loc};
 use crate::client::BatchFile;
-use crate::data::Progress;
 
 /// Whether `task` may go in a batch on this worker.
 pub(super) fn eligible(shared: &Shared, w: &Worker, task: &FileTask) -> bool {
@@ -102,20 +100,10 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
     };
     let results = match w.src.as_mut().filter(|_| usable) {
         Some(c) => {
-            let mut o = opts.transfer.clone();
-            o.auto_streams = None;
-            // As in `run::per_file`: DRS has no round trip to measure in a file this small.
-            if o.buffer == drsftp_tune::BufferPolicy::Drs {
-                o.buffer = drsftp_tune::BufferPolicy::Kernel;
-            }
-            let progress = Arc::new(Progress::new());
-            if let Ok(mut a) = shared.progress.active.lock() {
-                a.push(progress.clone());
-            }
-            let r = c.download_batch(&files, &o, progress.clone()).await;
-            if let Ok(mut a) = shared.progress.active.lock() {
-                a.retain(|p| !Arc::ptr_eq(p, &progress));
-            }
+            let o = small_file_options(opts);
+            let shown = shared.progress.shown();
+            let r = c.download_batch(&files, &o, shown.progress()).await;
+            drop(shown);
             if !c.is_idle() {
                 w.src = None;
             }
@@ -176,4 +164,15 @@ pub(super) async fn not_batched(
             r
         }
     }
+}
+
+/// Transfer options for a batch of small files: no `-p auto` probing and, as in `run::per_file`, no DRS (it has
+/// no round trip to measure in a file this small).
+pub(super) fn small_file_options(opts: &super::JobOptions) -> crate::client::ClientOptions {
+    let mut o = opts.transfer.clone();
+    o.auto_streams = None;
+    if o.buffer == drsftp_tune::BufferPolicy::Drs {
+        o.buffer = drsftp_tune::BufferPolicy::Kernel;
+    }
+    o
 }

@@ -151,6 +151,36 @@ impl JobProgress {
             .unwrap_or(0);
         self.bytes_done.load(Ordering::Relaxed) + live
     }
+
+    /// A fresh transfer's progress, counted in the job's live bytes until the guard is dropped.
+    pub(super) fn shown(&self) -> Shown<'_> {
+        let p = Arc::new(Progress::new());
+        if let Ok(mut a) = self.active.lock() {
+            a.push(p.clone());
+        }
+        Shown { set: self, p }
+    }
+}
+
+/// See [`JobProgress::shown`].
+pub(super) struct Shown<'a> {
+    set: &'a JobProgress,
+    p: Arc<Progress>,
+}
+
+impl Shown<'_> {
+    /// The transfer's progress, to hand to it.
+    pub(super) fn progress(&self) -> Arc<Progress> {
+        self.p.clone()
+    }
+}
+
+impl Drop for Shown<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut a) = self.set.active.lock() {
+            a.retain(|p| !Arc::ptr_eq(p, &self.p));
+        }
+    }
 }
 
 /// How one file ended.

@@ -6,7 +6,6 @@
 //! path with its retries.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::batch::record;
 use super::plan::{self, Meta, SyncMode, SyncVerdict};
@@ -14,7 +13,6 @@ use super::run::{session, store, Shared, Worker};
 use super::upbatch::{listed, settle, split};
 use super::{FileStatus, FileTask, Loc};
 use crate::client::{relay_batch, ClientError, RelayFile, TransferSummary};
-use crate::data::Progress;
 
 /// Whether `task` may go in a third-party batch on this worker.
 pub(super) fn eligible(shared: &Shared, w: &Worker, task: &FileTask) -> bool {
@@ -111,14 +109,9 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
     let results: Vec<Option<Result<TransferSummary, ClientError>>> =
         match (w.src.as_mut(), w.dst.as_mut()) {
             (Some(s), Some(d)) if batch_ok => {
-                let progress = Arc::new(Progress::new());
-                if let Ok(mut a) = shared.progress.active.lock() {
-                    a.push(progress.clone());
-                }
-                let r = relay_batch(s, d, &files, &opts.transfer, progress.clone()).await;
-                if let Ok(mut a) = shared.progress.active.lock() {
-                    a.retain(|p| !Arc::ptr_eq(p, &progress));
-                }
+                let shown = shared.progress.shown();
+                let r = relay_batch(s, d, &files, &opts.transfer, shown.progress()).await;
+                drop(shown);
                 tracing::debug!(files = files.len(), "third-party batch");
                 if !(s.is_idle() && d.is_idle()) {
                     // Broken off mid-transfer: neither session is in a known state.

@@ -317,14 +317,9 @@ pub(super) async fn one_file(w: &mut Worker, shared: &Shared, task: &FileTask) -
     let mut errors: Vec<String> = Vec::new();
     loop {
         attempts += 1;
-        let progress = Arc::new(Progress::new());
-        if let Ok(mut a) = shared.progress.active.lock() {
-            a.push(progress.clone());
-        }
-        let r = attempt(w, shared, task, progress.clone()).await;
-        if let Ok(mut a) = shared.progress.active.lock() {
-            a.retain(|p| !Arc::ptr_eq(p, &progress));
-        }
+        let shown = shared.progress.shown();
+        let r = attempt(w, shared, task, shown.progress()).await;
+        drop(shown);
         let record = |status, summary, error, notes| FileRecord {
             src: task.src.clone(),
             dst: task.dst.clone(),

@@ -7,14 +7,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
-use super::batch::{not_batched, record};
+use super::batch::{not_batched, record, small_file_options};
 use super::plan::{self, Meta, SyncMode, SyncVerdict};
 use super::run::{session, store, Shared, Worker};
 use super::{FileStatus, FileTask, Loc};
 use crate::client::{Client, ClientError, ListKind, UploadFile};
-use crate::data::Progress;
 
 /// Whether `task` may go in an upload batch on this worker.
 pub(super) fn eligible(shared: &Shared, w: &Worker, task: &FileTask) -> bool {
@@ -137,20 +135,10 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
     let batch_ok = usable && (opts.sync == SyncMode::None || dest.is_some());
     let results = match w.dst.as_mut().filter(|_| batch_ok) {
         Some(c) => {
-            let mut o = opts.transfer.clone();
-            o.auto_streams = None;
-            // As in `run::per_file`: DRS has no round trip to measure in a file this small.
-            if o.buffer == drsftp_tune::BufferPolicy::Drs {
-                o.buffer = drsftp_tune::BufferPolicy::Kernel;
-            }
-            let progress = Arc::new(Progress::new());
-            if let Ok(mut a) = shared.progress.active.lock() {
-                a.push(progress.clone());
-            }
-            let r = c.upload_batch(&files, &o, progress.clone()).await;
-            if let Ok(mut a) = shared.progress.active.lock() {
-                a.retain(|p| !Arc::ptr_eq(p, &progress));
-            }
+            let o = small_file_options(opts);
+            let shown = shared.progress.shown();
+            let r = c.upload_batch(&files, &o, shown.progress()).await;
+            drop(shown);
             tracing::debug!(
                 files = files.len(),
                 connections = c.upload_connections(),
