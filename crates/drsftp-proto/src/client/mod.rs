@@ -20,6 +20,8 @@ mod drs;
 #[cfg(test)]
 mod drs_tests;
 mod feat;
+#[cfg(test)]
+mod login_tests;
 mod markers;
 mod pipeline;
 #[cfg(test)]
