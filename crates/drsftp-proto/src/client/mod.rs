@@ -16,6 +16,7 @@ mod batch;
 #[cfg(test)]
 mod batch_tests;
 mod blast;
+mod dispatch;
 mod drs;
 #[cfg(test)]
 mod drs_tests;

@@ -16,14 +16,13 @@
 //! reply answers the oldest (1xx, markers and `126 SBUF` belong to it too: during a transfer, the transfer
 //! command). When a reply ends the operation early, the replies still due are counted and dropped, never taken
 //! for the next operation's. Any other server (Globus) gets one command at a time. The final reply's meaning per
-//! command kind lives in `answer.rs`.
+//! command kind lives in `answer.rs`; which reply goes where, in `dispatch.rs`.
 
 use super::addr::{port_command, spor_command};
 use super::batch;
 use super::blast::{self, BlastNeg};
-use super::drs::{parse_sbuf, Drs};
+use super::drs::Drs;
 use super::feat::Features;
-use super::markers::{parse_perf_marker, parse_range_marker, parse_stripe_counts};
 use super::pipeline::may_follow;
 use super::plan::{Kind, Step};
 use super::reply::{Reply, ReplyReader};
@@ -83,9 +82,9 @@ pub(super) enum Phase {
 /// The client session. See the module docs for the I/O contract.
 #[derive(Debug)]
 pub struct ClientSession {
-    cfg: ClientConfig,
+    pub(super) cfg: ClientConfig,
     pub(super) reader: ReplyReader,
-    banner: Option<Reply>,
+    pub(super) banner: Option<Reply>,
     /// The control channel runs TLS (`handle_tls_started` was called).
     control_tls: bool,
     /// The login running is anonymous (`USER anonymous` or `ftp`, RFC 1635) with our stand-in password
@@ -222,7 +221,7 @@ impl ClientSession {
 
     /// A file transfer command (not a listing) waits for its final reply (the oldest in flight), and no ABOR
     /// was sent.
-    fn in_file_transfer(&self) -> bool {
+    pub(super) fn in_file_transfer(&self) -> bool {
         self.current.as_ref().is_some_and(|r| {
             r.abort_pending.is_none() && r.head_is(|k| k == Kind::Transfer { listing: false })
         })
@@ -555,7 +554,7 @@ impl ClientSession {
         self.events.push_back(Event::Failed(err));
     }
 
-    fn finish(&mut self, result: Result<Outcome, ClientError>) {
+    pub(super) fn finish(&mut self, result: Result<Outcome, ClientError>) {
         if let Some(run) = self.current.take() {
             // Commands pipelined behind the one that ended the operation: their replies are still to come.
             self.swallow_rest(run.inflight.into_iter().map(|(_, k)| k));
@@ -655,151 +654,5 @@ impl ClientSession {
                 }
             }
         }
-    }
-
-    fn on_reply(&mut self, now: Instant, reply: Reply) {
-        if self.phase == Phase::AwaitGreeting {
-            match reply.code {
-                120 => {}
-                220 => {
-                    self.banner = Some(reply);
-                    self.phase = Phase::Ready;
-                    self.deadline = None;
-                    self.advance(now);
-                }
-                _ => self.die(ClientError::Refused {
-                    command: "(connect)".into(),
-                    reply,
-                }),
-            }
-            return;
-        }
-        if self.swallowed(&reply) {
-            return;
-        }
-        if reply.code == 126 {
-            if let Some((id, size)) = parse_sbuf(reply.text()) {
-                // drsFTP notice from a receiving server; ignored unless we opted in (seed 000 §4.4).
-                if self.drs.on && self.in_file_transfer() {
-                    self.events.push_back(Event::SbufNotice { id, size });
-                }
-                return;
-            }
-        }
-        if self.drs.outstanding() && !reply.is_preliminary() {
-            // A CKSM pipelined behind the transfer was queued on the server before any SBUF sent during the
-            // transfer: once the transfer has ended, the CKSM's reply comes before a late SBUF's refusal.
-            let waiting = self.current.as_ref().is_some_and(|r| {
-                r.head_is(|k| {
-                    matches!(
-                        k,
-                        Kind::Transfer { .. } | Kind::TrailingSize | Kind::TrailingCksm
-                    )
-                })
-            });
-            if let Some(ev) = self.drs.take_answer(&reply, waiting) {
-                self.events.push_back(ev);
-                return;
-            }
-        }
-        let Some(run) = self.current.as_mut() else {
-            if reply.code == 421 {
-                self.phase = Phase::Dead;
-            }
-            self.events.push_back(Event::Unsolicited(reply));
-            return;
-        };
-        // Intermediate GridFTP replies during a transfer.
-        match reply.code {
-            111 => {
-                if let Some(r) = parse_range_marker(&reply) {
-                    run.report.ranges.extend(r.iter().cloned());
-                    self.events.push_back(Event::RangeMarker(r));
-                }
-                return;
-            }
-            112 => {
-                if let Some(p) = parse_perf_marker(&reply) {
-                    run.report.last_perf = Some(p.clone());
-                    self.events.push_back(Event::PerfMarker(p));
-                }
-                return;
-            }
-            126 => {
-                if let Some(c) = parse_stripe_counts(&reply) {
-                    run.report.stripe_counts = Some(c.clone());
-                    self.events.push_back(Event::StripeCounts(c));
-                }
-                return;
-            }
-            _ => {}
-        }
-        if let Some(left) = run.abort_pending {
-            if reply.is_preliminary() {
-                return;
-            }
-            // The final reply of a command in flight (the transfer's own, 426 or the end it had reached), or
-            // the ABOR answer. A transfer refused for its own reason (not the 426 ABOR causes) is what the
-            // operation fails with.
-            if let Some((cmd, Kind::Transfer { .. })) = run.inflight.pop_front() {
-                if reply.is_error() && reply.code != 426 && run.abort_refusal.is_none() {
-                    run.abort_refusal = Some(ClientError::Refused {
-                        command: cmd,
-                        reply: reply.clone(),
-                    });
-                }
-            }
-            let left = left.saturating_sub(1);
-            if left == 0 {
-                let e = run.abort_refusal.take().unwrap_or(ClientError::Aborted);
-                self.finish(Err(e));
-            } else {
-                run.abort_pending = Some(left);
-                self.deadline = Some(now + self.cfg.reply_timeout);
-            }
-            return;
-        }
-        let Some((cmd, kind)) = run.inflight.front().cloned() else {
-            self.events.push_back(Event::Unsolicited(reply));
-            return;
-        };
-        if reply.is_preliminary() {
-            if let Kind::BatchRetr(i) | Kind::BatchStor(i) = kind {
-                run.started = true;
-                if let Some(b) = run.batch.as_mut() {
-                    // The data channel is in use: later STORs may queue behind this one.
-                    b.alone = false;
-                }
-                self.deadline = None;
-                self.events.push_back(Event::BatchStarted(i));
-                // A first STOR held the others back (`first_alone`): they may go now.
-                self.advance(now);
-                return;
-            }
-            if let Kind::Transfer { .. } = kind {
-                if let Some(b) = run.blast.as_mut() {
-                    if b.start.is_none() {
-                        b.start = blast::parse_start(&reply);
-                    }
-                }
-                if !run.started {
-                    run.started = true;
-                    self.deadline = None;
-                    self.events.push_back(Event::TransferStarted(reply));
-                }
-            }
-            return;
-        }
-        run.inflight.pop_front();
-        if let Some(result) = self.answer(cmd, kind, reply) {
-            return self.finish(result);
-        }
-        // The next command in flight has its own deadline from now; with none, `advance` arms one if it sends.
-        let more = self
-            .current
-            .as_ref()
-            .is_some_and(|r| !r.inflight.is_empty());
-        self.deadline = more.then(|| now + self.cfg.reply_timeout);
-        self.advance(now);
     }
 }
