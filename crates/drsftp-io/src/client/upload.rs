@@ -228,7 +228,7 @@ pub(crate) async fn run(
                 Some((b, d)) => match upload_auto::watch(fut, d, &progress, len).await {
                     upload_auto::Watched::Done(r, why) => {
                         choice = Some(("tcp", why));
-                        r
+                        *r
                     }
                     upload_auto::Watched::Switch(why) => {
                         // ABOR the TCP upload; blast sends the whole file again (STOR replaces it).

@@ -33,7 +33,7 @@ pub(super) fn decider(opts: &ClientOptions, control: &Control) -> TransportDecid
 /// How a watched TCP upload ended.
 pub(super) enum Watched {
     /// It finished on TCP (or failed): the result, and the rule's last verdict for staying.
-    Done(Result<Moved, ClientError>, String),
+    Done(Box<Result<Moved, ClientError>>, String),
     /// The rule moves the upload to blast, why; the TCP transfer was dropped (not yet aborted).
     Switch(String),
 }
@@ -58,7 +58,7 @@ where
                 let why = stayed.unwrap_or_else(|| {
                     "the transfer ended on TCP before the rule had seen enough of the path".into()
                 });
-                return Watched::Done(r, why);
+                return Watched::Done(Box::new(r), why);
             }
             _ = tick.tick() => {
                 let now = Instant::now();
