@@ -127,6 +127,9 @@ pub struct Receiver {
     pending_since: Option<Instant>,
     idle_at: Instant,
     newest: Option<Newest>,
+    /// The oldest transmission number seen: with `newest`, the span of the sender's transmissions that reached
+    /// us, so the datagrams lost on the way are that span less what arrived ([`Self::transmissions`]).
+    oldest_tx: Option<u32>,
     sample_ref: Option<Newest>,
     pkts_since_ref: u32,
     rotation: u64,
@@ -194,6 +197,7 @@ impl Receiver {
             pending_since: None,
             idle_at: now + cfg.idle_ack_timeout,
             newest: None,
+            oldest_tx: None,
             sample_ref: None,
             pkts_since_ref: 0,
             rotation: 0,
@@ -234,6 +238,16 @@ impl Receiver {
 
     pub fn stats(&self) -> &ReceiverStats {
         &self.stats
+    }
+
+    /// How many transmissions the sender made from the oldest to the newest one that reached us (every data
+    /// datagram carries its transmission number): those less [`ReceiverStats::datagrams`] were lost on the way
+    /// (or dropped at our socket), which is how `drsftp tune calibrate` measures a path's random loss.
+    pub fn transmissions(&self) -> u64 {
+        match (self.oldest_tx, self.newest) {
+            (Some(o), Some(n)) => u64::from(n.tx.wrapping_sub(o)) + 1,
+            _ => 0,
+        }
     }
 
     /// Handle one datagram from the socket. Rejections are counted in `stats().rejects` and returned; they are
@@ -305,6 +319,10 @@ impl Receiver {
         match self.newest {
             Some(cur) if !newer(pkt.tx, cur.tx) => {}
             _ => self.newest = Some(n),
+        }
+        match self.oldest_tx {
+            Some(o) if !newer(o, pkt.tx) => {}
+            _ => self.oldest_tx = Some(pkt.tx),
         }
         if self.sample_ref.is_none() {
             self.sample_ref = Some(n);
@@ -677,6 +695,25 @@ mod tests {
         let mut bad = data(&p, 3, 1, false);
         bad.truncate(bad.len() - 1);
         assert!(r.handle_datagram(t0, &bad).is_err());
+    }
+
+    #[test]
+    fn transmissions_span_counts_the_datagrams_lost_on_the_way() {
+        let t0 = Instant::now();
+        let p = TransferParams::new(9, 100 * 100, 100).unwrap();
+        let mut r = Receiver::new(p, ReceiverConfig::default(), t0).unwrap();
+        assert_eq!(r.transmissions(), 0);
+        // Transmissions 5..=14 of packets 0..10, with 7 and 11 lost and 9 arriving before 8; the numbers wrap.
+        let base = u32::MAX - 6;
+        for tx in [5u32, 6, 9, 8, 10, 12, 13, 14] {
+            r.handle_datagram(
+                t0,
+                &data(&p, u64::from(tx - 5), base.wrapping_add(tx), false),
+            )
+            .unwrap();
+        }
+        assert_eq!(r.transmissions(), 10);
+        assert_eq!(r.transmissions() - r.stats().datagrams, 2);
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct TransportConfig {
     pub switch_cost: Duration,
     /// Of the best rate the path has shown (or the profile's), the share blast is assumed to keep.
     pub blast_efficiency: f64,
+    /// What the loss marks are, for the reasons: "arrived out of order" (a receiver), "were retransmitted".
+    pub marks_are: &'static str,
 }
 
 impl Default for TransportConfig {
@@ -61,6 +63,21 @@ impl Default for TransportConfig {
             margin: 0.2,
             switch_cost: Duration::from_millis(1500),
             blast_efficiency: 0.9,
+            marks_are: "arrived out of order",
+        }
+    }
+}
+
+impl TransportConfig {
+    /// The rule at a sender (uploads), whose loss marks are its own retransmitted segments: about one per lost
+    /// segment rather than the window's worth of out-of-order arrivals one loss leaves at a receiver (34 % of
+    /// segments at 1 % loss), so the loss threshold is the path profile's, [`PROFILE_LOSSY`]. The sender's RTT
+    /// (smoothed, per ack) is also a better queue gauge than a receiver's estimate.
+    pub fn sender() -> Self {
+        TransportConfig {
+            min_loss_fraction: PROFILE_LOSSY,
+            marks_are: "were retransmitted",
+            ..TransportConfig::default()
         }
     }
 }
@@ -213,12 +230,24 @@ impl TransportDecider {
     /// The verdict, once the evidence allows one, for `remaining` bytes still to move; `None` while undecided
     /// (and for ever after a switch was returned).
     pub fn poll_decision(&mut self, now: Instant, remaining: u64) -> Option<Decision> {
+        self.poll_decision_resending(now, remaining, 0)
+    }
+
+    /// [`poll_decision`](Self::poll_decision) where a switch would also send `resend` bytes again over blast
+    /// (an upload: the server keeps no partial of an aborted TCP upload for a blast STOR to resume), which
+    /// blast's projected time includes.
+    pub fn poll_decision_resending(
+        &mut self,
+        now: Instant,
+        remaining: u64,
+        resend: u64,
+    ) -> Option<Decision> {
         // Long paths leave slow start later: the warm-up and the window grow with the RTT.
         let rtt = self.min_rtt.unwrap_or_default();
         if self.decided || now < self.start + self.cfg.warmup.max(rtt * 20) {
             return None;
         }
-        let d = self.judge(now, remaining)?;
+        let d = self.judge(now, remaining, resend)?;
         self.decided = matches!(d, Decision::SwitchToBlast(_));
         Some(d)
     }
@@ -228,7 +257,7 @@ impl TransportDecider {
         self.cfg.window.max(self.min_rtt.unwrap_or_default() * 30)
     }
 
-    fn judge(&self, now: Instant, remaining: u64) -> Option<Decision> {
+    fn judge(&self, now: Instant, remaining: u64, resend: u64) -> Option<Decision> {
         let (base, last) = (self.points.first()?, self.points.last()?);
         // A full window of evidence, unless the transfer is about to end anyway.
         let span = (last.at - base.at).as_secs_f64();
@@ -264,8 +293,9 @@ impl TransportDecider {
                 "no sign of random loss"
             };
             return Some(Decision::StayTcp(format!(
-                "{why}: {:.2} % of segments arrived out of order in {lossy_intervals} of {} intervals of the last {span:.1} s",
+                "{why}: {:.2} % of segments {} in {lossy_intervals} of {} intervals of the last {span:.1} s",
                 loss * 100.0,
+                self.cfg.marks_are,
                 self.points.len() - 1
             )));
         }
@@ -293,9 +323,9 @@ impl TransportDecider {
             return None;
         }
         let t_tcp = remaining as f64 / tcp_rate;
-        let t_blast = self.cfg.switch_cost.as_secs_f64() + remaining as f64 / blast_rate;
+        let t_blast = self.cfg.switch_cost.as_secs_f64() + (remaining + resend) as f64 / blast_rate;
         let evidence = if marked {
-            format!("{:.2} % of segments arrived out of order", loss * 100.0)
+            format!("{:.2} % of segments {}", loss * 100.0, self.cfg.marks_are)
         } else {
             format!(
                 "TCP stalled in {silent} of the last {} intervals",

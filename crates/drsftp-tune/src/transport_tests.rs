@@ -277,3 +277,99 @@ proptest! {
         }
     }
 }
+
+/// [`drive`] with the sender's rule (an upload reading its own retransmissions).
+fn drive_sender(
+    ticks: impl IntoIterator<Item = Tick>,
+    remaining: u64,
+) -> Option<(Duration, Decision)> {
+    let t0 = Instant::now();
+    drive_with(
+        TransportDecider::new(t0, TransportConfig::sender(), None),
+        t0,
+        ticks,
+        remaining,
+    )
+}
+
+#[test]
+fn a_sender_switches_on_one_percent_retransmitted_without_a_queue() {
+    // Cubic sending under 1 % random loss: about 1 % of segments retransmitted, the rate low, RTT at 50 ms.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: if k % 4 == 0 { FULL / 3 } else { FULL / 8 },
+        marks: 3,
+        rtt_ms: 50 + (k % 2),
+    });
+    let (at, d) = drive_sender(ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::SwitchToBlast(_)), "{d:?}");
+    assert!(d.reason().contains("were retransmitted"), "{d:?}");
+    assert!(at >= TransportConfig::sender().warmup, "switched at {at:?}");
+}
+
+#[test]
+fn a_sender_stays_on_tcp_below_the_profile_threshold_or_with_a_queue() {
+    // One retransmission in 2.5 s of a full link: 0.005 % of segments, a clean path for the sender.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: FULL,
+        marks: u64::from(k % 10 == 0),
+        rtt_ms: 50,
+    });
+    let (_, d) = drive_sender(ticks, 1 << 30).expect("a decision");
+    assert!(d.reason().contains("clean path"), "{d:?}");
+    // Two flows sharing the link: 1 % retransmitted, but the RTT rides on a standing queue (50 -> 90 ms).
+    let ticks = (0..40).map(|k| Tick {
+        bytes: FULL / 2,
+        marks: 9,
+        rtt_ms: if k < 4 { 50 } else { 85 + (k % 10) },
+    });
+    let (_, d) = drive_sender(ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
+    assert!(d.reason().contains("standing queue"), "{d:?}");
+}
+
+#[test]
+fn the_receiver_rule_still_names_out_of_order_segments() {
+    let ticks = (0..40).map(|k| Tick {
+        bytes: if k % 4 == 0 { FULL / 3 } else { FULL / 10 },
+        marks: 40,
+        rtt_ms: 50,
+    });
+    let (_, d) = drive(ticks, 1 << 30).expect("a decision");
+    assert!(d.reason().contains("arrived out of order"), "{d:?}");
+}
+
+#[test]
+fn bytes_sent_again_count_against_a_switch() {
+    // 1 % retransmitted at a fifth of the link: with 100 MB left blast wins; if a switch must also send 2 GB
+    // again (an upload that already moved them), it does not.
+    let ticks = || {
+        (0..40).map(|_| Tick {
+            bytes: FULL / 5,
+            marks: 4,
+            rtt_ms: 50,
+        })
+    };
+    let t0 = Instant::now();
+    let mut d = TransportDecider::new(t0, TransportConfig::sender(), Some(100e6));
+    let mut r = PathReading::default();
+    let mut now = t0;
+    d.handle_reading(now, r);
+    let mut last = None;
+    for t in ticks() {
+        now += STEP;
+        r.delivered += t.bytes;
+        r.segments += t.bytes / MSS;
+        r.loss_marks += t.marks;
+        r.rtt = Duration::from_millis(t.rtt_ms);
+        d.handle_reading(now, r);
+        if let Some(v) = d.clone().poll_decision_resending(now, 100 << 20, 2 << 30) {
+            last = Some(v);
+        }
+    }
+    let last = last.expect("a verdict");
+    assert!(matches!(last, Decision::StayTcp(_)), "{last:?}");
+    assert!(matches!(
+        d.poll_decision(now, 100 << 20),
+        Some(Decision::SwitchToBlast(_))
+    ));
+}

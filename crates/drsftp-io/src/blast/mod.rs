@@ -139,6 +139,10 @@ pub struct BlastReport {
     pub datagrams: u64,
     /// Data packets that arrived more than once (receiver's count; the sender learns it from acks).
     pub duplicates: u64,
+    /// Receiver: the sender's transmissions from the oldest to the newest that arrived (each data datagram is
+    /// numbered), so `transmissions - datagrams` were lost on the path or at our socket (`socket_drops`).
+    /// Sender: the data datagrams it sent.
+    pub transmissions: u64,
     /// Datagrams dropped as bad input: `foreign` plus every core rejection.
     pub rejected: u64,
     /// From a host other than the peer.

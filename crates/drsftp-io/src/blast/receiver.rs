@@ -272,6 +272,7 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
         packets: params.total_packets(),
         datagrams: s.datagrams,
         duplicates: s.duplicates,
+        transmissions: l.rx.transmissions(),
         rejected: s.rejects.total() + l.foreign,
         foreign: l.foreign,
         rejects: s.rejects,

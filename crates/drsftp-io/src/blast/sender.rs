@@ -212,6 +212,7 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
         packets: params.total_packets(),
         datagrams: s.datagrams,
         duplicates: s.receiver_duplicates,
+        transmissions: s.datagrams,
         rejected: s.rejects.total() + foreign,
         foreign,
         rejects: s.rejects,

@@ -12,10 +12,7 @@ use std::sync::Arc;
 use drsftp_proto::client::{Direction, TransferSpec};
 use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::{ChecksumAlg, FileHandle};
-use drsftp_tune::{
-    start_choice, BufferPolicy, Decision, ProfileLoss, StartChoice, TransportConfig,
-    TransportDecider,
-};
+use drsftp_tune::{BufferPolicy, Decision, StartChoice, TransportConfig, TransportDecider};
 
 use super::blast;
 use super::control::Control;
@@ -78,10 +75,10 @@ pub(crate) async fn run(
     let (udp, udp_notice) = blast::wanted(control, opts);
     // `--transport auto`: the start choice (the switch itself comes from the decider while TCP runs).
     let watchable = opts.partial.is_none() && size.is_some();
-    let start = opts.auto_transport.as_ref().map(|a| {
-        let loss = a.profile_loss.map(|loss| ProfileLoss { loss });
-        start_choice(udp.is_some(), loss, watchable)
-    });
+    let start = opts
+        .auto_transport
+        .as_ref()
+        .map(|a| a.start(udp.is_some(), watchable));
     let blast_opts = udp;
     let (udp, mut choice) = match &start {
         Some(StartChoice::Tcp(why)) => (None, Some(choose("tcp", why))),
@@ -233,7 +230,7 @@ pub(crate) async fn run(
                     let why = choice.as_ref().map_or("", |c| c.reason.as_str());
                     choice = Some(choose(
                         "tcp",
-                        &format!("blast was chosen ({why}), but {e}; fell back to TCP"),
+                        &format!("blast was chosen ({why}), but {e}; {}", super::FELL_BACK),
                     ));
                     let m = tcp_leg.run(control, opts, progress, None).await?.done()?;
                     (m, tcp_held)

@@ -65,7 +65,7 @@ pub enum ClientError {
     Stalled(Duration),
     /// `--transport auto` started on blast and no datagram arrived in time (UDP blocked on the path): the
     /// caller falls back to TCP.
-    #[error("no blast datagram arrived within {0:?} of the server's 150: UDP looks blocked")]
+    #[error("no blast datagram arrived (download) or was acknowledged (upload) within {0:?} of the server's 150: UDP looks blocked")]
     BlastBlocked(Duration),
     /// The number of bytes moved is not what the server's SIZE (or the requested range) says.
     #[error("size mismatch for {what}: expected {expected} bytes, got {got}")]

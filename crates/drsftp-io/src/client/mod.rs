@@ -32,6 +32,7 @@ mod third_party_verify;
 mod transfer;
 mod upbatch;
 mod upload;
+mod upload_auto;
 mod upload_resume;
 mod verify;
 
@@ -108,6 +109,38 @@ pub struct AutoTransport {
     pub profile_loss: Option<f64>,
     /// The path profile's rate, bit/s: the decider's estimate of what blast could reach.
     pub link_bps: Option<f64>,
+    /// A verdict carried over from an earlier file of the same `-r`/`--files-from` job, which comes before the
+    /// profile: so each file does not learn the path again.
+    pub carried: Option<CarriedVerdict>,
+}
+
+/// What an earlier file of a job found out about the path (see [`AutoTransport::carried`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CarriedVerdict {
+    /// Start on blast, and why (random loss was seen).
+    Blast(String),
+    /// Stay on TCP, and why (blast was blocked, or the file is too small for its set-up to pay).
+    Tcp(String),
+}
+
+/// The words a [`TransportChoice::reason`] ends with when blast was chosen but UDP turned out blocked.
+pub const FELL_BACK: &str = "fell back to TCP";
+
+impl AutoTransport {
+    /// How a transfer starts: a carried verdict if any, else the path profile's (`drsftp_tune::start_choice`).
+    pub(crate) fn start(&self, peer_blast: bool, watchable: bool) -> drsftp_tune::StartChoice {
+        use drsftp_tune::StartChoice;
+        match &self.carried {
+            Some(CarriedVerdict::Blast(why)) if peer_blast => StartChoice::Blast(why.clone()),
+            Some(CarriedVerdict::Tcp(why)) => StartChoice::Tcp(why.clone()),
+            _ => {
+                let loss = self
+                    .profile_loss
+                    .map(|loss| drsftp_tune::ProfileLoss { loss });
+                drsftp_tune::start_choice(peer_blast, loss, watchable)
+            }
+        }
+    }
 }
 
 /// Which transport `--transport auto` used and why, for `--json` and the summary.

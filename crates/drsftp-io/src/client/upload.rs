@@ -22,6 +22,7 @@ use super::control::Control;
 use super::download::{size_if_supported, TCP_RESUME_MIN};
 use super::local::LocalFile;
 use super::transfer::{self, DataJob};
+use super::upload_auto;
 use super::upload_resume::{self, MarkerCheckpoint};
 use super::{verify, ClientError, ClientOptions, TransferSummary};
 use crate::data::Progress;
@@ -61,18 +62,19 @@ pub(crate) async fn run(
         None => opts.mode(),
     };
     let (udp, udp_notice) = blast::wanted(control, opts);
-    // `--transport auto`: an upload cannot switch mid-way (yet), so blast only from a lossy path profile.
-    let (udp, choice, udp_notice) = match &opts.auto_transport {
-        Some(a) => {
-            let loss = a.profile_loss.map(|loss| drsftp_tune::ProfileLoss { loss });
-            match drsftp_tune::start_choice(udp.is_some(), loss, false) {
-                drsftp_tune::StartChoice::Blast(why) => (udp, Some(("udp", why)), None),
-                drsftp_tune::StartChoice::Tcp(why) => (None, Some(("tcp", why)), None),
-                drsftp_tune::StartChoice::TcpWatched => (None, None, None),
-            }
-        }
+    // `--transport auto`: blast from a lossy path profile; else a whole MODE E upload (whose streams' TCP_INFO
+    // the sender reads) starts on TCP, watched, and may move to blast (upload_auto.rs).
+    let blast_opts = udp;
+    let watchable = mode == TransferMode::Extended && opts.partial.is_none();
+    let (udp, mut choice, udp_notice) = match &opts.auto_transport {
+        Some(a) => match a.start(udp.is_some(), watchable) {
+            drsftp_tune::StartChoice::Blast(why) => (udp, Some(("udp", why)), None),
+            drsftp_tune::StartChoice::Tcp(why) => (None, Some(("tcp", why)), None),
+            drsftp_tune::StartChoice::TcpWatched => (None, None, None),
+        },
         None => (udp, None, udp_notice),
     };
+    let watched = opts.auto_transport.is_some() && udp.is_none() && choice.is_none();
     let alg = if opts.verify {
         verify::pick_alg(control.session().features())
     } else {
@@ -159,24 +161,48 @@ pub(crate) async fn run(
         transport: blast::transport(udp),
         stripes: opts.stripes,
     };
+    let blast_side = || blast::Side::Send {
+        file: file.clone(),
+        base: range.start,
+    };
+    let switch_spec = spec.clone();
+    let mut tcp_bytes = 0;
     let moved = match udp {
         Some(b) => {
-            let side = blast::Side::Send {
-                file: file.clone(),
-                base: range.start,
-            };
             let len = Some(range.end - range.start);
-            blast::run(
+            // Under auto, blast that stays silent for a second (no acknowledgement: UDP blocked) gives way to TCP.
+            let blocked = opts
+                .auto_transport
+                .as_ref()
+                .map(|_| upload_auto::BLAST_BLOCKED_AFTER);
+            let r = blast::run(
                 control,
-                spec,
-                side,
+                spec.clone(),
+                blast_side(),
                 len,
                 b,
                 progress.clone(),
                 opts.timeout,
-                None,
+                blocked,
             )
-            .await?
+            .await;
+            match r {
+                Ok(m) => m,
+                Err(e) if upload_auto::fall_back(blocked.is_some(), &e, &progress) => {
+                    let why = choice.as_ref().map_or(String::new(), |c| c.1.clone());
+                    choice = Some((
+                        "tcp",
+                        format!("blast was chosen ({why}), but {e}; {}", super::FELL_BACK),
+                    ));
+                    let spec = TransferSpec {
+                        transport: blast::transport(None),
+                        ..spec
+                    };
+                    let dopts = opts.data_opts();
+                    transfer::run(control, spec, job, dopts, progress.clone(), opts.timeout).await?
+                }
+                Err(e) => return Err(e),
+            }
         }
         None => {
             let mut dopts = opts.data_opts();
@@ -189,7 +215,50 @@ pub(crate) async fn run(
                 // Verified with no round trip of its own: the server answers it once the STOR is done.
                 control.session_mut().set_trailing_checksum(a.name());
             }
-            match transfer::run(control, spec, job, dopts, progress.clone(), opts.timeout).await {
+            let decider = match blast_opts {
+                Some(b) if watched && markers.is_none() && held.is_empty() => {
+                    Some((b, upload_auto::decider(opts, control)))
+                }
+                _ => None,
+            };
+            let t0 = std::time::Instant::now();
+            let fut = transfer::run(control, spec, job, dopts, progress.clone(), opts.timeout);
+            let r = match decider {
+                None => fut.await,
+                Some((b, d)) => match upload_auto::watch(fut, d, &progress, len).await {
+                    upload_auto::Watched::Done(r, why) => {
+                        choice = Some(("tcp", why));
+                        *r
+                    }
+                    upload_auto::Watched::Switch(why) => {
+                        // ABOR the TCP upload; blast sends the whole file again (STOR replaces it).
+                        transfer::abort(control).await;
+                        tcp_bytes = progress.acked();
+                        tracing::info!("--transport auto: {why}; the upload goes over UDP blast");
+                        let spec = TransferSpec {
+                            transport: blast::transport(Some(b)),
+                            ..switch_spec
+                        };
+                        let fresh = Arc::new(Progress::new());
+                        let len = Some(range.end - range.start);
+                        let mut m = blast::run(
+                            control,
+                            spec,
+                            blast_side(),
+                            len,
+                            b,
+                            fresh,
+                            opts.timeout,
+                            None,
+                        )
+                        .await?;
+                        m.seconds = t0.elapsed().as_secs_f64();
+                        choice = Some(("tcp+udp", why));
+                        Ok(m)
+                    }
+                },
+            };
+            match r {
                 Ok(m) => m,
                 Err(e) => {
                     if let (Some(m), ClientError::Session(s)) = (&markers, &e) {
@@ -231,7 +300,7 @@ pub(crate) async fn run(
     summary.transport_choice = choice.map(|(chosen, reason)| super::TransportChoice {
         chosen,
         reason,
-        tcp_bytes: 0,
+        tcp_bytes,
     });
     summary.notices.extend(notices);
     if opts.verify {

@@ -132,6 +132,8 @@ pub struct Progress {
     min_rtt_us: AtomicU64,
     /// The largest send MSS read (not a sum).
     mss: AtomicU64,
+    /// Sending side: the latest smoothed RTT read (not a sum), for [`Self::tx_reading`].
+    tx_rtt_us: AtomicU64,
     /// Receiving side, Linux: cumulative TCP_INFO readings over the receiving streams (see [`Self::rx_reading`]):
     /// segments received, segments that arrived out of order, the latest receiver RTT estimate.
     rx_segments: AtomicU64,
@@ -248,11 +250,27 @@ impl Progress {
             last[k] = last[k].max(now[k]);
         }
         self.mss.fetch_max(u64::from(i.snd_mss), Ordering::Relaxed);
+        if !i.rtt.is_zero() {
+            self.tx_rtt_us
+                .store(i.rtt.as_micros() as u64, Ordering::Relaxed);
+        }
         if !i.min_rtt.is_zero() && !i.rtt.is_zero() {
             self.rtt_us
                 .fetch_add(i.rtt.as_micros() as u64, Ordering::Relaxed);
             self.min_rtt_us
                 .fetch_add(i.min_rtt.as_micros() as u64, Ordering::Relaxed);
+        }
+    }
+    /// What the sending MODE E streams have seen so far, for `--transport auto` on an upload
+    /// (`drsftp_tune::TransportConfig::sender`): bytes the receiver acknowledged, segments sent and retransmitted
+    /// (byte counts over the largest MSS), the latest smoothed RTT.
+    pub fn tx_reading(&self) -> drsftp_tune::PathReading {
+        let mss = self.mss.load(Ordering::Relaxed).max(536);
+        drsftp_tune::PathReading {
+            delivered: self.acked(),
+            segments: self.tx_sent.load(Ordering::Relaxed) / mss,
+            loss_marks: self.tx_retrans.load(Ordering::Relaxed) / mss,
+            rtt: std::time::Duration::from_micros(self.tx_rtt_us.load(Ordering::Relaxed)),
         }
     }
     /// What the receiving streams have seen so far, for `--transport auto` (`drsftp_tune::TransportDecider`):

@@ -2,7 +2,8 @@
 //! buffer size x stream count it downloads (MODE E, fixed buffers on both ends via SITE RETRBUFSIZE, no checksum)
 //! sections of the server file for about `--secs`, finds per buffer the saturation point (the stream count beyond
 //! which throughput stops rising), fits C1' and C2 by least squares, prints the fit's error against the measured
-//! points and stores the path profile that `drsftp copy -p auto` reads (`drsftp_io::client::profile`).
+//! points, measures the path's random loss with a paced blast probe (`calibrate_loss`) and stores the path profile
+//! that `drsftp copy -p auto` and `--transport auto` read (`drsftp_io::client::profile`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,6 +55,10 @@ pub struct Args {
     /// Directory of paths.json (default: $XDG_CONFIG_HOME/drsftp or ~/.config/drsftp).
     #[arg(long, value_name = "DIR")]
     profile_dir: Option<PathBuf>,
+    /// Seconds of the loss probe: blast downloads paced at half the best TCP rate, counting the datagrams lost
+    /// (stored as the profile's `loss`; 0 skips it). Needs the server's BLAST.
+    #[arg(long, default_value_t = 3.0)]
+    loss_secs: f64,
     /// Measure and print, but do not store the profile.
     #[arg(long)]
     no_save: bool,
@@ -249,13 +254,16 @@ async fn sweep(
         }
     }
     let best = cells.iter().map(|c| c.mbps).fold(0.0, f64::max);
+    let loss =
+        super::calibrate_loss::probe(client, remote, local, max_len, best * 1e6, args.loss_secs)
+            .await;
     let f = fit(&pts);
     // A fit where P_o grows with B (C2 < 0) is noise, not a path property: keep the rate, not the coefficients.
     let usable = f
         .as_ref()
         .filter(|f| f.model.c2 > -1e-9 && f.model.c1.is_finite());
     let profile = PathProfile {
-        loss: None,
+        loss: loss.loss,
         host_port: key.clone(),
         rtt_ms,
         rate_bps: best * 1e6,
@@ -282,6 +290,7 @@ async fn sweep(
             "points": cells.iter().map(|c| json!({"buffer_bytes": c.buf, "streams": c.streams, "mbps": c.mbps}))
                 .collect::<Vec<_>>(),
             "saturation": sat,
+            "loss_probe": loss.to_json(),
             "fit": f.as_ref().map(|f| json!({"c1": f.model.c1, "c2": f.model.c2, "r2": f.r2, "n": f.n,
                 "mean_rel_err": f.mean_rel_err, "max_rel_err": f.max_rel_err, "stored": usable.is_some()})),
             "profile": profile,
@@ -291,6 +300,7 @@ async fn sweep(
         return Ok(());
     }
     println!("\nrate estimate (best throughput seen): {best:.0} Mbit/s");
+    println!("{}", loss.line());
     match &f {
         Some(f) => {
             println!(

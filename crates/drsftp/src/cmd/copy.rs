@@ -324,6 +324,7 @@ fn auto_transport(url: &FtpUrl) -> AutoTransport {
     AutoTransport {
         profile_loss: profile.as_ref().and_then(|p| p.loss),
         link_bps: profile.map(|p| p.rate_bps).filter(|r| *r > 0.0),
+        carried: None,
     }
 }
 

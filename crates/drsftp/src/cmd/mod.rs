@@ -1,6 +1,7 @@
 //! One module per drsftp subcommand; each exposes an `Args` (clap) struct and `run(args) -> anyhow::Result<()>`.
 pub mod auto;
 pub mod calibrate;
+pub mod calibrate_loss;
 pub mod client_config;
 pub mod copy;
 pub mod demo;

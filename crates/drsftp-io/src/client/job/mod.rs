@@ -4,6 +4,7 @@
 //! skips, retries with backoff, and one shared [`JobProgress`]. The decisions are pure functions in [`plan`]; this
 //! module and `walk`/`run` do the I/O.
 
+mod auto;
 mod batch;
 pub mod plan;
 mod relay;

@@ -82,6 +82,8 @@ pub(super) struct Shared {
     next: AtomicUsize,
     records: Mutex<Vec<Option<FileRecord>>>,
     concurrency: usize,
+    /// `--transport auto`: what earlier files found out about the path (`auto::learn`).
+    verdict: Mutex<Option<crate::client::CarriedVerdict>>,
 }
 
 /// One worker's sessions. `streams`: what this worker's files may use at most (the `-p auto` choice or `-p N`).
@@ -133,6 +135,7 @@ pub async fn run(job: Job, opts: &JobOptions, progress: Arc<JobProgress>) -> Job
         next: AtomicUsize::new(0),
         records: Mutex::new(vec![None; n]),
         concurrency,
+        verdict: Mutex::new(None),
     });
     let mut set = tokio::task::JoinSet::new();
     let warm = shared.job.warm.clone();
@@ -528,6 +531,7 @@ async fn attempt(
     let mut notes = Vec::new();
     let mut o = opts.transfer.clone();
     o.auto_streams = None;
+    super::auto::for_file(&mut o, src_meta.size, &shared.verdict);
     let summary = match (&task.src, &task.dst) {
         (Loc::Remote(remote), Loc::Local(local)) => {
             let server = job.src_server.clone();
@@ -601,6 +605,7 @@ async fn attempt(
             ))
         }
     };
+    super::auto::learn(&shared.verdict, task, summary.transport_choice.as_ref());
     Ok(Done::Copied(Box::new(summary), notes))
 }
 

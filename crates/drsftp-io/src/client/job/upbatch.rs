@@ -20,7 +20,8 @@ pub(super) fn eligible(shared: &Shared, w: &Worker, task: &FileTask) -> bool {
     matches!((&task.src, &task.dst), (Loc::Local(_), Loc::Remote(_)))
         && task.size.is_some_and(|s| s <= plan::BATCH_MAX_FILE)
         && o.sync != SyncMode::Checksum
-        && o.transfer.blast.is_none()
+        // Under `--transport auto` small files stay on TCP (`run::auto_for_file`), so they batch.
+        && (o.transfer.blast.is_none() || o.transfer.auto_transport.is_some())
         && o.transfer.partial.is_none()
         && !w.protected
         && !w.no_upbatch

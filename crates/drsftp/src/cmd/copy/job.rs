@@ -171,6 +171,27 @@ async fn build(args: &Args, opts: &JobOptions) -> Result<Job> {
         .with_context(|| format!("listing {src}"))
 }
 
+/// `--transport auto` for a job with one server (downloads, uploads): its files of at least
+/// `AUTO_BLAST_MIN` follow the single-file rule, from the server's path profile and what earlier files of the job
+/// found (`drsftp_io::client::job`'s `auto`). Third-party jobs stay on TCP.
+fn auto_transport(
+    args: &Args,
+    mut opts: JobOptions,
+    job: &drsftp_io::client::job::Job,
+) -> JobOptions {
+    let server = match (&job.src_server, &job.dst_server) {
+        (Some(s), None) | (None, Some(s)) => s,
+        _ => return opts,
+    };
+    if args.transport == "auto" {
+        if let Ok(url) = crate::url::parse_url(&format!("ftp://{}/", server.authority)) {
+            opts.transfer.auto_transport = Some(super::auto_transport(&url));
+            opts.transfer.blast = Some(super::blast_opts(args));
+        }
+    }
+    opts
+}
+
 /// Runs the job; `Err` if it could not start or if any file failed (after printing the report).
 pub(super) fn run(args: Args) -> Result<()> {
     if args.off.is_some() || args.len.is_some() {
@@ -222,6 +243,7 @@ pub(super) fn run(args: Args) -> Result<()> {
     let result = rt.block_on(async {
         let work = async {
             let job = build(&args, &opts).await?;
+            let opts = auto_transport(&args, opts.clone(), &job);
             let ends = (job.src_server.clone(), job.dst_server.clone());
             let bar = job_bar(args.quiet, progress.clone());
             let report = drsftp_io::client::job::run(job, &opts, progress.clone()).await;
@@ -262,6 +284,18 @@ pub(super) fn run(args: Args) -> Result<()> {
         }
         if !args.json {
             eprintln!("{}", summary_line(&report));
+            // `--transport auto`'s choice for each file that could use blast (small files stay on TCP, unsaid).
+            for r in &report.records {
+                let c = r.summary.as_ref().and_then(|s| s.transport_choice.as_ref());
+                if let Some(c) = c.filter(|c| !c.reason.starts_with("a file below")) {
+                    eprintln!(
+                        "transport {}: {}: {}",
+                        c.chosen,
+                        shown(&r.src, &ends.0),
+                        c.reason
+                    );
+                }
+            }
         }
     }
     if failed > 0 {
@@ -337,6 +371,8 @@ fn record_json(r: &FileRecord, ends: &Ends) -> serde_json::Value {
         "streams": s.map(|s| s.streams),
         "wire_mode": s.map(|s| s.mode.letter().to_string()),
         "transport": s.map(|s| s.transport),
+        "transport_choice": s.and_then(|s| s.transport_choice.as_ref()).map(|c| json!({
+            "chosen": c.chosen, "reason": c.reason, "tcp_bytes": c.tcp_bytes})),
         "verified": s.is_some_and(|s| s.verified),
         "checksum": s.and_then(|s| s.checksum.as_ref()).map(|(a, h)| format!("{}:{h}", a.to_ascii_lowercase())),
         "notices": s.map(|s| s.notices.clone()).unwrap_or_default().into_iter().chain(r.notes.clone()).collect::<Vec<_>>(),
