@@ -3,17 +3,26 @@
 # globus-url-copy for the guc variant.
 # Usage: bench/transport-bench.sh [--cases "500mbit,100ms,0.1%,1G 500mbit,100ms,1%,1G"] [--cc cubic,bbr]
 #                                 [--variants auto,autoprof,tcp,udp,guc] [--reps 3] [--out DIR] [--record]
+#        bench/transport-bench.sh --fair RUNS [--cases "500mbit,100ms,0,1G"] [--cc cubic] [--out DIR] [--record]
 # Per case (rate,rtt,loss,size; loss 0 for none) and sending-server congestion control: a 2-host lab named
 # auto<pid>, `drsftp serve --congestion CC` on h1, and on h2 one download per variant and repetition: `auto` is
 # `drsftp copy` with no transport flag and no path profile, `autoprof` the same with a path profile holding the
 # lab's rate, RTT and loss (what calibration would store; a lossy one starts on blast), `tcp`/`udp` force
-# `--transport`, `guc` is globus-url-copy's best of `-p 16 -tcp-bs 4M` and `-p 64 -tcp-bs 1M`. Writes DIR/runs.csv (one row per copy, with the auto choice, its reason
-# and the blast set-up time and the copy's phases), DIR/copies.jsonl (each copy's whole --json, raw) and DIR/report.md (median Mbit/s per variant, share of the link, auto against the
-# better forced transport and against guc's best, the load average). The issue's full matrix is
+# `--transport`, `guc` is globus-url-copy's best of `-p 16 -tcp-bs 4M` and `-p 64 -tcp-bs 1M`, `iperf` one 10 s
+# iperf3 BBR stream h1 -> h2 (the TCP ceiling of the same link). Writes DIR/runs.csv (one row per copy, with the
+# auto choice, its reason, the blast set-up time and the copy's phases), DIR/copies.jsonl (each copy's whole
+# --json, raw) and DIR/report.md (median Mbit/s per variant, share of the link, auto against the better forced
+# transport and against guc's best, the load average). The issue's full matrix is
 #   --cases "500mbit,100ms,0,1G 500mbit,100ms,0.1%,1G 500mbit,100ms,1%,1G" --cc cubic,bbr --reps 3
 # and the short-transfer case "200mbit,200ms,5%,128M". Every lab is torn down on exit, also on failure. A copy that
 # takes longer than COPY_TIMEOUT seconds (default 600) is recorded with 0 Mbit/s. DRSFTP_BIN overrides the binary,
+# GUC_SETTINGS the globus-url-copy settings tried ("P TCPBS;P TCPBS", default "16 4M;64 1M"),
 # SKIP_BUILD=1 skips the build (never build inside the quiet lock), LAB_PREFIX the lab's name prefix (default auto).
+# --fair RUNS: instead of the matrix, RUNS times two simultaneous default `drsftp copy` downloads (no flags) from
+# the one server in h1 into h2, sharing the h1->h2 link; every 0.2 s the bytes each copy has written (wchar in
+# /proc/PID/io: its pwrite of file data) are sampled, and each copy's rate over the overlap (from FAIR_WARMUP
+# seconds, default 5, after both started to the first one's last byte) is compared with half the link
+# (DIR/fair.csv, DIR/fair-samples.csv, DIR/copies.jsonl, DIR/report.md).
 set -eu
 RECORD_ARGV=("$0" "$@")
 cd "$(dirname "$0")/.."
@@ -24,6 +33,7 @@ VARIANTS=auto,tcp,udp,guc
 REPS=3
 OUT=/tmp/transport-bench
 RECORD=0
+FAIR=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --cases) CASES=$2; shift 2 ;;
@@ -32,13 +42,15 @@ while [ $# -gt 0 ]; do
         --reps) REPS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --record) RECORD=1; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        --fair) FAIR=$2; shift 2 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ -n "${SKIP_BUILD:-}" ] || bench_build
 DRSFTP=${DRSFTP_BIN:-$BENCH_TARGET/release/drsftp}
 COPY_TIMEOUT=${COPY_TIMEOUT:-600}
+GUC_SETTINGS=${GUC_SETTINGS:-16 4M;64 1M}
 LAB=${LAB_PREFIX:-auto}$(( $$ % 10000 ))
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/transport-bench.XXXXXX)
@@ -50,6 +62,10 @@ JSONL=$OUT/copies.jsonl
 PHASES="login prepare setup first_datagram ramp first_pass tail eod verify"
 echo "case,cc,variant,rep,bytes,seconds,mbps,chosen,reason,setup_seconds,load1,${PHASES// /_s,}_s,final_rate_mbps" >"$CSV"
 : >"$JSONL"
+if [ "$FAIR" -gt 0 ]; then
+    echo "case,cc,run,copy,chosen,transport,reason,e2e_mbps,from_s,to_s,overlap_mbps,share,load1" >"$OUT/fair.csv"
+    echo "case,cc,run,copy,t_s,wchar" >"$OUT/fair-samples.csv"
+fi
 
 one() { # case cc variant rep url dst -> appends a row
     local c=$1 cc=$2 v=$3 rep=$4 url=$5 dst=$6 j="" t0 t1 secs=0 bytes=0
@@ -58,7 +74,9 @@ one() { # case cc variant rep url dst -> appends a row
     case "$v" in
         guc)
             local best=0 bsecs=0 p
-            for p in "16 4M" "64 1M"; do
+            local settings
+            IFS=';' read -ra settings <<<"$GUC_SETTINGS"
+            for p in "${settings[@]}"; do
                 set -- $p
                 rm -f "$dst"
                 t0=$(date +%s.%N)
@@ -69,6 +87,15 @@ one() { # case cc variant rep url dst -> appends a row
                 if [ "$(echo "$bytes * 8 / $secs > $best" | bc -l)" = 1 ]; then best=$(echo "$bytes * 8 / $secs" | bc -l); bsecs=$secs; fi
             done
             echo "${c//,/ },$cc,guc,$rep,$bytes,$bsecs,$(echo "$best / 1000000" | bc -l | xargs printf %.1f),,,,$load" >>"$CSV"
+            ;;
+        iperf)
+            # The TCP ceiling of the same link: one iperf3 BBR stream h1 -> h2 (the download's direction), 10 s.
+            "$DRSFTP" lab exec "$LAB" h2 -- iperf3 -s -1 -D >/dev/null 2>&1
+            sleep 0.5
+            local bps
+            bps=$("$DRSFTP" lab exec "$LAB" h1 -- iperf3 -c 198.18.0.2 -t 10 -C bbr -J 2>/dev/null |
+                python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])' || echo 0)
+            echo "${c//,/ },$cc,iperf,$rep,0,10,$(echo "$bps / 1000000" | bc -l | xargs printf %.1f),,,,$load" >>"$CSV"
             ;;
         *)
             local flag=() cfg=$WORK/config
@@ -103,6 +130,86 @@ PY
     esac
 }
 
+fair_one() { # case cc run url -> two simultaneous default copies into h2; appends to fair.csv and fair-samples.csv
+    local c=$1 cc=$2 run=$3 url=$4 k pids=() spid t0
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    rm -f "$WORK"/out/a "$WORK"/out/b "$WORK"/pid-* "$WORK"/json-*
+    t0=$(date +%s.%N)
+    for k in a b; do
+        # The shell writes its PID and execs the copy, so the PID file names the copy itself (lab exec only
+        # enters the network namespace).
+        XDG_CONFIG_HOME=$WORK/config timeout "$COPY_TIMEOUT" "$DRSFTP" lab exec "$LAB" h2 -- sh -c 'echo $$ >"$0"; exec "$@"' \
+            "$WORK/pid-$k" "$DRSFTP" copy --json --quiet --no-resume "$url" "$WORK/out/$k" >"$WORK/json-$k" 2>>"$OUT/copy.log" &
+        pids+=($!)
+    done
+    python3 - "$WORK/pid-a" "$WORK/pid-b" "$t0" >"$WORK/samples" <<'PY' &
+import os, sys, time
+pidfiles, t0 = sys.argv[1:3], float(sys.argv[3])
+pids = {}
+deadline = time.time() + 10
+while len(pids) < 2 and time.time() < deadline:
+    for k, f in zip("ab", pidfiles):
+        try:
+            pids.setdefault(k, int(open(f).read()))
+        except (OSError, ValueError):
+            pass
+    time.sleep(0.02)
+alive = dict(pids)
+while alive:
+    t = time.time() - t0
+    for k, pid in list(alive.items()):
+        try:
+            w = next(int(l.split()[1]) for l in open(f"/proc/{pid}/io") if l.startswith("wchar:"))
+            print(f"{t:.3f} {k} {w}", flush=True)
+        except (OSError, StopIteration):
+            del alive[k]
+    time.sleep(0.2)
+PY
+    spid=$!
+    wait "${pids[@]}" || true
+    wait "$spid" || true
+    python3 - "$c" "$cc" "$run" "$load" "$WORK" "${FAIR_WARMUP:-5}" "$OUT/fair-samples.csv" >>"$OUT/fair.csv" 3>>"$JSONL" <<'PY'
+import json, os, sys
+c, cc, run, load, work, warm, samples_csv = sys.argv[1:]
+c, warm = c.replace(",", " "), float(warm)
+s = {"a": [], "b": []}
+for line in open(f"{work}/samples"):
+    t, k, w = line.split()
+    s[k].append((float(t), int(w)))
+with open(samples_csv, "a") as f:
+    for k, xs in s.items():
+        for t, w in xs:
+            print(f"{c},{cc},{run},{k},{t:.3f},{w}", file=f)
+js = {}
+with os.fdopen(3, "w") as raw:
+    for k in "ab":
+        try:
+            js[k] = json.loads(next(l for l in open(f"{work}/json-{k}") if l.startswith("{")))
+        except (OSError, StopIteration, ValueError):
+            js[k] = {}
+        print(json.dumps({"case": c, "cc": cc, "variant": "fair", "rep": int(run), "copy_id": k, "copy": js[k]}), file=raw)
+# A copy's last byte: the first sample at its final count (the checksum and QUIT come after).
+end = {k: next((t for t, w in xs if w >= xs[-1][1]), 0.0) if xs else 0.0 for k, xs in s.items()}
+stop = min(end.values())
+def at(xs, t):  # bytes written by time t, linear between samples
+    prev = (0.0, 0)
+    for x in xs:
+        if x[0] >= t:
+            return prev[1] + (x[1] - prev[1]) * (t - prev[0]) / max(x[0] - prev[0], 1e-9)
+        prev = x
+    return prev[1]
+rates = {k: (at(xs, stop) - at(xs, warm)) * 8 / max(stop - warm, 1e-9) / 1e6 for k, xs in s.items()}
+tot = sum(rates.values()) or 1
+for k in "ab":
+    j = js[k]
+    ch = j.get("transport_choice") or {}
+    reason = (ch.get("reason") or "").replace(",", ";").replace('"', "'")
+    print(f'{c},{cc},{run},{k},{ch.get("chosen","")},{j.get("transport","")},"{reason}",{j.get("mbps") or 0:.1f},'
+          f'{warm:.1f},{stop:.2f},{rates[k]:.1f},{rates[k] / tot:.3f},{load}')
+PY
+    tail -2 "$OUT/fair.csv"
+}
+
 write_profile() { # rate rtt loss -> paths.json for 198.18.0.1:2811, as a calibration that knew the loss would write
     python3 - "$@" <<'PY'
 import json, sys, time
@@ -132,15 +239,46 @@ for case in $CASES; do
         "$DRSFTP" lab exec "$LAB" h1 -- "$DRSFTP" serve --root "$WORK/root" --anonymous --listen 198.18.0.1:2811 \
             --congestion "$cc" --log warn >"$OUT/serve.log" 2>&1 &
         sleep 1
-        for rep in $(seq 1 "$REPS"); do
-            for v in $(echo "$VARIANTS" | tr ',' ' '); do
-                one "$case" "$cc" "$v" "$rep" "ftp://198.18.0.1:2811/f-$size" "$WORK/out/f"
-                tail -1 "$CSV"
+        if [ "$FAIR" -gt 0 ]; then
+            for run in $(seq 1 "$FAIR"); do fair_one "$case" "$cc" "$run" "ftp://198.18.0.1:2811/f-$size"; done
+        else
+            for rep in $(seq 1 "$REPS"); do
+                for v in $(echo "$VARIANTS" | tr ',' ' '); do
+                    one "$case" "$cc" "$v" "$rep" "ftp://198.18.0.1:2811/f-$size" "$WORK/out/f"
+                    tail -1 "$CSV"
+                done
             done
-        done
+        fi
         "$DRSFTP" lab down "$LAB" >/dev/null
     done
 done
+
+if [ "$FAIR" -gt 0 ]; then
+    python3 - "$OUT/fair.csv" >"$OUT/report.md" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def rate(s):
+    n = float(s.rstrip("mbitgMG")) ; return n * (1000 if s.endswith("gbit") else 1)
+print("Two simultaneous default copies (`drsftp copy`, no flags) from one server in h1 into h2, sharing the")
+print("h1->h2 link. `overlap Mbit/s`: bytes each copy wrote from `from` s after both started to the first copy's")
+print("last byte (`to`), sampled from /proc/PID/io; `/ half link` divides by half the raw link rate (within 20 %:")
+print("0.80-1.20); `share`: of the two copies' sum; `e2e`: the copy's own end-to-end rate.")
+print()
+print("| case | cc | run | copy | chose | overlap s | overlap Mbit/s | / half link | share | e2e Mbit/s | load1 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    half = rate(r["case"].split(" ")[0]) / 2
+    print(f"| {r['case']} | {r['cc']} | {r['run']} | {r['copy']} | {r['chosen']} | {r['from_s']}-{r['to_s']} | "
+          f"{r['overlap_mbps']} | {float(r['overlap_mbps']) / half:.2f} | {r['share']} | {r['e2e_mbps']} | {r['load1']} |")
+print()
+print("Reasons given by auto:")
+for r in rows:
+    print(f"- {r['case']} {r['cc']} run {r['run']} copy {r['copy']}: {r['chosen']}: {r['reason']}")
+PY
+    cat "$OUT/report.md"
+    [ "$RECORD" = 1 ] && record_run transport-bench-fair "$OUT/report.md" "$OUT/fair.csv" "$OUT/fair-samples.csv" "$JSONL"
+    exit 0
+fi
 
 python3 - "$CSV" >"$OUT/report.md" <<'PY'
 import csv, statistics, sys
@@ -150,11 +288,11 @@ def rate(s):
 groups = {}
 for r in rows:
     groups.setdefault((r["case"], r["cc"]), []).append(r)
-print("| case (rate rtt loss size) | cc | auto Mbit/s | auto chose | autoprof | tcp | udp | guc best | auto / link | autoprof / link | udp / link | auto / better forced | auto / guc | load1 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| case (rate rtt loss size) | cc | auto Mbit/s | auto chose | autoprof | tcp | udp | guc best | iperf3 BBR | auto / link | autoprof / link | udp / link | auto / better forced | auto / guc | load1 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (c, cc), rs in groups.items():
     med = {}
-    for v in ("auto", "autoprof", "tcp", "udp", "guc"):
+    for v in ("auto", "autoprof", "tcp", "udp", "guc", "iperf"):
         xs = [float(r["mbps"]) for r in rs if r["variant"] == v and float(r["mbps"]) > 0]
         med[v] = statistics.median(xs) if xs else None
     chose = sorted({r["chosen"] for r in rs if r["variant"] == "auto"})
@@ -164,7 +302,7 @@ for (c, cc), rs in groups.items():
     forced = max([x for x in (med["tcp"], med["udp"]) if x] or [0]) or None
     loads = [float(r["load1"]) for r in rs]
     print(f"| {c} | {cc} | {f(med['auto'])} | {'/'.join(chose)} | {f(med['autoprof'])} | {f(med['tcp'])} | {f(med['udp'])} | "
-          f"{f(med['guc'])} | {ratio(med['auto'], link)} | {ratio(med['autoprof'], link)} | {ratio(med['udp'], link)} | "
+          f"{f(med['guc'])} | {f(med['iperf'])} | {ratio(med['auto'], link)} | {ratio(med['autoprof'], link)} | {ratio(med['udp'], link)} | "
           f"{ratio(med['auto'], forced)} | {ratio(med['auto'], med['guc'])} | "
           f"{min(loads):.1f}-{max(loads):.1f} |")
 print()

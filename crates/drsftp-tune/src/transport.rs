@@ -49,6 +49,10 @@ pub struct TransportConfig {
     pub blast_efficiency: f64,
     /// What the loss marks are, for the reasons: "arrived out of order" (a receiver), "were retransmitted".
     pub marks_are: &'static str,
+    /// TCP's rate for the rest is at least its rate over this trailing part of the window (at least 10 RTTs):
+    /// the window's mean still holds the ramp (BBR's start-up, a slow start), which would make a TCP that
+    /// already fills the link look slow and pay a switch for nothing.
+    pub recent: Duration,
 }
 
 impl Default for TransportConfig {
@@ -64,6 +68,7 @@ impl Default for TransportConfig {
             switch_cost: Duration::from_millis(1500),
             blast_efficiency: 0.9,
             marks_are: "arrived out of order",
+            recent: Duration::from_secs(1),
         }
     }
 }
@@ -257,6 +262,23 @@ impl TransportDecider {
         self.cfg.window.max(self.min_rtt.unwrap_or_default() * 30)
     }
 
+    /// The trailing span TCP's current rate is taken over: [`TransportConfig::recent`], at least 10 RTTs.
+    fn recent(&self) -> Duration {
+        self.cfg.recent.max(self.min_rtt.unwrap_or_default() * 10)
+    }
+
+    /// Bytes/s delivered from the last reading at or before `last.at - recent` to `last`; 0 without one.
+    fn recent_rate(&self, last: &Point) -> f64 {
+        let from = last.at.checked_sub(self.recent());
+        let base = from.and_then(|f| self.points.iter().rev().find(|p| p.at <= f));
+        match base {
+            Some(b) if last.at > b.at => {
+                (last.r.delivered - b.r.delivered) as f64 / (last.at - b.at).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+
     fn judge(&self, now: Instant, remaining: u64, resend: u64) -> Option<Decision> {
         let (base, last) = (self.points.first()?, self.points.last()?);
         // A full window of evidence, unless the transfer is about to end anyway.
@@ -268,7 +290,9 @@ impl TransportDecider {
             return None;
         }
         let delivered = last.r.delivered - base.r.delivered;
-        let tcp_rate = delivered as f64 / span;
+        let mean_rate = delivered as f64 / span;
+        let recent_rate = self.recent_rate(last);
+        let tcp_rate = mean_rate.max(recent_rate);
         let segments = (last.r.segments - base.r.segments).max(1);
         let marks = last.r.loss_marks - base.r.loss_marks;
         let loss = marks as f64 / segments as f64;
@@ -333,10 +357,13 @@ impl TransportDecider {
             )
         };
         let facts = format!(
-            "random loss ({evidence}, RTT {:.1} ms near its minimum {:.1} ms); TCP moves {:.1} Mbit/s",
+            "random loss ({evidence}, RTT {:.1} ms near its minimum {:.1} ms); TCP moves {:.1} Mbit/s ({:.1} over \
+             the last {:.1} s)",
             mean * 1e3,
             min * 1e3,
-            tcp_rate * 8e-6
+            mean_rate * 8e-6,
+            recent_rate * 8e-6,
+            self.recent().as_secs_f64()
         );
         if t_blast < t_tcp * (1.0 - self.cfg.margin) {
             Some(Decision::SwitchToBlast(format!(

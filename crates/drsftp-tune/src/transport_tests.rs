@@ -144,6 +144,34 @@ fn tcp_already_near_its_peak_stays() {
 }
 
 #[test]
+fn tcp_at_the_link_after_its_start_up_stays() {
+    // BBR at 0.1 % random loss (lab, 500 Mbit/s · 100 ms): 2 s of start-up well below the link, then the link
+    // full. The window's mean still holds the start-up; the last second shows TCP already where blast would be,
+    // so a switch would only cost its set-up and ramp.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: if k < 8 {
+            FULL * (k + 1) / 10
+        } else {
+            FULL * 96 / 100
+        },
+        marks: 30,
+        rtt_ms: 50 + (k % 3),
+    });
+    let (_, d) = drive(ticks.clone(), 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
+    assert!(d.reason().contains("would not finish"), "{d:?}");
+    // Judged on the window's mean alone (the rule before `recent`), the same path switched.
+    let cfg = TransportConfig {
+        recent: Duration::from_secs(60),
+        ..TransportConfig::default()
+    };
+    let t0 = Instant::now();
+    let (_, old) =
+        drive_with(TransportDecider::new(t0, cfg, None), t0, ticks, 1 << 30).expect("a decision");
+    assert!(matches!(old, Decision::SwitchToBlast(_)), "{old:?}");
+}
+
+#[test]
 fn timeouts_without_a_queue_switch_too() {
     // Heavy loss on a long path: a window of a few segments, recovered by timeouts: no out-of-order segments,
     // but whole intervals without data, the RTT at its minimum.
