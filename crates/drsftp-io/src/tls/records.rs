@@ -371,6 +371,65 @@ impl Records {
         Poll::Ready(Ok(spare))
     }
 
+    /// One receive from the socket into the record buffer, then every complete record opened in place and held
+    /// there for [`Records::take_opened`]. Returns the bytes received (for DRS and the gauges), 0 once the peer's
+    /// close_notify is in; a TCP end before it is `UnexpectedEof` (truncated). Call it only while
+    /// [`Records::recv_room`] is at least [`rec::RECORD_ROOM`] or nothing is held.
+    pub async fn recv_opened(&mut self) -> io::Result<usize> {
+        std::future::poll_fn(|cx| self.poll_recv_opened(cx)).await
+    }
+
+    fn poll_recv_opened(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        // Records already received (the handshake's leftovers, or after a take) open before any receive.
+        self.layer.open_all().map_err(rec_err)?;
+        if self.layer.peer_closed() {
+            return Poll::Ready(Ok(0));
+        }
+        let room = self.layer.recv_buf();
+        if room.is_empty() {
+            return Poll::Ready(Err(io::Error::other(
+                "TLS receive buffer full: take the opened records first",
+            )));
+        }
+        let mut rb = ReadBuf::new(room);
+        ready!(Pin::new(&mut self.sock).poll_read(cx, &mut rb))?;
+        let n = rb.filled().len();
+        if n == 0 {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "TLS peer closed the connection without close_notify (truncated)",
+            )));
+        }
+        self.layer.received(n);
+        self.layer.open_all().map_err(rec_err)?;
+        Poll::Ready(Ok(n))
+    }
+
+    /// Plaintext opened in place and not yet taken.
+    pub fn held_len(&self) -> usize {
+        self.layer.held_len()
+    }
+
+    /// Bytes the record buffer can still receive before the held plaintext must be taken.
+    pub fn recv_room(&self) -> usize {
+        self.layer.recv_room()
+    }
+
+    /// Whether the peer's close_notify arrived.
+    pub fn peer_closed(&self) -> bool {
+        self.layer.peer_closed()
+    }
+
+    /// The record buffer with the plaintext opened in it (where: `ranges`); receiving goes on in `spare`
+    /// (`drsftp_proto::tls_records::RecordLayer::take_opened`).
+    pub fn take_opened(
+        &mut self,
+        spare: Vec<u8>,
+        ranges: &mut Vec<std::ops::Range<usize>>,
+    ) -> Vec<u8> {
+        self.layer.take_opened(spare, ranges)
+    }
+
     /// Writes sealed records to the socket until none is left or the socket is full.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.layer.pending().is_empty() {
