@@ -6,8 +6,10 @@
 //! Why: rustls' buffered API copies every received record three times (read-ahead into its 4 KiB-at-a-time
 //! deframer, each record's plaintext into a fresh `Vec`, that into the caller's buffer) and makes ~5 passes per
 //! record; its unbuffered API (0.23) still copies plaintext into a `Vec` per record. Here one `recv` fills a
-//! large buffer, every record in it is opened in place, and the plaintext is copied once into the caller's
-//! buffer; on send each record is sealed in place in one buffer that goes to the kernel in one write.
+//! large buffer and every record in it is opened in place; a stream-mode receiver then writes the plaintext to
+//! its file straight from the record slots ([`Records::recv_opened`], [`Records::take_opened`]), other readers
+//! get it copied once into their buffer (`AsyncRead`); on send each record is sealed in place in one buffer that
+//! goes to the kernel in one write.
 //! docs/bench/tls.md has the profile and the numbers. What the record layer enforces is in its own docs; here:
 //! a TCP close before the peer's close_notify is an error (`UnexpectedEof`), never a silent end of data.
 
