@@ -292,7 +292,9 @@ async fn recv_opened(
     crc: &mut CrcPieces,
 ) -> Result<(), DataError> {
     let mut spare: Option<(Vec<u8>, Vec<Range<usize>>)> = None;
-    let mut pending: Option<(Range<u64>, Pending<Vec<Range<usize>>>)> = None;
+    // A write in flight: its file range, and the buffer's plaintext ranges (kept for the next take).
+    type Write = (Range<u64>, Pending<Vec<Range<usize>>>);
+    let mut pending: Option<Write> = None;
     let mut place = Placement::default();
     loop {
         // Receive until the buffer cannot take another whole record, or the end.
