@@ -4,13 +4,15 @@
 //! corrupted or forged bytes, and arrive in input-chosen pieces. Checks: no panic; the receive buffer never grows
 //! and always has room while the layer needs bytes; the plaintext that comes out is a prefix of the application
 //! data the peer really sealed (nothing forged, reordered or replayed gets through); after an error every later
-//! call returns the same error; sending afterwards stays bounded.
+//! call returns the same error; sending afterwards stays bounded. Input-chosen: the reader takes plaintext by
+//! copying it out (`plaintext`/`consume`) or where it was opened (`open_all`/`take_opened`, as stream-mode
+//! receivers do), with the same checks.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use drsftp_proto::tls_records::{
     seal_record, KeySchedule, Keys, Plain, RecordError, RecordLayer, Suite, CT_ALERT, CT_APPDATA,
-    CT_HANDSHAKE, HS_KEY_UPDATE, HS_NEW_SESSION_TICKET,
+    CT_HANDSHAKE, HS_KEY_UPDATE, HS_NEW_SESSION_TICKET, RECORD_ROOM, RECV_BUF,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -47,6 +49,26 @@ struct Input {
     pieces: Vec<u16>,
     /// Bytes the reader takes per call (0 counts as 1).
     take: u16,
+    /// Take plaintext where it was opened (`open_all`/`take_opened`) instead of copying it out.
+    in_place: bool,
+}
+
+/// Takes the plaintext held in `layer`'s buffer (in place), appending it to `got`.
+fn take_held(
+    layer: &mut RecordLayer<Schedule>,
+    spare: &mut Vec<u8>,
+    ranges: &mut Vec<std::ops::Range<usize>>,
+    got: &mut Vec<u8>,
+) {
+    let held = layer.held_len();
+    assert!(held <= RECV_BUF + RECORD_ROOM, "{held} bytes held");
+    let buf = layer.take_opened(std::mem::take(spare), ranges);
+    for r in ranges.iter() {
+        assert!(!r.is_empty());
+        got.extend_from_slice(&buf[r.clone()]);
+    }
+    *spare = buf;
+    assert_eq!(layer.held_len(), 0);
 }
 
 fn suite(s: u8) -> (Suite, usize) {
@@ -193,9 +215,23 @@ fuzz_target!(|input: Input| {
     let mut err: Option<RecordError> = None;
     let mut pos = 0;
     let mut piece = 0;
+    let (mut spare, mut ranges) = (Vec::new(), Vec::new());
     'feed: loop {
-        // Drain what is open.
-        loop {
+        if input.in_place {
+            let r = layer.open_all();
+            if r.is_err() || layer.peer_closed() || layer.recv_room() < RECORD_ROOM {
+                take_held(&mut layer, &mut spare, &mut ranges, &mut got);
+            }
+            if let Err(e) = r {
+                err = Some(e);
+                break 'feed;
+            }
+            if layer.peer_closed() {
+                break 'feed;
+            }
+        }
+        // Drain what is open (nothing, in place: `open_all` held it).
+        while !input.in_place {
             match layer.plaintext() {
                 Ok(Plain::Data(p)) => {
                     assert!(!p.is_empty());
@@ -228,7 +264,13 @@ fuzz_target!(|input: Input| {
         room[..n].copy_from_slice(&wire[pos..pos + n]);
         layer.received(n);
         pos += n;
-        assert_eq!(layer.buffered(), bound, "receive buffer grew");
+        if !input.in_place {
+            // In place, the buffer is swapped with the reader's spare one of the same length.
+            assert_eq!(layer.buffered(), bound, "receive buffer grew");
+        }
+    }
+    if input.in_place {
+        take_held(&mut layer, &mut spare, &mut ranges, &mut got);
     }
     assert!(
         sealed.starts_with(&got),

@@ -11,7 +11,9 @@
 
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
+mod held;
 mod shaped;
+pub use held::RECORD_ROOM;
 pub use shaped::RecordShape;
 
 /// Largest plaintext per record (RFC 8446 §5.1).
@@ -218,6 +220,9 @@ pub struct RecordLayer<K> {
     rend: usize,
     ppos: usize,
     pend: usize,
+    /// Opened application data kept where it was opened, for [`RecordLayer::take_opened`] (ranges of `inb`, in
+    /// order, all before `rpos`).
+    held: Vec<std::ops::Range<usize>>,
     /// Sealed records not yet sent: `out[opos..oend]` (`out` may be longer: a shaped buffer keeps its length so
     /// it can go back to the data engine for the next block without being zeroed again).
     out: Vec<u8>,
@@ -264,6 +269,7 @@ impl<K: KeySchedule> RecordLayer<K> {
             rend,
             ppos: 0,
             pend: early.len(),
+            held: Vec::new(),
             out: Vec::with_capacity(send_limit + overhead + 2 * (HEADER + 64)),
             opos: 0,
             oend: 0,
@@ -282,7 +288,10 @@ impl<K: KeySchedule> RecordLayer<K> {
 
     /// Where the next received bytes go (never empty while no plaintext is waiting: a record always fits).
     pub fn recv_buf(&mut self) -> &mut [u8] {
-        if self.ppos == self.pend && self.inb.len() - self.rend < HEADER + MAX_CIPHER_TLS12 {
+        if self.ppos == self.pend
+            && self.held.is_empty()
+            && self.inb.len() - self.rend < HEADER + MAX_CIPHER_TLS12
+        {
             // Move the partial record to the front when the rest of the buffer cannot take a record.
             self.inb.copy_within(self.rpos..self.rend, 0);
             self.rend -= self.rpos;
@@ -298,7 +307,8 @@ impl<K: KeySchedule> RecordLayer<K> {
         self.rend = (self.rend + n).min(self.inb.len());
     }
 
-    /// Opened plaintext, opening the next record if none is waiting.
+    /// Opened plaintext, opening the next record if none is waiting (not mixed with
+    /// [`RecordLayer::open_all`]: plaintext held for [`RecordLayer::take_opened`] is not returned here).
     pub fn plaintext(&mut self) -> Result<Plain<'_>, RecordError> {
         while self.ppos == self.pend {
             if let Some(e) = &self.failed {

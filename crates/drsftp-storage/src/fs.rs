@@ -527,6 +527,11 @@ impl FileHandle for FsFile {
             .map_err(|e| StorageError::from_io(&self.vpath, e))
     }
 
+    fn write_vectored_at(&self, bufs: &mut [io::IoSlice<'_>], offset: u64) -> Result<()> {
+        drsftp_sys::fileio::pwritev_all(self.file.as_fd(), bufs, offset)
+            .map_err(|e| StorageError::from_io(&self.vpath, e))
+    }
+
     fn len(&self) -> Result<u64> {
         self.file
             .metadata()

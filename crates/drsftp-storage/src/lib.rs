@@ -70,6 +70,16 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     }
     /// Write all of `buf` at `offset` (the file grows as needed; holes read as zeros).
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+    /// Write all of `bufs`, in order, from `offset` on. Files on a host file system do it in one `pwritev` (a TLS
+    /// receiver writes the records it opened in place straight from their slots); the default writes each.
+    fn write_vectored_at(&self, bufs: &mut [std::io::IoSlice<'_>], offset: u64) -> Result<()> {
+        let mut at = offset;
+        for b in bufs.iter() {
+            self.write_at(b, at)?;
+            at += b.len() as u64;
+        }
+        Ok(())
+    }
     /// Current length in bytes.
     fn len(&self) -> Result<u64>;
     /// True if the file is empty.

@@ -1,6 +1,6 @@
 //! `drsftp copy`/`ls` ⇄ `drsftp serve` over explicit FTPS in stream mode and MODE E (`-p 8`, `-p auto`, every
 //! data connection TLS and resuming the control session): trust by `--cacert` and by
-//! `--tls-fingerprint`; a wrong fingerprint or an untrusted CA fails with a clear error before any USER goes
+//! `--tls-fingerprint`; `-p 1` and `-p 4` of a file ending mid-record, CRC32C equal at both ends; a wrong fingerprint or an untrusted CA fails with a clear error before any USER goes
 //! out; `--tls require` against a server without TLS fails; download and upload with a plain FTPS server
 //! (pyftpdlib); a third-party copy from a TLS source without SSCN
 //! (pyftpdlib) fails rather than going cleartext; and, as root with tcpdump, a capture of a `PROT P`
@@ -99,6 +99,43 @@ fn mode_e_parallel_and_auto_both_ways() {
         );
         assert!(err.contains("-> MODE E"), "{err}");
         let _ = std::fs::remove_file(&dl);
+    }
+}
+
+/// A TLS receiver writes the records it opened in place straight to the file (`pwritev` of their slots): `-p 1`
+/// (stream mode) and `-p 4` (MODE E) downloads and uploads of a file ending mid-record arrive byte-identical, and
+/// the CRC32C the receiving end computed from those slots equals the sender's (the client compares it with the
+/// server's `CKSM CRC32C` and fails the copy on a mismatch).
+#[test]
+fn records_opened_in_place_arrive_whole_with_equal_crc() {
+    let s = tlsfix::serve(true);
+    let want = random_file(&s.root.join("odd.bin"), (9 << 20) + 16_381, 35);
+    let ca = s.pki.ca.display().to_string();
+    for p in ["1", "4"] {
+        let dl = s.dir.path().join(format!("odd-{p}.bin"));
+        let (src, dst) = (url(&s, "/odd.bin"), dl.display().to_string());
+        let (ok, out, err) = drsftp(&[
+            "copy", "--quiet", "--tls", "require", "--cacert", &ca, "-p", p, &src, &dst,
+        ]);
+        assert!(ok, "download -p {p}: {out} {err}\n{}", s.srv.log_text());
+        assert_eq!(sha256_file(&dl), want, "download -p {p}");
+        assert!(
+            err.contains("-> PROT P") && err.contains("-> CKSM CRC32C"),
+            "{err}"
+        );
+        assert_eq!(err.contains("-> MODE E"), p == "4", "-p {p}: {err}");
+
+        let up = url(&s, &format!("/odd-up-{p}.bin"));
+        let (ok, out, err) = drsftp(&[
+            "copy", "--quiet", "--tls", "require", "--cacert", &ca, "-p", p, &dst, &up,
+        ]);
+        assert!(ok, "upload -p {p}: {out} {err}\n{}", s.srv.log_text());
+        assert_eq!(
+            sha256_file(&s.root.join(format!("odd-up-{p}.bin"))),
+            want,
+            "upload -p {p}"
+        );
+        assert!(err.contains("-> CKSM CRC32C"), "upload -p {p}: {err}");
     }
 }
 

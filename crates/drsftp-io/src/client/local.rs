@@ -70,6 +70,16 @@ impl FileHandle for LocalFile {
             .map_err(|e| StorageError::from_io(&self.name, e))
     }
 
+    fn write_vectored_at(
+        &self,
+        bufs: &mut [std::io::IoSlice<'_>],
+        offset: u64,
+    ) -> drsftp_storage::Result<()> {
+        use std::os::fd::AsFd;
+        drsftp_sys::fileio::pwritev_all(self.file.as_fd(), bufs, offset)
+            .map_err(|e| StorageError::from_io(&self.name, e))
+    }
+
     fn len(&self) -> drsftp_storage::Result<u64> {
         self.file
             .metadata()

@@ -6,8 +6,10 @@
 //! Why: rustls' buffered API copies every received record three times (read-ahead into its 4 KiB-at-a-time
 //! deframer, each record's plaintext into a fresh `Vec`, that into the caller's buffer) and makes ~5 passes per
 //! record; its unbuffered API (0.23) still copies plaintext into a `Vec` per record. Here one `recv` fills a
-//! large buffer, every record in it is opened in place, and the plaintext is copied once into the caller's
-//! buffer; on send each record is sealed in place in one buffer that goes to the kernel in one write.
+//! large buffer and every record in it is opened in place; a stream-mode receiver then writes the plaintext to
+//! its file straight from the record slots ([`Records::recv_opened`], [`Records::take_opened`]), other readers
+//! get it copied once into their buffer (`AsyncRead`); on send each record is sealed in place in one buffer that
+//! goes to the kernel in one write.
 //! docs/bench/tls.md has the profile and the numbers. What the record layer enforces is in its own docs; here:
 //! a TCP close before the peer's close_notify is an error (`UnexpectedEof`), never a silent end of data.
 
@@ -369,6 +371,65 @@ impl Records {
             return Poll::Ready(Err(e));
         }
         Poll::Ready(Ok(spare))
+    }
+
+    /// One receive from the socket into the record buffer, then every complete record opened in place and held
+    /// there for [`Records::take_opened`]. Returns the bytes received (for DRS and the gauges), 0 once the peer's
+    /// close_notify is in; a TCP end before it is `UnexpectedEof` (truncated). Call it only while
+    /// [`Records::recv_room`] is at least [`rec::RECORD_ROOM`] or nothing is held.
+    pub async fn recv_opened(&mut self) -> io::Result<usize> {
+        std::future::poll_fn(|cx| self.poll_recv_opened(cx)).await
+    }
+
+    fn poll_recv_opened(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        // Records already received (the handshake's leftovers, or after a take) open before any receive.
+        self.layer.open_all().map_err(rec_err)?;
+        if self.layer.peer_closed() {
+            return Poll::Ready(Ok(0));
+        }
+        let room = self.layer.recv_buf();
+        if room.is_empty() {
+            return Poll::Ready(Err(io::Error::other(
+                "TLS receive buffer full: take the opened records first",
+            )));
+        }
+        let mut rb = ReadBuf::new(room);
+        ready!(Pin::new(&mut self.sock).poll_read(cx, &mut rb))?;
+        let n = rb.filled().len();
+        if n == 0 {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "TLS peer closed the connection without close_notify (truncated)",
+            )));
+        }
+        self.layer.received(n);
+        self.layer.open_all().map_err(rec_err)?;
+        Poll::Ready(Ok(n))
+    }
+
+    /// Plaintext opened in place and not yet taken.
+    pub fn held_len(&self) -> usize {
+        self.layer.held_len()
+    }
+
+    /// Bytes the record buffer can still receive before the held plaintext must be taken.
+    pub fn recv_room(&self) -> usize {
+        self.layer.recv_room()
+    }
+
+    /// Whether the peer's close_notify arrived.
+    pub fn peer_closed(&self) -> bool {
+        self.layer.peer_closed()
+    }
+
+    /// The record buffer with the plaintext opened in it (where: `ranges`); receiving goes on in `spare`
+    /// (`drsftp_proto::tls_records::RecordLayer::take_opened`).
+    pub fn take_opened(
+        &mut self,
+        spare: Vec<u8>,
+        ranges: &mut Vec<std::ops::Range<usize>>,
+    ) -> Vec<u8> {
+        self.layer.take_opened(spare, ranges)
     }
 
     /// Writes sealed records to the socket until none is left or the socket is full.
