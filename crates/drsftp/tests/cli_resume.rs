@@ -363,7 +363,11 @@ fn a_killed_tree_download_resumes_its_batched_file() {
         let got = out.join(format!("sub/f{i}.bin"));
         assert_eq!(&sha256_file(&got), sum, "{}", p.display());
         let (part, ck) = part_files(&got);
-        assert!(!part.exists() && !ck.exists(), "left behind: {}", part.display());
+        assert!(
+            !part.exists() && !ck.exists(),
+            "left behind: {}",
+            part.display()
+        );
     }
     let left: Vec<_> = std::fs::read_dir(out.join("sub"))
         .unwrap()

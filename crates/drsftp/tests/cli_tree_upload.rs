@@ -230,7 +230,11 @@ fn an_unwritable_name_fails_alone_and_the_batch_carries_on() {
     let (src, root) = (dir.path().join("src"), dir.path().join("root"));
     std::fs::create_dir_all(&src).unwrap();
     for i in 0..30 {
-        random_file(&src.join(format!("{i:02}.bin")), 2000 + i * 100, 300 + i as u64);
+        random_file(
+            &src.join(format!("{i:02}.bin")),
+            2000 + i * 100,
+            300 + i as u64,
+        );
     }
     std::fs::create_dir_all(root.join("up/07.bin/inner")).unwrap();
     let srv = drsftp_server(&root, &[]);
@@ -270,9 +274,16 @@ fn an_unwritable_name_fails_alone_and_the_batch_carries_on() {
     assert!(err.contains("07.bin"), "the failure is named: {err}");
     for i in (0..30).filter(|&i| i != 7) {
         let n = format!("{i:02}.bin");
-        assert_eq!(sha256_file(&src.join(&n)), sha256_file(&root.join("up").join(&n)), "{n}");
+        assert_eq!(
+            sha256_file(&src.join(&n)),
+            sha256_file(&root.join("up").join(&n)),
+            "{n}"
+        );
     }
-    assert!(root.join("up/07.bin/inner").is_dir(), "the directory is untouched");
+    assert!(
+        root.join("up/07.bin/inner").is_dir(),
+        "the directory is untouched"
+    );
     let parts: Vec<_> = std::fs::read_dir(root.join("up"))
         .unwrap()
         .flatten()

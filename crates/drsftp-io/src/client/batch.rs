@@ -26,9 +26,9 @@ use super::control::Control;
 use super::local::Destination;
 use super::resume::{self, Identity};
 use super::{transfer, verify, ClientError, ClientOptions, TransferSummary};
-use drsftp_proto::ranges::RangeSet;
 use crate::data::{self, DataError, DataReport, Progress};
 use crate::tls::MaybeTls;
+use drsftp_proto::ranges::RangeSet;
 
 /// One file of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +143,10 @@ async fn drive(
         .collect();
     let mut held = vec![RangeSet::new(); files.len()];
     for (i, id) in ids.iter().enumerate() {
-        let Some(id) = id.clone().filter(|_| resume::has_checkpoint(&files[i].local)) else {
+        let Some(id) = id
+            .clone()
+            .filter(|_| resume::has_checkpoint(&files[i].local))
+        else {
             continue;
         };
         if let Some(r) = resume::Resumable::open(&files[i].local, id, opts.resume)? {

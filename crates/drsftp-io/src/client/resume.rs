@@ -324,7 +324,9 @@ pub(crate) struct Resumable {
 /// A thread saving a checkpoint while data moves, and how to end it: the stop flag it (or the blast receiver
 /// feeding it) watches, and a channel that disconnects when the thread has made its last save.
 #[derive(Debug, Default)]
-pub(crate) struct CheckpointWriter(Mutex<Option<(Receiver<()>, Arc<AtomicBool>, std::thread::Thread)>>);
+pub(crate) struct CheckpointWriter(
+    Mutex<Option<(Receiver<()>, Arc<AtomicBool>, std::thread::Thread)>>,
+);
 
 impl CheckpointWriter {
     /// Runs `body`, given the stop flag, on a thread named `name`. Returns the flag, or `None` (warned as

@@ -239,7 +239,8 @@ impl Progress {
         self.bytes
             .fetch_add(range.end - range.start, Ordering::Relaxed);
         if let Some(p) = &self.parent {
-            p.bytes.fetch_add(range.end - range.start, Ordering::Relaxed);
+            p.bytes
+                .fetch_add(range.end - range.start, Ordering::Relaxed);
         }
         match self.ranges.lock() {
             Ok(mut r) => {

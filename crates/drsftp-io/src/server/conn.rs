@@ -217,7 +217,8 @@ pub(crate) async fn run(
                 Action::Transfer(plan) => {
                     sent_crc = None;
                     // A striped frontend's movers write the upload: what it opened here is dropped (removed).
-                    let part = fs::take_opened(&opened, &plan.payload).filter(|_| frontend.is_none());
+                    let part =
+                        fs::take_opened(&opened, &plan.payload).filter(|_| frontend.is_none());
                     let progress = Arc::new(Progress::new());
                     // Control-channel DRS only for a client that opted in (never Globus), in stream mode.
                     if s.drs_inband()

@@ -15,7 +15,11 @@ pub(crate) type OpenSlot = Arc<Mutex<Option<(String, WriteMode, Box<dyn PartFile
 
 /// Opens an upload's destination for `FsRequest::OpenWrite` and leaves it in `slot`: `Done`, or the reason it
 /// cannot be written (the session then refuses the STOR before its `150`).
-pub(crate) async fn open_upload(storage: Arc<dyn Storage>, req: FsRequest, slot: OpenSlot) -> FsResult {
+pub(crate) async fn open_upload(
+    storage: Arc<dyn Storage>,
+    req: FsRequest,
+    slot: OpenSlot,
+) -> FsResult {
     let FsRequest::OpenWrite { path, write_mode } = req else {
         return execute_async(storage, req, None).await;
     };
@@ -149,9 +153,9 @@ pub(crate) fn execute(storage: &Arc<dyn Storage>, req: FsRequest) -> FsResult {
             .map(FsResult::Checksum),
         FsRequest::KeptHeld(k) => storage.kept_held(&k.id, &k.limits).map(FsResult::Kept),
         // Only whether it can be opened: the driver keeps the part with `open_upload`.
-        FsRequest::OpenWrite { path, write_mode } => {
-            storage.open_write(&path, write_mode).map(|_| FsResult::Done)
-        }
+        FsRequest::OpenWrite { path, write_mode } => storage
+            .open_write(&path, write_mode)
+            .map(|_| FsResult::Done),
     };
     r.unwrap_or_else(FsResult::Err)
 }

@@ -231,7 +231,10 @@ mod tests {
             path: p.into(),
             write_mode: WriteMode::Replace,
         };
-        let r = h.fs(want("/d"), FsResult::Err(StorageError::NotAFile("/d".into())));
+        let r = h.fs(
+            want("/d"),
+            FsResult::Err(StorageError::NotAFile("/d".into())),
+        );
         assert!(r.starts_with("200 "), "ALLO: {r}");
         assert!(r.contains("\r\n550 ") && !r.contains("150 "), "{r}");
         let r = h.fs(want("/f"), FsResult::Done);
