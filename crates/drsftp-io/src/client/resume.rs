@@ -324,9 +324,15 @@ pub(crate) struct Resumable {
 /// A thread saving a checkpoint while data moves, and how to end it: the stop flag it (or the blast receiver
 /// feeding it) watches, and a channel that disconnects when the thread has made its last save.
 #[derive(Debug, Default)]
-pub(crate) struct CheckpointWriter(
-    Mutex<Option<(Receiver<()>, Arc<AtomicBool>, std::thread::Thread)>>,
-);
+pub(crate) struct CheckpointWriter(Mutex<Option<Writing>>);
+
+/// A running writer: disconnects `done` after its last save, watches `stop`, parks as `thread`.
+#[derive(Debug)]
+struct Writing {
+    done: Receiver<()>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::Thread,
+}
 
 impl CheckpointWriter {
     /// Runs `body`, given the stop flag, on a thread named `name`. Returns the flag, or `None` (warned as
@@ -349,7 +355,11 @@ impl CheckpointWriter {
         match spawned {
             Ok(h) => {
                 if let Ok(mut w) = self.0.lock() {
-                    *w = Some((done_rx, stop.clone(), h.thread().clone()));
+                    *w = Some(Writing {
+                        done: done_rx,
+                        stop: stop.clone(),
+                        thread: h.thread().clone(),
+                    });
                 }
                 Some(stop)
             }
@@ -362,7 +372,8 @@ impl CheckpointWriter {
 
     /// Stops the writer, if one runs, after its last save (waiting at most [`FINAL_WAIT`]).
     pub(crate) fn stop(&self) {
-        if let Some((done, stop, thread)) = self.0.lock().ok().and_then(|mut w| w.take()) {
+        if let Some(Writing { done, stop, thread }) = self.0.lock().ok().and_then(|mut w| w.take())
+        {
             // Stop the receiver (its last map goes to the writer), then wait for the writer to save it. A TCP
             // writer parks between polls: woken, it does not make a finished file wait out its poll.
             stop.store(true, Ordering::Relaxed);
