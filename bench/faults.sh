@@ -26,6 +26,11 @@
 #                 restarted, rerun (resumes from the client's marker record and CKSM)
 #   tree-kill     copy -r of 8 files of 9 MiB, the client SIGKILLed mid-tree (3 files done, the 4th partial), rerun:
 #                 the complete files skipped, the partial one resumed, every file verified
+#   tree-kill-b   as tree-kill with 8 files of 6 MiB, which go in pipelined batches: the file in flight resumes
+#                 from its checkpoint (REST ranges before its RETR in the rerun's batch)
+#   tree-up-kill  copy -r upload of 8 files of 9 MiB to drsftp serve, the client SIGKILLed with 3 files done and
+#                 the 4th kept partial, rerun: complete files skipped, the partial one resumed (SITE PARTIAL)
+#   tree-3p-kill  the same for a third-party copy -r h1 -> h2 (the destination's kept partial, REST to both)
 #   dl-stall      download -p 2 with --timeout 3s, the path cut for 8 s (past the stall limit): a clear error,
 #                 then a rerun resumes and verifies
 # For third-party and upload resumes to drsftp serve, "again" is what the rerun sent (the destination's
@@ -277,14 +282,17 @@ full_row() { # full_row ROUND NAME SRC: a copy to the 8 MiB-tmpfs server must fa
   else row "$r" "$name" clear-error "$SIZE" 0 0 0 - "$(echo "$e" | tail -1 | tr -d '",')"; fi
   in3 sh -c "rm -rf '$WORK/full3'/* '$WORK/full3'/.[!.]*"
 }
-tree_kill() { # tree_kill ROUND: copy -r of 8 files of 9 MiB killed with 3 files done and the 4th partial, rerun
-  # 9 MiB: files up to 8 MiB go in pipelined batches (plan.rs BATCH_MAX_FILE), whose part files do not resume.
-  local r=$1 t="$WORK/tk" c nd=0 part="" ck i
-  if [ ! -d "$WORK/tksrc" ]; then
-    mkdir -p "$WORK/tksrc"
-    for i in 0 1 2 3 4 5 6 7; do head -c $((9 * 1048576 + 4321)) /dev/urandom >"$WORK/tksrc/f$i.bin"; done
-  fi
-  rm -rf "$t"; cp -r "$WORK/tksrc" "$WORK/root/tk$r"
+tksrc() { # tksrc NAME MIB: 8 files of MIB MiB + 4321 bytes in $WORK/NAME (made once)
+  [ -d "$WORK/$1" ] && return
+  mkdir -p "$WORK/$1"
+  for i in 0 1 2 3 4 5 6 7; do head -c $(($2 * 1048576 + 4321)) /dev/urandom >"$WORK/$1/f$i.bin"; done
+}
+tree_kill() { # tree_kill ROUND [NAME MIB]: copy -r of 8 files killed with 3 files done and the 4th partial, rerun
+  # 9 MiB (tree-kill): the one-file path; 6 MiB (tree-kill-b): pipelined batches (up to plan.rs BATCH_MAX_FILE).
+  local r=$1 name=${2:-tree-kill} mib=${3:-9} t="$WORK/tk" c nd=0 part="" ck i src
+  src=tksrc$mib; tksrc "$src" "$mib"
+  local size=$((mib * 1048576 + 4321))
+  rm -rf "$t"; cp -r "$WORK/$src" "$WORK/root/tk$r"
   ip netns exec "$NS2" "$D" copy -q -r -p 1 --concurrency 1 --retries 0 "$URL/tk$r/" "$t" >/dev/null 2>&1 &
   c=$!; PIDS+=("$c")
   for _ in $(seq 1200); do
@@ -296,12 +304,12 @@ tree_kill() { # tree_kill ROUND: copy -r of 8 files of 9 MiB killed with 3 files
     exited "$c" && break; sleep 0.01
   done
   kill -9 "$c" 2>/dev/null || true; wait "$c" 2>/dev/null || true
-  if [ -z "$part" ]; then row "$r" tree-kill BAD 0 0 0 0 no "no partial caught"; rm -rf "$WORK/root/tk$r"; return; fi
+  if [ -z "$part" ]; then row "$r" "$name" BAD 0 0 0 0 no "no partial caught"; rm -rf "$WORK/root/tk$r"; return; fi
   local n=${part##*/.}; n=${n%.drsftp-part}
-  local again; again=$(again_of "$part" "$part.ck" "$WORK/tksrc/$n" 2>/dev/null || echo -1)
+  local again; again=$(again_of "$part" "$part.ck" "$WORK/$src/$n" 2>/dev/null || echo -1)
   local bad=0 f; nd=0
   for f in "$t"/f*.bin; do [ -f "$f" ] || continue; nd=$((nd + 1))
-    [ "$(verify "$f" "$(sha256sum "$WORK/tksrc/${f##*/}" | cut -d' ' -f1)")" = verified ] || bad=1; done
+    [ "$(verify "$f" "$(sha256sum "$WORK/$src/${f##*/}" | cut -d' ' -f1)")" = verified ] || bad=1; done
   local out; out=$(copy --json -r -p 1 --concurrency 1 "$URL/tk$r/" "$t" 2>/dev/null) || true
   local skipped resumed
   skipped=$(echo "$out" | json skipped)
@@ -309,13 +317,52 @@ tree_kill() { # tree_kill ROUND: copy -r of 8 files of 9 MiB killed with 3 files
 try: print(sum(x["resumed_bytes"] for x in json.loads(sys.stdin.read())["records"]))
 except Exception: print(0)')
   local ok=0; for i in 0 1 2 3 4 5 6 7; do
-    [ "$(verify "$t/f$i.bin" "$(sha256sum "$WORK/tksrc/f$i.bin" | cut -d' ' -f1)")" = verified ] && ok=$((ok + 1)); done
-  local bound=$(((9 * 1048576 + 4321) / 100 + 262144)) within=no
+    [ "$(verify "$t/f$i.bin" "$(sha256sum "$WORK/$src/f$i.bin" | cut -d' ' -f1)")" = verified ] && ok=$((ok + 1)); done
+  local bound=$((size / 100 + 262144)) within=no
   [ "$resumed" -gt 0 ] && [ "$again" -ge 0 ] && [ "$again" -le "$bound" ] && within=yes
   local v=BAD; [ "$ok" = 8 ] && [ "$bad" = 0 ] && [ "$skipped" = "$nd" ] && v=verified
-  row "$r" tree-kill "$v" $((9 * 1048576 + 4321)) "$resumed" "$again" "$bound" "$within" \
+  row "$r" "$name" "$v" "$size" "$resumed" "$again" "$bound" "$within" \
     "$nd complete at the kill, $skipped skipped, $n resumed, $ok/8 verified"
   rm -rf "$WORK/root/tk$r" "$t"
+}
+tree_remote_kill() { # tree_remote_kill ROUND NAME SRC DSTURL DDIR DROOT DLOG: copy -r -p 2 of 8 files of 9 MiB to a
+  # drsftp serve, the client SIGKILLed with 3 files done and the 4th kept partial (>= 1 MiB), rerun. "again": the
+  # rerun's STOR bytes minus the bytes of the files it had to send (what the kept partial did not hold).
+  local r=$1 name=$2 src=$3 dst=$4 ddir=$5 droot=$6 dlog=$7 c nd=0 i
+  tksrc tksrc9 9; local size=$((9 * 1048576 + 4321))
+  local before; before=$(stors "$dlog")
+  ip netns exec "$NS2" "$D" copy -q -r -p 2 --concurrency 1 --retries 0 "$src" "$dst" >/dev/null 2>&1 &
+  c=$!; PIDS+=("$c")
+  for _ in $(seq 1200); do
+    nd=$(find "$ddir" -maxdepth 1 -name 'f*.bin' 2>/dev/null | wc -l || true)
+    [ "$nd" -ge 3 ] && kept_ge "$droot" 1048576 && break
+    exited "$c" && break; sleep 0.01
+  done
+  kill -9 "$c" 2>/dev/null || true; wait "$c" 2>/dev/null || true
+  nd=$(find "$ddir" -maxdepth 1 -name 'f*.bin' 2>/dev/null | wc -l || true)
+  # The destination logs the failed STOR (and saves its partial) once it notices the dead connections.
+  stor_after "$dlog" $((before + nd)) >/dev/null
+  local held; held=$(kept "$droot")
+  if [ "$held" -eq 0 ]; then row "$r" "$name" BAD "$size" 0 0 0 no "no kept partial caught ($nd done)"; rm -rf "$ddir"; return; fi
+  local bad=0 f
+  for f in "$ddir"/f*.bin; do [ -f "$f" ] || continue
+    [ "$(verify "$f" "$(sha256sum "$WORK/tksrc9/${f##*/}" | cut -d' ' -f1)")" = verified ] || bad=1; done
+  local before2; before2=$(stors "$dlog")
+  local out; out=$(copy --json -r -p 2 --concurrency 1 "$src" "$dst" 2>/dev/null) || true
+  local skipped copied resumed
+  skipped=$(echo "$out" | json skipped); copied=$(echo "$out" | json copied)
+  resumed=$(echo "$out" | python3 -c 'import json,sys
+try: print(sum(x["resumed_bytes"] for x in json.loads(sys.stdin.read())["records"]))
+except Exception: print(0)')
+  local sent; sent=$(stor_bytes "$dlog" | tail -n +$((before2 + 1)) | awk '{s += $1} END {print s + 0}')
+  local again=$((sent - copied * size + held)) bound=$((size / 100 + 2 * 262144)) within=no
+  [ "$resumed" -gt 0 ] && [ "$again" -ge 0 ] && [ "$again" -le "$bound" ] && within=yes
+  local ok=0; for i in 0 1 2 3 4 5 6 7; do
+    [ "$(verify "$ddir/f$i.bin" "$(sha256sum "$WORK/tksrc9/f$i.bin" | cut -d' ' -f1)")" = verified ] && ok=$((ok + 1)); done
+  local v=BAD; [ "$ok" = 8 ] && [ "$bad" = 0 ] && [ "$skipped" = "$nd" ] && v=verified
+  row "$r" "$name" "$v" "$size" "$resumed" "$again" "$bound" "$within" \
+    "$nd complete at the kill, held $held, $skipped skipped, rerun sent $sent, $ok/8 verified"
+  rm -rf "$ddir"
 }
 dl_stall() { # dl_stall ROUND: --timeout 3s, the path cut for 8 s: a clear error, then a rerun resumes
   local r=$1 dst="$WORK/dst/stall-$1.bin" part="$WORK/dst/.stall-$1.bin.drsftp-part"
@@ -428,6 +475,17 @@ for r in $(seq "$ROUNDS"); do
   rm -rf "$WORK/root/t$r"
   fi
   if want tree-kill; then tree_kill "$r"; fi
+  if want tree-kill-b; then tree_kill "$r" tree-kill-b 6; fi
+  if want tree-up-kill; then
+    tksrc tksrc9 9
+    tree_remote_kill "$r" tree-up-kill "$WORK/tksrc9/" "$URL/tu$r/" "$WORK/root/tu$r" "$WORK/root" "$WORK/s1.xfer.jsonl"
+  fi
+  if want tree-3p-kill; then
+    tksrc tksrc9 9; rm -rf "$WORK/root/t3s$r"; cp -r "$WORK/tksrc9" "$WORK/root/t3s$r"
+    tree_remote_kill "$r" tree-3p-kill "$URL/t3s$r/" "ftp://$A2:$PORT2/t3$r/" "$WORK/root2/t3$r" "$WORK/root2" \
+      "$WORK/s2.xfer.jsonl"
+    rm -rf "$WORK/root/t3s$r"
+  fi
 
   if want 3p-kill; then remote_resume "$r" 3p-kill "$URL/src.bin" client S2; fi
   if want 3p-dst-kill; then remote_resume "$r" 3p-dst-kill "$URL/src.bin" S2 S2; fi

@@ -46,6 +46,7 @@ async fn two_batches(c: &mut Client, remote_dir: &str, src: &Path, out: &Path) {
             remote: format!("{remote_dir}/{n}"),
             local: out.join(n),
             size: (i != 10).then(|| SIZES[i % SIZES.len()] as u64),
+            mtime: None,
         })
         .collect();
     let o = ClientOptions::default();

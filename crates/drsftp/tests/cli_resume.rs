@@ -5,8 +5,8 @@
 //! killed run had written that the rerun asks for again (4 KiB chunks of the part file equal to the source outside
 //! what its last checkpoint held) stay within 1 % of the file plus one block per stream; what the server's transfer log counts
 //! (killed run + rerun − size, which includes bytes still in socket buffers at the kill) is printed. A server killed and restarted mid-file is resumed from too, and a source that changed between runs is
-//! never spliced: its stale part file is discarded with a notice. Needs root and /dev/net/tun; otherwise prints
-//! `SKIPPED <test>: <reason>` and returns.
+//! never spliced: its stale part file is discarded with a notice. A file of a pipelined tree batch (up to 8 MiB)
+//! resumes the same way. Needs root and /dev/net/tun; otherwise prints `SKIPPED <test>: <reason>` and returns.
 
 mod common;
 
@@ -307,4 +307,73 @@ fn a_killed_tree_download_resumes_its_partial_file() {
     }
     let (part, ck) = part_files(&big);
     assert!(!part.exists() && !ck.exists());
+}
+
+/// Files up to 8 MiB go in pipelined batches; one killed mid-file resumes too: the rerun's batch sends
+/// `REST <ranges>` before its RETR, so only the gaps travel (within 1 % plus one block), and the tree verifies.
+#[test]
+fn a_killed_tree_download_resumes_its_batched_file() {
+    require_lab!("a_killed_tree_download_resumes_its_batched_file");
+    let lab = drsftp_testkit::lab::up("rsmb", 2, Duration::from_millis(4), 40_000_000);
+    let dir = open_tempdir();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("t/sub")).unwrap();
+    let size: u64 = (6 << 20) + 1234;
+    let mut want = vec![];
+    for i in 0..5u64 {
+        let p = root.join(format!("t/sub/f{i}.bin"));
+        want.push((p.clone(), random_file(&p, size as usize, 40 + i)));
+    }
+    let srv = lab_server_logged(&lab, &format!("{}:0", lab.addr(1)), &root);
+    let url = srv.url("/t/");
+    let out = dir.path().join("out");
+    let args = ["-r", "--concurrency", "1"];
+    let first = out.join("sub/f0.bin");
+    let (held, again) = interrupted_in(
+        &lab,
+        &args,
+        (url.as_str(), root.join("t/sub/f0.bin").as_path()),
+        &out,
+        &first,
+        2 << 20,
+        sigkill,
+    );
+    let j = rerun(&lab, &args, &url, &out);
+    assert_eq!(j["failed"].as_u64(), Some(0), "{j}");
+    assert_eq!(j["copied"].as_u64(), Some(5), "{j}");
+    let rec = j["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["destination"].as_str().unwrap().ends_with("f0.bin"))
+        .unwrap();
+    let resumed = rec["resumed_bytes"].as_u64().unwrap();
+    assert!(
+        resumed >= 2 << 20 && resumed <= held,
+        "resumed {resumed}, held {held}: {rec}"
+    );
+    assert_eq!(rec["bytes"].as_u64(), Some(size - resumed), "{rec}");
+    assert_eq!(rec["verified"], true, "{rec}");
+    assert!(
+        again <= size / 100 + BLOCK,
+        "{again} bytes asked for again (held {held})"
+    );
+    eprintln!("batched file: size {size}, held {held}, resumed {resumed}, asked again {again}");
+    for (i, (p, sum)) in want.iter().enumerate() {
+        let got = out.join(format!("sub/f{i}.bin"));
+        assert_eq!(&sha256_file(&got), sum, "{}", p.display());
+        let (part, ck) = part_files(&got);
+        assert!(
+            !part.exists() && !ck.exists(),
+            "left behind: {}",
+            part.display()
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(out.join("sub"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("drsftp-part"))
+        .collect();
+    assert!(left.is_empty(), "part files left: {left:?}");
 }

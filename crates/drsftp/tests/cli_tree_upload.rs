@@ -2,7 +2,8 @@
 //! upload batches (`Client::upload_batch`). Every file of a 203-file tree with spaces and unicode in its names
 //! lands identical, verified and with its modification time; the control dialogue shows STOR for later files
 //! going out before the first file's 226, over one data connection per session; a rerun skips everything from one
-//! listing; and a file the server refuses in the middle fails alone, with the job exiting non-zero and naming it.
+//! listing; a file the server refuses in the middle fails alone, with the job exiting non-zero and naming it;
+//! and a name it cannot write (a directory there) is refused before its 150 without breaking the batch.
 //! Every server started here is killed by PID when its test ends.
 
 mod common;
@@ -219,4 +220,74 @@ fn a_refused_file_mid_batch_fails_alone() {
         std::fs::read(root.join("up/blocked")).unwrap(),
         b"not a directory"
     );
+}
+
+/// A destination name the server cannot write (a directory of that name is there) is refused before the STOR's
+/// `150`: the batch records that one file as failed and carries on, every other file going in its first attempt.
+#[test]
+fn an_unwritable_name_fails_alone_and_the_batch_carries_on() {
+    let dir = open_tempdir();
+    let (src, root) = (dir.path().join("src"), dir.path().join("root"));
+    std::fs::create_dir_all(&src).unwrap();
+    for i in 0..30 {
+        random_file(
+            &src.join(format!("{i:02}.bin")),
+            2000 + i * 100,
+            300 + i as u64,
+        );
+    }
+    std::fs::create_dir_all(root.join("up/07.bin/inner")).unwrap();
+    let srv = drsftp_server(&root, &[]);
+    let src_arg = format!("{}/", src.display());
+    let (ok, out, err) = drsftp_logged(
+        &[
+            "copy",
+            "-r",
+            "--json",
+            "--concurrency",
+            "1",
+            &src_arg,
+            &srv.url("/up/"),
+        ],
+        T,
+    );
+    assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
+    let j = json_of(&out);
+    assert_eq!(
+        (j["copied"].as_u64(), j["failed"].as_u64()),
+        (Some(29), Some(1)),
+        "{j}"
+    );
+    for r in records(&j) {
+        let d = r["destination"].as_str().unwrap();
+        if d.ends_with("/up/07.bin") {
+            assert_eq!(r["status"], "failed", "{r}");
+            assert!(
+                r["error"].as_str().is_some_and(|e| e.contains("550")),
+                "the server's refusal: {r}"
+            );
+        } else {
+            assert_eq!(r["status"], "copied", "{r}");
+            assert_eq!(r["attempts"], 1, "the batch went on past the refusal: {r}");
+        }
+    }
+    assert!(err.contains("07.bin"), "the failure is named: {err}");
+    for i in (0..30).filter(|&i| i != 7) {
+        let n = format!("{i:02}.bin");
+        assert_eq!(
+            sha256_file(&src.join(&n)),
+            sha256_file(&root.join("up").join(&n)),
+            "{n}"
+        );
+    }
+    assert!(
+        root.join("up/07.bin/inner").is_dir(),
+        "the directory is untouched"
+    );
+    let parts: Vec<_> = std::fs::read_dir(root.join("up"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("part"))
+        .collect();
+    assert!(parts.is_empty(), "part files left: {parts:?}");
 }

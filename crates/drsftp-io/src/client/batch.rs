@@ -6,6 +6,11 @@
 //! flushed and renamed on the blocking pool while the next files keep moving: a file is complete and verified
 //! or not there at all. A refused RETR fails that file only; a broken data or control connection fails every file
 //! not finished yet, and the session is then left busy so the caller drops it.
+//!
+//! Files larger than one MODE E block (with a CKSM to check them by) resume like one-file downloads
+//! (`resume.rs`): the stable part file and a checkpoint of its byte ranges, identified by the listing's size and
+//! time, so a killed job's rerun (or a retry) sends `REST <ranges>` before that file's RETR and gets only the
+//! gaps. Smaller files cost at most one block again, and keep the cheaper per-process part file.
 
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -19,9 +24,11 @@ use tokio::sync::mpsc;
 
 use super::control::Control;
 use super::local::Destination;
+use super::resume::{self, Identity};
 use super::{transfer, verify, ClientError, ClientOptions, TransferSummary};
 use crate::data::{self, DataError, DataReport, Progress};
 use crate::tls::MaybeTls;
+use drsftp_proto::ranges::RangeSet;
 
 /// One file of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +39,9 @@ pub struct BatchFile {
     pub local: PathBuf,
     /// The size the listing gave, checked against what arrives (`None`: whatever arrives).
     pub size: Option<u64>,
+    /// The modification time the listing gave (Unix seconds): with the size, what a resume checkpoint of this
+    /// file must match (`None`: the checkpoint says the server gave none).
+    pub mtime: Option<i64>,
 }
 
 /// The data channel a batch leaves for the next one on the same control connection: our listener (the server's
@@ -48,6 +58,10 @@ pub(crate) struct BatchChannel {
 /// session's share of the queue on the server stays small.
 pub const BATCH_WINDOW: usize = 16;
 
+/// Files larger than this keep a resume checkpoint: sending a smaller one again costs at most one block, within
+/// the resume bound of 1 % plus one block per stream (docs/resume.md).
+const RESUME_ABOVE: u64 = data::DEFAULT_BLOCK as u64;
+
 /// What is known of one file so far.
 #[derive(Default)]
 struct FileState {
@@ -56,6 +70,9 @@ struct FileState {
     cksm: Option<Result<String, drsftp_proto::client::Reply>>,
     /// The part file, from the start of its receive until it is handed to the finishing task.
     dest: Option<Destination>,
+    /// A resumable file's stable part file and checkpoint: opened at the batch's start if a checkpoint waits
+    /// (its ranges went out with `REST`), else when its data starts.
+    resume: Option<resume::Resumable>,
     data: Option<(DataReport, f64)>,
     /// Handed to the finishing task (check, flush, rename).
     settling: bool,
@@ -112,6 +129,31 @@ async fn drive(
     };
     let mut dopts = opts.data_opts();
     dopts.crc32c = alg == Some(ChecksumAlg::Crc32c);
+    // Which files resume (their checkpoint's identity), and what those with a checkpoint already hold.
+    let peer = control.peer();
+    let ids: Vec<Option<Identity>> = files
+        .iter()
+        .map(|f| match (f.size, alg) {
+            (Some(sz), Some(_)) if sz > RESUME_ABOVE || resume::has_checkpoint(&f.local) => {
+                let mtime = f.mtime.map(crate::client::job::plan::format_modify);
+                Some(resume::identity_of(peer, &f.remote, sz, mtime))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut held = vec![RangeSet::new(); files.len()];
+    for (i, id) in ids.iter().enumerate() {
+        let Some(id) = id
+            .clone()
+            .filter(|_| resume::has_checkpoint(&files[i].local))
+        else {
+            continue;
+        };
+        if let Some(r) = resume::Resumable::open(&files[i].local, id, opts.resume)? {
+            held[i] = r.held().clone();
+            st[i].resume = Some(r);
+        }
+    }
     let (channel, port) = match control.batch_channel.take() {
         Some(c) => (c, None),
         None => {
@@ -135,6 +177,7 @@ async fn drive(
     } = channel;
     control.start(Op::Batch(BatchSpec {
         paths: files.iter().map(|f| f.remote.clone()).collect(),
+        held,
         checksum: alg.map(|a| a.name().to_string()),
         port,
         window: BATCH_WINDOW,
@@ -156,8 +199,19 @@ async fn drive(
             while recv.is_none() && next < files.len() {
                 let s = &mut st[next];
                 if s.started {
-                    let dest = Destination::part_file(&files[next].local)?;
+                    if let (None, Some(id)) = (&s.resume, &ids[next]) {
+                        s.resume = resume::Resumable::open(&files[next].local, id.clone(), opts.resume)?;
+                    }
+                    // Its own counter (the checkpoint saves this file's ranges), counted in the batch's too.
+                    let p = Arc::new(Progress::child(progress.clone()));
+                    let dest = match &s.resume {
+                        Some(r) => r.destination()?,
+                        None => Destination::part_file(&files[next].local)?,
+                    };
                     let file: Arc<dyn FileHandle> = dest.handle();
+                    if let Some(r) = &s.resume {
+                        r.start_ranges(file.clone(), p.clone());
+                    }
                     let mut o = dopts.clone();
                     if let Some(sz) = files[next].size {
                         o.max_end = sz;
@@ -166,7 +220,6 @@ async fn drive(
                     for sock in idle.drain(..) {
                         let _ = tx.try_send(sock);
                     }
-                    let p = progress.clone();
                     let fut: Recv =
                         Box::pin(async move { data::recv_mode_e(rx, file, 0, &o, p).await });
                     s.dest = Some(dest);
@@ -259,6 +312,7 @@ fn settle(
         // A refusal after the start still waits for its receive to end (it owns the part file).
         if !s.started || s.data.is_some() {
             s.dest = None;
+            s.resume = None;
             s.result = Some(Err(ClientError::Session(
                 drsftp_proto::client::ClientError::Refused {
                     command: format!("RETR {}", f.remote),
@@ -277,20 +331,37 @@ fn settle(
     s.settling = true;
     let theirs = s.cksm.take();
     let f = f.clone();
-    finishing.spawn_blocking(move || (i, finish(&f, report, seconds, dest, alg, theirs)));
+    let resume = s.resume.take();
+    finishing.spawn_blocking(move || {
+        let r = finish(&f, report, seconds, dest, resume.as_ref(), alg, theirs);
+        // After the rename: a complete file's checkpoint goes, an incomplete one's stays for the next run.
+        drop(resume);
+        (i, r)
+    });
 }
 
-/// Size and checksum checks, then flush and rename (blocking).
+/// Size and checksum checks, then flush and rename (blocking). A resumed file's held ranges count with what
+/// arrived, and its checksum is of the whole file read back (the engine's CRC covers this run's bytes only).
 fn finish(
     f: &BatchFile,
     report: DataReport,
     seconds: f64,
     dest: Destination,
+    resume: Option<&resume::Resumable>,
     alg: Option<ChecksumAlg>,
     theirs: Option<Result<String, drsftp_proto::client::Reply>>,
 ) -> Result<TransferSummary, ClientError> {
     let want = 0..f.size.unwrap_or(report.bytes);
-    verify::check_moved(&f.remote, &report, want.clone())?;
+    let held = resume.map(|r| r.held().clone()).unwrap_or_default();
+    if held.is_empty() {
+        verify::check_moved(&f.remote, &report, want.clone())?;
+    } else {
+        verify::check_resumed(&f.remote, &report, want.clone(), &held)?;
+    }
+    // Every byte is here: whatever happens next (a checksum mismatch), the part file is not resumed from.
+    if let Some(r) = resume {
+        r.complete();
+    }
     let got = dest.handle().len()?;
     if got != want.end {
         return Err(ClientError::SizeMismatch {
@@ -300,6 +371,10 @@ fn finish(
         });
     }
     let mut summary = summary_of(&report, seconds);
+    summary.resumed = held.covered();
+    if let Some(r) = resume {
+        summary.notices.extend(r.notes().iter().cloned());
+    }
     let h: Arc<dyn FileHandle> = dest.handle();
     compare_checksum(
         &mut summary,

@@ -100,7 +100,10 @@ pub(crate) async fn run(
             let id = resume::identity(control, remote, sz).await;
             resume::Resumable::open(local, id, b.resume && opts.resume)?.map(Arc::new)
         }
-        (None, None, Some(sz)) if sz >= TCP_RESUME_MIN && alg.is_some() => {
+        // A smaller file resumes too when a checkpoint waits for it (a pipelined batch left it).
+        (None, None, Some(sz))
+            if alg.is_some() && (sz >= TCP_RESUME_MIN || resume::has_checkpoint(local)) =>
+        {
             let id = resume::identity(control, remote, sz).await;
             resume::Resumable::open(local, id, opts.resume)?.map(Arc::new)
         }

@@ -106,6 +106,7 @@ async fn drive(
     let mtimes: Vec<bool> = items.iter().map(|i| i.mtime.is_some()).collect();
     let source_spec = |port: Option<SocketAddr>| BatchSpec {
         paths: files.iter().map(|f| f.src.clone()).collect(),
+        held: vec![],
         checksum: alg.clone(),
         port,
         window: RELAY_WINDOW,

@@ -242,6 +242,12 @@ pub(crate) fn part_path(dest: &Path) -> PathBuf {
     dest.with_file_name(format!(".{name}.drsftp-part"))
 }
 
+/// Whether a checkpoint of a download to `dest` is on disk (whatever it holds): such a download resumes, or
+/// discards it, whatever its size, instead of leaving it behind.
+pub(crate) fn has_checkpoint(dest: &Path) -> bool {
+    checkpoint_path(&part_path(dest)).exists()
+}
+
 /// The checkpoint next to part file `part`.
 pub(crate) fn checkpoint_path(part: &Path) -> PathBuf {
     let mut s = part.as_os_str().to_owned();
@@ -282,12 +288,19 @@ pub(crate) async fn identity(control: &mut Control, remote: &str, size: u64) -> 
         Ok(Outcome::Reply(r)) if r.code == 213 => Some(r.text().trim().to_string()),
         _ => None,
     };
+    identity_of(control.peer(), remote, size, mtime)
+}
+
+/// The identity of `remote` on the server at `peer` with the size and modification time a listing gave
+/// (`mtime` as MDTM shows it, `YYYYMMDDHHMMSS`): a batch's files need no MDTM round trip of their own.
+pub(crate) fn identity_of(
+    peer: std::net::SocketAddr,
+    remote: &str,
+    size: u64,
+    mtime: Option<String>,
+) -> Identity {
     Identity {
-        source: format!(
-            "ftp://{}/{}",
-            control.peer(),
-            remote.trim_start_matches('/')
-        ),
+        source: format!("ftp://{peer}/{}", remote.trim_start_matches('/')),
         size,
         mtime,
     }
@@ -303,14 +316,23 @@ pub(crate) struct Resumable {
     held: RangeSet,
     notes: Vec<String>,
     _lock: File,
-    complete: AtomicBool,
+    /// Shared with the TCP checkpoint writer, which has nothing left to save once it is set.
+    complete: Arc<AtomicBool>,
     writer: CheckpointWriter,
 }
 
 /// A thread saving a checkpoint while data moves, and how to end it: the stop flag it (or the blast receiver
 /// feeding it) watches, and a channel that disconnects when the thread has made its last save.
 #[derive(Debug, Default)]
-pub(crate) struct CheckpointWriter(Mutex<Option<(Receiver<()>, Arc<AtomicBool>)>>);
+pub(crate) struct CheckpointWriter(Mutex<Option<Writing>>);
+
+/// A running writer: disconnects `done` after its last save, watches `stop`, parks as `thread`.
+#[derive(Debug)]
+struct Writing {
+    done: Receiver<()>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::Thread,
+}
 
 impl CheckpointWriter {
     /// Runs `body`, given the stop flag, on a thread named `name`. Returns the flag, or `None` (warned as
@@ -331,9 +353,13 @@ impl CheckpointWriter {
                 body(&halt);
             });
         match spawned {
-            Ok(_) => {
+            Ok(h) => {
                 if let Ok(mut w) = self.0.lock() {
-                    *w = Some((done_rx, stop.clone()));
+                    *w = Some(Writing {
+                        done: done_rx,
+                        stop: stop.clone(),
+                        thread: h.thread().clone(),
+                    });
                 }
                 Some(stop)
             }
@@ -346,9 +372,12 @@ impl CheckpointWriter {
 
     /// Stops the writer, if one runs, after its last save (waiting at most [`FINAL_WAIT`]).
     pub(crate) fn stop(&self) {
-        if let Some((done, stop)) = self.0.lock().ok().and_then(|mut w| w.take()) {
-            // Stop the receiver (its last map goes to the writer), then wait for the writer to save it.
+        if let Some(Writing { done, stop, thread }) = self.0.lock().ok().and_then(|mut w| w.take())
+        {
+            // Stop the receiver (its last map goes to the writer), then wait for the writer to save it. A TCP
+            // writer parks between polls: woken, it does not make a finished file wait out its poll.
             stop.store(true, Ordering::Relaxed);
+            thread.unpark();
             let _ = done.recv_timeout(FINAL_WAIT);
         }
     }
@@ -444,7 +473,7 @@ impl Resumable {
             held,
             notes,
             _lock: lock,
-            complete: AtomicBool::new(false),
+            complete: Arc::new(AtomicBool::new(false)),
             writer: CheckpointWriter::default(),
         }))
     }
@@ -533,6 +562,7 @@ impl Resumable {
     /// download fails, both files go, the next run starts afresh).
     pub(crate) fn start_ranges(&self, file: Arc<dyn FileHandle>, progress: Arc<Progress>) {
         let (ck, id, base) = (self.ck.clone(), self.id.clone(), self.held.clone());
+        let complete = self.complete.clone();
         let step = (id.size / STEP).max(MIN_STEP);
         // Counted here, not in the thread: bytes written before it runs must still be saved.
         let mut saved = progress.bytes();
@@ -542,6 +572,10 @@ impl Resumable {
                 let mut synced = Instant::now();
                 loop {
                     let stopping = halt.load(Ordering::Relaxed);
+                    if complete.load(Ordering::Relaxed) {
+                        // Every byte is here: the checkpoint is about to go; a last save (and fsync) is waste.
+                        return;
+                    }
                     let bytes = progress.bytes();
                     let durable = stopping || synced.elapsed() >= EVERY;
                     if bytes > saved && (durable || bytes >= saved + step) {
@@ -577,7 +611,7 @@ impl Resumable {
                     if stopping {
                         return;
                     }
-                    std::thread::sleep(POLL);
+                    std::thread::park_timeout(POLL);
                 }
             });
     }

@@ -50,7 +50,7 @@ pub(crate) use stream::finish_send;
 pub use stream::{recv_stream, send_stream};
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use drsftp_proto::mode_e::HeaderError;
 use drsftp_proto::ranges::RangeSet;
@@ -147,12 +147,22 @@ pub struct Progress {
     stripes: Mutex<Vec<u64>>,
     /// Stream mode's control-channel SBUF link (docs/drs.md §4.4).
     sbuf: SbufLink,
+    /// A job's shared counter that also counts the bytes moved here ([`Self::child`]).
+    parent: Option<Arc<Progress>>,
 }
 
 impl Progress {
     /// New, all zero.
     pub fn new() -> Self {
         Self::default()
+    }
+    /// New, all zero, with its bytes also counted in `parent`: one file of a batch keeps its own ranges (for its
+    /// resume checkpoint) while the batch's display sees every file's bytes.
+    pub fn child(parent: Arc<Progress>) -> Self {
+        Progress {
+            parent: Some(parent),
+            ..Self::default()
+        }
     }
     /// Payload bytes moved so far.
     pub fn bytes(&self) -> u64 {
@@ -230,6 +240,10 @@ impl Progress {
     pub(crate) fn add(&self, range: std::ops::Range<u64>) -> usize {
         self.bytes
             .fetch_add(range.end - range.start, Ordering::Relaxed);
+        if let Some(p) = &self.parent {
+            p.bytes
+                .fetch_add(range.end - range.start, Ordering::Relaxed);
+        }
         match self.ranges.lock() {
             Ok(mut r) => {
                 r.insert(range);

@@ -20,6 +20,7 @@ pub(crate) fn changes(req: &FsRequest) -> bool {
             | FsRequest::List(_)
             | FsRequest::Checksum { .. }
             | FsRequest::KeptHeld(_)
+            | FsRequest::OpenWrite { .. }
     )
 }
 

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use drsftp_proto::server::{
-    Action, AuditEvent, DataEndpoint, FsResult, LoginVerdict, Mode, Payload, ServerSession,
-    TransferProgress, TransferResult,
+    Action, AuditEvent, DataEndpoint, FsRequest, FsResult, LoginVerdict, Mode, Payload,
+    ServerSession, TransferProgress, TransferResult,
 };
 use drsftp_storage::Storage;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
@@ -91,6 +91,8 @@ pub(crate) async fn run(
     let mut cache: Option<DataCache> = None;
     // The CRC32C of the last whole file sent, for a following CKSM; dropped by anything that may change files.
     let mut sent_crc: Option<fs::SentCrc> = None;
+    // A STOR's part file opened before its 150 (`FsRequest::OpenWrite`), for the transfer that follows.
+    let opened = fs::OpenSlot::default();
     let mut blast_sock: Option<std::net::UdpSocket> = None;
     // A striped frontend: data goes through the movers' control sessions (`frontend.rs`).
     let mut frontend = params.movers.clone().map(super::frontend::Frontend::new);
@@ -133,11 +135,15 @@ pub(crate) async fn run(
                     }
                     let who = user.clone();
                     let movers = frontend.as_ref().and_then(|f| f.checksum_by_movers(&req));
+                    let slot = opened.clone();
                     fs_tasks.retain(|t| t.0.as_ref().is_some_and(|h| !h.is_finished()));
                     fs_tasks.push(AbortOnDrop::spawn(async move {
                         let shown = changes.then(|| req.clone());
                         let r = match movers {
                             Some(m) => m.run(st, req).await,
+                            None if matches!(req, FsRequest::OpenWrite { .. }) => {
+                                fs::open_upload(st, req, slot).await
+                            }
                             None => fs::execute_async(st, req, sent).await,
                         };
                         if let Some(req) = shown {
@@ -210,6 +216,9 @@ pub(crate) async fn run(
                 }
                 Action::Transfer(plan) => {
                     sent_crc = None;
+                    // A striped frontend's movers write the upload: what it opened here is dropped (removed).
+                    let part =
+                        fs::take_opened(&opened, &plan.payload).filter(|_| frontend.is_none());
                     let progress = Arc::new(Progress::new());
                     // Control-channel DRS only for a client that opted in (never Globus), in stream mode.
                     if s.drs_inband()
@@ -257,6 +266,7 @@ pub(crate) async fn run(
                         progress: progress.clone(),
                         blast,
                         blast_keys,
+                        opened: part,
                         accept_timeout: params.session.data_timeout,
                         metrics: params.ops.metrics.clone(),
                     };

@@ -1,12 +1,77 @@
 //! Carries out the session's filesystem requests on the served `Storage`, on a blocking thread; a `CKSM CRC32C` of
 //! a whole file the session has just sent is answered from the data engine's CRC (`SentCrc`) while the file still
-//! has the size and mtime it had before it was read.
+//! has the size and mtime it had before it was read. A STOR's part file opened before its `150`
+//! (`FsRequest::OpenWrite`) waits in an [`OpenSlot`] for the transfer that follows.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use drsftp_proto::server::{FsRequest, FsResult, STAT_LIST_LIMIT};
-use drsftp_storage::{checksum, ChecksumAlg, Storage, StorageError};
+use drsftp_proto::server::{FsRequest, FsResult, Payload, STAT_LIST_LIMIT};
+use drsftp_storage::{checksum, ChecksumAlg, PartFile, Storage, StorageError, WriteMode};
+
+/// The part file a STOR opened before its preliminary reply, with the path and mode it was opened for: the
+/// session's next transfer takes it if it receives that path that way; anything else drops it (which removes it).
+pub(crate) type OpenSlot = Arc<Mutex<Option<(String, WriteMode, Box<dyn PartFile>)>>>;
+
+/// Opens an upload's destination for `FsRequest::OpenWrite` and leaves it in `slot`: `Done`, or the reason it
+/// cannot be written (the session then refuses the STOR before its `150`).
+pub(crate) async fn open_upload(
+    storage: Arc<dyn Storage>,
+    req: FsRequest,
+    slot: OpenSlot,
+) -> FsResult {
+    let FsRequest::OpenWrite { path, write_mode } = req else {
+        return execute_async(storage, req, None).await;
+    };
+    let run = move || match storage.open_write(&path, write_mode) {
+        Ok(part) => {
+            if let Ok(mut s) = slot.lock() {
+                *s = Some((path, write_mode, part));
+            }
+            FsResult::Done
+        }
+        Err(e) => FsResult::Err(e),
+    };
+    tokio::task::spawn_blocking(run)
+        .await
+        .unwrap_or_else(|e| FsResult::Err(task_failed(e)))
+}
+
+/// What `slot` holds for a transfer of `payload` (taken either way).
+pub(crate) fn take_opened(slot: &OpenSlot, payload: &Payload) -> Option<Box<dyn PartFile>> {
+    let (path, mode, part) = slot.lock().ok()?.take()?;
+    match payload {
+        Payload::RecvFile {
+            path: p,
+            write_mode,
+            ..
+        } if *p == path && *write_mode == mode => Some(part),
+        _ => None,
+    }
+}
+
+/// An upload's part file: the one opened before the `150`, else opened now.
+pub(crate) async fn part_for(
+    opened: Option<Box<dyn PartFile>>,
+    st: Arc<dyn Storage>,
+    path: String,
+    mode: WriteMode,
+) -> Result<Box<dyn PartFile>, crate::data::DataError> {
+    if let Some(p) = opened {
+        return Ok(p);
+    }
+    tokio::task::spawn_blocking(move || st.open_write(&path, mode))
+        .await
+        .map_err(|e| crate::data::DataError::Storage(task_failed(e)))?
+        .map_err(crate::data::DataError::Storage)
+}
+
+fn task_failed(e: tokio::task::JoinError) -> StorageError {
+    StorageError::Io {
+        context: "filesystem task".into(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
 
 /// File timestamps are coarse (the kernel's tick, seconds on some filesystems): a write within the same tick as the
 /// last one leaves the mtime unchanged. Only a file whose mtime is at least this much older than the moment we
@@ -87,6 +152,10 @@ pub(crate) fn execute(storage: &Arc<dyn Storage>, req: FsRequest) -> FsResult {
             .and_then(|f| checksum(f.as_ref(), alg, offset, length))
             .map(FsResult::Checksum),
         FsRequest::KeptHeld(k) => storage.kept_held(&k.id, &k.limits).map(FsResult::Kept),
+        // Only whether it can be opened: the driver keeps the part with `open_upload`.
+        FsRequest::OpenWrite { path, write_mode } => storage
+            .open_write(&path, write_mode)
+            .map(|_| FsResult::Done),
     };
     r.unwrap_or_else(FsResult::Err)
 }
@@ -101,11 +170,7 @@ pub(crate) async fn execute_async(
         Some(c) => FsResult::Checksum(c),
         None => execute(&storage, req),
     };
-    match tokio::task::spawn_blocking(run).await {
-        Ok(r) => r,
-        Err(e) => FsResult::Err(StorageError::Io {
-            context: "filesystem task".into(),
-            source: std::io::Error::other(e.to_string()),
-        }),
-    }
+    tokio::task::spawn_blocking(run)
+        .await
+        .unwrap_or_else(|e| FsResult::Err(task_failed(e)))
 }

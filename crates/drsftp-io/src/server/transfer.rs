@@ -51,6 +51,8 @@ pub(crate) struct Job {
     /// `PROT P` blast: AEAD keys from the control connection's TLS exporter (`None`: none could be derived, and
     /// a protected blast plan then fails rather than send cleartext).
     pub(crate) blast_keys: Option<drsftp_blast::Protection>,
+    /// An upload's part file opened before the `150` (`fs::OpenSlot`); `None`: opened here.
+    pub(crate) opened: Option<Box<dyn PartFile>>,
     /// How long to wait for a data connection (`ServerConfig::data_timeout`; zero: no limit of its own, the
     /// session's data timer still ends the transfer).
     pub(crate) accept_timeout: Duration,
@@ -107,6 +109,7 @@ async fn run_inner(
         progress,
         blast,
         blast_keys,
+        opened,
         accept_timeout,
         metrics,
     } = job;
@@ -130,7 +133,7 @@ async fn run_inner(
             sock,
             plan.payload.clone(),
             &plan.resume,
-            storage,
+            (storage, opened),
             progress,
             &protection,
             metrics.as_deref(),
@@ -281,9 +284,7 @@ async fn run_inner(
                     None => {}
                 }
             }
-            let st = storage.clone();
-            let p = path.clone();
-            let part = blocking(move || st.open_write(&p, write_mode)).await?;
+            let part = fs::part_for(opened, storage, path, write_mode).await?;
             let r = recv(
                 &plan,
                 part.handle(),
@@ -307,7 +308,7 @@ async fn run_blast(
     sock: std::net::UdpSocket,
     payload: Payload,
     resume: &drsftp_proto::ranges::RangeSet,
-    storage: Arc<dyn Storage>,
+    (storage, opened): (Arc<dyn Storage>, Option<Box<dyn PartFile>>),
     progress: Arc<Progress>,
     protection: &drsftp_blast::Protection,
     metrics: Option<&super::metrics::Metrics>,
@@ -330,7 +331,7 @@ async fn run_blast(
             ..
         } => {
             let size = expected.unwrap_or(0);
-            let part = blocking(move || storage.open_write(&path, write_mode)).await?;
+            let part = fs::part_for(opened, storage, path, write_mode).await?;
             let r = super::blast::recv(
                 ep,
                 sock,

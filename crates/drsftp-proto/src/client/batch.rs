@@ -1,6 +1,7 @@
 //! Pipelined batches of whole-file downloads ([`Op::Batch`](super::Op::Batch), what globus-url-copy `-pp` does):
 //! TYPE I, MODE E, (a new data channel: `OPTS RETR Parallelism=1,1,1;` and PORT), then `RETR` and `CKSM` for
-//! each file, sent while earlier files' replies are still due, at most [`BatchSpec::window`] RETRs unanswered.
+//! each file (`REST <ranges>` before the RETR of a file the client holds part of), sent while earlier files'
+//! replies are still due, at most [`BatchSpec::window`] RETRs unanswered.
 //! The server runs them in order and keeps the MODE E data connection open between files (EOD without CLOSE,
 //! GFD.20 §3.4.4), so a file costs no round trip of its own once the pipe is full.
 //!
@@ -37,6 +38,13 @@ impl ClientSession {
             s.push_back(Step::Cmd(port_command(addr), Kind::Port));
         }
         for (i, p) in spec.paths.iter().enumerate() {
+            // MODE E blocks carry their offsets: a refused REST only costs the held bytes again.
+            if let Some(h) = spec.held.get(i).filter(|h| !h.is_empty() && !spec.gated) {
+                s.push_back(Step::Cmd(
+                    format!("REST {h}"),
+                    Kind::Rest { required: false },
+                ));
+            }
             s.push_back(Step::Cmd(format!("RETR {p}"), Kind::BatchRetr(i)));
             if let Some(alg) = &spec.checksum {
                 s.push_back(Step::Cmd(

@@ -10,6 +10,7 @@ use super::*;
 fn spec(n: usize, window: usize, port: bool) -> BatchSpec {
     BatchSpec {
         paths: (0..n).map(|i| format!("/d/f{i}")).collect(),
+        held: vec![],
         checksum: Some("CRC32C".into()),
         port: port.then(|| "127.0.0.1:60201".parse().unwrap()),
         window,
@@ -121,4 +122,50 @@ fn the_window_is_capped() {
     let retrs = sent.iter().filter(|l| l.starts_with("RETR")).count();
     assert_eq!(retrs, batch::MAX_WINDOW);
     assert!(sent.len() < 256, "below what drsftp serve queues");
+}
+
+#[test]
+fn a_held_file_gets_its_rest_ranges_right_before_its_retr() {
+    let mut h = Scripted::login(DRSFTP_FEAT);
+    let mut s = spec(3, 8, false);
+    s.held = vec![
+        crate::ranges::RangeSet::new(),
+        crate::ranges::RangeSet::parse("0-1000,2000-3000").unwrap(),
+    ];
+    h.start(Op::Batch(s));
+    assert_eq!(
+        h.sent(),
+        [
+            "TYPE I",
+            "MODE E",
+            "RETR /d/f0",
+            "CKSM CRC32C 0 -1 /d/f0",
+            "REST 0-1000,2000-3000",
+            "RETR /d/f1",
+            "CKSM CRC32C 0 -1 /d/f1",
+            "RETR /d/f2",
+            "CKSM CRC32C 0 -1 /d/f2",
+        ],
+        "only file 1 holds bytes; its REST is pipelined with the rest"
+    );
+    // A server that refuses the ranges sends the whole file: a notice, and the batch goes on.
+    h.reply("200 ok\n200 ok\n150 go\n226 done\n213 01\n501 no ranges\n150 go\n");
+    let ev = h.events();
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, Event::Notice(n) if n.contains("REST 0-1000,2000-3000"))),
+        "{ev:?}"
+    );
+    assert_eq!(ev.last(), Some(&Event::BatchStarted(1)), "{ev:?}");
+    assert!(!h.s.is_dead());
+}
+
+#[test]
+fn a_gated_batch_sends_no_rest() {
+    let mut h = Scripted::login(DRSFTP_FEAT);
+    let mut s = spec(1, 8, false);
+    s.gated = true;
+    s.held = vec![crate::ranges::RangeSet::parse("0-1000").unwrap()];
+    h.start(Op::Batch(s));
+    assert!(h.sent().iter().all(|l| !l.starts_with("REST")));
 }

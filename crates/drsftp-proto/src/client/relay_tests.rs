@@ -84,6 +84,7 @@ impl Pair {
                     // The destination's passive address goes to the source as PORT.
                     self.src.start(Op::Batch(BatchSpec {
                         paths: (0..self.n).map(path).collect(),
+                        held: vec![],
                         checksum: Some("CRC32C".into()),
                         port: Some(addr),
                         window: 16,

@@ -269,6 +269,10 @@ pub enum Outcome {
 pub struct BatchSpec {
     /// Server paths, downloaded in this order.
     pub paths: Vec<String>,
+    /// The bytes the client already holds of file i (entry i; missing or empty: none), sent as `REST <ranges>`
+    /// right before its RETR so the server sends only the gaps (GFD.20 MODE E restart). A refused REST is a
+    /// notice and the whole file comes. Ignored in gated batches (a dropped file would leave its REST behind).
+    pub held: Vec<crate::ranges::RangeSet>,
     /// `CKSM <alg> 0 -1 <path>` right behind each RETR (`None`: no checksum).
     pub checksum: Option<String>,
     /// `Some(addr)`: a new data channel (`OPTS RETR Parallelism=1,1,1;` and `PORT addr`, the server connects);

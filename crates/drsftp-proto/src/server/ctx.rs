@@ -387,6 +387,12 @@ impl Ctx {
         self.actions.pop_front()
     }
 
+    /// The next action, left in place (test drivers answer some kinds themselves).
+    #[cfg(test)]
+    pub(crate) fn peek_action(&self) -> Option<&Action> {
+        self.actions.front()
+    }
+
     /// Removes a queued [`Action::CheckLogin`] (test drivers answer it themselves).
     #[cfg(test)]
     pub(crate) fn take_check_login(&mut self) -> Option<(String, String)> {

@@ -38,6 +38,10 @@ fn run_fs(st: &MemStorage, req: FsRequest) -> FsResult {
             .and_then(|f| checksum(&*f, alg, offset, length))
             .map(FsResult::Checksum),
         FsRequest::KeptHeld(k) => st.kept_held(&k.id, &k.limits).map(FsResult::Kept),
+        // The transfer the fake driver runs opens the file again; this one only says it can be.
+        FsRequest::OpenWrite { path, write_mode } => {
+            st.open_write(&path, write_mode).map(|_| FsResult::Done)
+        }
     };
     r.unwrap_or_else(FsResult::Err)
 }

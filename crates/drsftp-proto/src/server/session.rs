@@ -140,6 +140,12 @@ impl ServerSession {
         self.ctx.take_action()
     }
 
+    /// The next action, left in place.
+    #[cfg(test)]
+    pub(crate) fn peek_action(&self) -> Option<&Action> {
+        self.ctx.peek_action()
+    }
+
     /// The answer to the pending [`Action::Fs`]. Ignored if none is pending.
     pub fn handle_fs(&mut self, now: Instant, result: FsResult) {
         self.resume(now, |pending| match pending {

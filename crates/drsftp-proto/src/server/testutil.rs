@@ -39,6 +39,8 @@ pub(crate) struct H {
     pub(crate) now: Instant,
     /// Users the fake driver accepts (name, password, read-only): `Action::CheckLogin` is answered at once.
     pub(crate) users: Vec<(String, String, bool)>,
+    /// Answer a STOR's `FsRequest::OpenWrite` with `Done` at once (tests of the open itself turn it off).
+    pub(crate) opens: bool,
 }
 
 impl H {
@@ -78,6 +80,7 @@ impl H {
             s: ServerSession::new(now, cfg, local, peer),
             now,
             users: vec![],
+            opens: true,
         };
         let greeting = h.out();
         assert!(greeting.starts_with("220 "), "{greeting}");
@@ -98,6 +101,15 @@ impl H {
                 };
                 self.s.handle_login(self.now, verdict);
             }
+        }
+        while self.opens
+            && matches!(
+                self.s.peek_action(),
+                Some(Action::Fs(FsRequest::OpenWrite { .. }))
+            )
+        {
+            self.s.poll_action();
+            self.s.handle_fs(self.now, FsResult::Done);
         }
     }
 

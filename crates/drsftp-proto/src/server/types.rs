@@ -225,6 +225,16 @@ pub enum FsRequest {
     },
     /// `Storage::kept_held` (SITE PARTIAL) → [`FsResult::Kept`].
     KeptHeld(Keep),
+    /// `Storage::open_write` of an upload's destination before its preliminary reply → [`FsResult::Done`]; the
+    /// driver keeps what it opened for the [`Action::Transfer`] that follows (a `RecvFile` of this path and
+    /// mode). A destination that cannot be written (a directory of that name, no permission) is refused before
+    /// the `150`, so a pipelined batch's next bytes never meet a transfer that already failed.
+    OpenWrite {
+        /// The resolved path.
+        path: String,
+        /// How it will be written.
+        write_mode: WriteMode,
+    },
 }
 
 /// The driver's answer to an [`FsRequest`].

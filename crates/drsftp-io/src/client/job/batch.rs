@@ -80,6 +80,7 @@ pub(super) async fn run(w: &mut Worker, shared: &Shared, idx: &[usize]) {
             remote: remote.clone(),
             local: local.clone(),
             size: task.size,
+            mtime: task.mtime,
         });
         which.push(i);
     }

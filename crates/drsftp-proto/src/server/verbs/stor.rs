@@ -9,6 +9,11 @@
 //!
 //! A MODE E `STOR` armed by `SITE PARTIAL` (verbs/partial.rs) is kept for resume if it fails.
 //!
+//! A `Replace` STOR asks the driver to open its part file first ([`FsRequest::OpenWrite`]) and sends its
+//! `150` only once that worked: a destination that cannot be written is refused before the preliminary reply,
+//! so a client pipelining many STORs (an upload batch) sees one refused file, not a transfer that failed after
+//! it had said go.
+//!
 //! `ALLO` announces the expected size. In MODE E the session sends `112`/`111` markers (see `transfer.rs`).
 
 use std::time::Instant;
@@ -78,7 +83,23 @@ fn stor(ctx: &mut Ctx, now: Instant, arg: &str) -> CmdResult {
             limits: ctx.cfg.kept,
         });
     let cmd = Command::new("STOR", &path, rest);
-    receive(ctx, now, cmd, write_mode, offset, expected, keep)
+    if write_mode != WriteMode::Replace || keep.is_some() {
+        // In place (after REST) the file exists or is created at its offset; a kept upload opens its partial.
+        return receive(ctx, now, cmd, write_mode, offset, expected, keep);
+    }
+    let req = FsRequest::OpenWrite {
+        path: path.clone(),
+        write_mode,
+    };
+    ctx.fs(req, move |ctx, now, r| match r {
+        FsResult::Done => {
+            if let Err(e) = receive(ctx, now, cmd, write_mode, offset, expected, None) {
+                ctx.refuse(&e);
+            }
+        }
+        other => ctx.fs_failed(other),
+    });
+    Ok(())
 }
 
 /// `APPE path`.
@@ -195,6 +216,42 @@ mod tests {
             h.transfer().payload,
             recv("/up", WriteMode::Replace, 0, None)
         );
+    }
+
+    #[test]
+    fn an_unwritable_destination_is_refused_before_the_preliminary_reply() {
+        let mut h = H::new();
+        h.opens = false;
+        h.login();
+        h.cmd("TYPE I");
+        h.pasv();
+        // Pipelined as an upload batch sends them: the refused file's ALLO and STOR, then the next file's.
+        h.send_raw(b"ALLO 10\r\nSTOR d\r\nALLO 20\r\nSTOR f\r\n");
+        let want = |p: &str| FsRequest::OpenWrite {
+            path: p.into(),
+            write_mode: WriteMode::Replace,
+        };
+        let r = h.fs(
+            want("/d"),
+            FsResult::Err(StorageError::NotAFile("/d".into())),
+        );
+        assert!(r.starts_with("200 "), "ALLO: {r}");
+        assert!(r.contains("\r\n550 ") && !r.contains("150 "), "{r}");
+        let r = h.fs(want("/f"), FsResult::Done);
+        assert!(r.starts_with("150 Opening"), "{r}");
+        let plan = h.transfer();
+        assert_eq!(plan.payload, recv("/f", WriteMode::Replace, 0, Some(20)));
+        h.done_ok(plan.id);
+        h.send("STOR p");
+        let r = h.fs(
+            want("/p"),
+            FsResult::Err(StorageError::PermissionDenied("/p".into())),
+        );
+        assert!(r.starts_with("550 "), "{r}");
+        assert_eq!(h.s.poll_action(), None, "no transfer for a refused STOR");
+        // After REST the file is written in place: opened by the transfer, as before.
+        h.cmd("REST 5");
+        assert!(h.cmd("STOR q").starts_with("150 "));
     }
 
     #[test]
