@@ -8,69 +8,13 @@
 
 mod common;
 
+use common::tree::*;
 use common::*;
 use serde_json::Value;
 use std::path::Path;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 const T: Duration = Duration::from_secs(180);
-
-/// `n` small files (0 to 96 KiB) with a space in their names under `dir`, and (with `unicode`) three more in a
-/// subdirectory with a space and unicode names; modification times in 2020. Returns the relative names.
-fn make_small_tree(dir: &Path, n: usize, unicode: bool) -> Vec<String> {
-    std::fs::create_dir_all(dir.join("sub dir")).unwrap();
-    let mut names: Vec<String> = (0..n).map(|i| format!("f {i:03}.bin")).collect();
-    if unicode {
-        names.extend((0..3).map(|i| format!("sub dir/ünï {i}.dat")));
-    }
-    for (i, name) in names.iter().enumerate() {
-        let p = dir.join(name);
-        random_file(&p, (i * 487) % (96 << 10), 11 + i as u64);
-        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 100);
-        std::fs::File::options()
-            .write(true)
-            .open(&p)
-            .unwrap()
-            .set_modified(when)
-            .unwrap();
-    }
-    names
-}
-
-fn mtime(p: &Path) -> u64 {
-    std::fs::metadata(p)
-        .unwrap()
-        .modified()
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn records(j: &Value) -> &Vec<Value> {
-    j["records"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no records in {j}"))
-}
-
-/// Every file of `names` is at `dst` with the same bytes (and, with `times`, the same modification time).
-fn same_files(src: &Path, dst: &Path, names: &[String], times: bool) {
-    for n in names {
-        let (a, b) = (src.join(n), dst.join(n));
-        assert!(b.exists(), "{n} missing at the destination");
-        assert_eq!(sha256_file(&a), sha256_file(&b), "{n}");
-        if times {
-            assert_eq!(mtime(&a), mtime(&b), "{n}: modification time");
-        }
-    }
-}
-
-/// The control lines of a `drsftp_logged` run (`-> CMD` / `<- reply`), without the log prefix.
-fn dialogue(err: &str) -> Vec<&str> {
-    err.lines()
-        .filter_map(|l| l.split_once("control: ").map(|(_, r)| r))
-        .collect()
-}
 
 #[test]
 fn a_small_tree_goes_server_to_server_pipelined_over_one_connection() {

@@ -8,72 +8,19 @@
 
 mod common;
 
+use common::tree::*;
 use common::*;
 use serde_json::Value;
-use std::path::Path;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 const T: Duration = Duration::from_secs(180);
-
-/// 200 small files (0 to 96 KiB) with a space in their names, and three with unicode names in a subdirectory
-/// with a space; modification times in 2020.
-fn make_small_tree(src: &Path) -> usize {
-    std::fs::create_dir_all(src.join("sub dir")).unwrap();
-    let mut names: Vec<String> = (0..200).map(|i| format!("f {i:03}.bin")).collect();
-    names.extend((0..3).map(|i| format!("sub dir/ünï {i}.dat")));
-    for (i, n) in names.iter().enumerate() {
-        let p = src.join(n);
-        random_file(&p, (i * 487) % (96 << 10), 7 + i as u64);
-        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 100);
-        std::fs::File::options()
-            .write(true)
-            .open(&p)
-            .unwrap()
-            .set_modified(when)
-            .unwrap();
-    }
-    names.len()
-}
-
-fn mtime(p: &Path) -> u64 {
-    std::fs::metadata(p)
-        .unwrap()
-        .modified()
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn records(j: &Value) -> &Vec<Value> {
-    j["records"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no records in {j}"))
-}
-
-/// Every source file is at `dst` with the same bytes and time.
-fn same_tree(src: &Path, dst: &Path, rel: &str) {
-    for e in std::fs::read_dir(src.join(rel)).unwrap() {
-        let e = e.unwrap();
-        let r = Path::new(rel).join(e.file_name());
-        let r = r.to_str().unwrap();
-        if e.file_type().unwrap().is_dir() {
-            same_tree(src, dst, r);
-            continue;
-        }
-        let (a, b) = (src.join(r), dst.join(r));
-        assert!(b.exists(), "{r} missing on the server");
-        assert_eq!(sha256_file(&a), sha256_file(&b), "{r}");
-        assert_eq!(mtime(&a), mtime(&b), "{r}: modification time");
-    }
-}
 
 #[test]
 fn a_small_tree_uploads_pipelined_over_one_data_connection() {
     let dir = open_tempdir();
     let (src, root) = (dir.path().join("src"), dir.path().join("root"));
     std::fs::create_dir_all(&root).unwrap();
-    let n = make_small_tree(&src);
+    let n = make_small_tree(&src, 200, true).len();
     let srv = drsftp_server(&root, &[]);
     let src_arg = format!("{}/", src.display());
 
