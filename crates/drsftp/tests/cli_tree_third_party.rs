@@ -10,7 +10,6 @@ mod common;
 
 use common::tree::*;
 use common::*;
-use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
@@ -26,18 +25,7 @@ fn a_small_tree_goes_server_to_server_pipelined_over_one_connection() {
     let b = drsftp_server(&rb, &["--log", "debug"]);
 
     // One pair of sessions, so the dialogue is one sequence.
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &a.url("/tree/"),
-            &b.url("/tp/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&a.url("/tree/"), &b.url("/tp/"), 1);
     assert!(ok, "third-party copy failed:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(j["copied"], names.len(), "{j}");
@@ -129,45 +117,14 @@ fn a_name_the_destination_refuses_fails_alone() {
     std::fs::create_dir_all(rb.join("tp")).unwrap();
     std::fs::write(rb.join("tp/blocked"), b"not a directory").unwrap();
     let (a, b) = (drsftp_server(&ra, &[]), drsftp_server(&rb, &[]));
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &a.url("/tree/"),
-            &b.url("/tp/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&a.url("/tree/"), &b.url("/tp/"), 1);
     assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
     let j = json_of(&out);
-    assert_eq!(
-        (j["copied"].as_u64(), j["failed"].as_u64()),
-        (Some(40), Some(1)),
-        "{j}"
-    );
-    let failed: Vec<&Value> = records(&j)
-        .iter()
-        .filter(|r| r["status"] == "failed")
-        .collect();
-    assert!(
-        failed[0]["destination"]
-            .as_str()
-            .is_some_and(|d| d.ends_with("/tp/blocked/x.bin")),
-        "{failed:?}"
-    );
-    assert!(
-        failed[0]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("55")),
-        "the destination's refusal: {failed:?}"
-    );
+    let failed = the_one_failure(&j, 40, "/tp/blocked/x.bin", "55");
     // drsftp serve opens the file only after its 125 and drops the data connection when that fails, so the batch
     // breaks there and the files behind it go one at a time (the Globus test below has a refusal before the 1xx,
     // which the batch goes on past on the same connection).
-    assert!(failed[0]["attempts"].as_u64() <= Some(2), "{failed:?}");
+    assert!(failed["attempts"].as_u64() <= Some(2), "{failed}");
     let names: Vec<String> = (0..20)
         .flat_map(|i| [format!("a/{i:02}.bin"), format!("c/{i:02}.bin")])
         .collect();
@@ -198,18 +155,7 @@ fn globus_gridftp_server_as_source_and_as_destination() {
     let url = |p: &Path| g.url(p.to_str().unwrap());
 
     // Globus to drsftp serve.
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "2",
-            &url(&gsrc),
-            &d.url("/fromg/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&url(&gsrc), &d.url("/fromg/"), 2);
     assert!(ok, "globus -> drsftp failed:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(
@@ -235,31 +181,12 @@ fn globus_gridftp_server_as_source_and_as_destination() {
     std::fs::create_dir_all(&back).unwrap();
     std::fs::write(back.join("blocked"), b"not a directory").unwrap();
     chmod(&back, 0o777);
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &d.url("/src/"),
-            &url(&back),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&d.url("/src/"), &url(&back), 1);
     assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
     let j = json_of(&out);
-    assert_eq!(
-        (j["copied"].as_u64(), j["failed"].as_u64()),
-        (Some(40), Some(1)),
-        "{j}"
-    );
+    let failed = the_one_failure(&j, 40, "/blocked/x.bin", "500 Command failed");
     same_files(&gsrc, &back, &names, false);
-    let failed: Vec<&Value> = records(&j)
-        .iter()
-        .filter(|r| r["status"] == "failed")
-        .collect();
-    assert_eq!(failed[0]["attempts"], 1, "{failed:?}");
+    assert_eq!(failed["attempts"], 1, "{failed}");
     let lines = dialogue(&err);
     assert!(!lines.iter().any(|l| l.starts_with("-> RETR /src/blocked")));
     assert_eq!(
@@ -267,18 +194,7 @@ fn globus_gridftp_server_as_source_and_as_destination() {
         1
     );
     let gg = dir.path().join("gg");
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "2",
-            &url(&gsrc),
-            &url(&gg),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&url(&gsrc), &url(&gg), 2);
     assert!(ok, "globus -> globus failed:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(

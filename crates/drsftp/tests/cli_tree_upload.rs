@@ -10,7 +10,6 @@ mod common;
 
 use common::tree::*;
 use common::*;
-use serde_json::Value;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(180);
@@ -25,18 +24,7 @@ fn a_small_tree_uploads_pipelined_over_one_data_connection() {
     let src_arg = format!("{}/", src.display());
 
     // One session, so the control dialogue is one sequence of commands and replies.
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &src_arg,
-            &srv.url("/up/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&src_arg, &srv.url("/up/"), 1);
     assert!(ok, "upload failed:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(j["copied"], n, "{j}");
@@ -126,41 +114,10 @@ fn a_refused_file_mid_batch_fails_alone() {
     std::fs::write(root.join("up/blocked"), b"not a directory").unwrap();
     let srv = drsftp_server(&root, &[]);
     let src_arg = format!("{}/", src.display());
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &src_arg,
-            &srv.url("/up/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&src_arg, &srv.url("/up/"), 1);
     assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
     let j = json_of(&out);
-    assert_eq!(
-        (j["copied"].as_u64(), j["failed"].as_u64()),
-        (Some(40), Some(1)),
-        "{j}"
-    );
-    let failed: Vec<&Value> = records(&j)
-        .iter()
-        .filter(|r| r["status"] == "failed")
-        .collect();
-    assert!(
-        failed[0]["destination"]
-            .as_str()
-            .is_some_and(|d| d.ends_with("/up/blocked/x.bin")),
-        "{failed:?}"
-    );
-    assert!(
-        failed[0]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("55")),
-        "the server's refusal: {failed:?}"
-    );
+    the_one_failure(&j, 40, "/up/blocked/x.bin", "55");
     same_tree(&src.join("a"), &root.join("up/a"), "");
     same_tree(&src.join("c"), &root.join("up/c"), "");
     assert_eq!(
@@ -186,18 +143,7 @@ fn an_unwritable_name_fails_alone_and_the_batch_carries_on() {
     std::fs::create_dir_all(root.join("up/07.bin/inner")).unwrap();
     let srv = drsftp_server(&root, &[]);
     let src_arg = format!("{}/", src.display());
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &src_arg,
-            &srv.url("/up/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&src_arg, &srv.url("/up/"), 1);
     assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(

@@ -83,3 +83,40 @@ pub fn dialogue(err: &str) -> Vec<&str> {
         .filter_map(|l| l.split_once("control: ").map(|(_, r)| r))
         .collect()
 }
+
+/// `drsftp copy -r --json --concurrency N SRC DST` with its control dialogue logged (see `drsftp_logged`):
+/// (success, stdout, stderr). One session (`concurrency` 1) makes the dialogue one sequence of commands.
+pub fn copy_tree_logged(src: &str, dst: &str, concurrency: u32) -> (bool, String, String) {
+    let n = concurrency.to_string();
+    super::drsftp_logged(
+        &["copy", "-r", "--json", "--concurrency", &n, src, dst],
+        Duration::from_secs(180),
+    )
+}
+
+/// The job's one failed record, after checking that `copied` files went and exactly one failed: the one whose
+/// destination ends with `dest_suffix`, refused by the server with a reply naming `code` (e.g. "55").
+pub fn the_one_failure<'a>(j: &'a Value, copied: u64, dest_suffix: &str, code: &str) -> &'a Value {
+    assert_eq!(
+        (j["copied"].as_u64(), j["failed"].as_u64()),
+        (Some(copied), Some(1)),
+        "{j}"
+    );
+    let failed: Vec<&Value> = records(j)
+        .iter()
+        .filter(|r| r["status"] == "failed")
+        .collect();
+    assert!(
+        failed[0]["destination"]
+            .as_str()
+            .is_some_and(|d| d.ends_with(dest_suffix)),
+        "{failed:?}"
+    );
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(code)),
+        "the server's refusal: {failed:?}"
+    );
+    failed[0]
+}
