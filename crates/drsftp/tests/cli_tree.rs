@@ -6,12 +6,13 @@
 
 mod common;
 
+use common::tree::*;
 use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(180);
 
@@ -75,13 +76,7 @@ fn make_tree(src: &Path, unicode: bool) -> BTreeMap<String, String> {
         }
         let p = src.join(f);
         random_file(&p, *len, 100 + i as u64);
-        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 1000);
-        std::fs::File::options()
-            .write(true)
-            .open(&p)
-            .unwrap()
-            .set_modified(when)
-            .unwrap();
+        set_mtime(&p, 1_600_000_000 + i as u64 * 1000);
     }
     tree(src)
 }
@@ -99,22 +94,6 @@ fn complete_files(root: &Path) -> usize {
             _ => 0,
         })
         .sum()
-}
-
-fn mtime(p: &Path) -> u64 {
-    std::fs::metadata(p)
-        .unwrap()
-        .modified()
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn records(j: &Value) -> &Vec<Value> {
-    j["records"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no records in {j}"))
 }
 
 #[test]

@@ -8,69 +8,12 @@
 
 mod common;
 
+use common::tree::*;
 use common::*;
-use serde_json::Value;
 use std::path::Path;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 const T: Duration = Duration::from_secs(180);
-
-/// `n` small files (0 to 96 KiB) with a space in their names under `dir`, and (with `unicode`) three more in a
-/// subdirectory with a space and unicode names; modification times in 2020. Returns the relative names.
-fn make_small_tree(dir: &Path, n: usize, unicode: bool) -> Vec<String> {
-    std::fs::create_dir_all(dir.join("sub dir")).unwrap();
-    let mut names: Vec<String> = (0..n).map(|i| format!("f {i:03}.bin")).collect();
-    if unicode {
-        names.extend((0..3).map(|i| format!("sub dir/ünï {i}.dat")));
-    }
-    for (i, name) in names.iter().enumerate() {
-        let p = dir.join(name);
-        random_file(&p, (i * 487) % (96 << 10), 11 + i as u64);
-        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 100);
-        std::fs::File::options()
-            .write(true)
-            .open(&p)
-            .unwrap()
-            .set_modified(when)
-            .unwrap();
-    }
-    names
-}
-
-fn mtime(p: &Path) -> u64 {
-    std::fs::metadata(p)
-        .unwrap()
-        .modified()
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn records(j: &Value) -> &Vec<Value> {
-    j["records"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no records in {j}"))
-}
-
-/// Every file of `names` is at `dst` with the same bytes (and, with `times`, the same modification time).
-fn same_files(src: &Path, dst: &Path, names: &[String], times: bool) {
-    for n in names {
-        let (a, b) = (src.join(n), dst.join(n));
-        assert!(b.exists(), "{n} missing at the destination");
-        assert_eq!(sha256_file(&a), sha256_file(&b), "{n}");
-        if times {
-            assert_eq!(mtime(&a), mtime(&b), "{n}: modification time");
-        }
-    }
-}
-
-/// The control lines of a `drsftp_logged` run (`-> CMD` / `<- reply`), without the log prefix.
-fn dialogue(err: &str) -> Vec<&str> {
-    err.lines()
-        .filter_map(|l| l.split_once("control: ").map(|(_, r)| r))
-        .collect()
-}
 
 #[test]
 fn a_small_tree_goes_server_to_server_pipelined_over_one_connection() {
@@ -82,18 +25,7 @@ fn a_small_tree_goes_server_to_server_pipelined_over_one_connection() {
     let b = drsftp_server(&rb, &["--log", "debug"]);
 
     // One pair of sessions, so the dialogue is one sequence.
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &a.url("/tree/"),
-            &b.url("/tp/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&a.url("/tree/"), &b.url("/tp/"), 1);
     assert!(ok, "third-party copy failed:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(j["copied"], names.len(), "{j}");
@@ -185,45 +117,14 @@ fn a_name_the_destination_refuses_fails_alone() {
     std::fs::create_dir_all(rb.join("tp")).unwrap();
     std::fs::write(rb.join("tp/blocked"), b"not a directory").unwrap();
     let (a, b) = (drsftp_server(&ra, &[]), drsftp_server(&rb, &[]));
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &a.url("/tree/"),
-            &b.url("/tp/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&a.url("/tree/"), &b.url("/tp/"), 1);
     assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
     let j = json_of(&out);
-    assert_eq!(
-        (j["copied"].as_u64(), j["failed"].as_u64()),
-        (Some(40), Some(1)),
-        "{j}"
-    );
-    let failed: Vec<&Value> = records(&j)
-        .iter()
-        .filter(|r| r["status"] == "failed")
-        .collect();
-    assert!(
-        failed[0]["destination"]
-            .as_str()
-            .is_some_and(|d| d.ends_with("/tp/blocked/x.bin")),
-        "{failed:?}"
-    );
-    assert!(
-        failed[0]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("55")),
-        "the destination's refusal: {failed:?}"
-    );
+    let failed = the_one_failure(&j, 40, "/tp/blocked/x.bin", "55");
     // drsftp serve opens the file only after its 125 and drops the data connection when that fails, so the batch
     // breaks there and the files behind it go one at a time (the Globus test below has a refusal before the 1xx,
     // which the batch goes on past on the same connection).
-    assert!(failed[0]["attempts"].as_u64() <= Some(2), "{failed:?}");
+    assert!(failed["attempts"].as_u64() <= Some(2), "{failed}");
     let names: Vec<String> = (0..20)
         .flat_map(|i| [format!("a/{i:02}.bin"), format!("c/{i:02}.bin")])
         .collect();
@@ -254,18 +155,7 @@ fn globus_gridftp_server_as_source_and_as_destination() {
     let url = |p: &Path| g.url(p.to_str().unwrap());
 
     // Globus to drsftp serve.
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "2",
-            &url(&gsrc),
-            &d.url("/fromg/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&url(&gsrc), &d.url("/fromg/"), 2);
     assert!(ok, "globus -> drsftp failed:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(
@@ -291,31 +181,12 @@ fn globus_gridftp_server_as_source_and_as_destination() {
     std::fs::create_dir_all(&back).unwrap();
     std::fs::write(back.join("blocked"), b"not a directory").unwrap();
     chmod(&back, 0o777);
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &d.url("/src/"),
-            &url(&back),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&d.url("/src/"), &url(&back), 1);
     assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
     let j = json_of(&out);
-    assert_eq!(
-        (j["copied"].as_u64(), j["failed"].as_u64()),
-        (Some(40), Some(1)),
-        "{j}"
-    );
+    let failed = the_one_failure(&j, 40, "/blocked/x.bin", "500 Command failed");
     same_files(&gsrc, &back, &names, false);
-    let failed: Vec<&Value> = records(&j)
-        .iter()
-        .filter(|r| r["status"] == "failed")
-        .collect();
-    assert_eq!(failed[0]["attempts"], 1, "{failed:?}");
+    assert_eq!(failed["attempts"], 1, "{failed}");
     let lines = dialogue(&err);
     assert!(!lines.iter().any(|l| l.starts_with("-> RETR /src/blocked")));
     assert_eq!(
@@ -323,18 +194,7 @@ fn globus_gridftp_server_as_source_and_as_destination() {
         1
     );
     let gg = dir.path().join("gg");
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "2",
-            &url(&gsrc),
-            &url(&gg),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&url(&gsrc), &url(&gg), 2);
     assert!(ok, "globus -> globus failed:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(

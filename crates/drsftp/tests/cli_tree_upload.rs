@@ -8,88 +8,23 @@
 
 mod common;
 
+use common::tree::*;
 use common::*;
-use serde_json::Value;
-use std::path::Path;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 const T: Duration = Duration::from_secs(180);
-
-/// 200 small files (0 to 96 KiB) with a space in their names, and three with unicode names in a subdirectory
-/// with a space; modification times in 2020.
-fn make_small_tree(src: &Path) -> usize {
-    std::fs::create_dir_all(src.join("sub dir")).unwrap();
-    let mut names: Vec<String> = (0..200).map(|i| format!("f {i:03}.bin")).collect();
-    names.extend((0..3).map(|i| format!("sub dir/ünï {i}.dat")));
-    for (i, n) in names.iter().enumerate() {
-        let p = src.join(n);
-        random_file(&p, (i * 487) % (96 << 10), 7 + i as u64);
-        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 100);
-        std::fs::File::options()
-            .write(true)
-            .open(&p)
-            .unwrap()
-            .set_modified(when)
-            .unwrap();
-    }
-    names.len()
-}
-
-fn mtime(p: &Path) -> u64 {
-    std::fs::metadata(p)
-        .unwrap()
-        .modified()
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn records(j: &Value) -> &Vec<Value> {
-    j["records"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no records in {j}"))
-}
-
-/// Every source file is at `dst` with the same bytes and time.
-fn same_tree(src: &Path, dst: &Path, rel: &str) {
-    for e in std::fs::read_dir(src.join(rel)).unwrap() {
-        let e = e.unwrap();
-        let r = Path::new(rel).join(e.file_name());
-        let r = r.to_str().unwrap();
-        if e.file_type().unwrap().is_dir() {
-            same_tree(src, dst, r);
-            continue;
-        }
-        let (a, b) = (src.join(r), dst.join(r));
-        assert!(b.exists(), "{r} missing on the server");
-        assert_eq!(sha256_file(&a), sha256_file(&b), "{r}");
-        assert_eq!(mtime(&a), mtime(&b), "{r}: modification time");
-    }
-}
 
 #[test]
 fn a_small_tree_uploads_pipelined_over_one_data_connection() {
     let dir = open_tempdir();
     let (src, root) = (dir.path().join("src"), dir.path().join("root"));
     std::fs::create_dir_all(&root).unwrap();
-    let n = make_small_tree(&src);
+    let n = make_small_tree(&src, 200, true).len();
     let srv = drsftp_server(&root, &[]);
     let src_arg = format!("{}/", src.display());
 
     // One session, so the control dialogue is one sequence of commands and replies.
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &src_arg,
-            &srv.url("/up/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&src_arg, &srv.url("/up/"), 1);
     assert!(ok, "upload failed:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(j["copied"], n, "{j}");
@@ -179,41 +114,10 @@ fn a_refused_file_mid_batch_fails_alone() {
     std::fs::write(root.join("up/blocked"), b"not a directory").unwrap();
     let srv = drsftp_server(&root, &[]);
     let src_arg = format!("{}/", src.display());
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &src_arg,
-            &srv.url("/up/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&src_arg, &srv.url("/up/"), 1);
     assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
     let j = json_of(&out);
-    assert_eq!(
-        (j["copied"].as_u64(), j["failed"].as_u64()),
-        (Some(40), Some(1)),
-        "{j}"
-    );
-    let failed: Vec<&Value> = records(&j)
-        .iter()
-        .filter(|r| r["status"] == "failed")
-        .collect();
-    assert!(
-        failed[0]["destination"]
-            .as_str()
-            .is_some_and(|d| d.ends_with("/up/blocked/x.bin")),
-        "{failed:?}"
-    );
-    assert!(
-        failed[0]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("55")),
-        "the server's refusal: {failed:?}"
-    );
+    the_one_failure(&j, 40, "/up/blocked/x.bin", "55");
     same_tree(&src.join("a"), &root.join("up/a"), "");
     same_tree(&src.join("c"), &root.join("up/c"), "");
     assert_eq!(
@@ -239,18 +143,7 @@ fn an_unwritable_name_fails_alone_and_the_batch_carries_on() {
     std::fs::create_dir_all(root.join("up/07.bin/inner")).unwrap();
     let srv = drsftp_server(&root, &[]);
     let src_arg = format!("{}/", src.display());
-    let (ok, out, err) = drsftp_logged(
-        &[
-            "copy",
-            "-r",
-            "--json",
-            "--concurrency",
-            "1",
-            &src_arg,
-            &srv.url("/up/"),
-        ],
-        T,
-    );
+    let (ok, out, err) = copy_tree_logged(&src_arg, &srv.url("/up/"), 1);
     assert!(!ok, "the job must exit non-zero:\n{out}\n{err}");
     let j = json_of(&out);
     assert_eq!(

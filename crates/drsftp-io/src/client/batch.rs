@@ -432,27 +432,13 @@ pub(super) fn compare_checksum(
 /// The summary of one file of a batch (either direction): one MODE E connection, nothing negotiated per file.
 pub(super) fn summary_of(report: &DataReport, seconds: f64) -> TransferSummary {
     TransferSummary {
-        bytes: report.bytes,
-        seconds,
-        streams: report.streams,
-        mode: TransferMode::Extended,
         peak_buffer: report.peak_buffer,
         peak_window: report.peak_window,
-        buffer_command: None,
-        checksum: None,
-        verified: false,
-        notices: vec![],
-        transport: "tcp",
-        duplicates: 0,
-        resumed: 0,
-        rejected: 0,
-        blast: None,
-        traces: vec![],
-        stream_actions: vec![],
-        stripes: vec![],
-        transport_choice: None,
-        setup_seconds: None,
-        eod_seconds: None,
-        verify_seconds: None,
+        ..TransferSummary::tcp(
+            TransferMode::Extended,
+            report.bytes,
+            seconds,
+            report.streams,
+        )
     }
 }

@@ -248,18 +248,41 @@ pub struct TransferSummary {
 }
 
 impl TransferSummary {
+    /// A TCP transfer of `bytes` in `seconds` over `streams` data connections, nothing else known yet (no
+    /// checksum, buffers, notices or blast report): the base the summaries built outside a data engine's
+    /// [`transfer::Moved`] fill in.
+    pub fn tcp(mode: TransferMode, bytes: u64, seconds: f64, streams: usize) -> Self {
+        TransferSummary {
+            bytes,
+            resumed: 0,
+            seconds,
+            streams,
+            mode,
+            peak_buffer: 0,
+            peak_window: 0,
+            buffer_command: None,
+            checksum: None,
+            verified: false,
+            notices: vec![],
+            transport: "tcp",
+            duplicates: 0,
+            rejected: 0,
+            blast: None,
+            traces: vec![],
+            stream_actions: vec![],
+            stripes: vec![],
+            transport_choice: None,
+            setup_seconds: None,
+            eod_seconds: None,
+            verify_seconds: None,
+        }
+    }
+
     fn new(mode: TransferMode, moved: &transfer::Moved) -> Self {
         TransferSummary {
-            bytes: moved.data.bytes,
-            resumed: 0,
-            seconds: moved.seconds,
-            streams: moved.data.streams,
-            mode,
             peak_buffer: moved.data.peak_buffer,
             peak_window: moved.data.peak_window,
             buffer_command: moved.report.buffer_command.clone(),
-            checksum: None,
-            verified: false,
             notices: moved.report.notices.clone(),
             transport: if moved.blast.is_some() { "udp" } else { "tcp" },
             duplicates: moved.blast.as_ref().map_or(0, |b| b.duplicates),
@@ -268,10 +291,9 @@ impl TransferSummary {
             traces: moved.data.traces.clone(),
             stream_actions: moved.actions.clone(),
             stripes: moved.stripes.clone(),
-            transport_choice: None,
             setup_seconds: moved.setup,
             eod_seconds: moved.eod,
-            verify_seconds: None,
+            ..Self::tcp(mode, moved.data.bytes, moved.seconds, moved.data.streams)
         }
     }
 

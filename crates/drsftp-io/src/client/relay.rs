@@ -214,28 +214,15 @@ fn outcome(
                 notices.push(format!("modification time not kept: {r}"));
             }
             Ok(TransferSummary {
-                bytes: f.size,
-                seconds: t0.elapsed().as_secs_f64(),
-                streams: 1,
-                mode: TransferMode::Extended,
-                peak_buffer: 0,
-                peak_window: 0,
-                buffer_command: None,
                 verified: checksum.is_some(),
                 checksum: checksum.and_then(|c| alg.map(|a| (a.to_string(), c))),
                 notices,
-                transport: "tcp",
-                duplicates: 0,
-                resumed: 0,
-                rejected: 0,
-                blast: None,
-                traces: vec![],
-                stream_actions: vec![],
-                stripes: vec![],
-                transport_choice: None,
-                setup_seconds: None,
-                eod_seconds: None,
-                verify_seconds: None,
+                ..TransferSummary::tcp(
+                    TransferMode::Extended,
+                    f.size,
+                    t0.elapsed().as_secs_f64(),
+                    1,
+                )
             })
         }
         RelayResult::Refused(reply) => Err(ClientError::Session(

@@ -304,29 +304,14 @@ async fn copy_once(
         progress.add(progress.bytes()..bytes);
     }
     let mut summary = TransferSummary {
-        bytes,
         resumed: held.covered(),
-        seconds,
-        streams: streams as usize,
-        mode,
-        peak_buffer: 0,
-        peak_window: 0,
         buffer_command,
-        checksum: None,
-        verified: false,
         notices,
         transport: if udp.is_some() { "udp" } else { "tcp" },
-        duplicates: 0,
-        rejected: 0,
-        blast: None,
-        traces: vec![],
-        stream_actions: vec![],
         stripes: ran.stripes,
-        transport_choice: None,
         // From the logins to the transfer commands: SIZE, the channel's set-up (SPAS/SPOR), resume checks.
         setup_seconds: Some((begin - started).as_secs_f64()),
-        eod_seconds: None,
-        verify_seconds: None,
+        ..TransferSummary::tcp(mode, bytes, seconds, streams as usize)
     };
     if opts.verify {
         let early = match (

@@ -683,28 +683,10 @@ mod tests {
     #[test]
     fn summary_formats() {
         let s = TransferSummary {
-            bytes: 2 << 30,
-            resumed: 0,
-            seconds: 3.2,
-            streams: 4,
-            mode: TransferMode::Extended,
             peak_buffer: 16 << 20,
-            peak_window: 0,
-            buffer_command: None,
             checksum: Some(("SHA256".into(), "ab".into())),
             verified: true,
-            notices: vec![],
-            transport: "tcp",
-            duplicates: 0,
-            rejected: 0,
-            blast: None,
-            traces: vec![],
-            stream_actions: vec![],
-            stripes: vec![],
-            transport_choice: None,
-            setup_seconds: None,
-            eod_seconds: None,
-            verify_seconds: None,
+            ..TransferSummary::tcp(TransferMode::Extended, 2 << 30, 3.2, 4)
         };
         assert_eq!(
             summary_line(&s),

@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod cluster;
+pub mod tree;
 
 pub use drsftp_testkit::data::{chmod, random_file, sha256, sha256_file};
 pub use drsftp_testkit::globus::{self, have};
