@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -32,6 +32,24 @@ fn upload(lab: &Lab, config: &Path, src: &Path, dst: &str) -> Command {
     cmd
 }
 
+/// A temporary directory holding `root` (served), `config` (the client's XDG_CONFIG_HOME) and `src` (files to
+/// upload), and a drsftp server on lab host 1 serving `root`.
+fn serving(lab: &Lab) -> (tempfile::TempDir, [PathBuf; 3], ServerProcess) {
+    let dir = open_tempdir();
+    let dirs = ["root", "config", "src"].map(|d| {
+        let p = dir.path().join(d);
+        std::fs::create_dir(&p).unwrap();
+        p
+    });
+    let srv = drsftp_serve(
+        lab.exec(1, bin().to_str().unwrap()),
+        &format!("{}:0", lab.addr(1)),
+        &dirs[0],
+        &[],
+    );
+    (dir, dirs, srv)
+}
+
 #[test]
 fn auto_uploads_switch_on_a_lossy_path_and_fall_back_when_blocked() {
     drsftp_testkit::require_lab!("auto_uploads_switch_on_a_lossy_path_and_fall_back_when_blocked");
@@ -39,20 +57,9 @@ fn auto_uploads_switch_on_a_lossy_path_and_fall_back_when_blocked() {
     let mut cfg = LabConfig::new(&name, 2, Duration::from_millis(50), 100_000_000);
     cfg.link = cfg.link.with_loss(LossModel::Bernoulli { p: 0.01 });
     let lab = Lab::up(cfg).expect("lab up");
-    let dir = open_tempdir();
-    let [root, conf, src] = ["root", "config", "src"].map(|d| {
-        let p = dir.path().join(d);
-        std::fs::create_dir(&p).unwrap();
-        p
-    });
+    let (_dir, [root, conf, src], srv) = serving(&lab);
     let big = random_file(&src.join("big.bin"), (48 << 20) + 777, 41);
     let small = random_file(&src.join("small.bin"), (2 << 20) + 5, 42);
-    let srv = drsftp_serve(
-        lab.exec(1, bin().to_str().unwrap()),
-        &format!("{}:0", lab.addr(1)),
-        &root,
-        &[],
-    );
     let logs = || format!("server log:\n{}", srv.log_text());
 
     // No flag: TCP first, then the whole file over blast once the sender sees random loss.
@@ -154,19 +161,8 @@ fn auto_uploads_stay_on_tcp_on_a_clean_shared_path() {
         100_000_000,
     ))
     .expect("lab up");
-    let dir = open_tempdir();
-    let [root, conf, src] = ["root", "config", "src"].map(|d| {
-        let p = dir.path().join(d);
-        std::fs::create_dir(&p).unwrap();
-        p
-    });
+    let (_dir, [root, conf, src], srv) = serving(&lab);
     let want = random_file(&src.join("f.bin"), (64 << 20) + 5, 43);
-    let srv = drsftp_serve(
-        lab.exec(1, bin().to_str().unwrap()),
-        &format!("{}:0", lab.addr(1)),
-        &root,
-        &[],
-    );
     let logs = || format!("server log:\n{}", srv.log_text());
     let f = src.join("f.bin");
 

@@ -146,7 +146,10 @@ pub(crate) async fn run(
             file: file.clone(),
             ranges: send,
             wire_sub: range.start,
-            auto: opts.auto_streams.clone().map(|a| a.with_gate(gate.clone())),
+            auto: opts
+                .auto_streams
+                .clone()
+                .map(|a| Box::new(a.with_gate(gate.clone()))),
         },
         TransferMode::Stream => DataJob::SendStream {
             file: file.clone(),
