@@ -40,6 +40,12 @@
 //! the controller holds. At 200 Mbit/s and 100 ms 4 streams kept the RTT at 1.4-1.7x its minimum; a doubling
 //! gained nothing, was retired 3.3 s later, and the retirement cost ~0.2 s of the link.
 //!
+//! Held growth ([`AutoStreams::hold_growth`]): a driver may hold every upward probe for a while; a measurement
+//! that would start one is kept and acted on when the hold ends. An upload watched by `--transport auto` holds
+//! its starting streams until the transport rule's first verdict (docs/auto-transport.md): on 100 Mbit/s, 50 ms,
+//! 1 % loss the x4 steps took a default upload 5 -> 21 -> 64 streams in 4.3 s, whose own standing queue (RTT
+//! 70 ms against 50) the rule then read as congestion, so it stayed on TCP at 49 Mbit/s.
+//!
 //! Fairness (docs/drs.md §4.5): on a shared, full bottleneck extra streams still "gain" by taking the
 //! competitors' share, so a gain alone would let a late transfer grow without bound while the first one backs
 //! off. A probe is therefore kept only if the added streams each carry at least `min_marginal` (default ½) of
@@ -340,6 +346,10 @@ pub struct AutoStreams {
     peak: f64,
     last: f64,
     actions: VecDeque<StreamAction>,
+    /// Upward probes held by the driver ([`Self::hold_growth`]), and the measurement (throughput, headroom, loss
+    /// rate) that would have started one meanwhile.
+    growth_held: bool,
+    pending: Option<(f64, bool, Option<f64>)>,
 }
 
 impl AutoStreams {
@@ -360,6 +370,23 @@ impl AutoStreams {
             peak: 0.0,
             last: 0.0,
             actions: VecDeque::new(),
+            growth_held: false,
+            pending: None,
+        }
+    }
+
+    /// Holds (`true`) or releases upward probes; call before each period's [`Self::handle_sample`]. While held,
+    /// a measurement that would start a probe leaves the streams as they are and is kept (the latest one); the
+    /// release starts that probe at once, so the hold costs no fresh measurement. Back-offs and retirements are
+    /// never held.
+    pub fn hold_growth(&mut self, now: Instant, held: bool) {
+        let released = self.growth_held && !held;
+        self.growth_held = held;
+        if !released {
+            return;
+        }
+        if let (State::Base, Some((t, headroom, loss_rate))) = (self.state, self.pending.take()) {
+            self.start_probe(now, t, headroom, loss_rate);
         }
     }
 
@@ -608,6 +635,13 @@ impl AutoStreams {
     /// goes 4 -> 64 (the cap) at once instead of 4 -> 16 and 16 -> 64 (with the early first measurement,
     /// `AutoConfig::loss_settle`: at ~2 s instead of ~5.5 s).
     fn start_probe(&mut self, now: Instant, base: f64, headroom: bool, loss_rate: Option<f64>) {
+        if self.growth_held {
+            // Measured again from `State::Base`; the release acts on the latest measurement.
+            self.state = State::Base;
+            self.pending = Some((base, headroom, loss_rate));
+            return;
+        }
+        self.pending = None;
         let step = if self.doubling && headroom {
             let growth = self.cfg.headroom_growth.max(2);
             let quad = self.streams.saturating_mul(growth - 1);
@@ -648,6 +682,7 @@ impl AutoStreams {
 
     fn hold(&mut self, now: Instant, total: f64) {
         self.low_run = 0;
+        self.pending = None;
         self.state = State::Hold {
             total,
             per_stream: total / self.streams as f64,

@@ -53,7 +53,7 @@ pub(crate) enum DataJob {
         file: Arc<dyn FileHandle>,
         ranges: Vec<Range<u64>>,
         wire_sub: u64,
-        auto: Option<AutoSender>,
+        auto: Option<Box<AutoSender>>,
     },
     /// Stream-mode upload of `range`, then close.
     SendStream {

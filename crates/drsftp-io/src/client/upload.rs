@@ -136,12 +136,20 @@ pub(crate) async fn run(
         control.session_mut().set_resume(held.clone());
         held.gaps(range.clone())
     };
+    // Watched by the transport rule (a whole fresh upload that could switch): `-p auto` keeps its starting streams
+    // until the rule's first verdict, so the rule judges the path, not a queue our own new streams build
+    // (upload_auto.rs).
+    let watch = blast_opts.filter(|_| watched && markers.is_none() && held.is_empty());
+    let gate = watch.map(|_| crate::data::GrowthGate::closed());
     let job = match mode {
         TransferMode::Extended => DataJob::SendModeE {
             file: file.clone(),
             ranges: send,
             wire_sub: range.start,
-            auto: opts.auto_streams.clone(),
+            auto: opts
+                .auto_streams
+                .clone()
+                .map(|a| Box::new(a.with_gate(gate.clone()))),
         },
         TransferMode::Stream => DataJob::SendStream {
             file: file.clone(),
@@ -215,17 +223,12 @@ pub(crate) async fn run(
                 // Verified with no round trip of its own: the server answers it once the STOR is done.
                 control.session_mut().set_trailing_checksum(a.name());
             }
-            let decider = match blast_opts {
-                Some(b) if watched && markers.is_none() && held.is_empty() => {
-                    Some((b, upload_auto::decider(opts, control)))
-                }
-                _ => None,
-            };
+            let decider = watch.map(|b| (b, upload_auto::decider(opts, control)));
             let t0 = std::time::Instant::now();
             let fut = transfer::run(control, spec, job, dopts, progress.clone(), opts.timeout);
             let r = match decider {
                 None => fut.await,
-                Some((b, d)) => match upload_auto::watch(fut, d, &progress, len).await {
+                Some((b, d)) => match upload_auto::watch(fut, d, &progress, len, gate).await {
                     upload_auto::Watched::Done(r, why) => {
                         choice = Some(("tcp", why));
                         *r

@@ -3,11 +3,13 @@
 //! `Progress::acked`, where TCP_INFO has them) to `drsftp_tune::AutoStreams`; its `Add(k)` opens `k` connections with the caller's connect closure (they join
 //! the block cursor as they come up), its `Retire(k)` asks `k` connections to finish their block and send EOD.
 //! A connection that comes up after the transfer is over is never dropped (the receiver would see an unused
-//! connection close): it is handed back in `reusable`.
+//! connection close): it is handed back in `reusable`. A [`GrowthGate`] lets the caller hold the controller's
+//! upward probes (an upload watched by `--transport auto`, until the transport rule's first verdict).
 
 use std::future::Future;
 use std::io;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,12 +52,34 @@ pub struct AutoReport {
     pub connect_failures: u32,
 }
 
+/// Holds an [`AutoSender`]'s upward probes while closed (`drsftp_tune::AutoStreams::hold_growth`); clones share
+/// one flag, so whoever judges the path opens it for the sender running elsewhere.
+#[derive(Debug, Clone, Default)]
+pub struct GrowthGate(Arc<AtomicBool>);
+
+impl GrowthGate {
+    /// A gate that holds growth until [`Self::open`].
+    pub fn closed() -> Self {
+        GrowthGate(Arc::new(AtomicBool::new(true)))
+    }
+    /// Lets the controller probe upward again (idempotent).
+    pub fn open(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+    /// Whether growth is held now.
+    pub fn is_closed(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Drives `AutoStreams` over a dynamic MODE E send. See the module docs.
 #[derive(Debug, Clone)]
 pub struct AutoSender {
     pub config: AutoConfig,
     /// How often goodput is sampled (default [`AUTO_INTERVAL`]).
     pub interval: Duration,
+    /// Upward probes are held while this is closed (`None`: never held).
+    pub gate: Option<GrowthGate>,
 }
 
 impl AutoSender {
@@ -63,7 +87,13 @@ impl AutoSender {
         AutoSender {
             config,
             interval: AUTO_INTERVAL,
+            gate: None,
         }
+    }
+
+    /// This sender with its growth held by `gate` (module docs).
+    pub fn with_gate(self, gate: Option<GrowthGate>) -> Self {
+        AutoSender { gate, ..self }
     }
 
     /// Send `ranges` of `file` starting on `socks` (at least one: the controller starts from `socks.len()`),
@@ -166,6 +196,9 @@ impl AutoSender {
                         mss: path.mss,
                     };
                     last_path = path;
+                    if let Some(g) = &self.gate {
+                        auto.hold_growth(now, g.is_closed());
+                    }
                     auto.handle_path(now, d);
                     if dt > 0.0 {
                         let rate = b.saturating_sub(last_b) as f64 / dt;

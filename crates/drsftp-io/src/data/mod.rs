@@ -41,7 +41,7 @@ mod stream;
 mod tests;
 mod trace;
 
-pub use auto::{AutoEvent, AutoReport, AutoSender, AUTO_INTERVAL};
+pub use auto::{AutoEvent, AutoReport, AutoSender, GrowthGate, AUTO_INTERVAL};
 pub use ctrl_sbuf::{SbufCounts, SbufLink, SbufObserver};
 pub use mode_e_recv::{recv_mode_e, recv_mode_e_striped};
 pub use mode_e_send::{send_mode_e, send_mode_e_dynamic, SendControl};

@@ -38,6 +38,7 @@ pub fn eager(max: u32) -> AutoSender {
             path_rtt: None,
         },
         interval: Duration::from_millis(20),
+        gate: None,
     }
 }
 

@@ -295,6 +295,7 @@ async fn auto_sender_probes_reverts_and_holds_on_a_flat_path() {
     let auto = AutoSender {
         config: cfg.clone(),
         interval: Duration::from_millis(100),
+        gate: None,
     };
     let first = connect(addr, &opts).await.unwrap();
     let opened = Arc::new(AtomicU64::new(0));
