@@ -27,6 +27,7 @@
 # starts baseline pairs the same way (--fair-pairs, default drsftp,tcpk,iperf): `tcpk` two `drsftp copy
 # --transport tcp -p FAIR_P --buffer kernel` (fixed streams, Linux autotuning; FAIR_P default 4, what -p auto
 # chooses here), `iperf` two iperf3 senders in h1 with -P FAIR_P -C CC for FAIR_IPERF_SECONDS (default 25) to h2.
+# The default copies write --trace DIR/trace-CC-RUN-{a,b}.csv (per-stream window, RTT, rate; FAIR_TRACE=0: off).
 set -eu
 RECORD_ARGV=("$0" "$@")
 cd "$(dirname "$0")/.."
@@ -143,7 +144,7 @@ fair_one() { # case cc run url pair -> two simultaneous copies (or iperf3 runs) 
     load=$(cut -d' ' -f1 /proc/loadavg)
     rm -f "$WORK"/out/a "$WORK"/out/b "$WORK"/pid-* "$WORK"/json-* "$WORK"/samples
     case "$pair" in
-        drsftp) ;;
+        drsftp) [ "${FAIR_TRACE:-1}" = 0 ] || flags=(--trace "$OUT/trace-$cc-$run-KEY.csv") ;;
         tcpk) flags=(--transport tcp -p "$FAIR_P" --buffer kernel) ;;
         iperf) ;;
         *) echo "unknown fair pair $pair" >&2; return 1 ;;
@@ -181,7 +182,7 @@ PY
             # The shell writes its PID and execs the copy, so the PID file names the copy itself (lab exec only
             # enters the network namespace).
             XDG_CONFIG_HOME=$WORK/config timeout "$COPY_TIMEOUT" "$DRSFTP" lab exec "$LAB" h2 -- sh -c 'echo $$ >"$0"; exec "$@"' \
-                "$WORK/pid-$k" "$DRSFTP" copy --json --quiet --no-resume "${flags[@]}" "$url" "$WORK/out/$k" \
+                "$WORK/pid-$k" "$DRSFTP" copy --json --quiet --no-resume "${flags[@]/KEY/$k}" "$url" "$WORK/out/$k" \
                 >"$WORK/json-$k" 2>>"$OUT/copy.log" &
             pids+=($!)
         done
