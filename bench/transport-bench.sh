@@ -3,7 +3,8 @@
 # globus-url-copy for the guc variant.
 # Usage: bench/transport-bench.sh [--cases "500mbit,100ms,0.1%,1G 500mbit,100ms,1%,1G"] [--cc cubic,bbr]
 #                                 [--variants auto,autoprof,tcp,udp,guc] [--reps 3] [--out DIR] [--record]
-#        bench/transport-bench.sh --fair RUNS [--cases "500mbit,100ms,0,1G"] [--cc cubic] [--out DIR] [--record]
+#        bench/transport-bench.sh --fair RUNS [--cases "500mbit,100ms,0,1G"] [--cc cubic] [--fair-pairs drsftp,tcpk,iperf]
+#                                 [--out DIR] [--record]
 # Per case (rate,rtt,loss,size; loss 0 for none) and sending-server congestion control: a 2-host lab named
 # auto<pid>, `drsftp serve --congestion CC` on h1, and on h2 one download per variant and repetition: `auto` is
 # `drsftp copy` with no transport flag and no path profile, `autoprof` the same with a path profile holding the
@@ -22,7 +23,11 @@
 # the one server in h1 into h2, sharing the h1->h2 link; every 0.2 s the bytes each copy has written (wchar in
 # /proc/PID/io: its pwrite of file data) are sampled, and each copy's rate over the overlap (from FAIR_WARMUP
 # seconds, default 5, after both started to the first one's last byte) is compared with half the link
-# (DIR/fair.csv, DIR/fair-samples.csv, DIR/copies.jsonl, DIR/report.md).
+# (DIR/fair.csv, DIR/fair-samples.csv, DIR/copies.jsonl, DIR/report.md). In the same run and lab, each run also
+# starts baseline pairs the same way (--fair-pairs, default drsftp,tcpk,iperf): `tcpk` two `drsftp copy
+# --transport tcp -p FAIR_P --buffer kernel` (fixed streams, Linux autotuning; FAIR_P default 4, what -p auto
+# chooses here), `iperf` two iperf3 senders in h1 with -P FAIR_P -C CC for FAIR_IPERF_SECONDS (default 25) to h2.
+# The default copies write --trace DIR/trace-CC-RUN-{a,b}.csv (per-stream window, RTT, rate; FAIR_TRACE=0: off).
 set -eu
 RECORD_ARGV=("$0" "$@")
 cd "$(dirname "$0")/.."
@@ -34,6 +39,9 @@ REPS=3
 OUT=/tmp/transport-bench
 RECORD=0
 FAIR=0
+FAIR_PAIRS=drsftp,tcpk,iperf
+FAIR_P=${FAIR_P:-4}
+FAIR_IPERF_SECONDS=${FAIR_IPERF_SECONDS:-25}
 while [ $# -gt 0 ]; do
     case "$1" in
         --cases) CASES=$2; shift 2 ;;
@@ -43,7 +51,8 @@ while [ $# -gt 0 ]; do
         --out) OUT=$2; shift 2 ;;
         --record) RECORD=1; shift ;;
         --fair) FAIR=$2; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        --fair-pairs) FAIR_PAIRS=$2; shift 2 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -63,8 +72,8 @@ PHASES="login prepare setup first_datagram ramp first_pass tail eod verify"
 echo "case,cc,variant,rep,bytes,seconds,mbps,chosen,reason,setup_seconds,load1,${PHASES// /_s,}_s,final_rate_mbps" >"$CSV"
 : >"$JSONL"
 if [ "$FAIR" -gt 0 ]; then
-    echo "case,cc,run,copy,chosen,transport,reason,e2e_mbps,from_s,to_s,overlap_mbps,share,load1" >"$OUT/fair.csv"
-    echo "case,cc,run,copy,t_s,wchar" >"$OUT/fair-samples.csv"
+    echo "case,cc,run,pair,copy,chosen,transport,reason,e2e_mbps,from_s,to_s,overlap_mbps,share,peak_streams,window_peak_bytes,load1" >"$OUT/fair.csv"
+    echo "case,cc,run,pair,copy,t_s,bytes" >"$OUT/fair-samples.csv"
 fi
 
 one() { # case cc variant rep url dst -> appends a row
@@ -130,19 +139,54 @@ PY
     esac
 }
 
-fair_one() { # case cc run url -> two simultaneous default copies into h2; appends to fair.csv and fair-samples.csv
-    local c=$1 cc=$2 run=$3 url=$4 k pids=() spid t0
+fair_one() { # case cc run url pair -> two simultaneous copies (or iperf3 runs) into h2; appends to fair.csv etc.
+    local c=$1 cc=$2 run=$3 url=$4 pair=$5 k pids=() spid t0 flags=()
     load=$(cut -d' ' -f1 /proc/loadavg)
-    rm -f "$WORK"/out/a "$WORK"/out/b "$WORK"/pid-* "$WORK"/json-*
-    t0=$(date +%s.%N)
-    for k in a b; do
-        # The shell writes its PID and execs the copy, so the PID file names the copy itself (lab exec only
-        # enters the network namespace).
-        XDG_CONFIG_HOME=$WORK/config timeout "$COPY_TIMEOUT" "$DRSFTP" lab exec "$LAB" h2 -- sh -c 'echo $$ >"$0"; exec "$@"' \
-            "$WORK/pid-$k" "$DRSFTP" copy --json --quiet --no-resume "$url" "$WORK/out/$k" >"$WORK/json-$k" 2>>"$OUT/copy.log" &
-        pids+=($!)
-    done
-    python3 - "$WORK/pid-a" "$WORK/pid-b" "$t0" >"$WORK/samples" <<'PY' &
+    rm -f "$WORK"/out/a "$WORK"/out/b "$WORK"/pid-* "$WORK"/json-* "$WORK"/samples
+    case "$pair" in
+        drsftp) [ "${FAIR_TRACE:-1}" = 0 ] || flags=(--trace "$OUT/trace-$cc-$run-KEY.csv") ;;
+        tcpk) flags=(--transport tcp -p "$FAIR_P" --buffer kernel) ;;
+        iperf) ;;
+        *) echo "unknown fair pair $pair" >&2; return 1 ;;
+    esac
+    if [ "$pair" = iperf ]; then
+        # Plain TCP, no drsftp: two iperf3 senders in h1 (the server's side, on CC) with FAIR_P streams each, to
+        # two iperf3 servers in h2, started together; per-second sender intervals give the same overlap rate.
+        for k in a b; do
+            "$DRSFTP" lab exec "$LAB" h2 -- iperf3 -s -1 -D -p "$([ $k = a ] && echo 5301 || echo 5302)" >/dev/null 2>&1
+        done
+        sleep 0.5
+        t0=$(date +%s.%N)
+        for k in a b; do
+            "$DRSFTP" lab exec "$LAB" h1 -- iperf3 -c 198.18.0.2 -p "$([ $k = a ] && echo 5301 || echo 5302)" \
+                -P "$FAIR_P" -C "$cc" -t "$FAIR_IPERF_SECONDS" -J >"$WORK/json-$k" 2>>"$OUT/copy.log" &
+            pids+=($!)
+        done
+        wait "${pids[@]}" || true
+        python3 - "$WORK" >"$WORK/samples" <<'PY'
+import json, sys
+for k in "ab":
+    try:
+        j = json.load(open(f"{sys.argv[1]}/json-{k}"))
+    except (OSError, ValueError):
+        continue
+    tot = 0
+    print(f"0.000 {k} 0")
+    for iv in j.get("intervals", []):
+        tot += iv["sum"]["bytes"]
+        print(f"{iv['sum']['end']:.3f} {k} {tot}")
+PY
+    else
+        t0=$(date +%s.%N)
+        for k in a b; do
+            # The shell writes its PID and execs the copy, so the PID file names the copy itself (lab exec only
+            # enters the network namespace).
+            XDG_CONFIG_HOME=$WORK/config timeout "$COPY_TIMEOUT" "$DRSFTP" lab exec "$LAB" h2 -- sh -c 'echo $$ >"$0"; exec "$@"' \
+                "$WORK/pid-$k" "$DRSFTP" copy --json --quiet --no-resume "${flags[@]/KEY/$k}" "$url" "$WORK/out/$k" \
+                >"$WORK/json-$k" 2>>"$OUT/copy.log" &
+            pids+=($!)
+        done
+        python3 - "$WORK/pid-a" "$WORK/pid-b" "$t0" >"$WORK/samples" <<'PY' &
 import os, sys, time
 pidfiles, t0 = sys.argv[1:3], float(sys.argv[3])
 pids = {}
@@ -165,12 +209,13 @@ while alive:
             del alive[k]
     time.sleep(0.2)
 PY
-    spid=$!
-    wait "${pids[@]}" || true
-    wait "$spid" || true
-    python3 - "$c" "$cc" "$run" "$load" "$WORK" "${FAIR_WARMUP:-5}" "$OUT/fair-samples.csv" >>"$OUT/fair.csv" 3>>"$JSONL" <<'PY'
+        spid=$!
+        wait "${pids[@]}" || true
+        wait "$spid" || true
+    fi
+    python3 - "$c" "$cc" "$run" "$load" "$WORK" "${FAIR_WARMUP:-5}" "$OUT/fair-samples.csv" "$pair" >>"$OUT/fair.csv" 3>>"$JSONL" <<'PY'
 import json, os, sys
-c, cc, run, load, work, warm, samples_csv = sys.argv[1:]
+c, cc, run, load, work, warm, samples_csv, pair = sys.argv[1:]
 c, warm = c.replace(",", " "), float(warm)
 s = {"a": [], "b": []}
 for line in open(f"{work}/samples"):
@@ -179,15 +224,22 @@ for line in open(f"{work}/samples"):
 with open(samples_csv, "a") as f:
     for k, xs in s.items():
         for t, w in xs:
-            print(f"{c},{cc},{run},{k},{t:.3f},{w}", file=f)
+            print(f"{c},{cc},{run},{pair},{k},{t:.3f},{w}", file=f)
 js = {}
 with os.fdopen(3, "w") as raw:
     for k in "ab":
         try:
-            js[k] = json.loads(next(l for l in open(f"{work}/json-{k}") if l.startswith("{")))
+            if pair == "iperf":
+                js[k] = json.load(open(f"{work}/json-{k}"))
+            else:
+                js[k] = json.loads(next(l for l in open(f"{work}/json-{k}") if l.startswith("{")))
         except (OSError, StopIteration, ValueError):
             js[k] = {}
-        print(json.dumps({"case": c, "cc": cc, "variant": "fair", "rep": int(run), "copy_id": k, "copy": js[k]}), file=raw)
+        rec = js[k]
+        if pair == "iperf":  # the whole iperf3 JSON is large; keep its totals and per-stream ends
+            rec = {"end": rec.get("end", {}), "intervals": [iv["sum"] for iv in rec.get("intervals", [])]}
+        print(json.dumps({"case": c, "cc": cc, "variant": "fair", "pair": pair, "rep": int(run), "copy_id": k,
+                          "copy": rec}), file=raw)
 # A copy's last byte: the first sample at its final count (the checksum and QUIT come after).
 end = {k: next((t for t, w in xs if w >= xs[-1][1]), 0.0) if xs else 0.0 for k, xs in s.items()}
 stop = min(end.values())
@@ -202,10 +254,20 @@ rates = {k: (at(xs, stop) - at(xs, warm)) * 8 / max(stop - warm, 1e-9) / 1e6 for
 tot = sum(rates.values()) or 1
 for k in "ab":
     j = js[k]
-    ch = j.get("transport_choice") or {}
-    reason = (ch.get("reason") or "").replace(",", ";").replace('"', "'")
-    print(f'{c},{cc},{run},{k},{ch.get("chosen","")},{j.get("transport","")},"{reason}",{j.get("mbps") or 0:.1f},'
-          f'{warm:.1f},{stop:.2f},{rates[k]:.1f},{rates[k] / tot:.3f},{load}')
+    if pair == "iperf":
+        chosen, transport, reason = "iperf3", "tcp", ""
+        e2e = (j.get("end", {}).get("sum_received", {}).get("bits_per_second") or 0) / 1e6
+        streams = j.get("start", {}).get("test_start", {}).get("num_streams", "")
+        window = ""
+    else:
+        ch = j.get("transport_choice") or {}
+        chosen, transport = ch.get("chosen", ""), j.get("transport", "")
+        reason = (ch.get("reason") or "").replace(",", ";").replace('"', "'")
+        e2e = j.get("mbps") or 0
+        streams = f'{j.get("auto_peak_streams") or j.get("streams") or ""}'
+        window = j.get("window_peak_bytes") or ""
+    print(f'{c},{cc},{run},{pair},{k},{chosen},{transport},"{reason}",{e2e:.1f},'
+          f'{warm:.1f},{stop:.2f},{rates[k]:.1f},{rates[k] / tot:.3f},{streams},{window},{load}')
 PY
     tail -2 "$OUT/fair.csv"
 }
@@ -240,7 +302,11 @@ for case in $CASES; do
             --congestion "$cc" --log warn >"$OUT/serve.log" 2>&1 &
         sleep 1
         if [ "$FAIR" -gt 0 ]; then
-            for run in $(seq 1 "$FAIR"); do fair_one "$case" "$cc" "$run" "ftp://198.18.0.1:2811/f-$size"; done
+            for run in $(seq 1 "$FAIR"); do
+                for pair in $(echo "$FAIR_PAIRS" | tr ',' ' '); do
+                    fair_one "$case" "$cc" "$run" "ftp://198.18.0.1:2811/f-$size" "$pair"
+                done
+            done
         else
             for rep in $(seq 1 "$REPS"); do
                 for v in $(echo "$VARIANTS" | tr ',' ' '); do
@@ -254,26 +320,50 @@ for case in $CASES; do
 done
 
 if [ "$FAIR" -gt 0 ]; then
-    python3 - "$OUT/fair.csv" >"$OUT/report.md" <<'PY'
-import csv, sys
+    python3 - "$OUT/fair.csv" "$FAIR_P" >"$OUT/report.md" <<'PY'
+import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
+p = sys.argv[2]
 def rate(s):
     n = float(s.rstrip("mbitgMG")) ; return n * (1000 if s.endswith("gbit") else 1)
-print("Two simultaneous default copies (`drsftp copy`, no flags) from one server in h1 into h2, sharing the")
-print("h1->h2 link. `overlap Mbit/s`: bytes each copy wrote from `from` s after both started to the first copy's")
-print("last byte (`to`), sampled from /proc/PID/io; `/ half link` divides by half the raw link rate (within 20 %:")
-print("0.80-1.20); `share`: of the two copies' sum; `e2e`: the copy's own end-to-end rate.")
+names = {"drsftp": "drsftp copy, no flags", "tcpk": f"drsftp copy --transport tcp -p {p} --buffer kernel",
+         "iperf": f"iperf3 -P {p} -C CC (memory to memory)"}
+print("Two simultaneous transfers from h1 into h2, sharing the h1->h2 link, per pair: `drsftp` two default copies")
+print(f"(no flags), `tcpk` two `--transport tcp -p {p} --buffer kernel` copies (fixed streams, Linux autotuning), `iperf`")
+print(f"two iperf3 senders in h1 with -P {p} on the server's congestion control (plain TCP, the baseline).")
+print("`overlap Mbit/s`: bytes each moved from `from` s after both started to the first one's last byte (`to`),")
+print("sampled from /proc/PID/io (iperf3: its 1 s sender intervals); `/ half link` divides by half the raw link rate")
+print("(within 20 %: 0.80-1.20); `share`: of the two's sum; `e2e`: the transfer's own end-to-end rate.")
 print()
-print("| case | cc | run | copy | chose | overlap s | overlap Mbit/s | / half link | share | e2e Mbit/s | load1 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| case | cc | pair | run | copy | chose | streams (peak) | window peak MB | overlap s | overlap Mbit/s | / half link | share | e2e Mbit/s | load1 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     half = rate(r["case"].split(" ")[0]) / 2
-    print(f"| {r['case']} | {r['cc']} | {r['run']} | {r['copy']} | {r['chosen']} | {r['from_s']}-{r['to_s']} | "
-          f"{r['overlap_mbps']} | {float(r['overlap_mbps']) / half:.2f} | {r['share']} | {r['e2e_mbps']} | {r['load1']} |")
+    w = f"{int(r['window_peak_bytes']) / 1e6:.1f}" if r["window_peak_bytes"] else "–"
+    print(f"| {r['case']} | {r['cc']} | {r['pair']} | {r['run']} | {r['copy']} | {r['chosen']} | {r['peak_streams'] or '–'} | {w} | "
+          f"{r['from_s']}-{r['to_s']} | {r['overlap_mbps']} | {float(r['overlap_mbps']) / half:.2f} | {r['share']} | {r['e2e_mbps']} | {r['load1']} |")
+print()
+print("Per pair: the lower and the higher of the two `/ half link` in each run, and how many runs had both within 20 %:")
+print()
+print("| case | cc | pair | runs | lower / half (each run) | higher / half (each run) | runs within 20 % |")
+print("|---|---|---|---|---|---|---|")
+groups = {}
+for r in rows:
+    groups.setdefault((r["case"], r["cc"], r["pair"]), {}).setdefault(r["run"], []).append(r)
+for (c, cc, pair), runs in groups.items():
+    half = rate(c.split(" ")[0]) / 2
+    lo, hi, ok = [], [], 0
+    for run, rs in runs.items():
+        xs = sorted(float(r["overlap_mbps"]) / half for r in rs)
+        lo.append(xs[0]); hi.append(xs[-1])
+        ok += all(0.8 <= x <= 1.2 for x in xs)
+    f = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+    print(f"| {c} | {cc} | {pair}: {names.get(pair, pair)} | {len(runs)} | {f(lo)} | {f(hi)} | {ok} of {len(runs)} |")
 print()
 print("Reasons given by auto:")
 for r in rows:
-    print(f"- {r['case']} {r['cc']} run {r['run']} copy {r['copy']}: {r['chosen']}: {r['reason']}")
+    if r["pair"] == "drsftp":
+        print(f"- {r['case']} {r['cc']} run {r['run']} copy {r['copy']}: {r['chosen']}: {r['reason']}")
 PY
     cat "$OUT/report.md"
     [ "$RECORD" = 1 ] && record_run transport-bench-fair "$OUT/report.md" "$OUT/fair.csv" "$OUT/fair-samples.csv" "$JSONL"
