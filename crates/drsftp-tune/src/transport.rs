@@ -129,6 +129,22 @@ impl Decision {
     }
 }
 
+/// What the rule concluded about the path itself (for path memory: `drsftp copy` records it, so the next copy to
+/// the same server starts right). Only set by a verdict on random loss: a "clean path", or random loss seen
+/// (switch, or stay because TCP was already near its best); a standing queue says nothing of the path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Judged {
+    /// Random loss without a queue was seen (`false`: the loss marks were below the threshold, a clean path).
+    pub random_loss: bool,
+    /// Loss marks per segment in the judged window (out-of-order arrivals at a receiver, overstating the loss
+    /// rate by about a window; retransmissions at a sender).
+    pub marks_share: f64,
+    /// The minimum RTT the rule compared with.
+    pub min_rtt: Duration,
+    /// The best delivery rate TCP showed over one sample interval (or over the window), bit/s.
+    pub rate_bps: f64,
+}
+
 /// How a transfer starts under `--transport auto`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StartChoice {
@@ -199,6 +215,8 @@ pub struct TransportDecider {
     decided: bool,
     /// The conservative rule has given a verdict: the early rule has had its chance.
     judged: bool,
+    /// The last verdict's reading of the path ([`Judged`]).
+    last: Option<Judged>,
 }
 
 impl TransportDecider {
@@ -216,6 +234,7 @@ impl TransportDecider {
                 .map(|r| r / 8.0),
             decided: false,
             judged: false,
+            last: None,
         }
     }
 
@@ -281,22 +300,29 @@ impl TransportDecider {
         }
         // Until the conservative rule has judged once, overwhelming evidence may switch early.
         if !self.judged && now >= self.start + self.cfg.early.max(rtt * 10) {
-            if let Some(d) = self.judge_early(remaining, resend) {
+            if let Some((d, j)) = self.judge_early(remaining, resend) {
                 self.decided = true;
+                self.last = Some(j);
                 return Some(d);
             }
         }
         if now < self.start + self.cfg.warmup.max(rtt * 20) {
             return None;
         }
-        let d = self.judge(now, remaining, resend)?;
+        let (d, j) = self.judge(now, remaining, resend)?;
         self.judged = true;
+        self.last = j.or(self.last);
         self.decided = matches!(d, Decision::SwitchToBlast(_));
         Some(d)
     }
 
+    /// What the last verdict read of the path, if it said anything of random loss ([`Judged`]).
+    pub fn judged(&self) -> Option<Judged> {
+        self.last
+    }
+
     /// The early rule ([`TransportConfig::early`]): a switch on overwhelming evidence of random loss, or nothing.
-    fn judge_early(&self, remaining: u64, resend: u64) -> Option<Decision> {
+    fn judge_early(&self, remaining: u64, resend: u64) -> Option<(Decision, Judged)> {
         let pts = &self.points;
         let last = pts.last()?;
         let min_rtt = self.min_rtt?;
@@ -359,7 +385,20 @@ impl TransportDecider {
                 return None;
             }
         }
-        Some(Decision::SwitchToBlast(format!(
+        let peak = pts
+            .windows(2)
+            .map(|w| {
+                (w[1].r.delivered - w[0].r.delivered) as f64
+                    / (w[1].at - w[0].at).as_secs_f64().max(1e-9)
+            })
+            .fold(tcp_rate, f64::max);
+        let judged = Judged {
+            random_loss: true,
+            marks_share: loss,
+            min_rtt: Duration::from_secs_f64(min),
+            rate_bps: peak * 8.0,
+        };
+        Some((Decision::SwitchToBlast(format!(
             "random loss, strong evidence early ({:.2} % of segments {} in {n_marked} intervals over the last \
              {secs:.2} s, RTT {:.1} ms at most {:.1} against a minimum of {:.1} ms: no queue); TCP moves {:.1} \
              Mbit/s, {t_tcp:.1} s for the rest at that rate",
@@ -369,7 +408,7 @@ impl TransportDecider {
             max * 1e3,
             min * 1e3,
             tcp_rate * 8e-6
-        )))
+        )), judged))
     }
 
     /// The minimum RTT the queue tests compare with, seconds: the data's own, or the path's (the control
@@ -404,7 +443,12 @@ impl TransportDecider {
         }
     }
 
-    fn judge(&self, now: Instant, remaining: u64, resend: u64) -> Option<Decision> {
+    fn judge(
+        &self,
+        now: Instant,
+        remaining: u64,
+        resend: u64,
+    ) -> Option<(Decision, Option<Judged>)> {
         let (base, last) = (self.points.first()?, self.points.last()?);
         // A full window of evidence, unless the transfer is about to end anyway.
         let span = (last.at - base.at).as_secs_f64();
@@ -441,12 +485,21 @@ impl TransportDecider {
             } else {
                 "no sign of random loss"
             };
-            return Some(Decision::StayTcp(format!(
-                "{why}: {:.2} % of segments {} in {lossy_intervals} of {} intervals of the last {span:.1} s",
-                loss * 100.0,
-                self.cfg.marks_are,
-                self.points.len() - 1
-            )));
+            let clean = (loss < self.cfg.min_loss_fraction).then(|| Judged {
+                random_loss: false,
+                marks_share: loss,
+                min_rtt: self.min_rtt.unwrap_or_default(),
+                rate_bps: self.peak_rate.max(tcp_rate) * 8.0,
+            });
+            return Some((
+                Decision::StayTcp(format!(
+                    "{why}: {:.2} % of segments {} in {lossy_intervals} of {} intervals of the last {span:.1} s",
+                    loss * 100.0,
+                    self.cfg.marks_are,
+                    self.points.len() - 1
+                )),
+                clean,
+            ));
         }
         let rtts: Vec<f64> = self.points[1..]
             .iter()
@@ -456,12 +509,15 @@ impl TransportDecider {
         let min = self.min_rtt_bound()?;
         let mean = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
         if rtts.is_empty() || min <= 0.0 || mean > min * self.cfg.queue_ratio {
-            return Some(Decision::StayTcp(format!(
-                "loss comes with a standing queue (RTT {:.1} ms against a minimum of {:.1} ms): congestion, not \
-                 random loss",
-                mean * 1e3,
-                min * 1e3
-            )));
+            return Some((
+                Decision::StayTcp(format!(
+                    "loss comes with a standing queue (RTT {:.1} ms against a minimum of {:.1} ms): congestion, \
+                     not random loss",
+                    mean * 1e3,
+                    min * 1e3
+                )),
+                None,
+            ));
         }
         let blast_rate =
             self.link_hint.unwrap_or(0.0).max(self.peak_rate) * self.cfg.blast_efficiency;
@@ -487,17 +543,24 @@ impl TransportDecider {
             recent_rate * 8e-6,
             self.recent().as_secs_f64()
         );
-        if t_blast < t_tcp * (1.0 - self.cfg.margin) {
-            Some(Decision::SwitchToBlast(format!(
+        let judged = Some(Judged {
+            random_loss: true,
+            marks_share: loss,
+            min_rtt: Duration::from_secs_f64(min),
+            rate_bps: self.peak_rate.max(tcp_rate) * 8.0,
+        });
+        let d = if t_blast < t_tcp * (1.0 - self.cfg.margin) {
+            Decision::SwitchToBlast(format!(
                 "{facts}, blast projected at {:.1} Mbit/s: {t_blast:.1} s instead of {t_tcp:.1} s for the rest",
                 blast_rate * 8e-6
-            )))
+            ))
         } else {
-            Some(Decision::StayTcp(format!(
+            Decision::StayTcp(format!(
                 "{facts}, near the best rate the path has shown: blast would not finish {:.0} % sooner",
                 self.cfg.margin * 100.0
-            )))
-        }
+            ))
+        };
+        Some((d, judged))
     }
 }
 

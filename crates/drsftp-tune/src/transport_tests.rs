@@ -549,3 +549,46 @@ fn an_early_switch_needs_the_rest_to_outlast_its_cost() {
     });
     assert_eq!(drive(ticks, 4 << 20), None);
 }
+
+#[test]
+fn the_verdict_says_what_it_read_of_the_path() {
+    // For path memory: a clean verdict and a random-loss switch are readings of the path; a queue is not.
+    let t0 = Instant::now();
+    let mut d = TransportDecider::new(t0, TransportConfig::default(), None);
+    let ticks = (0..16).map(|_| Tick {
+        bytes: FULL,
+        marks: 0,
+        rtt_ms: 50,
+    });
+    drive_with(d.clone(), t0, ticks.clone(), 1 << 30).expect("a verdict");
+    let mut r = PathReading::default();
+    let mut now = t0;
+    for t in ticks {
+        now += STEP;
+        r.delivered += t.bytes;
+        r.segments += t.bytes / MSS;
+        r.rtt = Duration::from_millis(t.rtt_ms);
+        d.handle_reading(now, r);
+        d.poll_decision(now, 1 << 30);
+    }
+    let j = d.judged().expect("a clean reading");
+    assert!(!j.random_loss);
+    assert_eq!(j.min_rtt, Duration::from_millis(50));
+    assert!((j.rate_bps - 100e6).abs() < 1e6, "{j:?}");
+    let mut d = TransportDecider::new(t0, TransportConfig::default(), None);
+    let mut r = PathReading::default();
+    let mut now = t0;
+    for k in 0..8u64 {
+        now += STEP;
+        r.delivered += FULL / 10 * (1 + k % 3);
+        r.segments += FULL / 10 * (1 + k % 3) / MSS;
+        r.loss_marks += 40;
+        r.rtt = Duration::from_millis(50);
+        d.handle_reading(now, r);
+        if let Some(dec) = d.poll_decision(now, 1 << 30) {
+            assert!(matches!(dec, Decision::SwitchToBlast(_)), "{dec:?}");
+        }
+    }
+    let j = d.judged().expect("a random-loss reading");
+    assert!(j.random_loss && j.marks_share > 0.05, "{j:?}");
+}
