@@ -23,7 +23,7 @@ pub use sample::TcpSample;
 pub use start::{auto_start, AutoStart, AutoStartInput, StartBuffer};
 pub use transport::{
     start_choice, Decision, Judged, PathReading, ProfileLoss, StartChoice, TransportConfig,
-    TransportDecider,
+    TransportDecider, PROFILE_LOSSY,
 };
 // The units grammar lives in drsftp-units; re-exported so code that imports it from here (the bench harnesses)
 // keeps building. New code imports drsftp_units.
