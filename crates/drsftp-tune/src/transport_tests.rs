@@ -485,7 +485,7 @@ fn a_start_up_overshoot_with_a_queue_does_not_switch() {
     // overflow loses segments in five straight intervals, then TCP backs off, the queue drains, the path is clean.
     let ticks = (0..40).map(|k| Tick {
         bytes: match k {
-            0..=3 => FULL500 / 16 << k,
+            0..=3 => (FULL500 / 16) << k,
             4..=9 => FULL500,
             _ => FULL500 * 7 / 10,
         },
