@@ -144,7 +144,7 @@ pub struct Args {
     /// `--transport auto`: neither read nor record the path memory (what an earlier default copy to the same
     /// host:port learned about the path's random loss, kept beside the path profiles in paths.json for 6 hours;
     /// docs/auto-transport.md). Also DRSFTP_NO_PATH_MEMORY=1.
-    #[arg(long, env = "DRSFTP_NO_PATH_MEMORY")]
+    #[arg(long, env = "DRSFTP_NO_PATH_MEMORY", value_parser = clap::builder::BoolishValueParser::new())]
     no_path_memory: bool,
     /// MODE E: never stripe. By default a transfer with a server whose SPAS names several data movers (a
     /// striped endpoint: a Globus frontend with data nodes, a drsftp frontend with movers) moves its data over
