@@ -2,13 +2,15 @@
 # --transport auto on the WAN lab (issue 22; report in docs/bench/auto-transport.md). Needs root, /dev/net/tun, and
 # globus-url-copy for the guc variant.
 # Usage: bench/transport-bench.sh [--cases "500mbit,100ms,0.1%,1G 500mbit,100ms,1%,1G"] [--cc cubic,bbr]
-#                                 [--variants auto,autoprof,tcp,udp,guc] [--reps 3] [--out DIR] [--record]
+#                                 [--variants auto,autoprof,autowarm,tcp,udp,guc] [--reps 3] [--out DIR] [--record]
 #        bench/transport-bench.sh --fair RUNS [--cases "500mbit,100ms,0,1G"] [--cc cubic] [--fair-pairs drsftp,tcpk,iperf]
 #                                 [--out DIR] [--record]
 # Per case (rate,rtt,loss,size; loss 0 for none) and sending-server congestion control: a 2-host lab named
 # auto<pid>, `drsftp serve --congestion CC` on h1, and on h2 one download per variant and repetition: `auto` is
 # `drsftp copy` with no transport flag and no path profile, `autoprof` the same with a path profile holding the
-# lab's rate, RTT and loss (what calibration would store; a lossy one starts on blast), `tcp`/`udp` force
+# lab's rate, RTT and loss (what calibration would store; a lossy one starts on blast), `autowarm` a default copy
+# after one earlier (untimed) default copy to the same server with a fresh profile directory (it starts from the
+# path memory that copy left), `tcp`/`udp` force
 # `--transport`, `guc` is globus-url-copy's best of `-p 16 -tcp-bs 4M` and `-p 64 -tcp-bs 1M`, `iperf` one 10 s
 # iperf3 BBR stream h1 -> h2 (the TCP ceiling of the same link). Writes DIR/runs.csv (one row per copy, with the
 # auto choice, its reason, the blast set-up time and the copy's phases), DIR/copies.jsonl (each copy's whole
@@ -108,9 +110,22 @@ one() { # case cc variant rep url dst -> appends a row
             ;;
         *)
             local flag=() cfg=$WORK/config
+            # Each copy gets a fresh profile directory, so no copy starts from another's path memory.
+            rm -rf "$WORK/config" "$WORK/config-prof"
+            mkdir -p "$WORK/config" "$WORK/config-prof/drsftp"
             case "$v" in
                 auto) ;;
-                autoprof) cfg=$WORK/config-prof ;;
+                autoprof)
+                    cfg=$WORK/config-prof
+                    write_profile "$rate" "$rtt" "$loss" >"$WORK/config-prof/drsftp/paths.json"
+                    ;;
+                autowarm)
+                    # One earlier default copy to the same server (untimed) leaves its path memory.
+                    XDG_CONFIG_HOME=$cfg timeout "$COPY_TIMEOUT" "$DRSFTP" lab exec "$LAB" h2 -- "$DRSFTP" copy --json \
+                        --quiet --no-resume "$url" "$dst" 2>>"$OUT/copy.log" | grep '^{' |
+                        python3 -c 'import json,sys; c=json.load(sys.stdin).get("transport_choice") or {}; print("  warm-up:", c.get("chosen"), (c.get("reason") or "")[:100])' || true
+                    rm -f "$dst"
+                    ;;
                 *) flag=(--transport "$v") ;;
             esac
             t0=$(date +%s.%N)
@@ -143,6 +158,7 @@ fair_one() { # case cc run url pair -> two simultaneous copies (or iperf3 runs) 
     local c=$1 cc=$2 run=$3 url=$4 pair=$5 k pids=() spid t0 flags=()
     load=$(cut -d' ' -f1 /proc/loadavg)
     rm -f "$WORK"/out/a "$WORK"/out/b "$WORK"/pid-* "$WORK"/json-* "$WORK"/samples
+    rm -rf "$WORK/config" && mkdir -p "$WORK/config" # no path memory from an earlier run
     case "$pair" in
         drsftp) [ "${FAIR_TRACE:-1}" = 0 ] || flags=(--trace "$OUT/trace-$cc-$run-KEY.csv") ;;
         tcpk) flags=(--transport tcp -p "$FAIR_P" --buffer kernel) ;;
@@ -378,11 +394,11 @@ def rate(s):
 groups = {}
 for r in rows:
     groups.setdefault((r["case"], r["cc"]), []).append(r)
-print("| case (rate rtt loss size) | cc | auto Mbit/s | auto chose | autoprof | tcp | udp | guc best | iperf3 BBR | auto / link | autoprof / link | udp / link | auto / better forced | auto / guc | load1 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| case (rate rtt loss size) | cc | auto Mbit/s | auto chose | autoprof | autowarm | tcp | udp | guc best | iperf3 BBR | auto / link | autoprof / link | autowarm / link | udp / link | auto / better forced | autowarm / better forced | auto / guc | load1 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (c, cc), rs in groups.items():
     med = {}
-    for v in ("auto", "autoprof", "tcp", "udp", "guc", "iperf"):
+    for v in ("auto", "autoprof", "autowarm", "tcp", "udp", "guc", "iperf"):
         xs = [float(r["mbps"]) for r in rs if r["variant"] == v and float(r["mbps"]) > 0]
         med[v] = statistics.median(xs) if xs else None
     chose = sorted({r["chosen"] for r in rs if r["variant"] == "auto"})
@@ -391,9 +407,9 @@ for (c, cc), rs in groups.items():
     ratio = lambda a, b: "–" if a is None or not b else f"{a / b:.2f}"
     forced = max([x for x in (med["tcp"], med["udp"]) if x] or [0]) or None
     loads = [float(r["load1"]) for r in rs]
-    print(f"| {c} | {cc} | {f(med['auto'])} | {'/'.join(chose)} | {f(med['autoprof'])} | {f(med['tcp'])} | {f(med['udp'])} | "
-          f"{f(med['guc'])} | {f(med['iperf'])} | {ratio(med['auto'], link)} | {ratio(med['autoprof'], link)} | {ratio(med['udp'], link)} | "
-          f"{ratio(med['auto'], forced)} | {ratio(med['auto'], med['guc'])} | "
+    print(f"| {c} | {cc} | {f(med['auto'])} | {'/'.join(chose)} | {f(med['autoprof'])} | {f(med['autowarm'])} | {f(med['tcp'])} | {f(med['udp'])} | "
+          f"{f(med['guc'])} | {f(med['iperf'])} | {ratio(med['auto'], link)} | {ratio(med['autoprof'], link)} | {ratio(med['autowarm'], link)} | {ratio(med['udp'], link)} | "
+          f"{ratio(med['auto'], forced)} | {ratio(med['autowarm'], forced)} | {ratio(med['auto'], med['guc'])} | "
           f"{min(loads):.1f}-{max(loads):.1f} |")
 print()
 print("Where the time went (median seconds per variant; `transfer` = command to end of data, which holds set-up,")
@@ -403,7 +419,7 @@ ks = ["login", "prepare", "setup", "first_datagram", "ramp", "first_pass", "tail
 print("| case | cc | variant | wall | " + " | ".join(ks) + " | first-pass Mbit/s |")
 print("|---|---|---|---|" + "---|" * len(ks) + "---|")
 for (c, cc), rs in groups.items():
-    for v in ("auto", "autoprof", "tcp", "udp"):
+    for v in ("auto", "autoprof", "autowarm", "tcp", "udp"):
         vr = [r for r in rs if r["variant"] == v]
         if not vr:
             continue
@@ -414,7 +430,7 @@ for (c, cc), rs in groups.items():
 print()
 print("Reasons given by auto:")
 for r in rows:
-    if r["variant"] in ("auto", "autoprof"):
+    if r["variant"] in ("auto", "autoprof", "autowarm"):
         print(f"- {r['variant']} {r['case']} {r['cc']} rep {r['rep']}: {r['chosen']}: {r['reason']} (blast set-up {r['setup_seconds'] or '–'} s)")
 PY
 cat "$OUT/report.md"

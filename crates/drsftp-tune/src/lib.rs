@@ -22,8 +22,8 @@ pub use policy::{BufferPolicy, Limit, LimitClassifier, LimitReport, ParseError};
 pub use sample::TcpSample;
 pub use start::{auto_start, AutoStart, AutoStartInput, StartBuffer};
 pub use transport::{
-    start_choice, Decision, PathReading, ProfileLoss, StartChoice, TransportConfig,
-    TransportDecider,
+    start_choice, Decision, Judged, PathReading, ProfileLoss, StartChoice, TransportConfig,
+    TransportDecider, PROFILE_LOSSY,
 };
 // The units grammar lives in drsftp-units; re-exported so code that imports it from here (the bench harnesses)
 // keeps building. New code imports drsftp_units.

@@ -7,6 +7,9 @@
 //! remaining bytes, set-up included, beats TCP's by [`TransportConfig::margin`]. Loss that comes with a queue is
 //! congestion (another flow sharing the link, our own overshoot): TCP is doing its job there and blast, which
 //! yields to queue-building flows, would gain nothing, so two drsftp transfers on a clean shared link stay on TCP.
+//! That rule waits for a warm-up and a full evidence window (~3 s at 100 ms); when the evidence is overwhelming
+//! (loss marks in a run of intervals lasting 6 RTTs or more, with no queue at any point of it) the switch comes
+//! after 1 s or 10 RTTs instead ([`TransportConfig::early`]).
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +56,23 @@ pub struct TransportConfig {
     /// the window's mean still holds the ramp (BBR's start-up, a slow start), which would make a TCP that
     /// already fills the link look slow and pay a switch for nothing.
     pub recent: Duration,
+    /// The early rule (strong evidence): from this long into the transfer (at least 10 RTTs) a switch may come
+    /// before [`Self::warmup`] and a full [`Self::window`], when the loss marks are overwhelming (see
+    /// [`Self::early_run`]). Only a switch is early; staying is judged by the conservative rule.
+    pub early: Duration,
+    /// Strong evidence: a trailing run of intervals with loss marks, at most one unmarked interval inside it
+    /// and the last one marked, lasting this long (at least 6 RTTs) with at least 3 marked intervals: a
+    /// slow-start overshoot's recovery is over within a few RTTs, random loss keeps marking.
+    pub early_run: Duration,
+    /// Strong evidence: the run's mean RTT at most this multiple of the minimum, and none of its readings above
+    /// [`Self::queue_ratio`] times it. Stricter than the conservative queue test: an overshoot (slow start,
+    /// BBR's start-up, a second flow joining) fills the queue and shows here.
+    pub early_queue_ratio: f64,
+    /// Strong evidence switches only when TCP at its rate would still need this multiple of
+    /// [`Self::switch_cost`] for the rest: this early, TCP's peak says nothing of blast's rate, so the switch is
+    /// taken on the evidence that TCP is loss-limited (loss in every interval, no queue: the link is not full),
+    /// and only where its cost is small against what is left.
+    pub early_min_rest: f64,
 }
 
 impl Default for TransportConfig {
@@ -69,6 +89,10 @@ impl Default for TransportConfig {
             blast_efficiency: 0.9,
             marks_are: "arrived out of order",
             recent: Duration::from_secs(1),
+            early: Duration::from_secs(1),
+            early_run: Duration::from_millis(750),
+            early_queue_ratio: 1.15,
+            early_min_rest: 3.0,
         }
     }
 }
@@ -103,6 +127,22 @@ impl Decision {
             Decision::StayTcp(r) | Decision::SwitchToBlast(r) => r,
         }
     }
+}
+
+/// What the rule concluded about the path itself (for path memory: `drsftp copy` records it, so the next copy to
+/// the same server starts right). Only set by a verdict on random loss: a "clean path", or random loss seen
+/// (switch, or stay because TCP was already near its best); a standing queue says nothing of the path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Judged {
+    /// Random loss without a queue was seen (`false`: the loss marks were below the threshold, a clean path).
+    pub random_loss: bool,
+    /// Loss marks per segment in the judged window (out-of-order arrivals at a receiver, overstating the loss
+    /// rate by about a window; retransmissions at a sender).
+    pub marks_share: f64,
+    /// The minimum RTT the rule compared with.
+    pub min_rtt: Duration,
+    /// The best delivery rate TCP showed over one sample interval (or over the window), bit/s.
+    pub rate_bps: f64,
 }
 
 /// How a transfer starts under `--transport auto`.
@@ -173,6 +213,10 @@ pub struct TransportDecider {
     /// A link rate known from elsewhere (profile), bytes/s.
     link_hint: Option<f64>,
     decided: bool,
+    /// The conservative rule has given a verdict: the early rule has had its chance.
+    judged: bool,
+    /// The last verdict's reading of the path ([`Judged`]).
+    last: Option<Judged>,
 }
 
 impl TransportDecider {
@@ -189,6 +233,8 @@ impl TransportDecider {
                 .filter(|r| r.is_finite() && *r > 0.0)
                 .map(|r| r / 8.0),
             decided: false,
+            judged: false,
+            last: None,
         }
     }
 
@@ -249,12 +295,130 @@ impl TransportDecider {
     ) -> Option<Decision> {
         // Long paths leave slow start later: the warm-up and the window grow with the RTT.
         let rtt = self.min_rtt.unwrap_or_default();
-        if self.decided || now < self.start + self.cfg.warmup.max(rtt * 20) {
+        if self.decided {
             return None;
         }
-        let d = self.judge(now, remaining, resend)?;
+        // Until the conservative rule has judged once, overwhelming evidence may switch early.
+        if !self.judged && now >= self.start + self.cfg.early.max(rtt * 10) {
+            if let Some((d, j)) = self.judge_early(remaining, resend) {
+                self.decided = true;
+                self.last = Some(j);
+                return Some(d);
+            }
+        }
+        if now < self.start + self.cfg.warmup.max(rtt * 20) {
+            return None;
+        }
+        let (d, j) = self.judge(now, remaining, resend)?;
+        self.judged = true;
+        self.last = j.or(self.last);
         self.decided = matches!(d, Decision::SwitchToBlast(_));
         Some(d)
+    }
+
+    /// What the last verdict read of the path, if it said anything of random loss ([`Judged`]).
+    pub fn judged(&self) -> Option<Judged> {
+        self.last
+    }
+
+    /// The early rule ([`TransportConfig::early`]): a switch on overwhelming evidence of random loss, or nothing.
+    fn judge_early(&self, remaining: u64, resend: u64) -> Option<(Decision, Judged)> {
+        let pts = &self.points;
+        let last = pts.last()?;
+        let min_rtt = self.min_rtt?;
+        let run_needed = self.cfg.early_run.max(min_rtt * 6);
+        // Walk back over the trailing run of marked intervals, tolerating one unmarked interval inside it.
+        let marked = |k: usize| pts[k].r.loss_marks > pts[k - 1].r.loss_marks;
+        let (mut from, mut n_marked, mut gaps) = (pts.len() - 1, 0usize, 0usize);
+        let mut k = pts.len() - 1;
+        while k >= 1 {
+            if marked(k) {
+                n_marked += 1;
+                from = k - 1;
+            } else if k == pts.len() - 1 || gaps > 0 || k == 1 || !marked(k - 1) {
+                break;
+            } else {
+                gaps += 1;
+            }
+            k -= 1;
+        }
+        let base = &pts[from];
+        let span = last.at.checked_duration_since(base.at)?;
+        if n_marked < 3 || span < run_needed {
+            return None;
+        }
+        let segments = (last.r.segments - base.r.segments).max(1);
+        let loss = (last.r.loss_marks - base.r.loss_marks) as f64 / segments as f64;
+        if loss < self.cfg.min_loss_fraction {
+            return None;
+        }
+        // No queue at any point of the run: an overshoot's loss comes with one.
+        let min = self.min_rtt_bound()?;
+        let rtts: Vec<f64> = pts[from + 1..]
+            .iter()
+            .filter(|p| !p.r.rtt.is_zero())
+            .map(|p| p.r.rtt.as_secs_f64())
+            .collect();
+        let mean = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
+        let max = rtts.iter().copied().fold(0.0, f64::max);
+        if rtts.is_empty()
+            || mean > min * self.cfg.early_queue_ratio
+            || max > min * self.cfg.queue_ratio
+        {
+            return None;
+        }
+        let secs = span.as_secs_f64();
+        let run_rate = (last.r.delivered - base.r.delivered) as f64 / secs;
+        let tcp_rate = run_rate.max(self.recent_rate(last));
+        if tcp_rate <= 0.0 {
+            return None;
+        }
+        let t_tcp = remaining as f64 / tcp_rate;
+        let cost = self.cfg.switch_cost.as_secs_f64();
+        if t_tcp < cost * self.cfg.early_min_rest {
+            return None;
+        }
+        // With a known link rate the projection still has to favour blast.
+        if let Some(link) = self.link_hint {
+            let t_blast = cost + (remaining + resend) as f64 / (link * self.cfg.blast_efficiency);
+            if t_blast >= t_tcp * (1.0 - self.cfg.margin) {
+                return None;
+            }
+        }
+        let peak = pts
+            .windows(2)
+            .map(|w| {
+                (w[1].r.delivered - w[0].r.delivered) as f64
+                    / (w[1].at - w[0].at).as_secs_f64().max(1e-9)
+            })
+            .fold(tcp_rate, f64::max);
+        let judged = Judged {
+            random_loss: true,
+            marks_share: loss,
+            min_rtt: Duration::from_secs_f64(min),
+            rate_bps: peak * 8.0,
+        };
+        Some((Decision::SwitchToBlast(format!(
+            "random loss, strong evidence early ({:.2} % of segments {} in {n_marked} intervals over the last \
+             {secs:.2} s, RTT {:.1} ms at most {:.1} against a minimum of {:.1} ms: no queue); TCP moves {:.1} \
+             Mbit/s, {t_tcp:.1} s for the rest at that rate",
+            loss * 100.0,
+            self.cfg.marks_are,
+            mean * 1e3,
+            max * 1e3,
+            min * 1e3,
+            tcp_rate * 8e-6
+        )), judged))
+    }
+
+    /// The minimum RTT the queue tests compare with, seconds: the data's own, or the path's (the control
+    /// connection's, with [`TransportConfig::path_rtt_slack`]) if that is lower.
+    fn min_rtt_bound(&self) -> Option<f64> {
+        let min = self.min_rtt?.as_secs_f64();
+        Some(
+            self.path_rtt
+                .map_or(min, |p| min.min(p.as_secs_f64() * self.cfg.path_rtt_slack)),
+        )
     }
 
     /// The evidence window: [`TransportConfig::window`], at least 30 RTTs.
@@ -279,7 +443,12 @@ impl TransportDecider {
         }
     }
 
-    fn judge(&self, now: Instant, remaining: u64, resend: u64) -> Option<Decision> {
+    fn judge(
+        &self,
+        now: Instant,
+        remaining: u64,
+        resend: u64,
+    ) -> Option<(Decision, Option<Judged>)> {
         let (base, last) = (self.points.first()?, self.points.last()?);
         // A full window of evidence, unless the transfer is about to end anyway.
         let span = (last.at - base.at).as_secs_f64();
@@ -316,30 +485,39 @@ impl TransportDecider {
             } else {
                 "no sign of random loss"
             };
-            return Some(Decision::StayTcp(format!(
-                "{why}: {:.2} % of segments {} in {lossy_intervals} of {} intervals of the last {span:.1} s",
-                loss * 100.0,
-                self.cfg.marks_are,
-                self.points.len() - 1
-            )));
+            let clean = (loss < self.cfg.min_loss_fraction).then(|| Judged {
+                random_loss: false,
+                marks_share: loss,
+                min_rtt: self.min_rtt.unwrap_or_default(),
+                rate_bps: self.peak_rate.max(tcp_rate) * 8.0,
+            });
+            return Some((
+                Decision::StayTcp(format!(
+                    "{why}: {:.2} % of segments {} in {lossy_intervals} of {} intervals of the last {span:.1} s",
+                    loss * 100.0,
+                    self.cfg.marks_are,
+                    self.points.len() - 1
+                )),
+                clean,
+            ));
         }
         let rtts: Vec<f64> = self.points[1..]
             .iter()
             .filter(|p| !p.r.rtt.is_zero())
             .map(|p| p.r.rtt.as_secs_f64())
             .collect();
-        let min = self.min_rtt?.as_secs_f64();
-        let min = self
-            .path_rtt
-            .map_or(min, |p| min.min(p.as_secs_f64() * self.cfg.path_rtt_slack));
+        let min = self.min_rtt_bound()?;
         let mean = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
         if rtts.is_empty() || min <= 0.0 || mean > min * self.cfg.queue_ratio {
-            return Some(Decision::StayTcp(format!(
-                "loss comes with a standing queue (RTT {:.1} ms against a minimum of {:.1} ms): congestion, not \
-                 random loss",
-                mean * 1e3,
-                min * 1e3
-            )));
+            return Some((
+                Decision::StayTcp(format!(
+                    "loss comes with a standing queue (RTT {:.1} ms against a minimum of {:.1} ms): congestion, \
+                     not random loss",
+                    mean * 1e3,
+                    min * 1e3
+                )),
+                None,
+            ));
         }
         let blast_rate =
             self.link_hint.unwrap_or(0.0).max(self.peak_rate) * self.cfg.blast_efficiency;
@@ -365,17 +543,24 @@ impl TransportDecider {
             recent_rate * 8e-6,
             self.recent().as_secs_f64()
         );
-        if t_blast < t_tcp * (1.0 - self.cfg.margin) {
-            Some(Decision::SwitchToBlast(format!(
+        let judged = Some(Judged {
+            random_loss: true,
+            marks_share: loss,
+            min_rtt: Duration::from_secs_f64(min),
+            rate_bps: self.peak_rate.max(tcp_rate) * 8.0,
+        });
+        let d = if t_blast < t_tcp * (1.0 - self.cfg.margin) {
+            Decision::SwitchToBlast(format!(
                 "{facts}, blast projected at {:.1} Mbit/s: {t_blast:.1} s instead of {t_tcp:.1} s for the rest",
                 blast_rate * 8e-6
-            )))
+            ))
         } else {
-            Some(Decision::StayTcp(format!(
+            Decision::StayTcp(format!(
                 "{facts}, near the best rate the path has shown: blast would not finish {:.0} % sooner",
                 self.cfg.margin * 100.0
-            )))
-        }
+            ))
+        };
+        Some((d, judged))
     }
 }
 

@@ -56,6 +56,28 @@ fn drive_with(
 /// 100 Mbit/s for 250 ms.
 const FULL: u64 = 100_000_000 / 8 / 4;
 
+/// The rule without its early (strong-evidence) switch: the conservative rule alone.
+fn conservative() -> TransportConfig {
+    TransportConfig {
+        early: Duration::from_secs(3600),
+        ..TransportConfig::default()
+    }
+}
+
+/// [`drive`] with the conservative rule alone.
+fn drive_conservative(
+    ticks: impl IntoIterator<Item = Tick>,
+    remaining: u64,
+) -> Option<(Duration, Decision)> {
+    let t0 = Instant::now();
+    drive_with(
+        TransportDecider::new(t0, conservative(), None),
+        t0,
+        ticks,
+        remaining,
+    )
+}
+
 #[test]
 fn a_clean_path_stays_on_tcp() {
     let ticks = (0..40).map(|_| Tick {
@@ -138,9 +160,25 @@ fn tcp_already_near_its_peak_stays() {
         marks: 50,
         rtt_ms: 51,
     });
-    let (_, d) = drive(ticks, 1 << 30).expect("a decision");
+    let (_, d) = drive_conservative(ticks.clone(), 1 << 30).expect("a decision");
     assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
     assert!(d.reason().contains("would not finish"), "{d:?}");
+    // The early rule does not compare rates without a link rate (this early TCP's peak says nothing of blast's):
+    // loss in every interval without a queue is taken as loss-limited TCP and switches, costing at most the
+    // switch where TCP was in fact at the link (forced blast is within 1 % of forced BBR or above it on the lab).
+    let (at, d) = drive(ticks.clone(), 1 << 30).expect("a decision");
+    assert!(d.reason().contains("strong evidence"), "{d:?}");
+    assert_eq!(at, Duration::from_secs(1));
+    // With the profile's link rate it compares, and stays.
+    let t0 = Instant::now();
+    let (_, d) = drive_with(
+        TransportDecider::new(t0, TransportConfig::default(), Some(100e6)),
+        t0,
+        ticks,
+        1 << 30,
+    )
+    .expect("a decision");
+    assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
 }
 
 #[test]
@@ -157,13 +195,13 @@ fn tcp_at_the_link_after_its_start_up_stays() {
         marks: 30,
         rtt_ms: 50 + (k % 3),
     });
-    let (_, d) = drive(ticks.clone(), 1 << 30).expect("a decision");
+    let (_, d) = drive_conservative(ticks.clone(), 1 << 30).expect("a decision");
     assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
     assert!(d.reason().contains("would not finish"), "{d:?}");
     // Judged on the window's mean alone (the rule before `recent`), the same path switched.
     let cfg = TransportConfig {
         recent: Duration::from_secs(60),
-        ..TransportConfig::default()
+        ..conservative()
     };
     let t0 = Instant::now();
     let (_, old) =
@@ -206,7 +244,7 @@ fn a_profile_rate_lets_it_see_the_headroom() {
     // Steady but slow under random loss: without a link rate no headroom shows; with the profile's it does.
     let t0 = Instant::now();
     let mut with = TransportDecider::new(t0, TransportConfig::default(), Some(100e6));
-    let mut without = TransportDecider::new(t0, TransportConfig::default(), None);
+    let mut without = TransportDecider::new(t0, conservative(), None);
     let mut r = PathReading::default();
     let mut now = t0;
     let (mut a, mut b) = (None, None);
@@ -284,7 +322,9 @@ proptest! {
             d.handle_reading(now, r);
             if let Some(dec) = d.poll_decision(now, remaining) {
                 prop_assert_eq!(switches, 0, "a verdict after a switch");
-                prop_assert!(now >= t0 + cfg.warmup);
+                // Staying is judged after the warm-up; only a switch on strong evidence comes earlier.
+                prop_assert!(now >= t0 + cfg.early);
+                prop_assert!(now >= t0 + cfg.warmup || matches!(dec, Decision::SwitchToBlast(_)));
                 if let Decision::SwitchToBlast(_) = dec {
                     switches += 1;
                     prop_assert!(window.iter().any(|(_, t)| t.marks > 0 || t.bytes == 0));
@@ -331,7 +371,9 @@ fn a_sender_switches_on_one_percent_retransmitted_without_a_queue() {
     let (at, d) = drive_sender(ticks, 1 << 30).expect("a decision");
     assert!(matches!(d, Decision::SwitchToBlast(_)), "{d:?}");
     assert!(d.reason().contains("were retransmitted"), "{d:?}");
-    assert!(at >= TransportConfig::sender().warmup, "switched at {at:?}");
+    // Loss in every interval with the RTT flat: strong evidence, so the switch comes early.
+    assert!(at >= TransportConfig::sender().early, "switched at {at:?}");
+    assert!(d.reason().contains("strong evidence"), "{d:?}");
 }
 
 #[test]
@@ -348,7 +390,8 @@ fn a_sender_stays_on_tcp_below_the_profile_threshold_or_with_a_queue() {
     let ticks = (0..40).map(|k| Tick {
         bytes: FULL / 2,
         marks: 9,
-        rtt_ms: if k < 4 { 50 } else { 85 + (k % 10) },
+        // (Overflow loss comes with the queue full: the RTT is up from the first lossy interval on.)
+        rtt_ms: if k < 1 { 50 } else { 85 + (k % 10) },
     });
     let (_, d) = drive_sender(ticks, 1 << 30).expect("a decision");
     assert!(matches!(d, Decision::StayTcp(_)), "{d:?}");
@@ -400,4 +443,152 @@ fn bytes_sent_again_count_against_a_switch() {
         d.poll_decision(now, 100 << 20),
         Some(Decision::SwitchToBlast(_))
     ));
+}
+
+/// 500 Mbit/s for 250 ms.
+const FULL500: u64 = 500_000_000 / 8 / 4;
+
+#[test]
+fn strong_random_loss_switches_within_a_second() {
+    // 1 % random loss at 100 ms: loss from the first interval on, TCP ramping slowly, the RTT at its minimum.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: FULL500 * (k + 1) / 40,
+        marks: 20 + k,
+        rtt_ms: 100 + (k % 3),
+    });
+    let (at, d) = drive(ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::SwitchToBlast(_)), "{d:?}");
+    assert!(d.reason().contains("strong evidence"), "{d:?}");
+    assert_eq!(
+        at,
+        Duration::from_secs(1),
+        "10 RTTs, the early rule's floor"
+    );
+    // 0.1 %: slow start is clean for two intervals, then a loss or two per interval, one interval without.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: FULL500 * (k + 1) / 20,
+        marks: match k {
+            0 | 1 | 4 => 0,
+            // About a window of out-of-order arrivals per loss at the receiver.
+            _ => 300 * (1 + k % 2),
+        },
+        rtt_ms: 101,
+    });
+    let (at, d) = drive(ticks, 1 << 30).expect("a decision");
+    assert!(matches!(d, Decision::SwitchToBlast(_)), "{d:?}");
+    assert!(at <= Duration::from_millis(1500), "switched at {at:?}");
+}
+
+#[test]
+fn a_start_up_overshoot_with_a_queue_does_not_switch() {
+    // Slow start (or BBR's start-up) overshoots a 1×BDP queue: the RTT climbs to twice the path's while the
+    // overflow loses segments in five straight intervals, then TCP backs off, the queue drains, the path is clean.
+    let ticks = (0..40).map(|k| Tick {
+        bytes: match k {
+            0..=3 => (FULL500 / 16) << k,
+            4..=9 => FULL500,
+            _ => FULL500 * 7 / 10,
+        },
+        marks: if (3..=8).contains(&k) { 400 } else { 0 },
+        rtt_ms: match k {
+            0..=2 => 100,
+            3..=9 => 150 + 10 * (k - 3).min(5),
+            _ => 102,
+        },
+    });
+    let mut switched = None;
+    let t0 = Instant::now();
+    let mut d = TransportDecider::new(t0, TransportConfig::default(), None);
+    let mut r = PathReading::default();
+    let mut now = t0;
+    for t in ticks {
+        now += STEP;
+        r.delivered += t.bytes;
+        r.segments += t.bytes / MSS;
+        r.loss_marks += t.marks;
+        r.rtt = Duration::from_millis(t.rtt_ms);
+        d.handle_reading(now, r);
+        if let Some(dec @ Decision::SwitchToBlast(_)) = d.poll_decision(now, 1 << 30) {
+            switched = Some((now - t0, dec));
+        }
+    }
+    assert_eq!(switched, None);
+}
+
+#[test]
+fn an_overshoot_recovery_without_a_queue_is_too_short_to_switch_early() {
+    // A shallow queue: the overshoot's losses show no RTT rise, but its recovery marks two intervals, not a run.
+    let ticks = (0..10).map(|k| Tick {
+        bytes: FULL500 / 2,
+        marks: if (2..=3).contains(&k) { 300 } else { 0 },
+        rtt_ms: 100,
+    });
+    assert_eq!(drive(ticks, 1 << 30), None, "no verdict before the warm-up");
+}
+
+#[test]
+fn a_clean_path_gets_no_early_verdict() {
+    // A clean 500 Mbit/s · 100 ms path: nothing before the conservative warm-up, then "clean path".
+    let ticks = (0..40).map(|k| Tick {
+        bytes: FULL500 * (k + 1).min(8) / 8,
+        marks: 0,
+        rtt_ms: 100 + (k % 4),
+    });
+    let (at, d) = drive(ticks, 1 << 30).expect("a decision");
+    assert!(d.reason().contains("clean path"), "{d:?}");
+    assert!(at >= TransportConfig::default().warmup, "decided at {at:?}");
+}
+
+#[test]
+fn an_early_switch_needs_the_rest_to_outlast_its_cost() {
+    // Strong evidence, but 4 MB left at 40 Mbit/s is under a second: not worth 1.5 s of switch.
+    let ticks = (0..6).map(|_| Tick {
+        bytes: FULL500 / 12,
+        marks: 30,
+        rtt_ms: 100,
+    });
+    assert_eq!(drive(ticks, 4 << 20), None);
+}
+
+#[test]
+fn the_verdict_says_what_it_read_of_the_path() {
+    // For path memory: a clean verdict and a random-loss switch are readings of the path; a queue is not.
+    let t0 = Instant::now();
+    let mut d = TransportDecider::new(t0, TransportConfig::default(), None);
+    let ticks = (0..16).map(|_| Tick {
+        bytes: FULL,
+        marks: 0,
+        rtt_ms: 50,
+    });
+    drive_with(d.clone(), t0, ticks.clone(), 1 << 30).expect("a verdict");
+    let mut r = PathReading::default();
+    let mut now = t0;
+    for t in ticks {
+        now += STEP;
+        r.delivered += t.bytes;
+        r.segments += t.bytes / MSS;
+        r.rtt = Duration::from_millis(t.rtt_ms);
+        d.handle_reading(now, r);
+        d.poll_decision(now, 1 << 30);
+    }
+    let j = d.judged().expect("a clean reading");
+    assert!(!j.random_loss);
+    assert_eq!(j.min_rtt, Duration::from_millis(50));
+    assert!((j.rate_bps - 100e6).abs() < 1e6, "{j:?}");
+    let mut d = TransportDecider::new(t0, TransportConfig::default(), None);
+    let mut r = PathReading::default();
+    let mut now = t0;
+    for k in 0..8u64 {
+        now += STEP;
+        r.delivered += FULL / 10 * (1 + k % 3);
+        r.segments += FULL / 10 * (1 + k % 3) / MSS;
+        r.loss_marks += 40;
+        r.rtt = Duration::from_millis(50);
+        d.handle_reading(now, r);
+        if let Some(dec) = d.poll_decision(now, 1 << 30) {
+            assert!(matches!(dec, Decision::SwitchToBlast(_)), "{dec:?}");
+        }
+    }
+    let j = d.judged().expect("a random-loss reading");
+    assert!(j.random_loss && j.marks_share > 0.05, "{j:?}");
 }

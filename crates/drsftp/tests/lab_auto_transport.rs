@@ -2,7 +2,9 @@
 //! 1 %, the server on cubic) the download starts on TCP and moves the rest to UDP blast, saying why; on a clean
 //! path it stays on TCP, also with two default copies sharing the link (queue-building loss is congestion); a
 //! server without BLAST, and one whose blast datagrams are dropped (UDP blackholed by policy routing), give a
-//! clean TCP copy. Every destination is checked against the source's SHA-256. Needs root and /dev/net/tun;
+//! clean TCP copy. Path memory: after a default copy the next one to the same server starts from what it learned
+//! (on blast on the lossy path, on TCP on the clean one). Every destination is checked against the source's
+//! SHA-256. Needs root and /dev/net/tun;
 //! otherwise prints `SKIPPED <test>: <reason>` and returns.
 
 mod common;
@@ -93,6 +95,46 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
     );
     assert_eq!(j["transport"], "udp", "{j}");
     assert_eq!(sha256_file(&dst), big);
+    assert_eq!(
+        j["transport_choice"]["learned_age_seconds"],
+        serde_json::Value::Null
+    );
+
+    // Path memory: the copy recorded blast's loss beside the (absent) calibration, in a private file, and the
+    // next default copy to the same server starts on blast from it, saying so.
+    let key = srv
+        .url("/")
+        .trim_start_matches("ftp://")
+        .trim_end_matches('/')
+        .to_string();
+    let store = ProfileStore::in_dir(&cfg.join("drsftp"));
+    let mem = store.learned(&key).unwrap().expect("a learned reading");
+    eprintln!("learned: {mem:?}");
+    assert!(mem.lossy && mem.loss > 0.003 && mem.loss < 0.03, "{mem:?}");
+    assert_eq!(mem.loss_from, "blast");
+    assert_eq!(
+        store.get(&key).unwrap(),
+        None,
+        "memory is not a calibration"
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(store.path()).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let dst = out.join("again.bin");
+    let j = copied(
+        lab_copy(&lab, &cfg, &[], &srv.url("/big.bin"), &dst),
+        "second lossy copy",
+        &logs,
+    );
+    assert_choice(&j, "udp", "path memory");
+    assert!(
+        j["transport_choice"]["learned_age_seconds"]
+            .as_u64()
+            .is_some(),
+        "{j}"
+    );
+    assert_eq!(sha256_file(&dst), big);
 
     // A server without BLAST: TCP, and the reason says so.
     let dst = out.join("plain.bin");
@@ -105,13 +147,8 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
     assert_eq!(sha256_file(&dst), small);
 
     // A lossy path profile starts on blast; with the server's UDP blackholed no datagram arrives, and the copy
-    // falls back to TCP within about a second.
-    let key = srv
-        .url("/")
-        .trim_start_matches("ftp://")
-        .trim_end_matches('/')
-        .to_string();
-    ProfileStore::in_dir(&cfg.join("drsftp"))
+    // falls back to TCP within about a second. (Without path memory, which is newer than this profile.)
+    store
         .put(&PathProfile {
             host_port: key,
             rtt_ms: 50.0,
@@ -127,7 +164,13 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
         .unwrap();
     let dst = out.join("started.bin");
     let j = copied(
-        lab_copy(&lab, &cfg, &[], &srv.url("/small.bin"), &dst),
+        lab_copy(
+            &lab,
+            &cfg,
+            &["--no-path-memory"],
+            &srv.url("/small.bin"),
+            &dst,
+        ),
         "profile copy",
         &logs,
     );
@@ -157,7 +200,13 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
     ]);
     let dst = out.join("blocked.bin");
     let j = copied(
-        lab_copy(&lab, &cfg, &[], &srv.url("/small.bin"), &dst),
+        lab_copy(
+            &lab,
+            &cfg,
+            &["--no-path-memory"],
+            &srv.url("/small.bin"),
+            &dst,
+        ),
         "blocked copy",
         &logs,
     );
@@ -188,6 +237,18 @@ fn auto_stays_on_tcp_on_a_clean_shared_path() {
     assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
     assert_eq!(j["transport"], "tcp", "{j}");
     assert_eq!(sha256_file(&dst), want);
+    // Path memory: "clean", so the next default copies start on TCP (watched) from it.
+    let key = srv
+        .url("/")
+        .trim_start_matches("ftp://")
+        .trim_end_matches('/')
+        .to_string();
+    let mem = ProfileStore::in_dir(&cfg.join("drsftp"))
+        .learned(&key)
+        .unwrap()
+        .expect("a learned reading");
+    eprintln!("learned: {mem:?}");
+    assert!(!mem.lossy, "{mem:?}");
 
     // Two default copies sharing the link: the loss they cause each other comes with a queue, so both stay.
     let (a, b) = (out.join("a.bin"), out.join("b.bin"));
@@ -202,6 +263,12 @@ fn auto_stays_on_tcp_on_a_clean_shared_path() {
         eprintln!("shared copy: transport_choice {}", j["transport_choice"]);
         assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
         assert_eq!(j["transport"], "tcp", "{j}");
+        assert!(
+            j["transport_choice"]["learned_age_seconds"]
+                .as_u64()
+                .is_some(),
+            "{j}"
+        );
         assert_eq!(sha256_file(dst), want);
     }
 

@@ -254,9 +254,12 @@ pub(crate) async fn run(
                 decider.as_ref().map(|d| d.1.clone()),
             );
             match run.await? {
-                Leg::Done(m, why) => {
+                Leg::Done(m, why, judged) => {
                     if let Some(w) = why {
-                        choice = Some(choose("tcp", &w));
+                        choice = Some(TransportChoice {
+                            judged,
+                            ..choose("tcp", &w)
+                        });
                     } else if decider.is_some() {
                         let w =
                             "the transfer ended on TCP before the rule had seen enough of the path";
@@ -264,7 +267,7 @@ pub(crate) async fn run(
                     }
                     (*m, tcp_held)
                 }
-                Leg::Switch(why) => {
+                Leg::Switch(why, judged) => {
                     let Some((b, _)) = decider else {
                         unreachable!("a switch needs a decider")
                     };
@@ -291,6 +294,8 @@ pub(crate) async fn run(
                         chosen: "tcp+udp",
                         reason: why,
                         tcp_bytes,
+                        judged,
+                        learned_age: None,
                     });
                     (m, prior)
                 }
@@ -336,6 +341,9 @@ pub(crate) async fn run(
     if choice.as_ref().is_some_and(|c| c.chosen == "tcp+udp") {
         summary.resumed = tcp_held_covered;
     }
+    if let Some(c) = choice.as_mut() {
+        c.learned_age = opts.auto_transport.as_ref().and_then(|a| a.memory_age());
+    }
     summary.transport_choice = choice;
     summary.notices.extend(udp_notice);
     summary
@@ -362,6 +370,8 @@ fn choose(chosen: &'static str, reason: &str) -> TransportChoice {
         chosen,
         reason: reason.to_string(),
         tcp_bytes: 0,
+        judged: None,
+        learned_age: None,
     }
 }
 
@@ -378,10 +388,16 @@ fn auto_decider(opts: &ClientOptions, control: &Control) -> TransportDecider {
 
 /// How a TCP part of a download ended.
 enum Leg {
-    /// The transfer finished on TCP; with a decider, its last verdict for staying there (if it had one).
-    Done(Box<super::transfer::Moved>, Option<String>),
-    /// The decider moved the rest to blast: why. The TCP transfer was dropped (not yet aborted).
-    Switch(String),
+    /// The transfer finished on TCP; with a decider, its last verdict for staying there (if it had one) and
+    /// what it read of the path.
+    Done(
+        Box<super::transfer::Moved>,
+        Option<String>,
+        Option<drsftp_tune::Judged>,
+    ),
+    /// The decider moved the rest to blast: why, and what it read of the path. The TCP transfer was dropped
+    /// (not yet aborted).
+    Switch(String, Option<drsftp_tune::Judged>),
 }
 
 /// The TCP part of a download: everything `transfer::run` needs, and the checkpoint writer to start.
@@ -445,14 +461,14 @@ impl TcpLeg {
                             if let Some(w) = watch {
                                 m.actions = w.finish();
                             }
-                            return Ok(Leg::Done(Box::new(m), stayed));
+                            return Ok(Leg::Done(Box::new(m), stayed, d.judged()));
                         }
                         _ = tick.tick() => {
                             let now = std::time::Instant::now();
                             d.handle_reading(now, progress.rx_reading());
                             let left = size.saturating_sub(progress.bytes());
                             match d.poll_decision(now, left) {
-                                Some(Decision::SwitchToBlast(why)) => break Some(why),
+                                Some(Decision::SwitchToBlast(why)) => break Some((why, d.judged())),
                                 Some(Decision::StayTcp(why)) => stayed = Some(why),
                                 None => {}
                             }
@@ -461,15 +477,15 @@ impl TcpLeg {
                 }
             }
         };
-        if let Some(why) = switch {
+        if let Some((why, judged)) = switch {
             drop(fut);
-            return Ok(Leg::Switch(why));
+            return Ok(Leg::Switch(why, judged));
         }
         let mut m = fut.await?;
         if let Some(w) = watch {
             m.actions = w.finish();
         }
-        Ok(Leg::Done(Box::new(m), None))
+        Ok(Leg::Done(Box::new(m), None, None))
     }
 }
 
@@ -477,8 +493,8 @@ impl Leg {
     /// The finished transfer, when no switch could happen (no decider).
     fn done(self) -> Result<super::transfer::Moved, ClientError> {
         match self {
-            Leg::Done(m, _) => Ok(*m),
-            Leg::Switch(why) => Err(ClientError::Invalid(format!("unexpected switch: {why}"))),
+            Leg::Done(m, _, _) => Ok(*m),
+            Leg::Switch(why, _) => Err(ClientError::Invalid(format!("unexpected switch: {why}"))),
         }
     }
 }

@@ -112,6 +112,9 @@ pub struct AutoTransport {
     /// A verdict carried over from an earlier file of the same `-r`/`--files-from` job, which comes before the
     /// profile: so each file does not learn the path again.
     pub carried: Option<CarriedVerdict>,
+    /// Path memory: what an earlier default copy to this server learned (`profile::LearnedPath`), set only while
+    /// fresh and when newer than the calibrated profile; it comes before [`Self::profile_loss`].
+    pub learned: Option<profile::LearnedPath>,
 }
 
 /// What an earlier file of a job found out about the path (see [`AutoTransport::carried`]).
@@ -133,6 +136,19 @@ impl AutoTransport {
         match &self.carried {
             Some(CarriedVerdict::Blast(why)) if peer_blast => StartChoice::Blast(why.clone()),
             Some(CarriedVerdict::Tcp(why)) => StartChoice::Tcp(why.clone()),
+            _ if self.learned.is_some() => {
+                let l = self.learned.as_ref().expect("checked");
+                if l.lossy && peer_blast {
+                    StartChoice::Blast(format!(
+                        "path memory: a copy {} ago saw {:.2} % random loss ({})",
+                        age_words(l.age(profile::now_unix())),
+                        l.loss * 100.0,
+                        l.loss_from
+                    ))
+                } else {
+                    drsftp_tune::start_choice(peer_blast, None, watchable)
+                }
+            }
             _ => {
                 let loss = self
                     .profile_loss
@@ -140,6 +156,26 @@ impl AutoTransport {
                 drsftp_tune::start_choice(peer_blast, loss, watchable)
             }
         }
+    }
+}
+
+impl AutoTransport {
+    /// The age in seconds of the path memory the start came from, if it did (no carried verdict, a learned
+    /// reading in force).
+    pub fn memory_age(&self) -> Option<u64> {
+        match (&self.carried, &self.learned) {
+            (None, Some(l)) => Some(l.age(profile::now_unix())),
+            _ => None,
+        }
+    }
+}
+
+/// "40 s", "12 min", "3.5 h".
+fn age_words(secs: u64) -> String {
+    match secs {
+        0..=119 => format!("{secs} s"),
+        120..=7199 => format!("{} min", secs / 60),
+        _ => format!("{:.1} h", secs as f64 / 3600.0),
     }
 }
 
@@ -152,6 +188,10 @@ pub struct TransportChoice {
     pub reason: String,
     /// For `"tcp+udp"`: bytes that had arrived over TCP when it switched.
     pub tcp_bytes: u64,
+    /// What the TCP rule read of the path, when it judged (for path memory).
+    pub judged: Option<drsftp_tune::Judged>,
+    /// The start came from path memory learned this many seconds ago.
+    pub learned_age: Option<u64>,
 }
 
 impl Default for ClientOptions {

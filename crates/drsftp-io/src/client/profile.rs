@@ -1,7 +1,9 @@
 //! Per-path tuning profiles written by `drsftp tune calibrate` and read by `-p auto`'s start choice
 //! ([`super::auto_start`]): one JSON file, `$XDG_CONFIG_HOME/drsftp/paths.json` (or `~/.config/drsftp/paths.json`),
 //! keyed by the server's `host:port`. Here, in the library, so that any client of drsftp-io starts as
-//! `drsftp copy -p auto` does.
+//! `drsftp copy -p auto` does. The same file keeps the *path memory* of `--transport auto` (docs/auto-transport.md):
+//! what a default copy learned about a path's random loss, in its own `learned` section so that a calibrated
+//! fit is never touched by it, read back by the next copy while it is younger than [`LEARNED_TTL`].
 
 use std::collections::BTreeMap;
 use std::io;
@@ -62,7 +64,7 @@ pub struct PathProfile {
     /// When it was measured, seconds since the Unix epoch.
     pub timestamp: u64,
     /// Random packet loss on the path, a fraction (0.01 = 1 %), when known: from 0.05 % up `--transport auto`
-    /// starts on UDP blast directly (docs/auto-transport.md). Calibration does not measure it yet; set by hand.
+    /// starts on UDP blast directly (docs/auto-transport.md). `tune calibrate` measures it with a paced blast probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<f64>,
 }
@@ -78,10 +80,66 @@ impl PathProfile {
     }
 }
 
+/// How long a learned path reading starts copies: 6 hours. Random loss on a path changes with its route and its
+/// load (a diurnal cycle, a flapping link), so a day is too long to trust one copy's reading; within a working
+/// session's repeated copies (hours) it saves each copy the rule's ~1 s of evidence on TCP. Expiry is cheap
+/// either way: without memory a copy starts on TCP, watched, and learns the path again.
+pub const LEARNED_TTL: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+
+/// What a `--transport auto` copy learned about one path (path memory; not a calibration).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LearnedPath {
+    /// `host:port` as in the URL (the key).
+    pub host_port: String,
+    /// Whether the path showed random loss at or above `drsftp_tune::PROFILE_LOSSY`: the next default copy
+    /// starts on blast if so, on TCP (watched) if not.
+    pub lossy: bool,
+    /// The loss seen, a fraction: blast's measured loss (lost / sent transmissions) when blast ran; otherwise
+    /// the TCP evidence's share of loss marks (a receiver's out-of-order share overstates the loss rate by
+    /// about a window; a sender's retransmitted share is close to it), see `loss_from`.
+    pub loss: f64,
+    /// Where `loss` comes from: "blast", "tcp out-of-order", "tcp retransmitted".
+    pub loss_from: String,
+    /// The rate seen, bit/s (blast's delivery rate, or TCP's best interval).
+    pub rate_bps: f64,
+    /// The path's minimum RTT seen, milliseconds (0 when not known).
+    pub min_rtt_ms: f64,
+    /// When, seconds since the Unix epoch.
+    pub timestamp: u64,
+}
+
+impl LearnedPath {
+    /// Seconds since it was learned at `now` (0 if the clock went back).
+    pub fn age(&self, now: u64) -> u64 {
+        now.saturating_sub(self.timestamp)
+    }
+
+    /// Still young enough to start a copy ([`LEARNED_TTL`]); a reading from the future (clock change) is not.
+    pub fn fresh(&self, now: u64) -> bool {
+        self.timestamp <= now + 60 && self.age(now) < LEARNED_TTL.as_secs()
+    }
+
+    /// `self` recorded over `old`: the new reading wins; a rate or RTT it lacks (0) keeps the old one's.
+    pub fn merged_over(mut self, old: Option<&LearnedPath>) -> LearnedPath {
+        if let Some(o) = old {
+            if self.rate_bps <= 0.0 {
+                self.rate_bps = o.rate_bps;
+            }
+            if self.min_rtt_ms <= 0.0 {
+                self.min_rtt_ms = o.min_rtt_ms;
+            }
+        }
+        self
+    }
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct FileFormat {
     version: u32,
     paths: BTreeMap<String, PathProfile>,
+    /// Path memory (older files have none; older readers ignore it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    learned: BTreeMap<String, LearnedPath>,
 }
 
 /// The profile file in one directory.
@@ -136,12 +194,33 @@ impl ProfileStore {
         Ok(self.load()?.paths.into_values().collect())
     }
 
-    /// Stores (replaces) the profile for its `host_port`; other paths are kept. Written to a temporary file and
-    /// renamed, so a reader never sees half a file.
+    /// Stores (replaces) the profile for its `host_port`; other paths and the path memory are kept.
     pub fn put(&self, p: &PathProfile) -> Result<()> {
         let mut f = self.load()?;
-        f.version = 1;
         f.paths.insert(p.host_port.clone(), p.clone());
+        self.save(f)
+    }
+
+    /// What a default copy learned about `host_port`, fresh or not (see [`LearnedPath::fresh`]).
+    pub fn learned(&self, host_port: &str) -> Result<Option<LearnedPath>> {
+        Ok(self.load()?.learned.remove(host_port))
+    }
+
+    /// Records `l` in the path memory, merged over what was learned before ([`LearnedPath::merged_over`]);
+    /// the calibrated profiles are not touched. Two copies finishing at once: the later write wins.
+    pub fn learn(&self, l: &LearnedPath) -> Result<()> {
+        let mut f = self.load()?;
+        let merged = l.clone().merged_over(f.learned.get(&l.host_port));
+        f.learned.insert(l.host_port.clone(), merged);
+        self.save(f)
+    }
+
+    /// Writes the file: a temporary file created 0600 (it names the servers one copies from), then renamed over
+    /// the old one, so a reader never sees half a file.
+    fn save(&self, mut f: FileFormat) -> Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        f.version = 1;
         if let Some(dir) = self.file.parent() {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         }
@@ -152,7 +231,16 @@ impl ProfileStore {
             path: self.file.clone(),
             error,
         })? + "\n";
-        std::fs::write(&tmp, text).map_err(io_err(&tmp))?;
+        let _ = std::fs::remove_file(&tmp);
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io_err(&tmp))?;
+        w.write_all(text.as_bytes())
+            .and_then(|()| w.sync_all())
+            .map_err(io_err(&tmp))?;
         std::fs::rename(&tmp, &self.file).map_err(io_err(&self.file))
     }
 }
@@ -230,6 +318,71 @@ mod tests {
         // A corrupt file is an error, not silently replaced.
         std::fs::write(store.path(), "{not json").unwrap();
         assert!(store.get("a:2811").is_err());
+    }
+
+    fn learned(hp: &str, lossy: bool, at: u64) -> LearnedPath {
+        LearnedPath {
+            host_port: hp.into(),
+            lossy,
+            loss: if lossy { 0.01 } else { 0.0 },
+            loss_from: "blast".into(),
+            rate_bps: 4.3e8,
+            min_rtt_ms: 100.2,
+            timestamp: at,
+        }
+    }
+
+    #[test]
+    fn path_memory_merges_beside_the_calibration() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::in_dir(dir.path());
+        let cal = prof("a:2811", 9e8);
+        store.put(&cal).unwrap();
+        store.learn(&learned("a:2811", true, 1000)).unwrap();
+        // The calibrated fit is kept as it was; the memory sits beside it.
+        assert_eq!(store.get("a:2811").unwrap(), Some(cal.clone()));
+        assert!(store.learned("a:2811").unwrap().unwrap().lossy);
+        // A later reading replaces the earlier one; a rate or RTT it lacks keeps the earlier one's.
+        let clean = LearnedPath {
+            rate_bps: 0.0,
+            min_rtt_ms: 0.0,
+            ..learned("a:2811", false, 2000)
+        };
+        store.learn(&clean).unwrap();
+        let got = store.learned("a:2811").unwrap().unwrap();
+        assert!(!got.lossy);
+        assert_eq!(
+            (got.rate_bps, got.min_rtt_ms, got.timestamp),
+            (4.3e8, 100.2, 2000)
+        );
+        // Calibrating again keeps the memory.
+        store.put(&prof("a:2811", 5e8)).unwrap();
+        assert_eq!(store.learned("a:2811").unwrap(), Some(got));
+        assert_eq!(store.learned("b:2811").unwrap(), None);
+        // The file is private and replaced whole (no temporary left).
+        let mode = std::fs::metadata(store.path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // A file without a memory section (an older drsftp's) reads, and an older reader's format still parses.
+        std::fs::write(store.path(), r#"{"version":1,"paths":{}}"#).unwrap();
+        assert_eq!(store.learned("a:2811").unwrap(), None);
+    }
+
+    #[test]
+    fn learned_readings_expire() {
+        let l = learned("a:2811", true, 10_000);
+        assert!(l.fresh(10_000));
+        assert!(l.fresh(10_000 + LEARNED_TTL.as_secs() - 1));
+        assert!(!l.fresh(10_000 + LEARNED_TTL.as_secs()));
+        assert!(
+            !l.fresh(10_000 - 3600),
+            "from the future: the clock changed"
+        );
+        assert_eq!(l.age(10_090), 90);
     }
 
     #[test]

@@ -175,6 +175,7 @@ pub(crate) async fn run(
     };
     let switch_spec = spec.clone();
     let mut tcp_bytes = 0;
+    let mut judged = None;
     let moved = match udp {
         Some(b) => {
             let len = Some(range.end - range.start);
@@ -229,11 +230,13 @@ pub(crate) async fn run(
             let r = match decider {
                 None => fut.await,
                 Some((b, d)) => match upload_auto::watch(fut, d, &progress, len, gate).await {
-                    upload_auto::Watched::Done(r, why) => {
+                    upload_auto::Watched::Done(r, why, j) => {
+                        judged = j;
                         choice = Some(("tcp", why));
                         *r
                     }
-                    upload_auto::Watched::Switch(why) => {
+                    upload_auto::Watched::Switch(why, j) => {
+                        judged = j;
                         // ABOR the TCP upload; blast sends the whole file again (STOR replaces it).
                         transfer::abort(control).await;
                         tcp_bytes = progress.acked();
@@ -304,6 +307,8 @@ pub(crate) async fn run(
         chosen,
         reason,
         tcp_bytes,
+        judged,
+        learned_age: opts.auto_transport.as_ref().and_then(|a| a.memory_age()),
     });
     summary.notices.extend(notices);
     if opts.verify {

@@ -44,10 +44,16 @@ pub(super) fn decider(opts: &ClientOptions, control: &Control) -> TransportDecid
 
 /// How a watched TCP upload ended.
 pub(super) enum Watched {
-    /// It finished on TCP (or failed): the result, and the rule's last verdict for staying.
-    Done(Box<Result<Moved, ClientError>>, String),
-    /// The rule moves the upload to blast, why; the TCP transfer was dropped (not yet aborted).
-    Switch(String),
+    /// It finished on TCP (or failed): the result, the rule's last verdict for staying and what it read of
+    /// the path.
+    Done(
+        Box<Result<Moved, ClientError>>,
+        String,
+        Option<drsftp_tune::Judged>,
+    ),
+    /// The rule moves the upload to blast, why, and what it read of the path; the TCP transfer was dropped
+    /// (not yet aborted).
+    Switch(String, Option<drsftp_tune::Judged>),
 }
 
 /// Runs the TCP upload `fut` of `total` bytes, feeding `d` the sending streams' readings every [`SAMPLE`]. A
@@ -73,7 +79,7 @@ where
                 let why = stayed.unwrap_or_else(|| {
                     "the transfer ended on TCP before the rule had seen enough of the path".into()
                 });
-                return Watched::Done(Box::new(r), why);
+                return Watched::Done(Box::new(r), why, d.judged());
             }
             _ = tick.tick() => {
                 let now = Instant::now();
@@ -82,9 +88,12 @@ where
                 let left = total.saturating_sub(r.delivered);
                 match d.poll_decision_resending(now, left, total - left) {
                     Some(Decision::SwitchToBlast(why)) => {
-                        return Watched::Switch(format!(
-                            "{why}; the whole file goes over blast (an aborted TCP upload is not resumed)"
-                        ))
+                        return Watched::Switch(
+                            format!(
+                                "{why}; the whole file goes over blast (an aborted TCP upload is not resumed)"
+                            ),
+                            d.judged(),
+                        )
                     }
                     Some(Decision::StayTcp(why)) => {
                         if let Some(g) = gate.as_ref().filter(|g| g.is_closed()) {

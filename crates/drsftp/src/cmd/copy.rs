@@ -27,6 +27,7 @@ use crate::url::{parse_endpoint, Endpoint, FtpUrl};
 
 mod job;
 mod json;
+mod memory;
 mod third_party;
 
 #[derive(clap::Args, Debug)]
@@ -140,6 +141,11 @@ pub struct Args {
     /// left next to the destination; discard them and start afresh (docs/resume.md).
     #[arg(long)]
     no_resume: bool,
+    /// `--transport auto`: neither read nor record the path memory (what an earlier default copy to the same
+    /// host:port learned about the path's random loss, kept beside the path profiles in paths.json for 6 hours;
+    /// docs/auto-transport.md). Also DRSFTP_NO_PATH_MEMORY=1.
+    #[arg(long, env = "DRSFTP_NO_PATH_MEMORY", value_parser = clap::builder::BoolishValueParser::new())]
+    no_path_memory: bool,
     /// MODE E: never stripe. By default a transfer with a server whose SPAS names several data movers (a
     /// striped endpoint: a Globus frontend with data nodes, a drsftp frontend with movers) moves its data over
     /// all of them, and a third-party copy between two striped endpoints goes mover to mover (docs/striping.md).
@@ -318,13 +324,18 @@ fn blast_start(url: &FtpUrl, opts: &mut ClientOptions) {
     }
 }
 
-/// `--transport auto`: what the path profile of `url`'s server knows (loss, rate), or nothing.
-fn auto_transport(url: &FtpUrl) -> AutoTransport {
+/// `--transport auto`: what the path profile of `url`'s server knows (loss, rate), and with `memory` what an
+/// earlier default copy learned about the path (which, fresh and newer, comes before the profile's loss).
+fn auto_transport(url: &FtpUrl, memory: bool) -> AutoTransport {
     let profile = path_profile(url);
+    let learned = memory
+        .then(|| memory::load(url, profile.as_ref()))
+        .flatten();
     AutoTransport {
         profile_loss: profile.as_ref().and_then(|p| p.loss),
         link_bps: profile.map(|p| p.rate_bps).filter(|r| *r > 0.0),
         carried: None,
+        learned,
     }
 }
 
@@ -367,6 +378,13 @@ pub fn run(args: Args) -> Result<()> {
     });
     match result {
         Ok(s) => {
+            if args.transport == "auto" && !args.no_path_memory {
+                match &plan {
+                    Plan::Download { remote, .. } => memory::record(remote, &s, false),
+                    Plan::Upload { remote, .. } => memory::record(remote, &s, true),
+                    Plan::ThirdParty { .. } => {}
+                }
+            }
             report(&plan, &args, &opts, &s, auto.as_ref(), &timing);
             Ok(())
         }
@@ -414,7 +432,7 @@ async fn copy(
     let (p, udp) = (args.parallel, args.transport == "udp");
     if args.transport == "auto" {
         // One download or upload: the client may choose blast (-r jobs and third-party copies stay on TCP).
-        opts.auto_transport = Some(auto_transport(url));
+        opts.auto_transport = Some(auto_transport(url, !args.no_path_memory));
         opts.blast = Some(blast_opts(args));
     }
     blast_start(url, &mut opts);
@@ -628,7 +646,10 @@ fn report(
                 eprintln!("  {}", a.start.reason);
             }
             if let Some(c) = &s.transport_choice {
-                eprintln!("  transport {}: {}", c.chosen, c.reason);
+                let memory = c.learned_age.map_or(String::new(), |a| {
+                    format!(" [started from path memory learned {a} s ago]")
+                });
+                eprintln!("  transport {}: {}{memory}", c.chosen, c.reason);
             }
         }
     }

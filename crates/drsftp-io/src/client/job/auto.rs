@@ -82,6 +82,8 @@ mod tests {
             chosen,
             reason: reason.into(),
             tcp_bytes: 0,
+            judged: None,
+            learned_age: None,
         }
     }
 

@@ -185,7 +185,7 @@ fn auto_transport(
     };
     if args.transport == "auto" {
         if let Ok(url) = crate::url::parse_url(&format!("ftp://{}/", server.authority)) {
-            opts.transfer.auto_transport = Some(super::auto_transport(&url));
+            opts.transfer.auto_transport = Some(super::auto_transport(&url, !args.no_path_memory));
             opts.transfer.blast = Some(super::blast_opts(args));
         }
     }
@@ -372,7 +372,8 @@ fn record_json(r: &FileRecord, ends: &Ends) -> serde_json::Value {
         "wire_mode": s.map(|s| s.mode.letter().to_string()),
         "transport": s.map(|s| s.transport),
         "transport_choice": s.and_then(|s| s.transport_choice.as_ref()).map(|c| json!({
-            "chosen": c.chosen, "reason": c.reason, "tcp_bytes": c.tcp_bytes})),
+            "chosen": c.chosen, "reason": c.reason, "tcp_bytes": c.tcp_bytes,
+            "learned_age_seconds": c.learned_age})),
         "verified": s.is_some_and(|s| s.verified),
         "checksum": s.and_then(|s| s.checksum.as_ref()).map(|(a, h)| format!("{}:{h}", a.to_ascii_lowercase())),
         "notices": s.map(|s| s.notices.clone()).unwrap_or_default().into_iter().chain(r.notes.clone()).collect::<Vec<_>>(),

@@ -50,6 +50,8 @@ pub(super) fn summary(
             "chosen": c.chosen,
             "reason": c.reason,
             "tcp_bytes": c.tcp_bytes,
+            // The start came from path memory (an earlier default copy's reading) this many seconds old.
+            "learned_age_seconds": c.learned_age,
         })),
         "setup_seconds": s.setup_seconds,
         // Where the time went, in order (seconds; null when it does not apply). `transfer` is the command to
