@@ -8,6 +8,7 @@ pub mod blast;
 pub mod client;
 pub mod data;
 pub mod drs;
+mod private_file;
 pub mod server;
 mod task;
 pub mod tls;

@@ -218,30 +218,16 @@ impl ProfileStore {
     /// Writes the file: a temporary file created 0600 (it names the servers one copies from), then renamed over
     /// the old one, so a reader never sees half a file.
     fn save(&self, mut f: FileFormat) -> Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         f.version = 1;
         if let Some(dir) = self.file.parent() {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         }
-        let tmp = self
-            .file
-            .with_extension(format!("json.{}.tmp", std::process::id()));
         let text = serde_json::to_string_pretty(&f).map_err(|error| ProfileError::Json {
             path: self.file.clone(),
             error,
         })? + "\n";
-        let _ = std::fs::remove_file(&tmp);
-        let mut w = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io_err(&tmp))?;
-        w.write_all(text.as_bytes())
-            .and_then(|()| w.sync_all())
-            .map_err(io_err(&tmp))?;
-        std::fs::rename(&tmp, &self.file).map_err(io_err(&self.file))
+        crate::private_file::replace(&self.file, text.as_bytes(), |_| Ok(()))
+            .map_err(|(at, e)| io_err(&at)(e))
     }
 }
 

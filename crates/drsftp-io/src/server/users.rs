@@ -16,8 +16,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -132,38 +131,27 @@ impl UsersFile {
 
     /// Writes the file atomically (temporary file in the same directory, then rename) with mode 0600.
     pub fn save(&self, path: &Path) -> Result<(), UsersError> {
-        let shown = path.display().to_string();
-        let io = |source| UsersError::Io {
-            path: shown.clone(),
-            source,
-        };
         let text = toml::to_string_pretty(self).map_err(|e| UsersError::Format {
-            path: shown.clone(),
+            path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = std::path::PathBuf::from(tmp);
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io)?;
-        f.write_all(text.as_bytes()).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        // create_new honours the umask, which can only remove bits; 0600 is then exact.
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
         // An existing file keeps its owner: root editing the service account's users file (the packaged
         // /etc/drsftp/users.toml, in a directory only root may write) must leave it readable by the service.
-        if let Ok(old) = std::fs::metadata(path) {
-            let new = f.metadata().map_err(io)?;
-            if (old.uid(), old.gid()) != (new.uid(), new.gid()) {
-                std::os::unix::fs::fchown(&f, Some(old.uid()), Some(old.gid())).map_err(io)?;
+        let old = std::fs::metadata(path).ok();
+        crate::private_file::replace(path, text.as_bytes(), |f| match &old {
+            Some(old) => {
+                let new = f.metadata()?;
+                if (old.uid(), old.gid()) != (new.uid(), new.gid()) {
+                    std::os::unix::fs::fchown(f, Some(old.uid()), Some(old.gid()))?;
+                }
+                Ok(())
             }
-        }
-        std::fs::rename(&tmp, path).map_err(io)
+            None => Ok(()),
+        })
+        .map_err(|(at, source)| UsersError::Io {
+            path: at.display().to_string(),
+            source,
+        })
     }
 
     /// Adds `name` or replaces its entry.
