@@ -7,11 +7,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use drsftp_io::client::{Client, ClientOptions, UploadFile};
 use drsftp_io::data::Progress;
-use drsftp_testkit::data::{chmod, random_file, sha256_file};
+use drsftp_testkit::data::{chmod, mtime, random_file, set_mtime, sha256_file};
 use drsftp_testkit::globus;
 use drsftp_testkit::server::TestServer;
 
@@ -31,13 +31,7 @@ fn make_files(src: &Path, remote_dir: &str) -> Vec<UploadFile> {
             let p = src.join(&name);
             random_file(&p, SIZES[i % SIZES.len()], i as u64);
             chmod(&p, 0o644);
-            let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000 + i as u64 * 60);
-            std::fs::File::options()
-                .write(true)
-                .open(&p)
-                .unwrap()
-                .set_modified(when)
-                .unwrap();
+            set_mtime(&p, 1_600_000_000 + i as u64 * 60);
             let remote = if i == REFUSED {
                 format!("{remote_dir}/blocker/{name}")
             } else {
@@ -50,16 +44,6 @@ fn make_files(src: &Path, remote_dir: &str) -> Vec<UploadFile> {
             }
         })
         .collect()
-}
-
-fn mtime(p: &Path) -> u64 {
-    std::fs::metadata(p)
-        .unwrap()
-        .modified()
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
 }
 
 /// File `i` arrived whole at `on_server` (the server's file), verified, with its time.

@@ -108,6 +108,25 @@ pub fn chmod(p: &Path, mode: u32) {
         .unwrap_or_else(|e| panic!("chmod {}: {e}", p.display()));
 }
 
+/// Sets `p`'s modification time to `secs` after the Unix epoch.
+pub fn set_mtime(p: &Path, secs: u64) {
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .and_then(|f| f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)))
+        .unwrap_or_else(|e| panic!("set mtime of {}: {e}", p.display()));
+}
+
+/// `p`'s modification time, whole seconds since the Unix epoch.
+pub fn mtime(p: &Path) -> u64 {
+    std::fs::metadata(p)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|e| panic!("mtime of {}: {e}", p.display()))
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a modification time after 1970")
+        .as_secs()
+}
+
 /// A temporary directory under /tmp that every user may read and write (Globus serves anonymous users as
 /// `nobody`), its name starting with `prefix`; removed on drop.
 pub fn open_tempdir(prefix: &str) -> tempfile::TempDir {

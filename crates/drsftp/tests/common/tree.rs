@@ -3,30 +3,11 @@
 
 use serde_json::Value;
 use std::path::Path;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
+
+pub use drsftp_testkit::data::{mtime, set_mtime};
 
 use super::{random_file, sha256_file};
-
-/// Sets `p`'s modification time to `secs` after the Unix epoch.
-pub fn set_mtime(p: &Path, secs: u64) {
-    std::fs::File::options()
-        .write(true)
-        .open(p)
-        .unwrap()
-        .set_modified(UNIX_EPOCH + Duration::from_secs(secs))
-        .unwrap();
-}
-
-/// `p`'s modification time, whole seconds since the Unix epoch.
-pub fn mtime(p: &Path) -> u64 {
-    std::fs::metadata(p)
-        .unwrap()
-        .modified()
-        .unwrap()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
 
 /// `n` small files (0 to 96 KiB) with a space in their names under `dir`, and (with `unicode`) three more in a
 /// subdirectory with a space and unicode names; modification times in 2020. Returns the relative names.
