@@ -22,6 +22,8 @@ mod transfer;
 mod types;
 mod verbs;
 
+#[cfg(any(test, feature = "drive"))]
+pub mod drive;
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]
