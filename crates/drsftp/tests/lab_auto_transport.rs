@@ -3,7 +3,8 @@
 //! path it stays on TCP, also with two default copies sharing the link (queue-building loss is congestion); a
 //! server without BLAST, and one whose blast datagrams are dropped (UDP blackholed by policy routing), give a
 //! clean TCP copy. Path memory: after a default copy the next one to the same server starts from what it learned
-//! (on blast on the lossy path, on TCP on the clean one). Every destination is checked against the source's
+//! (on blast on the lossy path, on TCP on the clean one, on TCP without trying blast where it was blocked), and a
+//! `-r` job records it too. Every destination is checked against the source's
 //! SHA-256. Needs root and /dev/net/tun;
 //! otherwise prints `SKIPPED <test>: <reason>` and returns.
 
@@ -136,6 +137,23 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
     );
     assert_eq!(sha256_file(&dst), big);
 
+    // A `-r` job records path memory too, from its largest file that taught something (here the one that
+    // switched), in its own fresh profile directory.
+    let cfg_job = dir.path().join("config-job");
+    std::fs::create_dir(&cfg_job).unwrap();
+    let j = copied(
+        lab_copy(&lab, &cfg_job, &["-r"], &srv.url("/"), &out.join("tree")),
+        "lossy -r job",
+        &logs,
+    );
+    assert_eq!(j["failed"], 0, "{j}");
+    assert_eq!(sha256_file(&out.join("tree/big.bin")), big);
+    let job_mem = ProfileStore::in_dir(&cfg_job.join("drsftp"))
+        .learned(&key)
+        .unwrap()
+        .unwrap_or_else(|| panic!("the job recorded no path memory: {j}"));
+    assert!(job_mem.lossy && job_mem.loss_from == "blast", "{job_mem:?}");
+
     // A server without BLAST: TCP, and the reason says so.
     let dst = out.join("plain.bin");
     let j = copied(
@@ -150,7 +168,7 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
     // falls back to TCP within about a second. (Without path memory, which is newer than this profile.)
     store
         .put(&PathProfile {
-            host_port: key,
+            host_port: key.clone(),
             rtt_ms: 50.0,
             rate_bps: 100e6,
             c1: None,
@@ -211,6 +229,28 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
         &logs,
     );
     assert_choice(&j, "tcp", "UDP looks blocked");
+    assert_eq!(j["transport"], "tcp", "{j}");
+    assert_eq!(sha256_file(&dst), small);
+
+    // With path memory: the lossy reading starts the copy on blast, it falls back, and the block is what is
+    // remembered; the next copy stays on TCP without trying blast, and says why.
+    let dst = out.join("blocked-mem.bin");
+    let j = copied(
+        lab_copy(&lab, &cfg, &[], &srv.url("/small.bin"), &dst),
+        "blocked copy with memory",
+        &logs,
+    );
+    assert_choice(&j, "tcp", "UDP looks blocked");
+    assert_eq!(sha256_file(&dst), small);
+    let mem = store.learned(&key).unwrap().expect("a learned reading");
+    assert!(mem.blast_blocked && !mem.lossy, "{mem:?}");
+    let dst = out.join("blocked-again.bin");
+    let j = copied(
+        lab_copy(&lab, &cfg, &[], &srv.url("/small.bin"), &dst),
+        "copy after a remembered block",
+        &logs,
+    );
+    assert_choice(&j, "tcp", "found UDP blast blocked");
     assert_eq!(j["transport"], "tcp", "{j}");
     assert_eq!(sha256_file(&dst), small);
 

@@ -138,7 +138,12 @@ impl AutoTransport {
             Some(CarriedVerdict::Tcp(why)) => StartChoice::Tcp(why.clone()),
             _ if self.learned.is_some() => {
                 let l = self.learned.as_ref().expect("checked");
-                if l.lossy && peer_blast {
+                if l.blast_blocked && peer_blast {
+                    StartChoice::Tcp(format!(
+                        "path memory: a copy {} ago found UDP blast blocked",
+                        age_words(l.age(profile::now_unix()))
+                    ))
+                } else if l.lossy && peer_blast {
                     StartChoice::Blast(format!(
                         "path memory: a copy {} ago saw {:.2} % random loss ({})",
                         age_words(l.age(profile::now_unix())),

@@ -86,6 +86,11 @@ impl PathProfile {
 /// either way: without memory a copy starts on TCP, watched, and learns the path again.
 pub const LEARNED_TTL: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
 
+/// How long "UDP blast was blocked" is remembered: shorter than [`LEARNED_TTL`], because a copy that trusts it
+/// never tries blast and so cannot see the block lifted (a transient outage must not pin a lossy path to TCP for
+/// hours), while an hour still spares the copies of a working session the ~1 s wait for a datagram each.
+pub const BLOCKED_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// What a `--transport auto` copy learned about one path (path memory; not a calibration).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LearnedPath {
@@ -106,6 +111,10 @@ pub struct LearnedPath {
     pub min_rtt_ms: f64,
     /// When, seconds since the Unix epoch.
     pub timestamp: u64,
+    /// UDP blast was tried and no datagram got through: the next default copies stay on TCP without trying
+    /// (for [`BLOCKED_TTL`]). Older files have no such field (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blast_blocked: bool,
 }
 
 impl LearnedPath {
@@ -114,9 +123,15 @@ impl LearnedPath {
         now.saturating_sub(self.timestamp)
     }
 
-    /// Still young enough to start a copy ([`LEARNED_TTL`]); a reading from the future (clock change) is not.
+    /// Still young enough to start a copy ([`LEARNED_TTL`], [`BLOCKED_TTL`] for a block); a reading from the
+    /// future (clock change) is not.
     pub fn fresh(&self, now: u64) -> bool {
-        self.timestamp <= now + 60 && self.age(now) < LEARNED_TTL.as_secs()
+        let ttl = if self.blast_blocked {
+            BLOCKED_TTL
+        } else {
+            LEARNED_TTL
+        };
+        self.timestamp <= now + 60 && self.age(now) < ttl.as_secs()
     }
 
     /// `self` recorded over `old`: the new reading wins; a rate or RTT it lacks (0) keeps the old one's.
@@ -315,6 +330,7 @@ mod tests {
             rate_bps: 4.3e8,
             min_rtt_ms: 100.2,
             timestamp: at,
+            blast_blocked: false,
         }
     }
 
@@ -369,6 +385,29 @@ mod tests {
             "from the future: the clock changed"
         );
         assert_eq!(l.age(10_090), 90);
+        // A block is trusted for less time: a copy that believes it never tries blast to see it lifted.
+        let b = LearnedPath {
+            blast_blocked: true,
+            ..l
+        };
+        assert!(b.fresh(10_000 + BLOCKED_TTL.as_secs() - 1));
+        assert!(!b.fresh(10_000 + BLOCKED_TTL.as_secs()));
+        assert!(BLOCKED_TTL < LEARNED_TTL);
+    }
+
+    #[test]
+    fn a_block_is_written_only_when_true_and_read_from_older_files_as_false() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ProfileStore::in_dir(dir.path());
+        store.learn(&learned("a:2811", true, 1000)).unwrap();
+        let text = std::fs::read_to_string(store.path()).unwrap();
+        assert!(!text.contains("blast_blocked"), "{text}");
+        let blocked = LearnedPath {
+            blast_blocked: true,
+            ..learned("a:2811", false, 2000)
+        };
+        store.learn(&blocked).unwrap();
+        assert_eq!(store.learned("a:2811").unwrap(), Some(blocked));
     }
 
     #[test]

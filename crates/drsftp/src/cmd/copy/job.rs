@@ -264,6 +264,14 @@ pub(super) fn run(args: Args) -> Result<()> {
             return Err(e);
         }
     };
+    if args.transport == "auto" && !args.no_path_memory {
+        let summaries = report.records.iter().filter_map(|r| r.summary.as_ref());
+        match &ends {
+            (Some(s), None) => super::memory::record_job(&s.authority, summaries, false),
+            (None, Some(s)) => super::memory::record_job(&s.authority, summaries, true),
+            _ => {}
+        }
+    }
     let failed = report.count(|s| *s == FileStatus::Failed);
     let n = report.records.len();
     if args.json {

@@ -1,7 +1,8 @@
 //! Path memory for `--transport auto` (docs/auto-transport.md): after a default copy, what it learned about the
 //! path's random loss goes into the path-profile store (`profile::LearnedPath`, beside any calibration), and the
 //! next default copy to the same `host:port` starts from it: on blast if the path was lossy, on TCP (watched) if
-//! clean. Off with `--no-path-memory` or `DRSFTP_NO_PATH_MEMORY=1`.
+//! clean, and on TCP without trying blast if blast was found blocked (for an hour). A `-r`/`--files-from` job
+//! records what its most telling file learned. Off with `--no-path-memory` or `DRSFTP_NO_PATH_MEMORY=1`.
 
 use drsftp_io::blast::BlastReport;
 use drsftp_io::client::profile::{now_unix, LearnedPath, PathProfile, ProfileStore};
@@ -30,7 +31,35 @@ pub(super) fn load(url: &FtpUrl, profile: Option<&PathProfile>) -> Option<Learne
 /// Records what the copy `s` learned about `url`'s path, if anything; failures are logged, not fatal (the copy
 /// itself succeeded).
 pub(super) fn record(url: &FtpUrl, s: &TransferSummary, upload: bool) {
-    let Some(l) = learned(&url.authority(), s, upload, now_unix()) else {
+    record_reading(learned(&url.authority(), s, upload, now_unix()));
+}
+
+/// Records what a job's transfers to or from one server (`host_port`) learned: of the files that taught
+/// something, the largest one's reading (the longest look at the path; blast's loss over more datagrams).
+pub(super) fn record_job<'a>(
+    host_port: &str,
+    summaries: impl IntoIterator<Item = &'a TransferSummary>,
+    upload: bool,
+) {
+    record_reading(job_reading(host_port, summaries, upload, now_unix()));
+}
+
+/// [`record_job`]'s choice of reading, at `now`.
+fn job_reading<'a>(
+    host_port: &str,
+    summaries: impl IntoIterator<Item = &'a TransferSummary>,
+    upload: bool,
+    now: u64,
+) -> Option<LearnedPath> {
+    summaries
+        .into_iter()
+        .filter_map(|s| Some((s.bytes, learned(host_port, s, upload, now)?)))
+        .max_by_key(|(bytes, _)| *bytes)
+        .map(|(_, l)| l)
+}
+
+fn record_reading(l: Option<LearnedPath>) {
+    let Some(l) = l else {
         return;
     };
     if let Some(store) = ProfileStore::open(None) {
@@ -41,8 +70,8 @@ pub(super) fn record(url: &FtpUrl, s: &TransferSummary, upload: bool) {
 }
 
 /// The reading a finished auto copy gives: blast's measured loss when blast moved data, else the TCP rule's
-/// verdict (a clean path, or random loss) when it judged; nothing when blast fell back (blocked) or the rule
-/// said nothing of the path (a standing queue, a transfer too short to judge).
+/// verdict (a clean path, or random loss) when it judged; "blast blocked" when blast was tried and fell back;
+/// nothing when the rule said nothing of the path (a standing queue, a transfer too short to judge).
 pub(super) fn learned(
     host_port: &str,
     s: &TransferSummary,
@@ -50,10 +79,20 @@ pub(super) fn learned(
     now: u64,
 ) -> Option<LearnedPath> {
     let c = s.transport_choice.as_ref()?;
-    if c.reason.ends_with(FELL_BACK) {
-        return None;
-    }
     let min_rtt_ms = c.judged.map_or(0.0, |j| j.min_rtt.as_secs_f64() * 1e3);
+    if c.reason.ends_with(FELL_BACK) {
+        // Nothing is known of the loss (blast never ran); the rate and RTT merge from what was known.
+        return Some(LearnedPath {
+            host_port: host_port.to_string(),
+            lossy: false,
+            loss: 0.0,
+            loss_from: "blast blocked".into(),
+            rate_bps: 0.0,
+            min_rtt_ms,
+            timestamp: now,
+            blast_blocked: true,
+        });
+    }
     let reading = match (s.transport, s.blast.as_ref()) {
         ("udp", Some(b)) => {
             let (loss, rate) = blast_loss(b, upload)?;
@@ -76,6 +115,7 @@ pub(super) fn learned(
                 rate_bps: j.rate_bps,
                 min_rtt_ms,
                 timestamp: now,
+                blast_blocked: false,
             });
         }
     };
@@ -88,6 +128,7 @@ pub(super) fn learned(
         rate_bps: rate,
         min_rtt_ms,
         timestamp: now,
+        blast_blocked: false,
     })
 }
 
@@ -206,6 +247,34 @@ mod tests {
     }
 
     #[test]
+    fn a_job_records_its_largest_telling_file() {
+        let small_blast = {
+            let mut s = summary(
+                "udp",
+                Some(report(40_000, 39_600)),
+                choice("tcp+udp", "random loss", None),
+            );
+            s.bytes = 20 << 20;
+            s
+        };
+        let big_blast = summary(
+            "udp",
+            Some(report(800_000, 796_000)),
+            choice("udp", "an earlier file", None),
+        );
+        // The largest file taught nothing (too short to judge, no choice at all): it is passed over.
+        let mut silent = summary("tcp", None, choice("tcp", "standing queue", None));
+        silent.bytes = 4 << 30;
+        let l = job_reading("h:2811", [&small_blast, &silent, &big_blast], false, 9).unwrap();
+        assert!(
+            (l.loss - 0.005).abs() < 1e-9,
+            "the 1 GiB file's reading: {l:?}"
+        );
+        assert_eq!(job_reading("h:2811", [&silent], false, 9), None);
+        assert_eq!(job_reading("h:2811", [], false, 9), None);
+    }
+
+    #[test]
     fn tcp_verdicts_and_fallbacks() {
         let clean = drsftp_tune::Judged {
             random_loss: false,
@@ -220,13 +289,15 @@ mod tests {
         // No verdict on the path (a queue, too short): nothing learned.
         let s = summary("tcp", None, choice("tcp", "standing queue", None));
         assert_eq!(learned("h:2811", &s, false, 5), None);
-        // Blast blocked: nothing learned about loss.
+        // Blast blocked: that is what is learned, and nothing about loss.
         let s = summary(
             "tcp",
             None,
             choice("tcp", &format!("..., {FELL_BACK}"), Some(clean)),
         );
-        assert_eq!(learned("h:2811", &s, false, 5), None);
+        let l = learned("h:2811", &s, false, 5).unwrap();
+        assert!(l.blast_blocked && !l.lossy, "{l:?}");
+        assert_eq!((l.loss_from.as_str(), l.rate_bps), ("blast blocked", 0.0));
         // Not under auto: nothing.
         let mut s = summary("tcp", None, choice("tcp", "x", Some(clean)));
         s.transport_choice = None;
