@@ -67,6 +67,25 @@ pub struct DrsConfig {
     /// as BBR's min-RTT filter); docs/drs.md has the measurements.
     pub bdp_min_rtt: bool,
     pub min_rtt_window: Duration,
+    /// When the minimum RTT expires (`min_rtt_window`) while the RTT read shows a standing queue (`queue_ratio` x
+    /// the minimum or more), keep the old minimum for up to this much longer instead of re-reading it behind the
+    /// queue. A window-limited stream sized at `steady_gain` x rate x min RTT holds a queue of its own (RTT about
+    /// `steady_gain` x the minimum), so re-reading there took that queue as path: the BDP grew by the ratio, the
+    /// window with it, the queue again, every 10 s (a lone 500 Mbit/s copy's peak window 19-26 MB, 3-4x the BDP,
+    /// 28-30 MB with `queue_share`; docs/drs.md). The minimum is re-read at once when a reading comes back within
+    /// `queue_ratio` of it (the queue drained); with the reading of the moment when the window has halved since the
+    /// hold began while the RTT stayed up (the queue is then not the stream's own: a longer path, or a competitor's
+    /// queue, and the old minimum would only shrink the window further; the halving counts from the largest
+    /// window since the minimum was set, so a change before the expiry is taken at it); else with the lowest reading of the hold
+    /// when it ends, a safety net that lets a long transfer ratchet one step per window + hold instead of per
+    /// window. Zero, or `queue_share` 0: re-read on expiry whatever the reading (the old behaviour).
+    pub min_rtt_hold: Duration,
+    /// Only a reading below this multiple of the minimum is held as a queue of DRS's own making: window-limited
+    /// DRS streams, one or many transfers, settle at RTT = `steady_gain` x min / (1 - `queue_share` / window),
+    /// about 1.5-1.6x. A reading above it (a longer path, or a loss-based competitor filling the queue) is
+    /// re-read on expiry as before: holding there too left a path whose RTT rose 1.7-2.4x receive-window-limited
+    /// in up to a third of its rounds in the fluid profile (drs_fluid), where re-reading costs 4-9 %.
+    pub min_rtt_hold_ratio: f64,
     /// Buffer = `gain` x BDP estimate while the sender ramps up (seeds: 2, for a sender doubling its window each
     /// RTT in slow start).
     pub gain: f64,
@@ -141,6 +160,8 @@ impl Default for DrsConfig {
             raw_tcp_rtt: true,
             bdp_min_rtt: true,
             min_rtt_window: Duration::from_secs(10),
+            min_rtt_hold: Duration::from_secs(60),
+            min_rtt_hold_ratio: 1.75,
             parallel_from: 8,
             parallel_shrink_after: 4,
             parallel_shrink_factor: 0.75,
@@ -160,6 +181,11 @@ pub struct DrsReceiver {
     buf: u64,
     srtt: Option<Duration>,
     min_rtt: Option<(Duration, Instant)>,
+    /// An expired minimum kept behind a standing queue (see [`DrsConfig::min_rtt_hold`]).
+    hold: Option<MinRttHold>,
+    /// The largest buffer since the minimum RTT was last set: a window that halved from it before the minimum
+    /// expired ends a hold at once.
+    buf_peak: u64,
     source: RttSource,
     last_rtt_at: Option<Instant>,
     interval_start: Instant,
@@ -185,6 +211,8 @@ impl DrsReceiver {
             buf,
             srtt: None,
             min_rtt: None,
+            hold: None,
+            buf_peak: buf,
             source: RttSource::Assumed,
             last_rtt_at: None,
             interval_start: now,
@@ -361,12 +389,55 @@ impl DrsReceiver {
         });
         self.source = source;
         self.last_rtt_at = Some(now);
-        let expired = self
-            .min_rtt
-            .is_some_and(|(_, at)| now.saturating_duration_since(at) > self.cfg.min_rtt_window);
-        if expired || self.min_rtt.is_none_or(|(m, _)| rtt <= m) {
-            self.min_rtt = Some((rtt, now));
+        self.min_rtt_sample(now, rtt);
+    }
+
+    /// Keeps the windowed minimum RTT, holding an expired one behind a standing queue ([`DrsConfig::min_rtt_hold`]).
+    fn min_rtt_sample(&mut self, now: Instant, rtt: Duration) {
+        let buf = self.buf;
+        self.buf_peak = self.buf_peak.max(buf);
+        let Some((m, at)) = self.min_rtt else {
+            self.set_min_rtt(now, rtt);
+            return;
+        };
+        let queued = rtt.as_secs_f64() >= m.as_secs_f64() * self.cfg.queue_ratio;
+        if rtt <= m || (self.hold.is_some() && !queued) {
+            // A new minimum, or the queue drained during a hold: this reading is the path's.
+            self.set_min_rtt(now, rtt);
+            return;
         }
+        if now.saturating_duration_since(at) <= self.cfg.min_rtt_window {
+            return;
+        }
+        let own = rtt.as_secs_f64() <= m.as_secs_f64() * self.cfg.min_rtt_hold_ratio;
+        // Only with the queue share: it keeps a window held under a path that grew by less than the hold ratio
+        // from sliding toward the floor until the halving releases it (without it the fluid profile's 119 -> 200 ms
+        // step left the window short in 0.31 of all rounds, against 0.09 re-reading on expiry).
+        let hold = !self.cfg.min_rtt_hold.is_zero() && self.cfg.queue_share > 0;
+        if !queued || !own || !hold {
+            self.set_min_rtt(now, rtt);
+            return;
+        }
+        let peak = self.buf_peak;
+        let hold = self.hold.get_or_insert(MinRttHold {
+            since: now,
+            lowest: rtt,
+        });
+        hold.lowest = hold.lowest.min(rtt);
+        let (since, lowest) = (hold.since, hold.lowest);
+        if buf <= peak / 2 {
+            // The window fell under the held minimum and the RTT did not: the path (or a queue not ours) is what
+            // is read now. The lowest reading of the hold may predate the change.
+            self.set_min_rtt(now, rtt);
+        } else if now.saturating_duration_since(since) >= self.cfg.min_rtt_hold {
+            self.set_min_rtt(now, lowest);
+        }
+    }
+
+    fn set_min_rtt(&mut self, now: Instant, rtt: Duration) {
+        self.min_rtt = Some((rtt, now));
+        self.hold = None;
+        self.buf_peak = self.buf;
     }
 
     fn close_interval(&mut self, now: Instant) {
@@ -483,6 +554,13 @@ impl DrsReceiver {
                 .push_back(DrsAction::SendSbufProbe { id, size: self.buf });
         }
     }
+}
+
+/// An expired minimum RTT kept while a standing queue lasts: when the hold began and the lowest reading since.
+#[derive(Debug, Clone, Copy)]
+struct MinRttHold {
+    since: Instant,
+    lowest: Duration,
 }
 
 /// Seed 002's bounds on the sender's window from `bytes` seen by the receiver over `period`, given the RTT and the
