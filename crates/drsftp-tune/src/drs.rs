@@ -128,10 +128,11 @@ pub struct DrsConfig {
     /// Two default copies over one clean 500 Mbit/s, 100 ms cubic link kept their slow-start race's 1 : 2 for
     /// 25 s that way, where two iperf3 senders split evenly within 2 s. A constant term is the same for every
     /// stream, so the fixed point W (1 - `steady_gain` x min RTT / RTT) = `queue_share` is the same window, and
-    /// rate, for each (the per-flow queue of TCP Vegas). 0 (the default) turns it off: measured at 128 KiB it
-    /// lifted the lower copy from 0.61-0.75 to 0.77-0.85 of half, but raised a lone copy's peak window 1.15-1.45x
-    /// and gives up "more bytes never give a smaller buffer" (a full window behind a queue may shrink where a
-    /// window that is not full is kept), so it is left to be switched on deliberately (docs/drs.md).
+    /// rate, for each (the per-flow queue of TCP Vegas). Measured at 128 KiB it lifted the lower copy from
+    /// 0.61-0.75 to 0.77-0.85 of half. Its cost alone was a peak window 1.15-1.45x higher, from the min-RTT
+    /// re-read behind the queue it holds, which `min_rtt_hold` now stops; it still gives up "more bytes never give
+    /// a smaller buffer" by one shrink step (a full window behind a queue follows its target down at once where a
+    /// window that is not full is kept; tests/props.rs). 0 turns it off (docs/drs.md).
     pub queue_share: u64,
     /// A stream is window-limited when the bytes it delivers per (current) RTT reach this fraction of its buffer.
     pub limited_fraction: f64,
@@ -166,8 +167,7 @@ impl Default for DrsConfig {
             parallel_shrink_after: 4,
             parallel_shrink_factor: 0.75,
             share_gain: 2.0,
-            // Off by default: see `queue_share` above; 128 KiB is the measured setting.
-            queue_share: 0,
+            queue_share: 128 * 1024,
             limited_fraction: 0.8,
             queue_ratio: 1.25,
         }
