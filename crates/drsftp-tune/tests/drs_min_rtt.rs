@@ -129,7 +129,7 @@ fn a_longer_path_is_taken_once_the_window_falls_under_it() {
 
 #[test]
 fn a_much_longer_path_is_taken_on_expiry_as_before() {
-    // 2x: more than a DRS queue explains (`min_rtt_hold_ratio`), so the expiry re-reads it without a hold.
+    // 2x: more than a DRS queue explains (`min_rtt_hold_ratio`, 1.9), so the expiry re-reads it without a hold.
     let r = run(cfg(60), 45.0, |t| if t < 20.0 { 0.1 } else { 0.2 });
     let old = run(cfg(0), 45.0, |t| if t < 20.0 { 0.1 } else { 0.2 });
     eprintln!(
