@@ -533,13 +533,8 @@ impl DrsReceiver {
     }
 
     /// The window of a stream that fills its window behind a standing queue after the ramp (see
-    /// [`DrsConfig::queue_share`]): `steady_gain` x the mean of the last two BDP samples (one low reading, a reader
-    /// held off the CPU, must not cut the window by itself), plus the queue share. `None` where the usual rules
-    /// apply. Not the larger of the two: samples of one interval swing +-20 % behind a queue (the receiver reads
-    /// in bursts), and the larger of two then sizes the window ~15 % above the stream's own flight, which put two
-    /// copies' fixed point at 1.85-1.9x the minimum RTT on the lab's 1-BDP queue: too close to overflow, where the
-    /// losses fell on the copy its slow start had left cwnd-limited while the other, window-limited with a cwnd
-    /// far above its window, lost nothing it needed (sender `ss -ti`, docs/bench/auto-transport.md).
+    /// [`DrsConfig::queue_share`]): `steady_gain` x the larger of the last two BDP samples (one low reading, a reader
+    /// held off the CPU, must not cut the window), plus the queue share. `None` where the usual rules apply.
     fn queue_share_target(&self, flight: Option<u64>, cur: u64) -> Option<u64> {
         if self.cfg.queue_share == 0 || self.ramping || !self.cfg.bdp_min_rtt {
             return None;
@@ -550,11 +545,7 @@ impl DrsReceiver {
         if !queue || !limited {
             return None;
         }
-        let last: Vec<u64> = self.recent.iter().rev().take(2).copied().collect();
-        if last.is_empty() {
-            return None;
-        }
-        let base = last.iter().sum::<u64>() / last.len() as u64;
+        let base = self.recent.iter().rev().take(2).copied().max()?;
         Some((base as f64 * self.cfg.steady_gain) as u64 + self.cfg.queue_share)
     }
 
