@@ -82,8 +82,8 @@ pub struct DrsConfig {
     pub min_rtt_hold: Duration,
     /// Only while the lowest reading of the last second is below this multiple of the minimum is the queue held as
     /// DRS's own making: window-limited DRS streams, one or many transfers, settle at RTT = `steady_gain` x min /
-    /// (1 - `queue_share` / window), about 1.5-1.6x, read 1.7-1.98x on the lab (two copies; the target follows the
-    /// larger of two noisy BDP samples). Above it (a longer path, or a loss-based competitor filling a deeper
+    /// (1 - `queue_share` / window), about 1.5-1.6x, read 1.7-1.98x on the lab (two copies: noisy samples and the
+    /// ordinary rule's quick growth hold the windows above it). Above it (a longer path, or a loss-based competitor filling a deeper
     /// queue) the minimum is re-read on expiry as before: holding there too left a path whose RTT rose 1.7-2.4x
     /// receive-window-limited in 0.16 of its rounds in the fluid profile (drs_fluid, in-band RTT), 0.09 at 1.9.
     pub min_rtt_hold_ratio: f64,
