@@ -64,7 +64,8 @@ pub struct DrsConfig {
     /// Compute the BDP with the minimum RTT seen over the last `min_rtt_window` instead of the smoothed RTT, so a
     /// queue the sender builds (slow start's overshoot, a loss-based cc's standing queue) is not counted as path
     /// and then doubled by `gain`. After a lasting RTT increase it under-estimates for up to the window (10 s,
-    /// as BBR's min-RTT filter); docs/drs.md has the measurements.
+    /// as BBR's min-RTT filter), longer for an increase of 1.25-1.9x (`min_rtt_hold`: until the window halves);
+    /// docs/drs.md has the measurements.
     pub bdp_min_rtt: bool,
     pub min_rtt_window: Duration,
     /// When the minimum RTT expires (`min_rtt_window`) while the RTT read shows a standing queue (`queue_ratio` x
