@@ -64,9 +64,30 @@ pub struct DrsConfig {
     /// Compute the BDP with the minimum RTT seen over the last `min_rtt_window` instead of the smoothed RTT, so a
     /// queue the sender builds (slow start's overshoot, a loss-based cc's standing queue) is not counted as path
     /// and then doubled by `gain`. After a lasting RTT increase it under-estimates for up to the window (10 s,
-    /// as BBR's min-RTT filter); docs/drs.md has the measurements.
+    /// as BBR's min-RTT filter), longer for an increase of 1.25-1.9x (`min_rtt_hold`: until the window halves);
+    /// docs/drs.md has the measurements.
     pub bdp_min_rtt: bool,
     pub min_rtt_window: Duration,
+    /// When the minimum RTT expires (`min_rtt_window`) while the RTT read shows a standing queue (`queue_ratio` x
+    /// the minimum or more), keep the old minimum for up to this much longer instead of re-reading it behind the
+    /// queue. A window-limited stream sized at `steady_gain` x rate x min RTT holds a queue of its own (RTT about
+    /// `steady_gain` x the minimum), so re-reading there took that queue as path: the BDP grew by the ratio, the
+    /// window with it, the queue again, every 10 s (a lone 500 Mbit/s copy's peak window 19-26 MB, 3-4x the BDP,
+    /// 28-30 MB with `queue_share`; docs/drs.md). The minimum is re-read at once when a reading comes back within
+    /// `queue_ratio` of it (the queue drained); with the reading of the moment when the window has halved since the
+    /// hold began while the RTT stayed up (the queue is then not the stream's own: a longer path, or a competitor's
+    /// queue, and the old minimum would only shrink the window further; the halving counts from the largest
+    /// window since the minimum was set, so a change before the expiry is taken at it); else with the lowest reading of the hold
+    /// when it ends, a safety net that lets a long transfer ratchet one step per window + hold instead of per
+    /// window. Zero, or `queue_share` 0: re-read on expiry whatever the reading (the old behaviour).
+    pub min_rtt_hold: Duration,
+    /// Only while the lowest reading of the last second is below this multiple of the minimum is the queue held as
+    /// DRS's own making: window-limited DRS streams, one or many transfers, settle at RTT = `steady_gain` x min /
+    /// (1 - `queue_share` / window), about 1.5-1.6x, read 1.7-1.98x on the lab (two copies: noisy samples and the
+    /// ordinary rule's quick growth hold the windows above it). Above it (a longer path, or a loss-based competitor filling a deeper
+    /// queue) the minimum is re-read on expiry as before: holding there too left a path whose RTT rose 1.7-2.4x
+    /// receive-window-limited in 0.16 of its rounds in the fluid profile (drs_fluid, in-band RTT), 0.09 at 1.9.
+    pub min_rtt_hold_ratio: f64,
     /// Buffer = `gain` x BDP estimate while the sender ramps up (seeds: 2, for a sender doubling its window each
     /// RTT in slow start).
     pub gain: f64,
@@ -109,10 +130,11 @@ pub struct DrsConfig {
     /// Two default copies over one clean 500 Mbit/s, 100 ms cubic link kept their slow-start race's 1 : 2 for
     /// 25 s that way, where two iperf3 senders split evenly within 2 s. A constant term is the same for every
     /// stream, so the fixed point W (1 - `steady_gain` x min RTT / RTT) = `queue_share` is the same window, and
-    /// rate, for each (the per-flow queue of TCP Vegas). 0 (the default) turns it off: measured at 128 KiB it
-    /// lifted the lower copy from 0.61-0.75 to 0.77-0.85 of half, but raised a lone copy's peak window 1.15-1.45x
-    /// and gives up "more bytes never give a smaller buffer" (a full window behind a queue may shrink where a
-    /// window that is not full is kept), so it is left to be switched on deliberately (docs/drs.md).
+    /// rate, for each (the per-flow queue of TCP Vegas). Measured at 128 KiB it lifted the lower copy from
+    /// 0.61-0.75 to 0.77-0.85 of half. Its cost alone was a peak window 1.15-1.45x higher, from the min-RTT
+    /// re-read behind the queue it holds, which `min_rtt_hold` now stops; it still gives up "more bytes never give
+    /// a smaller buffer" by one shrink step (a full window behind a queue follows its target down at once where a
+    /// window that is not full is kept; tests/props.rs). 0 turns it off (docs/drs.md).
     pub queue_share: u64,
     /// A stream is window-limited when the bytes it delivers per (current) RTT reach this fraction of its buffer.
     pub limited_fraction: f64,
@@ -141,12 +163,13 @@ impl Default for DrsConfig {
             raw_tcp_rtt: true,
             bdp_min_rtt: true,
             min_rtt_window: Duration::from_secs(10),
+            min_rtt_hold: Duration::from_secs(60),
+            min_rtt_hold_ratio: 1.9,
             parallel_from: 8,
             parallel_shrink_after: 4,
             parallel_shrink_factor: 0.75,
             share_gain: 2.0,
-            // Off by default: see `queue_share` above; 128 KiB is the measured setting.
-            queue_share: 0,
+            queue_share: 128 * 1024,
             limited_fraction: 0.8,
             queue_ratio: 1.25,
         }
@@ -160,6 +183,13 @@ pub struct DrsReceiver {
     buf: u64,
     srtt: Option<Duration>,
     min_rtt: Option<(Duration, Instant)>,
+    /// An expired minimum kept behind a standing queue (see [`DrsConfig::min_rtt_hold`]).
+    hold: Option<MinRttHold>,
+    /// The largest buffer since the minimum RTT was last set: a window that halved from it before the minimum
+    /// expired ends a hold at once.
+    buf_peak: u64,
+    /// TCP_INFO/echo RTT readings of the last `RECENT_RTTS` (what [`DrsConfig::min_rtt_hold_ratio`] judges).
+    recent_rtts: VecDeque<(Instant, Duration)>,
     source: RttSource,
     last_rtt_at: Option<Instant>,
     interval_start: Instant,
@@ -185,6 +215,9 @@ impl DrsReceiver {
             buf,
             srtt: None,
             min_rtt: None,
+            hold: None,
+            buf_peak: buf,
+            recent_rtts: VecDeque::new(),
             source: RttSource::Assumed,
             last_rtt_at: None,
             interval_start: now,
@@ -361,12 +394,71 @@ impl DrsReceiver {
         });
         self.source = source;
         self.last_rtt_at = Some(now);
-        let expired = self
-            .min_rtt
-            .is_some_and(|(_, at)| now.saturating_duration_since(at) > self.cfg.min_rtt_window);
-        if expired || self.min_rtt.is_none_or(|(m, _)| rtt <= m) {
-            self.min_rtt = Some((rtt, now));
+        self.min_rtt_sample(now, rtt);
+    }
+
+    /// Keeps the windowed minimum RTT, holding an expired one behind a standing queue ([`DrsConfig::min_rtt_hold`]).
+    fn min_rtt_sample(&mut self, now: Instant, rtt: Duration) {
+        while self
+            .recent_rtts
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > RECENT_RTTS)
+        {
+            self.recent_rtts.pop_front();
         }
+        self.recent_rtts.push_back((now, rtt));
+        let buf = self.buf;
+        self.buf_peak = self.buf_peak.max(buf);
+        let Some((m, at)) = self.min_rtt else {
+            self.set_min_rtt(now, rtt);
+            return;
+        };
+        let queued = rtt.as_secs_f64() >= m.as_secs_f64() * self.cfg.queue_ratio;
+        if rtt <= m || (self.hold.is_some() && !queued) {
+            // A new minimum, or the queue drained during a hold: this reading is the path's.
+            self.set_min_rtt(now, rtt);
+            return;
+        }
+        if now.saturating_duration_since(at) <= self.cfg.min_rtt_window {
+            return;
+        }
+        // Judged on the lowest reading of the last second: one RTT reading behind a window-limited queue swings
+        // 10-15 % between intervals (170-198 ms on the 100 ms lab with two copies), a longer path does not.
+        let low = self
+            .recent_rtts
+            .iter()
+            .map(|&(_, r)| r)
+            .min()
+            .unwrap_or(rtt);
+        let own = low.as_secs_f64() <= m.as_secs_f64() * self.cfg.min_rtt_hold_ratio;
+        // Only with the queue share: it keeps a window held under a path that grew by less than the hold ratio
+        // from sliding toward the floor until the halving releases it (without it the fluid profile's 119 -> 200 ms
+        // step left the window short in 0.31 of all rounds, against 0.09 re-reading on expiry).
+        let hold = !self.cfg.min_rtt_hold.is_zero() && self.cfg.queue_share > 0;
+        if !queued || !own || !hold {
+            self.set_min_rtt(now, rtt);
+            return;
+        }
+        let peak = self.buf_peak;
+        let hold = self.hold.get_or_insert(MinRttHold {
+            since: now,
+            lowest: rtt,
+        });
+        hold.lowest = hold.lowest.min(rtt);
+        let (since, lowest) = (hold.since, hold.lowest);
+        if buf <= peak / 2 {
+            // The window fell under the held minimum and the RTT did not: the path (or a queue not ours) is what
+            // is read now. The lowest reading of the hold may predate the change.
+            self.set_min_rtt(now, rtt);
+        } else if now.saturating_duration_since(since) >= self.cfg.min_rtt_hold {
+            self.set_min_rtt(now, lowest);
+        }
+    }
+
+    fn set_min_rtt(&mut self, now: Instant, rtt: Duration) {
+        self.min_rtt = Some((rtt, now));
+        self.hold = None;
+        self.buf_peak = self.buf;
     }
 
     fn close_interval(&mut self, now: Instant) {
@@ -483,6 +575,16 @@ impl DrsReceiver {
                 .push_back(DrsAction::SendSbufProbe { id, size: self.buf });
         }
     }
+}
+
+/// How far back the readings go that [`DrsConfig::min_rtt_hold_ratio`] judges.
+const RECENT_RTTS: Duration = Duration::from_secs(1);
+
+/// An expired minimum RTT kept while a standing queue lasts: when the hold began and the lowest reading since.
+#[derive(Debug, Clone, Copy)]
+struct MinRttHold {
+    since: Instant,
+    lowest: Duration,
 }
 
 /// Seed 002's bounds on the sender's window from `bytes` seen by the receiver over `period`, given the RTT and the

@@ -1,5 +1,5 @@
 //! Property tests: the DRS buffer stays within its bounds for any input sequence, responds monotonically to the
-//! bytes delivered, and the sender's buffer stays within [min, max].
+//! bytes delivered (within one shrink step with the queue share), and the sender's buffer stays within [min, max].
 
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,22 @@ fn apply(r: &mut DrsReceiver, t: &mut Instant, e: &Ev) {
     }
 }
 
+/// The buffer after `prefix`, then `last` bytes, an interval closed `dt` ms later and one 5 s after that.
+fn buffer_after(cfg: &DrsConfig, prefix: &[Ev], last: u64, dt: u16) -> u64 {
+    let t0 = Instant::now();
+    let mut r = DrsReceiver::new(t0, cfg.clone());
+    let mut t = t0;
+    for e in prefix {
+        apply(&mut r, &mut t, e);
+    }
+    r.handle_bytes(t, last);
+    t += Duration::from_millis(dt as u64);
+    r.handle_timeout(t);
+    t += Duration::from_secs(5);
+    r.handle_timeout(t);
+    r.buffer()
+}
+
 proptest! {
     #[test]
     fn buffer_always_within_bounds(min_kb in 4u64..1024, span in 1u64..4096, init_kb in 0u64..100_000,
@@ -72,22 +88,28 @@ proptest! {
         }
     }
 
+    /// Without the queue share: the buffer is a monotone function of the bytes delivered.
     #[test]
     fn more_bytes_never_gives_a_smaller_buffer(prefix in prop::collection::vec(ev(), 0..100),
                                                a in 0u32..50_000_000, extra in 0u32..50_000_000, dt in 1u16..3000) {
-        let run = |last: u64| {
-            let t0 = Instant::now();
-            let mut r = DrsReceiver::new(t0, DrsConfig { probes: false, ..DrsConfig::default() });
-            let mut t = t0;
-            for e in &prefix { apply(&mut r, &mut t, e); }
-            r.handle_bytes(t, last);
-            t += Duration::from_millis(dt as u64);
-            r.handle_timeout(t);
-            t += Duration::from_secs(5);
-            r.handle_timeout(t);
-            r.buffer()
-        };
-        prop_assert!(run(a as u64) <= run(a as u64 + extra as u64));
+        let cfg = DrsConfig { probes: false, queue_share: 0, ..DrsConfig::default() };
+        let (fewer, more) = (buffer_after(&cfg, &prefix, a as u64, dt), buffer_after(&cfg, &prefix, a as u64 + extra as u64, dt));
+        prop_assert!(fewer <= more, "{} > {}", fewer, more);
+    }
+
+    /// With the queue share (the default) a stream that fills its window behind a standing queue follows its
+    /// target down at once, where a stream that does not fill it keeps its window for `shrink_after` intervals: the
+    /// extra bytes that make it window-limited can cost one shrink step (`shrink_factor`), and no more: the
+    /// target is `steady_gain` x the larger BDP plus the share, above anything fewer bytes would grow to, and
+    /// after that step both runs follow the same rules from windows within the step of each other.
+    #[test]
+    fn more_bytes_cost_at_most_one_shrink_step(prefix in prop::collection::vec(ev(), 0..100),
+                                                          a in 0u32..50_000_000, extra in 0u32..50_000_000,
+                                                          dt in 1u16..3000) {
+        let cfg = DrsConfig { probes: false, ..DrsConfig::default() };
+        let (fewer, more) = (buffer_after(&cfg, &prefix, a as u64, dt), buffer_after(&cfg, &prefix, a as u64 + extra as u64, dt));
+        let floor = fewer as f64 * cfg.shrink_factor;
+        prop_assert!(more as f64 >= floor.min(cfg.max_buf as f64) - 1.0, "{} vs {}", more, fewer);
     }
 
     #[test]
