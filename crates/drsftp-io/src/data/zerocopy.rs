@@ -99,14 +99,16 @@ pub(crate) async fn send_file(
             })
             .await;
         match r {
-            Ok(0) => return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
                     "the file ended at {} while sending {at}..{} (truncated during the transfer?)",
                     at + done as u64,
                     at + len as u64
                 ),
-            )),
+                ))
+            }
             Ok(n) => done += n,
             Err(e) if sys::unsupported(&e) => return Ok(Sent::Unsupported { done }),
             Err(e) => return Err(e),
