@@ -23,7 +23,7 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -506,6 +506,10 @@ pub(crate) struct FsFile {
 }
 
 impl FileHandle for FsFile {
+    fn host_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.file.as_fd())
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         loop {
             match self.file.read_at(buf, offset) {

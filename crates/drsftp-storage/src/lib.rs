@@ -88,6 +88,11 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     }
     /// Flush data to stable storage.
     fn sync(&self) -> Result<()>;
+    /// The host file's descriptor, for the data engine's kernel-side copies (`sendfile`, `splice`); `None` for
+    /// handles that are not one host file (memory, test doubles), which take the copying path.
+    fn host_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// How an upload is opened.

@@ -1,5 +1,5 @@
 //! drsftp-sys: the only crate with `unsafe` code and OS specifics (socket options, TCP_INFO, TUN, UDP batching,
-//! network namespaces, vectored file reads, path resolution confined beneath a root, dropping root, the C
+//! network namespaces, vectored file reads, sendfile and splice, path resolution confined beneath a root, dropping root, the C
 //! allocator's tunables).
 //! Everything above it is safe, portable Rust.
 
@@ -15,3 +15,4 @@ pub mod sockopt;
 pub mod tcp_info;
 pub mod tun;
 pub mod udp;
+pub mod zerocopy;

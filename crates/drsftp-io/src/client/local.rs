@@ -45,6 +45,11 @@ impl LocalFile {
 }
 
 impl FileHandle for LocalFile {
+    fn host_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Some(self.file.as_fd())
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> drsftp_storage::Result<usize> {
         loop {
             match self.file.read_at(buf, offset) {

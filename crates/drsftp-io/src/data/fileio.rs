@@ -79,6 +79,11 @@ const OFFLOAD_FOR: Duration = Duration::from_secs(2);
 /// Operations larger than this always go to the blocking pool (they would hold a worker too long anyway).
 const INLINE_MAX: usize = 4 << 20;
 
+/// True if a file operation on `len` bytes that took `took` waited for the disk (see [`SLOW_BASE`]).
+pub(crate) fn is_slow(took: Duration, len: usize) -> bool {
+    took > SLOW_BASE + SLOW_PER_MIB * (len >> 20) as u32
+}
+
 /// Where one stream runs its file operations (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct Placement {
@@ -102,7 +107,7 @@ impl Placement {
         }
         let done = f();
         let took = now.elapsed();
-        if took > SLOW_BASE + SLOW_PER_MIB * (len >> 20) as u32 {
+        if is_slow(took, len) {
             tracing::debug!(
                 ?took,
                 len,

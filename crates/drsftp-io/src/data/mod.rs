@@ -40,6 +40,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 mod trace;
+mod zerocopy;
 
 pub use auto::{AutoEvent, AutoReport, AutoSender, GrowthGate, AUTO_INTERVAL};
 pub use ctrl_sbuf::{SbufCounts, SbufLink, SbufObserver};
@@ -149,6 +150,9 @@ pub struct Progress {
     sbuf: SbufLink,
     /// A job's shared counter that also counts the bytes moved here ([`Self::child`]).
     parent: Option<Arc<Progress>>,
+    /// Payload bytes that went through the kernel-side path (`sendfile`, `splice`) rather than a user-space
+    /// buffer (see `zerocopy`).
+    kernel_copied: AtomicU64,
 }
 
 impl Progress {
@@ -163,6 +167,13 @@ impl Progress {
             parent: Some(parent),
             ..Self::default()
         }
+    }
+    /// Payload bytes this end moved with `sendfile`/`splice` (no user-space copy of the payload).
+    pub fn kernel_copied(&self) -> u64 {
+        self.kernel_copied.load(Ordering::Relaxed)
+    }
+    pub(crate) fn add_kernel_copied(&self, n: u64) {
+        self.kernel_copied.fetch_add(n, Ordering::Relaxed);
     }
     /// Payload bytes moved so far.
     pub fn bytes(&self) -> u64 {

@@ -16,10 +16,11 @@ use drsftp_tune::DrsAction;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::crc::CrcPieces;
-use super::fileio::{Pending, Placement};
+use super::fileio::{self, read_full, Pending, Placement};
 use super::sealed::{add_crc, seal_block, BlockSink};
 use super::sockets::{self, Gauge, GaugeSet, Side};
 use super::trace::StreamTrace;
+use super::zerocopy::{self, Sent, SpliceIn};
 use super::{DataError, DataOpts, DataReport, Progress};
 use crate::tls::MaybeTls;
 
@@ -85,6 +86,11 @@ pub async fn send_stream(
             },
         ))
     };
+    // Cleartext from a host file: `sendfile` (see `zerocopy`).
+    let kernel = file
+        .host_fd()
+        .filter(|_| shape.is_none() && zerocopy::send_enabled());
+    let mut use_kernel = true;
     let mut pending = next_read(pos, &mut spare, &mut place);
     let mut sent = RangeSet::new();
     let mut crc = CrcPieces::default();
@@ -100,6 +106,16 @@ pub async fn send_stream(
         pending = next_read(pos, &mut spare, &mut place);
         if shape.is_some() {
             buf = seal_block(&mut sock, buf, got, buf_len).await?;
+        } else if let (Some(fd), MaybeTls::Plain(tcp)) = (kernel.filter(|_| use_kernel), &sock) {
+            // The bytes just read (and CRC'd) go out from the page cache, not from `buf`.
+            match zerocopy::send_file(tcp, fd, &[], off, got).await? {
+                Sent::All => progress.add_kernel_copied(got as u64),
+                Sent::Unsupported { done } => {
+                    progress.add_kernel_copied(done as u64);
+                    sock.write_all(&buf[done..got]).await?;
+                    use_kernel = false;
+                }
+            }
         } else {
             sock.write_all(&buf[..got]).await?;
         }
@@ -207,10 +223,21 @@ pub async fn recv_stream(
     if let MaybeTls::Records(r) = &mut sock {
         recv_opened(r, &file, offset, &progress, &mut reads, &mut got, &mut crc).await?;
     } else {
-        recv_chunks(
-            &mut sock, &file, offset, &progress, &mut reads, &mut got, &mut crc,
-        )
-        .await?;
+        let mut from = Some(offset);
+        if let (MaybeTls::Plain(tcp), Some(fd), true) =
+            (&sock, file.host_fd(), zerocopy::recv_enabled())
+        {
+            from = recv_spliced(
+                tcp, &file, fd, offset, &progress, &mut reads, &mut got, &mut crc,
+            )
+            .await?;
+        }
+        if let Some(at) = from {
+            recv_chunks(
+                &mut sock, &file, at, &progress, &mut reads, &mut got, &mut crc,
+            )
+            .await?;
+        }
     }
     // Under TLS this answers the sender's close_notify with ours (Python's ftplib waits for it in `unwrap`);
     // on plain TCP it is the FIN the drop would send anyway.
@@ -275,6 +302,76 @@ async fn recv_chunks(
         got.insert(r);
     }
     Ok(())
+}
+
+/// Cleartext into a host file: socket -> pipe -> file with `splice` (see `zerocopy`), one pipe-full at a time;
+/// with CRC32C the bytes are read back from the file while cache-hot. Returns where the copying path must take
+/// over (`Some(at)`: the file system refused spliced writes, or they turned slow, i.e. a disk that the worker
+/// must not wait on), `None` when the stream ended.
+#[allow(clippy::too_many_arguments)]
+async fn recv_spliced(
+    tcp: &tokio::net::TcpStream,
+    file: &Arc<dyn FileHandle>,
+    fd: std::os::fd::BorrowedFd<'_>,
+    mut at: u64,
+    progress: &Progress,
+    reads: &mut Reads<'_>,
+    got: &mut RangeSet,
+    crc: &mut CrcPieces,
+) -> Result<Option<u64>, DataError> {
+    let pipe = SpliceIn::new(RECV_CHUNK)?;
+    let cap = pipe.capacity();
+    let mut buf = vec![0u8; cap];
+    loop {
+        let mut n = 0;
+        let mut eof = false;
+        while n < cap {
+            let k = if n == 0 {
+                pipe.fill(tcp, cap).await?
+            } else {
+                match pipe.top_up(tcp, cap - n)? {
+                    Some(k) => k,
+                    None => break, // nothing more now, or the pipe is full: write what it holds
+                }
+            };
+            if k == 0 {
+                eof = true;
+                break;
+            }
+            n += k;
+            reads.after_read(tcp, k)?;
+        }
+        if n > 0 {
+            let end = past(at, n)?;
+            let t0 = Instant::now();
+            let spliced = pipe.drain(fd, at, n, &mut buf, |b, o| {
+                file.write_at(b, o).map_err(DataError::Storage)
+            })?;
+            if reads.opts.crc32c {
+                // What the file now holds, not what the socket said: the check covers the destination itself.
+                let k = read_full(&**file, &mut buf[..n], at)?;
+                if k < n {
+                    return Err(DataError::Incomplete(format!(
+                        "the file ended at {} right after writing {at}..{end} (truncated during the transfer?)",
+                        at + k as u64
+                    )));
+                }
+                crc.add(at, &buf[..n]);
+            }
+            progress.add(at..end);
+            got.insert(at..end);
+            if spliced {
+                progress.add_kernel_copied(n as u64);
+            }
+            at = end;
+            if !spliced || fileio::is_slow(t0.elapsed(), n) {
+                return Ok(if eof { None } else { Some(at) });
+            }
+        }
+        if eof {
+            return Ok(None);
+        }
+    }
 }
 
 /// TLS on our record layer: records are opened in place in the record buffer as they arrive, and once it is
