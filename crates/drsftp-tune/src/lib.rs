@@ -22,8 +22,8 @@ pub use policy::{BufferPolicy, Limit, LimitClassifier, LimitReport, ParseError};
 pub use sample::TcpSample;
 pub use start::{auto_start, AutoStart, AutoStartInput, StartBuffer};
 pub use transport::{
-    start_choice, Decision, Judged, PathReading, ProfileLoss, StartChoice, TransportConfig,
-    TransportDecider, PROFILE_LOSSY,
+    blast_start_rate, start_choice, Decision, Judged, PathReading, ProfileLoss, StartChoice,
+    TransportConfig, TransportDecider, MEMORY_START_SHARE, PROFILE_LOSSY, SWITCH_START_SHARE,
 };
 // The units grammar lives in drsftp-units; re-exported so code that imports it from here (the bench harnesses)
 // keeps building. New code imports drsftp_units.

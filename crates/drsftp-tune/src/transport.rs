@@ -189,6 +189,30 @@ pub fn start_choice(
     }
 }
 
+/// Share of the delivery rate TCP showed (its best sample interval, [`Judged::rate_bps`]) that blast starts at
+/// after a switch: the path carried that rate moments ago, so blast need not ramp from its default 10 Mbit/s;
+/// the margin covers a slow-start burst read as a rate and blast's header overhead.
+pub const SWITCH_START_SHARE: f64 = 0.8;
+
+/// Share of the rate an earlier copy measured (path memory) that blast starts at, as for a calibrated path
+/// profile's rate.
+pub const MEMORY_START_SHARE: f64 = 0.9;
+
+/// Blast's start rate in bit/s (on the wire): `share` of a rate the path showed, `shown_bps`, capped by
+/// `max_rate` (`--max-rate`; 0: no cap). 0 (the sender's own default start) when nothing usable was shown. The
+/// sender still backs off from it if the path carries less, and keeps yielding to a queue-building flow.
+pub fn blast_start_rate(shown_bps: f64, share: f64, max_rate: u64) -> u64 {
+    let r = shown_bps * share;
+    if !r.is_finite() || r < 1.0 {
+        return 0;
+    }
+    let r = r as u64;
+    match max_rate {
+        0 => r,
+        m => r.min(m),
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Point {
     at: Instant,

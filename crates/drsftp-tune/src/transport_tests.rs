@@ -592,3 +592,20 @@ fn the_verdict_says_what_it_read_of_the_path() {
     let j = d.judged().expect("a random-loss reading");
     assert!(j.random_loss && j.marks_share > 0.05, "{j:?}");
 }
+
+#[test]
+fn blast_starts_at_a_share_of_the_rate_the_path_showed() {
+    // TCP's best interval before a switch was 250 Mbit/s: blast starts at 200, not at its default 10.
+    assert_eq!(blast_start_rate(250e6, SWITCH_START_SHARE, 0), 200_000_000);
+    // Path memory: blast measured 476 Mbit/s last time.
+    assert_eq!(blast_start_rate(476e6, MEMORY_START_SHARE, 0), 428_400_000);
+    // --max-rate caps it.
+    assert_eq!(
+        blast_start_rate(476e6, MEMORY_START_SHARE, 100_000_000),
+        100_000_000
+    );
+    // Nothing shown: the sender's own default.
+    for shown in [0.0, -1.0, f64::NAN, f64::INFINITY, 0.5] {
+        assert_eq!(blast_start_rate(shown, SWITCH_START_SHARE, 0), 0, "{shown}");
+    }
+}

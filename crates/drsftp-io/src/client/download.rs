@@ -1,15 +1,20 @@
-//! Download orchestration: SIZE, a part file (or the destination in place for `--off/--len`), RETR/ERET in stream
-//! mode or MODE E (`-p auto` from a drsftp server: a `Parallelism` range the server refines in, its changes
-//! observed by `observe::StreamWatch`), byte-count and range checks, CKSM verification, then the rename into
-//! place. Any error drops the [`Destination`], which removes what the download created, except the stable part
-//! file and checkpoint of a resumable download (`resume.rs`: blast downloads, and whole-file TCP downloads of
-//! at least [`TCP_RESUME_MIN`] from a server with a CKSM we know), which a rerun or retry resumes from with
-//! `REST`; the bytes it held are trusted only after the whole file's checksum matched.
+//! Download orchestration: SIZE (with MDTM in the same round trip from a drsftp server), a part file (or the
+//! destination in place for `--off/--len`), RETR/ERET in stream mode or MODE E (`-p auto` from a drsftp server:
+//! a `Parallelism` range the server refines in, its changes observed by `observe::StreamWatch`), byte-count and
+//! range checks, CKSM verification, then the rename into place. Any error drops the [`Destination`], which
+//! removes what the download created, except the stable part file and checkpoint of a resumable download
+//! (`resume.rs`: blast downloads, and whole-file TCP downloads of at least [`TCP_RESUME_MIN`] from a server with
+//! a CKSM we know), which a rerun or retry resumes from with `REST`; the bytes it held are trusted only after the
+//! whole file's checksum matched.
+//!
+//! A `--transport auto` switch sends ABOR without waiting (the blast set-up leaves in the same write), starts
+//! blast near the rate TCP showed, takes the whole-file CKSM that was pipelined behind the aborted RETR as the
+//! server's checksum, and goes back to TCP for the missing ranges if the server refuses blast.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use drsftp_proto::client::{Direction, TransferSpec};
+use drsftp_proto::client::{Direction, Op, Outcome, TransferSpec};
 use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::{ChecksumAlg, FileHandle};
 use drsftp_tune::{BufferPolicy, Decision, StartChoice, TransportConfig, TransportDecider};
@@ -21,6 +26,7 @@ use super::observe::StreamWatch;
 use super::resume;
 use super::transfer::{self, DataJob};
 use super::{verify, ClientError, ClientOptions, TransferSummary, TransportChoice};
+use crate::blast::BlastOpts;
 use crate::data::{DataOpts, Progress};
 
 /// `--transport auto` on blast: no byte this long after the server's `150` means UDP is blocked: fall back to TCP.
@@ -48,6 +54,66 @@ pub(crate) async fn size_if_supported(
     }
 }
 
+/// SIZE, and for a whole-file download also MDTM (the resume identity's modification time), in one round trip
+/// with a drsftp server: TYPE I, SIZE and MDTM go out in one write ([`Op::Commands`]), where they took two
+/// round trips one after the other. Any other server, a partial download or a size already known: SIZE alone
+/// (MDTM then follows in `resume::identity` when needed). The second value is `Some(mtime)` when MDTM was
+/// asked here (`None` inside: the server gave none).
+async fn size_and_mtime(
+    control: &mut Control,
+    path: &str,
+    whole: bool,
+) -> Result<(Option<u64>, Option<Option<String>>), ClientError> {
+    let known = control.last_size.as_ref().is_some_and(|(p, _)| p == path);
+    if !whole || known || !control.session().features().drs() {
+        return Ok((size_if_supported(control, path).await?, None));
+    }
+    let cmds = vec![
+        "TYPE I".to_string(),
+        format!("SIZE {path}"),
+        format!("MDTM {path}"),
+    ];
+    let replies = match control.run(Op::Commands(cmds.clone())).await? {
+        Outcome::Replies(r) if r.len() == 3 => r,
+        other => {
+            return Err(ClientError::Invalid(format!(
+                "unexpected outcome of TYPE I, SIZE and MDTM: {other:?}"
+            )))
+        }
+    };
+    let refused = |i: usize| -> ClientError {
+        drsftp_proto::client::ClientError::Refused {
+            command: cmds[i].clone(),
+            reply: replies[i].clone(),
+        }
+        .into()
+    };
+    if !replies[0].is_ok() {
+        return Err(refused(0));
+    }
+    let size = match replies[1].code {
+        213 => match replies[1].text().trim().parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                return Err(ClientError::Invalid(format!(
+                    "SIZE {path}: not a size: {}",
+                    replies[1]
+                )))
+            }
+        },
+        500 | 502 | 504 => {
+            tracing::info!("server does not answer SIZE: {}", replies[1]);
+            None
+        }
+        _ => return Err(refused(1)),
+    };
+    if let Some(n) = size {
+        control.last_size = Some((path.to_string(), n));
+    }
+    let mtime = (replies[2].code == 213).then(|| replies[2].text().trim().to_string());
+    Ok((size, Some(mtime)))
+}
+
 /// Downloads `remote` to `local`. See the module docs.
 pub(crate) async fn run(
     control: &mut Control,
@@ -56,7 +122,12 @@ pub(crate) async fn run(
     opts: &ClientOptions,
     progress: Arc<Progress>,
 ) -> Result<TransferSummary, ClientError> {
-    let size = size_if_supported(control, remote).await?;
+    let (size, mtime) = size_and_mtime(control, remote, opts.partial.is_none()).await?;
+    let identity = |control: &Control, sz: u64| {
+        mtime
+            .clone()
+            .map(|m| resume::identity_of(control.peer(), remote, sz, m))
+    };
     // The file range we expect to receive.
     let want = match (opts.partial, size) {
         (Some(p), Some(sz)) => {
@@ -80,6 +151,16 @@ pub(crate) async fn run(
         .as_ref()
         .map(|a| a.start(udp.is_some(), watchable));
     let blast_opts = udp;
+    // A blast start from path memory begins near the rate the earlier copy measured, not at 10 Mbit/s.
+    let remembered = match (&start, udp, opts.auto_transport.as_ref()) {
+        (Some(StartChoice::Blast(_)), Some(b), Some(a)) => a
+            .learned
+            .as_ref()
+            .filter(|_| a.carried.is_none())
+            .map(|l| starting_at(b, l.rate_bps, drsftp_tune::MEMORY_START_SHARE)),
+        _ => None,
+    };
+    let udp = remembered.as_ref().or(udp);
     let (udp, mut choice) = match &start {
         Some(StartChoice::Tcp(why)) => (None, Some(choose("tcp", why))),
         Some(StartChoice::TcpWatched) => (None, None),
@@ -97,14 +178,20 @@ pub(crate) async fn run(
     // when worth it and when the resumed bytes can be checked (the whole file's CKSM at the end).
     let resumable = match (udp, opts.partial, size) {
         (Some(b), None, Some(sz)) => {
-            let id = resume::identity(control, remote, sz).await;
+            let id = match identity(control, sz) {
+                Some(id) => id,
+                None => resume::identity(control, remote, sz).await,
+            };
             resume::Resumable::open(local, id, b.resume && opts.resume)?.map(Arc::new)
         }
         // A smaller file resumes too when a checkpoint waits for it (a pipelined batch left it).
         (None, None, Some(sz))
             if alg.is_some() && (sz >= TCP_RESUME_MIN || resume::has_checkpoint(local)) =>
         {
-            let id = resume::identity(control, remote, sz).await;
+            let id = match identity(control, sz) {
+                Some(id) => id,
+                None => resume::identity(control, remote, sz).await,
+            };
             resume::Resumable::open(local, id, opts.resume)?.map(Arc::new)
         }
         _ => None,
@@ -184,6 +271,15 @@ pub(crate) async fn run(
     };
     let switch_spec = spec.clone();
     let tcp_held_covered = tcp_held.covered();
+    // For a TCP leg that resumes after a refused switch (MODE E: the ranges still missing).
+    let (again_spec, again_dopts) = (
+        TransferSpec {
+            transport: blast::transport(None),
+            ..spec.clone()
+        },
+        dopts.clone(),
+    );
+    let final_cksm = alg.filter(|_| opts.verify && opts.partial.is_none());
     let tcp_leg = TcpLeg {
         spec: TransferSpec {
             transport: blast::transport(None),
@@ -195,8 +291,10 @@ pub(crate) async fn run(
         resumable: resumable.clone(),
         held: tcp_held.clone(),
         len,
-        final_cksm: alg.filter(|_| opts.verify && opts.partial.is_none()),
+        final_cksm,
     };
+    // A switch's ABOR left the trailing CKSM's digest in the session (see the final check).
+    let mut tcp_switched = false;
     // `held`: what this run did not ask for again (checkpoint, or what TCP moved before a switch).
     let (moved, held) = match udp {
         Some(b) => {
@@ -271,28 +369,80 @@ pub(crate) async fn run(
                     let Some((b, _)) = decider else {
                         unreachable!("a switch needs a decider")
                     };
-                    // ABOR the TCP transfer; the ranges it wrote are kept and not asked for again.
-                    transfer::abort(control).await;
+                    // ABOR the TCP transfer without waiting for its answer (a drsftp server reads the blast
+                    // set-up behind it); the ranges it wrote are kept and not asked for again.
+                    transfer::abort_and_go_on(control).await;
                     let mut prior = tcp_held.clone();
                     prior.extend(&progress.ranges());
                     let tcp_bytes = progress.bytes();
                     tracing::info!(
                         "--transport auto: {why}; the remaining bytes go over UDP blast"
                     );
+                    // Blast starts near the rate TCP already showed, not at its default 10 Mbit/s.
+                    let b = match &judged {
+                        Some(j) => starting_at(b, j.rate_bps, drsftp_tune::SWITCH_START_SHARE),
+                        None => b.clone(),
+                    };
                     let spec = TransferSpec {
-                        transport: blast::transport(Some(b)),
+                        transport: blast::transport(Some(&b)),
                         ..switch_spec
                     };
                     let side = blast_leg(prior.clone());
-                    let mut m =
-                        blast::run(control, spec, side, len, b, progress, opts.timeout, None)
-                            .await?;
+                    let blocked = Some(BLAST_BLOCKED_AFTER);
+                    let r = blast::run(
+                        control,
+                        spec,
+                        side,
+                        len,
+                        &b,
+                        progress.clone(),
+                        opts.timeout,
+                        blocked,
+                    )
+                    .await;
+                    let (mut m, chosen, reason) = match r {
+                        Ok(m) => (m, "tcp+udp", why),
+                        // Refused (BPAS, the blast RETR) or blocked before a datagram arrived: the rest over
+                        // TCP again, asking for the ranges still missing (MODE E only; a stream-mode TCP leg
+                        // could only continue after a prefix).
+                        Err(e)
+                            if progress.bytes() == tcp_bytes
+                                && mode == drsftp_proto::client::TransferMode::Extended
+                                && (matches!(e, ClientError::BlastBlocked(_))
+                                    || e.reply_code().is_some_and(|c| c >= 400)) =>
+                        {
+                            tracing::info!(
+                                "--transport auto: the switch failed ({e}); the rest over TCP"
+                            );
+                            let leg = TcpLeg {
+                                spec: again_spec,
+                                job: DataJob::RecvModeE {
+                                    file: file.clone(),
+                                    wire_add: offset,
+                                },
+                                dopts: again_dopts,
+                                file: file.clone(),
+                                resumable: None,
+                                held: prior.clone(),
+                                len,
+                                final_cksm,
+                            };
+                            let m = leg.run(control, opts, progress, None).await?.done()?;
+                            let reason = format!(
+                                "{why}; but blast {e}: the rest went over TCP, {}",
+                                super::FELL_BACK
+                            );
+                            (m, "tcp", reason)
+                        }
+                        Err(e) => return Err(e),
+                    };
                     resumable.iter().for_each(|r| r.complete());
                     m.data.bytes += tcp_bytes;
                     m.seconds = t0.elapsed().as_secs_f64();
+                    tcp_switched = true;
                     choice = Some(TransportChoice {
-                        chosen: "tcp+udp",
-                        reason: why,
+                        chosen,
+                        reason,
                         tcp_bytes,
                         judged,
                         learned_age: None,
@@ -352,7 +502,17 @@ pub(crate) async fn run(
     if opts.verify {
         let whole = opts.partial.is_none();
         let t = std::time::Instant::now();
-        let theirs = moved.report.checksum.clone().map(|b| *b);
+        // After a switch: the CKSM pipelined behind the aborted TCP RETR still ran on the server, on the whole
+        // file, exactly what this check asks; its digest saves asking (and the server hashing the file) again.
+        let switched = moved.blast.is_some() && tcp_switched;
+        let late = switched
+            .then(|| control.session_mut().take_late_checksum())
+            .flatten()
+            .filter(|(cmd, _)| {
+                alg.is_some_and(|a| *cmd == format!("CKSM {} 0 -1 {remote}", a.name()))
+            })
+            .map(|(_, hex)| Ok(hex));
+        let theirs = moved.report.checksum.clone().map(|b| *b).or(late);
         verify::check(control, alg, remote, file, want, &moved.data, whole, theirs)
             .await?
             .record(&mut summary);
@@ -363,6 +523,15 @@ pub(crate) async fn run(
         .map_err(|e| ClientError::Invalid(format!("fsync task: {e}")))??;
     dest.commit()?;
     Ok(summary)
+}
+
+/// `b` with blast's start rate raised to `share` of `shown_bps` (capped by `--max-rate`; never lowered).
+pub(super) fn starting_at(b: &BlastOpts, shown_bps: f64, share: f64) -> BlastOpts {
+    let mut b = b.clone();
+    b.start_rate = b
+        .start_rate
+        .max(drsftp_tune::blast_start_rate(shown_bps, share, b.max_rate));
+    b
 }
 
 fn choose(chosen: &'static str, reason: &str) -> TransportChoice {

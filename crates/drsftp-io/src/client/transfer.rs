@@ -317,6 +317,20 @@ pub(crate) async fn abort(control: &mut Control) -> Option<ClientError> {
     }
 }
 
+/// Aborts the running transfer without waiting for the server's answer when the server allows it (a drsftp
+/// server: `ClientSession::abort_and_go_on`), so the next operation's commands leave in the same write as ABOR;
+/// otherwise [`abort`] and wait. What the aborted operation still had queued for its driver (markers, its end)
+/// is dropped: that driver is gone.
+pub(crate) async fn abort_and_go_on(control: &mut Control) {
+    if control.session_mut().abort_and_go_on(Instant::now()) {
+        while let Some(ev) = control.session_mut().poll_event() {
+            tracing::debug!("after a pipelined ABOR: {ev:?}");
+        }
+    } else {
+        abort(control).await;
+    }
+}
+
 /// The error a transfer ends with when its data side failed with `e`: if the server's final reply (`report`) has
 /// not come, it gets ABOR ([`abort`]), and its own refusal, if it had one, is the error instead of `e`.
 pub(crate) async fn abort_unless_replied(

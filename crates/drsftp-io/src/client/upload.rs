@@ -237,10 +237,24 @@ pub(crate) async fn run(
                     }
                     upload_auto::Watched::Switch(why, j) => {
                         judged = j;
-                        // ABOR the TCP upload; blast sends the whole file again (STOR replaces it).
-                        transfer::abort(control).await;
+                        // ABOR the TCP upload without waiting for its answer (a drsftp server reads the blast
+                        // set-up behind it); blast sends the whole file again (STOR replaces it).
+                        transfer::abort_and_go_on(control).await;
                         tcp_bytes = progress.acked();
                         tracing::info!("--transport auto: {why}; the upload goes over UDP blast");
+                        // Blast starts near the rate TCP already showed, not at its default 10 Mbit/s.
+                        let started;
+                        let b = match &judged {
+                            Some(j) => {
+                                started = super::download::starting_at(
+                                    b,
+                                    j.rate_bps,
+                                    drsftp_tune::SWITCH_START_SHARE,
+                                );
+                                &started
+                            }
+                            None => b,
+                        };
                         let spec = TransferSpec {
                             transport: blast::transport(Some(b)),
                             ..switch_spec

@@ -38,6 +38,8 @@ mod session;
 #[cfg(test)]
 mod stripe_tests;
 #[cfg(test)]
+mod switch_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod third_party_tests;

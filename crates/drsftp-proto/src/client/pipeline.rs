@@ -15,12 +15,35 @@
 //! set-up, a stream-mode REST, CKSM, AUTH, raw commands, listings, QUIT) and every non-command step (Listen,
 //! BlastBind, DataReady) waits until nothing is in flight. Against any other server (Globus) the session sends
 //! one command at a time, as before.
+//!
+//! ABOR can be pipelined too ([`ClientSession::abort_and_go_on`], a `--transport auto` switch): the aborted
+//! operation ends at once and the next one's commands go out in the same write; the server answers ABOR ahead of
+//! them (it jumps the queue) and its replies are swallowed. A trailing CKSM behind the aborted transfer still runs
+//! on the server; its `213` is kept ([`ClientSession::take_late_checksum`]) rather than thrown away.
 
 use std::collections::VecDeque;
 
+use std::time::Instant;
+
+use super::answer::digest_of;
 use super::plan::{Kind, Step};
 use super::reply::Reply;
 use super::session::ClientSession;
+use super::types::{ClientError, Event};
+
+/// Where the answer to a trailing CKSM left behind a pipelined ABOR may come among the swallowed replies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LateCksm {
+    /// The CKSM command as sent (`CKSM <alg> 0 -1 <path>`).
+    command: String,
+    /// Swallowed final replies of older operations still to come first.
+    skip: usize,
+    /// Final replies of the aborted operation still to come (its commands', ABOR's, those behind it): the
+    /// CKSM's is one of them, in an order that depends on whether the transfer ended before ABOR arrived.
+    window: usize,
+    /// The digest, once a `213` came in the window (no other command in it answers `213`).
+    digest: Option<String>,
+}
 
 /// May a command of kind `next` be sent while `last` (the newest command in flight) still waits for its reply?
 /// Only consulted for drsftp servers.
@@ -148,12 +171,96 @@ impl ClientSession {
         }
         if reply.code == 421 {
             self.swallow = 0;
+            if let Some(l) = self.late_cksm.as_mut() {
+                l.window = 0;
+            }
             return false;
         }
         if !reply.is_preliminary() {
             self.swallow -= 1;
+            if let Some(l) = self.late_cksm.as_mut() {
+                if l.skip > 0 {
+                    l.skip -= 1;
+                } else if l.window > 0 {
+                    l.window -= 1;
+                    if reply.code == 213 && l.digest.is_none() {
+                        l.digest = digest_of(reply);
+                    }
+                }
+            }
         }
         true
+    }
+
+    /// Aborts the running transfer without waiting for the server's answer: `ABOR` is queued, the operation
+    /// ends at once with [`ClientError::Aborted`] (an [`Event::Failed`]), and the next operation's commands go
+    /// out right behind `ABOR`. The server answers ABOR before them (it jumps its queue): the transfer's final
+    /// reply (`426`, or its own `226` if it had just ended), ABOR's `226`, then the commands that were pipelined
+    /// behind the transfer; all are swallowed, except that the digest of a trailing CKSM is kept for
+    /// [`ClientSession::take_late_checksum`]. This saves the round trip [`ClientSession::abort`] waits.
+    ///
+    /// Only with a drsftp server (others get one command at a time, and their ABOR replies vary), and not
+    /// while an in-band `SBUF` waits for its reply (that reply would be miscounted). Returns false when it does
+    /// nothing for those reasons: use [`ClientSession::abort`] and wait. Without a running operation it returns
+    /// true; before the transfer command it fails the operation at once, like `abort`.
+    pub fn abort_and_go_on(&mut self, now: Instant) -> bool {
+        let Some(run) = self.current.as_ref() else {
+            return true;
+        };
+        if !self.features.drs() || self.drs.outstanding() || run.abort_pending.is_some() {
+            return false;
+        }
+        let Some(at) = run
+            .inflight
+            .iter()
+            .position(|(_, k)| matches!(k, Kind::Transfer { .. }))
+        else {
+            self.abort(now);
+            return true;
+        };
+        let Some(run) = self.current.take() else {
+            return true;
+        };
+        let mut mine: VecDeque<(String, Kind)> = run.inflight;
+        let behind: Vec<(String, Kind)> = mine.drain(at + 1..).collect();
+        let skip = self.swallow;
+        let window = mine.len() + 1 + behind.len();
+        self.swallow_rest(mine.into_iter().map(|(_, k)| k));
+        // ABOR's own `226`.
+        self.swallow += 1;
+        let sized = behind.iter().any(|(_, k)| *k == Kind::TrailingSize);
+        let cksm = behind
+            .iter()
+            .find(|(_, k)| *k == Kind::TrailingCksm)
+            .map(|(c, _)| c.clone())
+            .filter(|_| !sized);
+        self.swallow_rest(behind.into_iter().map(|(_, k)| k));
+        self.late_cksm = cksm.map(|command| LateCksm {
+            command,
+            skip,
+            window,
+            digest: None,
+        });
+        self.out.push_back(b"ABOR\r\n".to_vec());
+        self.deadline = None;
+        self.events.push_back(Event::Failed(ClientError::Aborted));
+        true
+    }
+
+    /// The digest the trailing CKSM of a transfer ended by [`ClientSession::abort_and_go_on`] answered with,
+    /// and that CKSM command (`CKSM <alg> 0 -1 <path>`): the whole file's checksum on the server, as the final
+    /// check would ask for it. `None` if it has not come (yet), was refused, or was not asked.
+    pub fn take_late_checksum(&mut self) -> Option<(String, String)> {
+        let l = self.late_cksm.take()?;
+        match l.digest {
+            Some(d) => Some((l.command, d)),
+            None => {
+                if l.window > 0 {
+                    self.late_cksm = Some(l);
+                }
+                None
+            }
+        }
     }
 }
 

@@ -95,7 +95,7 @@ pub struct ClientSession {
     pub(super) trailing_cksm: Option<String>,
     /// [`ClientSession::set_trailing_size`]: SIZE pipelined behind the next transfer command.
     pub(super) trailing_size: bool,
-    out: VecDeque<Vec<u8>>,
+    pub(super) out: VecDeque<Vec<u8>>,
     pub(super) events: VecDeque<Event>,
     pub(super) current: Option<Running>,
     /// Reply deadline: armed while a command is in flight (not once a transfer has started, nor while parked).
@@ -113,6 +113,9 @@ pub struct ClientSession {
     pub(super) swallow: usize,
     /// Held ranges for the next download (`set_resume`, plan.rs).
     pub(super) resume: Option<crate::ranges::RangeSet>,
+    /// [`ClientSession::abort_and_go_on`]: where among the swallowed replies the answer to a trailing CKSM may
+    /// come, and what arrived (`pipeline.rs`).
+    pub(super) late_cksm: Option<super::pipeline::LateCksm>,
 }
 
 pub(super) fn mask(line: &str) -> String {
@@ -149,6 +152,7 @@ impl ClientSession {
             drs_unsure: false,
             swallow: 0,
             resume: None,
+            late_cksm: None,
         }
     }
 
@@ -551,6 +555,7 @@ impl ClientSession {
         self.deadline = None;
         self.current = None;
         self.swallow = 0;
+        self.late_cksm = None;
         self.events.push_back(Event::Failed(err));
     }
 
