@@ -509,7 +509,9 @@ impl TransportDecider {
             } else {
                 "no sign of random loss"
             };
-            let clean = (loss < self.cfg.min_loss_fraction).then(|| Judged {
+            // Either way the path shows no random loss (loss in bursts is congestion), which is what path
+            // memory keeps: the next copy starts on TCP, watched, as it would with no memory.
+            let clean = Some(Judged {
                 random_loss: false,
                 marks_share: loss,
                 min_rtt: self.min_rtt.unwrap_or_default(),

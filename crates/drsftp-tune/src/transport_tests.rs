@@ -609,3 +609,35 @@ fn blast_starts_at_a_share_of_the_rate_the_path_showed() {
         assert_eq!(blast_start_rate(shown, SWITCH_START_SHARE, 0), 0, "{shown}");
     }
 }
+
+#[test]
+fn loss_in_a_burst_or_two_is_judged_not_random() {
+    // Slow start's overshoot on a clean path: loss marks in two intervals, then none; the verdict stays on TCP
+    // and still reads the path (for path memory) as free of random loss.
+    let t0 = Instant::now();
+    let mut d = TransportDecider::new(t0, TransportConfig::default(), None);
+    let mut r = PathReading::default();
+    let mut now = t0;
+    let mut verdict = None;
+    for k in 0..40u64 {
+        now += STEP;
+        r.delivered += FULL / 10;
+        r.segments += FULL / 10 / MSS;
+        if k == 3 || k == 4 {
+            r.loss_marks += 60;
+        }
+        r.rtt = Duration::from_millis(50);
+        d.handle_reading(now, r);
+        if let Some(dec) = d.poll_decision(now, 1 << 30) {
+            // The first verdict, and what it read of the path (a copy may end right after it).
+            verdict.get_or_insert((dec, d.judged()));
+        }
+    }
+    let (dec, j) = verdict.expect("a verdict");
+    assert!(
+        matches!(&dec, Decision::StayTcp(why) if why.starts_with("no sign of random loss")),
+        "{dec:?}"
+    );
+    let j = j.expect("a reading of the path");
+    assert!(!j.random_loss, "{j:?}");
+}

@@ -286,7 +286,7 @@ fn auto_stays_on_tcp_on_a_clean_shared_path() {
     let mem = ProfileStore::in_dir(&cfg.join("drsftp"))
         .learned(&key)
         .unwrap()
-        .expect("a learned reading");
+        .unwrap_or_else(|| panic!("no learned reading after {j}"));
     eprintln!("learned: {mem:?}");
     assert!(!mem.lossy, "{mem:?}");
 
