@@ -155,3 +155,50 @@ async fn start_choice_reads_the_path_profile() {
     );
     drop(srv);
 }
+
+/// `-p auto`'s control RTT is the path's, not the server's time to answer: against a server that takes 150 ms
+/// over every reply on loopback (as a loss's retransmission or a slow password check inflates a timed command),
+/// the login's RTT is the kernel's minimum for the connection, far below 150 ms. Timing the login's commands (the
+/// old way) gave the 150 ms, and on a 200 ms · 5 % lab path 0.8-2.7 s, which made `-p auto` open 32 streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_rtt_is_the_paths_not_the_servers_answer_time() {
+    use std::time::Duration;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let lis = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = lis.local_addr().unwrap();
+    let slow = Duration::from_millis(150);
+    let server = tokio::spawn(async move {
+        let (sock, _) = lis.accept().await.unwrap();
+        let (rd, mut wr) = sock.into_split();
+        wr.write_all(b"220 slow test server\r\n").await.unwrap();
+        let mut lines = BufReader::new(rd).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tokio::time::sleep(slow).await;
+            let verb = line.split(' ').next().unwrap_or("").to_ascii_uppercase();
+            let reply: &[u8] = match verb.as_str() {
+                "USER" => b"331 password please\r\n",
+                "PASS" => b"230 logged in\r\n",
+                "FEAT" => b"211-Features:\r\n SIZE\r\n211 End\r\n",
+                "NOOP" => b"200 ok\r\n",
+                "QUIT" => {
+                    let _ = wr.write_all(b"221 bye\r\n").await;
+                    return;
+                }
+                _ => b"502 not here\r\n",
+            };
+            if wr.write_all(reply).await.is_err() {
+                return;
+            }
+        }
+    });
+    let c = Client::connect(&addr.to_string(), "u", "p", Duration::from_secs(10))
+        .await
+        .expect("login");
+    let rtt = c.login_rtt().expect("a login RTT");
+    assert!(
+        rtt < Duration::from_millis(50),
+        "login RTT {rtt:?} took in the server's {slow:?} answer time"
+    );
+    drop(c);
+    server.abort();
+}

@@ -467,10 +467,14 @@ impl Client {
         self.control.is_tls()
     }
 
-    /// The control-channel round trip measured for free during login: the median of the USER, PASS and FEAT
-    /// exchanges (command written to first reply byte). `None` if fewer than two were timed (e.g. a server that
-    /// logs in without PASS).
+    /// The control-channel round trip measured for free during login: the kernel's minimum RTT of the control
+    /// connection (TCP_INFO), which a lost segment does not inflate; where the kernel has none, the median of the
+    /// USER, PASS and FEAT exchanges (command written to first reply byte). `None` if neither is there (e.g. a
+    /// server that logs in without PASS, timed once).
     pub fn login_rtt(&self) -> Option<Duration> {
+        if let Some(r) = self.control.kernel_min_rtt() {
+            return Some(r);
+        }
         let s = self.control.rtt_samples();
         let mut v: Vec<Duration> = s.iter().take(3).copied().collect();
         if v.len() < 2 {

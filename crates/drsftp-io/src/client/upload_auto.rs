@@ -36,8 +36,8 @@ const HOLD_AT_MOST: Duration = Duration::from_secs(16);
 pub(super) fn decider(opts: &ClientOptions, control: &Control) -> TransportDecider {
     let link = opts.auto_transport.as_ref().and_then(|a| a.link_bps);
     let d = TransportDecider::new(Instant::now(), TransportConfig::sender(), link);
-    match control.rtt_samples().iter().min() {
-        Some(rtt) => d.with_path_rtt(*rtt),
+    match control.path_rtt() {
+        Some(rtt) => d.with_path_rtt(rtt),
         None => d,
     }
 }
