@@ -304,6 +304,10 @@ pub(crate) async fn run(
                 .unwrap_or_default();
             let blocked = start.as_ref().map(|_| BLAST_BLOCKED_AFTER);
             let side = blast_leg(from);
+            // The final CKSM rides behind the blast RETR: the server hashes the file while blast sends it.
+            if let Some(a) = final_cksm {
+                control.session_mut().set_trailing_checksum(a.name());
+            }
             let r = blast::run(
                 control,
                 spec,
@@ -389,6 +393,13 @@ pub(crate) async fn run(
                     };
                     let side = blast_leg(prior.clone());
                     let blocked = Some(BLAST_BLOCKED_AFTER);
+                    // No CKSM was left behind the TCP RETR (none is sent before a stay verdict): it rides behind
+                    // the blast RETR instead, hashed on the server while blast sends, off the set-up's path.
+                    if let Some(a) =
+                        final_cksm.filter(|_| !control.session().late_checksum_pending())
+                    {
+                        control.session_mut().set_trailing_checksum(a.name());
+                    }
                     let r = blast::run(
                         control,
                         spec,
@@ -605,7 +616,13 @@ impl TcpLeg {
             }
         }
         let total = self.len;
-        if let Some(a) = self.final_cksm {
+        // Watched by the rule, the final CKSM goes out only with its first stay verdict: queued behind a TCP RETR
+        // that a switch then aborts, it would be hashed on the server ahead of the blast set-up (~0.2 s per GiB,
+        // first22c). A transfer that ends before any verdict asks for it afterwards (one round trip, answered
+        // from the server's sent-file CRC).
+        let ask = control.ask_cksm.clone();
+        let mut ask_alg = self.final_cksm.filter(|_| decider.is_some());
+        if let Some(a) = self.final_cksm.filter(|_| decider.is_none()) {
             control.session_mut().set_trailing_checksum(a.name());
         }
         let fut = transfer::run(
@@ -626,6 +643,7 @@ impl TcpLeg {
                 loop {
                     tokio::select! {
                         r = &mut fut => {
+                            ask.lock().map(|mut a| a.take()).ok();
                             let mut m = r?;
                             if let Some(w) = watch {
                                 m.actions = w.finish();
@@ -638,7 +656,14 @@ impl TcpLeg {
                             let left = size.saturating_sub(progress.bytes());
                             match d.poll_decision(now, left) {
                                 Some(Decision::SwitchToBlast(why)) => break Some((why, d.judged())),
-                                Some(Decision::StayTcp(why)) => stayed = Some(why),
+                                Some(Decision::StayTcp(why)) => {
+                                    if let Some(a) = ask_alg.take() {
+                                        if let Ok(mut slot) = ask.lock() {
+                                            *slot = Some(a.name().to_string());
+                                        }
+                                    }
+                                    stayed = Some(why);
+                                }
                                 None => {}
                             }
                         }
@@ -648,6 +673,7 @@ impl TcpLeg {
         };
         if let Some((why, judged)) = switch {
             drop(fut);
+            ask.lock().map(|mut a| a.take()).ok();
             return Ok(Leg::Switch(why, judged));
         }
         let mut m = fut.await?;
