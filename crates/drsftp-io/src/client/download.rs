@@ -8,8 +8,11 @@
 //! whole file's checksum matched.
 //!
 //! A `--transport auto` switch sends ABOR without waiting (the blast set-up leaves in the same write), starts
-//! blast near the rate TCP showed, takes the whole-file CKSM that was pipelined behind the aborted RETR as the
-//! server's checksum, and goes back to TCP for the missing ranges if the server refuses blast.
+//! blast near the rate TCP showed, and goes back to TCP for the missing ranges if the server refuses blast. The
+//! final CKSM of a watched download goes out only with the rule's first stay verdict (mid-transfer, behind the
+//! RETR); after a switch it rides behind the blast RETR, which a drsftp server hashes while blast sends, so no
+//! whole-file hash stands between the ABOR and the blast set-up. If a stay verdict came before the switch, the
+//! CKSM left behind the aborted RETR is taken as the server's checksum.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -591,7 +594,7 @@ struct TcpLeg {
     /// Bytes the whole transfer moves (the decider's "remaining" is this less what arrived).
     len: Option<u64>,
     /// The final check's algorithm: its CKSM is pipelined behind RETR (a drsftp server answers it after the
-    /// transfer), so verifying costs no round trip of its own.
+    /// transfer), so verifying costs no round trip of its own; under a decider only from its first stay verdict.
     final_cksm: Option<ChecksumAlg>,
 }
 
