@@ -109,3 +109,101 @@ async fn cksm_after_retr_is_from_the_engine_only_while_the_file_is_unchanged() {
     let _ = c.quit().await;
     drop(srv);
 }
+
+/// Reads replies from `rd` until one with a final code (2xx-5xx, not a `-` continuation) whose code is in
+/// `want`; returns it. Panics on any other final reply.
+async fn reply_in(
+    rd: &mut tokio::io::BufReader<tokio::net::tcp::OwnedReadHalf>,
+    want: &[&str],
+) -> String {
+    use tokio::io::AsyncBufReadExt;
+    loop {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(20), rd.read_line(&mut line))
+            .await
+            .expect("reply in time")
+            .unwrap();
+        assert!(n > 0, "control connection closed");
+        if line.len() < 4 || line.as_bytes()[3] == b'-' {
+            continue;
+        }
+        let code = &line[..3];
+        if code.starts_with('1') && !want.contains(&code) {
+            continue;
+        }
+        assert!(want.contains(&code), "wanted {want:?}, got {line:?}");
+        return line.trim_end().to_string();
+    }
+}
+
+/// One raw session: `REST 100`, `RETR /f.bin` and `CKSM CRC32C 0 -1 /f.bin` in one write (a restarted RETR
+/// yields no whole-file CRC, like a blast RETR). `between` runs once the transfer has started and before its
+/// data is read; returns the CKSM's digest.
+async fn restarted_retr_then_cksm(addr: std::net::SocketAddr, between: impl FnOnce()) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+    let (r, mut w) = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap()
+        .into_split();
+    let mut rd = BufReader::new(r);
+    reply_in(&mut rd, &["220"]).await;
+    w.write_all(b"USER anonymous\r\n").await.unwrap();
+    reply_in(&mut rd, &["331", "230"]).await;
+    w.write_all(b"PASS x\r\nTYPE I\r\nPASV\r\n").await.unwrap();
+    reply_in(&mut rd, &["230"]).await;
+    reply_in(&mut rd, &["200"]).await;
+    let pasv = reply_in(&mut rd, &["227"]).await;
+    let nums: Vec<u16> = pasv
+        .rsplit_once('(')
+        .unwrap()
+        .1
+        .trim_end_matches(')')
+        .split(',')
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
+    let port = nums[4] * 256 + nums[5];
+    w.write_all(b"REST 100\r\nRETR /f.bin\r\nCKSM CRC32C 0 -1 /f.bin\r\n")
+        .await
+        .unwrap();
+    reply_in(&mut rd, &["350"]).await;
+    reply_in(&mut rd, &["150"]).await;
+    // The server hashes the queued CKSM's file now, while its transfer waits for us.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    between();
+    let mut data = tokio::net::TcpStream::connect((addr.ip(), port))
+        .await
+        .unwrap();
+    let mut got = vec![];
+    data.read_to_end(&mut got).await.unwrap();
+    reply_in(&mut rd, &["226"]).await;
+    let sum = reply_in(&mut rd, &["213"]).await;
+    sum[4..].to_string()
+}
+
+/// first22c: a CKSM queued behind a send that yields no whole-file CRC (a blast or restarted RETR) is hashed
+/// while that transfer runs (`Action::Prefetch`) and answered from that digest after the `226`, in order, while
+/// the file keeps the size and settled mtime it had; a plain rewrite in between gets a fresh checksum.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cksm_behind_a_restarted_retr_is_hashed_during_the_transfer() {
+    let root = tempfile::tempdir().unwrap();
+    let srv = TestServer::serve(root.path()).await;
+    let src = root.path().join("f.bin");
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    let (a, b) = (random_bytes(3 << 20, 4), random_bytes(3 << 20, 5));
+
+    write_settled(&src, &a, old);
+    // Proof the digest was computed during the transfer: a rewrite that restores size and mtime (invisible to
+    // the check, its documented limit) after the hash still gets the digest of what was there before.
+    let s = src.clone();
+    let b2 = b.clone();
+    let sum = restarted_retr_then_cksm(srv.addr, move || rewrite(&s, &b2, Some(old))).await;
+    assert_eq!(sum, crc(&a), "answered from the digest computed early");
+
+    // A plain rewrite (new mtime) after the early hash: the CKSM reads the file again.
+    write_settled(&src, &a, old);
+    let s = src.clone();
+    let b2 = b.clone();
+    let sum = restarted_retr_then_cksm(srv.addr, move || rewrite(&s, &b2, None)).await;
+    assert_eq!(sum, crc(&b), "changed file, fresh checksum");
+    drop(srv);
+}

@@ -6,6 +6,7 @@
 //! single `read` calls), so `transfer` can `select!` on it next to a running data task.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use drsftp_proto::client::{ClientConfig, ClientSession, Event, Op, Outcome};
@@ -44,7 +45,14 @@ pub(crate) struct Control {
     /// The control address of the other server of the last third-party batch (`relay.rs`), whose data connection
     /// the server keeps; dropped by any other data transfer.
     pub(crate) relay_link: Option<SocketAddr>,
+    /// A CKSM algorithm to pipeline behind the transfer now running, set from outside its loop (a
+    /// `--transport auto` download's stay verdict, download.rs) and sent at the loop's next tick
+    /// ([`Control::send_asked_checksum`]).
+    pub(crate) ask_cksm: AskCksm,
 }
+
+/// See [`Control::ask_cksm`].
+pub(crate) type AskCksm = Arc<std::sync::Mutex<Option<String>>>;
 
 /// How many command round trips [`Control`] keeps (the first ones: login, before any transfer loads the path).
 const RTT_SAMPLES: usize = 8;
@@ -99,6 +107,7 @@ impl Control {
                         batch_channel: None,
                         upload_channel: None,
                         relay_link: None,
+                        ask_cksm: AskCksm::default(),
                     });
                 }
                 Ok(Err(e)) => last = Some(e),
@@ -315,6 +324,18 @@ impl Control {
     }
 
     /// The next session event: sends queued commands, reads replies, and honours the session's deadline.
+    /// Pipelines the CKSM asked for through [`Control::ask_cksm`] behind the running transfer, if one was asked
+    /// (once: the request is taken either way).
+    pub(crate) fn send_asked_checksum(&mut self) {
+        let alg = self.ask_cksm.lock().ok().and_then(|mut a| a.take());
+        if let Some(alg) = alg {
+            let sent = self
+                .session
+                .pipeline_trailing_checksum(Instant::now(), &alg);
+            tracing::debug!("CKSM {alg} asked behind the running transfer: sent {sent}");
+        }
+    }
+
     pub(crate) async fn next_event(&mut self) -> Result<Event, ClientError> {
         loop {
             self.flush().await?;

@@ -8,8 +8,11 @@
 //! whole file's checksum matched.
 //!
 //! A `--transport auto` switch sends ABOR without waiting (the blast set-up leaves in the same write), starts
-//! blast near the rate TCP showed, takes the whole-file CKSM that was pipelined behind the aborted RETR as the
-//! server's checksum, and goes back to TCP for the missing ranges if the server refuses blast.
+//! blast near the rate TCP showed, and goes back to TCP for the missing ranges if the server refuses blast. The
+//! final CKSM of a watched download goes out only with the rule's first stay verdict (mid-transfer, behind the
+//! RETR); after a switch it rides behind the blast RETR, which a drsftp server hashes while blast sends, so no
+//! whole-file hash stands between the ABOR and the blast set-up. If a stay verdict came before the switch, the
+//! CKSM left behind the aborted RETR is taken as the server's checksum.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -304,6 +307,10 @@ pub(crate) async fn run(
                 .unwrap_or_default();
             let blocked = start.as_ref().map(|_| BLAST_BLOCKED_AFTER);
             let side = blast_leg(from);
+            // The final CKSM rides behind the blast RETR: the server hashes the file while blast sends it.
+            if let Some(a) = final_cksm {
+                control.session_mut().set_trailing_checksum(a.name());
+            }
             let r = blast::run(
                 control,
                 spec,
@@ -389,6 +396,13 @@ pub(crate) async fn run(
                     };
                     let side = blast_leg(prior.clone());
                     let blocked = Some(BLAST_BLOCKED_AFTER);
+                    // No CKSM was left behind the TCP RETR (none is sent before a stay verdict): it rides behind
+                    // the blast RETR instead, hashed on the server while blast sends, off the set-up's path.
+                    if let Some(a) =
+                        final_cksm.filter(|_| !control.session().late_checksum_pending())
+                    {
+                        control.session_mut().set_trailing_checksum(a.name());
+                    }
                     let r = blast::run(
                         control,
                         spec,
@@ -580,7 +594,7 @@ struct TcpLeg {
     /// Bytes the whole transfer moves (the decider's "remaining" is this less what arrived).
     len: Option<u64>,
     /// The final check's algorithm: its CKSM is pipelined behind RETR (a drsftp server answers it after the
-    /// transfer), so verifying costs no round trip of its own.
+    /// transfer), so verifying costs no round trip of its own; under a decider only from its first stay verdict.
     final_cksm: Option<ChecksumAlg>,
 }
 
@@ -605,7 +619,13 @@ impl TcpLeg {
             }
         }
         let total = self.len;
-        if let Some(a) = self.final_cksm {
+        // Watched by the rule, the final CKSM goes out only with its first stay verdict: queued behind a TCP RETR
+        // that a switch then aborts, it would be hashed on the server ahead of the blast set-up (~0.2 s per GiB,
+        // first22c). A transfer that ends before any verdict asks for it afterwards (one round trip, answered
+        // from the server's sent-file CRC).
+        let ask = control.ask_cksm.clone();
+        let mut ask_alg = self.final_cksm.filter(|_| decider.is_some());
+        if let Some(a) = self.final_cksm.filter(|_| decider.is_none()) {
             control.session_mut().set_trailing_checksum(a.name());
         }
         let fut = transfer::run(
@@ -626,6 +646,7 @@ impl TcpLeg {
                 loop {
                     tokio::select! {
                         r = &mut fut => {
+                            ask.lock().map(|mut a| a.take()).ok();
                             let mut m = r?;
                             if let Some(w) = watch {
                                 m.actions = w.finish();
@@ -638,7 +659,14 @@ impl TcpLeg {
                             let left = size.saturating_sub(progress.bytes());
                             match d.poll_decision(now, left) {
                                 Some(Decision::SwitchToBlast(why)) => break Some((why, d.judged())),
-                                Some(Decision::StayTcp(why)) => stayed = Some(why),
+                                Some(Decision::StayTcp(why)) => {
+                                    if let Some(a) = ask_alg.take() {
+                                        if let Ok(mut slot) = ask.lock() {
+                                            *slot = Some(a.name().to_string());
+                                        }
+                                    }
+                                    stayed = Some(why);
+                                }
                                 None => {}
                             }
                         }
@@ -648,6 +676,7 @@ impl TcpLeg {
         };
         if let Some((why, judged)) = switch {
             drop(fut);
+            ask.lock().map(|mut a| a.take()).ok();
             return Ok(Leg::Switch(why, judged));
         }
         let mut m = fut.await?;

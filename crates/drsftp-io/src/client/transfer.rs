@@ -245,6 +245,9 @@ pub(crate) async fn run_started(
                 }
             }
             _ = tick.tick() => {
+                if report.is_none() {
+                    control.send_asked_checksum();
+                }
                 if watch.stalled(progress.bytes(), stall) {
                     if let Some(t) = task.0.take() {
                         t.abort();

@@ -91,6 +91,8 @@ pub(crate) async fn run(
     let mut cache: Option<DataCache> = None;
     // The CRC32C of the last whole file sent, for a following CKSM; dropped by anything that may change files.
     let mut sent_crc: Option<fs::SentCrc> = None;
+    // A CKSM's digest being computed while the transfer ahead of it runs (`Action::Prefetch`), with its request.
+    let mut prefetch: Option<(FsRequest, tokio::task::JoinHandle<Option<fs::Prefetched>>)> = None;
     // A STOR's part file opened before its 150 (`FsRequest::OpenWrite`), for the transfer that follows.
     let opened = fs::OpenSlot::default();
     let mut blast_sock: Option<std::net::UdpSocket> = None;
@@ -132,7 +134,16 @@ pub(crate) async fn run(
                     let changes = audit::changes(&req);
                     if changes {
                         sent_crc = None;
+                        prefetch = None;
                     }
+                    // The CKSM whose digest was started early: its answer waits for that work, not a new read.
+                    let pre = match prefetch.take() {
+                        Some((r, h)) if r == req => Some(h),
+                        other => {
+                            prefetch = other;
+                            None
+                        }
+                    };
                     let who = user.clone();
                     let movers = frontend.as_ref().and_then(|f| f.checksum_by_movers(&req));
                     let slot = opened.clone();
@@ -144,7 +155,13 @@ pub(crate) async fn run(
                             None if matches!(req, FsRequest::OpenWrite { .. }) => {
                                 fs::open_upload(st, req, slot).await
                             }
-                            None => fs::execute_async(st, req, sent).await,
+                            None => {
+                                let pre = match pre {
+                                    Some(h) => h.await.ok().flatten(),
+                                    None => None,
+                                };
+                                fs::execute_prefetched(st, req, sent, pre).await
+                            }
                         };
                         if let Some(req) = shown {
                             audit::fs(peer, &who, &req, &r);
@@ -152,6 +169,16 @@ pub(crate) async fn run(
                         let _ = tx.send(r).await;
                     }));
                 }
+                Action::Prefetch(req) if frontend.is_none() => {
+                    // The CKSM behind a blast (or partial) send: hash while the data moves, so its answer (the
+                    // final check, or the blast set-up after an auto switch) does not wait for a whole read.
+                    let st = storage.clone();
+                    let r = req.clone();
+                    let h = tokio::task::spawn_blocking(move || fs::Prefetched::compute(&st, r));
+                    prefetch = Some((req, h));
+                }
+                // A striped frontend's movers compute CKSM on their shares when asked.
+                Action::Prefetch(_) => {}
                 Action::CheckLogin {
                     user: name,
                     password,

@@ -1,6 +1,7 @@
 //! Carries out the session's filesystem requests on the served `Storage`, on a blocking thread; a `CKSM CRC32C` of
 //! a whole file the session has just sent is answered from the data engine's CRC (`SentCrc`) while the file still
-//! has the size and mtime it had before it was read. A STOR's part file opened before its `150`
+//! has the size and mtime it had before it was read, or from a digest computed while the transfer ahead of it ran
+//! ([`Prefetched`]). A STOR's part file opened before its `150`
 //! (`FsRequest::OpenWrite`) waits in an [`OpenSlot`] for the transfer that follows.
 
 use std::sync::{Arc, Mutex};
@@ -122,6 +123,61 @@ impl SentCrc {
     }
 }
 
+/// A CKSM's digest computed while the transfer ahead of it still ran (`Action::Prefetch`: a blast send, a partial
+/// one, or another file's; first22c), with the size and mtime the file had before it was read and that mtime
+/// [`settled`] then, the same guard as [`SentCrc`]: the answer is used only if the file still has both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Prefetched {
+    req: FsRequest,
+    size: u64,
+    modified: SystemTime,
+    hex: String,
+}
+
+impl Prefetched {
+    /// Computes `req` (a `Checksum`) now (blocking; call from `spawn_blocking`); `None` for any other request,
+    /// a file not settled, or a failure (the CKSM then runs as usual and reports it).
+    pub(crate) fn compute(storage: &Arc<dyn Storage>, req: FsRequest) -> Option<Prefetched> {
+        let FsRequest::Checksum {
+            alg,
+            path,
+            offset,
+            length,
+        } = &req
+        else {
+            return None;
+        };
+        let looked = SystemTime::now();
+        let before = storage.stat(path).ok()?;
+        if !settled(before.modified, looked) {
+            return None;
+        }
+        let f = storage.open_read(path).ok()?;
+        let hex = checksum(f.as_ref(), *alg, *offset, *length).ok()?;
+        Some(Prefetched {
+            size: before.size,
+            modified: before.modified,
+            hex,
+            req,
+        })
+    }
+
+    /// The answer to `req` if it is the request computed and the file is unchanged.
+    fn answer(&self, storage: &Arc<dyn Storage>, req: &FsRequest) -> Option<String> {
+        let FsRequest::Checksum { path, .. } = req else {
+            return None;
+        };
+        if *req != self.req {
+            return None;
+        }
+        let now = storage.stat(path).ok()?;
+        (now.size == self.size && now.modified == self.modified).then(|| {
+            tracing::debug!(path, "CKSM from the digest computed during the transfer");
+            self.hex.clone()
+        })
+    }
+}
+
 /// Run `req` against `storage` (blocking; call from `spawn_blocking`).
 pub(crate) fn execute(storage: &Arc<dyn Storage>, req: FsRequest) -> FsResult {
     let r: Result<FsResult, StorageError> = match req {
@@ -166,9 +222,24 @@ pub(crate) async fn execute_async(
     req: FsRequest,
     sent: Option<SentCrc>,
 ) -> FsResult {
-    let run = move || match sent.and_then(|s| s.answer(&storage, &req)) {
-        Some(c) => FsResult::Checksum(c),
-        None => execute(&storage, req),
+    execute_prefetched(storage, req, sent, None).await
+}
+
+/// [`execute_async`], answering a CKSM from `pre` (computed ahead, [`Prefetched`]) when that applies.
+pub(crate) async fn execute_prefetched(
+    storage: Arc<dyn Storage>,
+    req: FsRequest,
+    sent: Option<SentCrc>,
+    pre: Option<Prefetched>,
+) -> FsResult {
+    let run = move || {
+        let early = sent
+            .and_then(|s| s.answer(&storage, &req))
+            .or_else(|| pre.and_then(|p| p.answer(&storage, &req)));
+        match early {
+            Some(c) => FsResult::Checksum(c),
+            None => execute(&storage, req),
+        }
     };
     tokio::task::spawn_blocking(run)
         .await

@@ -247,6 +247,55 @@ impl ClientSession {
         true
     }
 
+    /// Pipelines the whole file's `CKSM <alg> 0 -1 <path>` behind the download that is already running, as
+    /// [`ClientSession::set_trailing_checksum`] would have before it began: the server queues it and answers
+    /// after the transfer's `226`, which then ends the operation with the digest in the report. A
+    /// `--transport auto` download asks for it only once its rule said "stay on TCP": while a switch may still
+    /// come, a CKSM queued behind the TCP RETR would be hashed on the server after the ABOR, ahead of the blast
+    /// set-up (docs/auto-transport.md). Returns false (nothing sent) unless a drsftp server runs a plain RETR
+    /// for this operation with no trailing check asked yet, no abort under way and no in-band SBUF unanswered
+    /// (its late refusal would be counted against the CKSM).
+    pub fn pipeline_trailing_checksum(&mut self, now: Instant, alg: &str) -> bool {
+        if !self.features.drs() || self.drs.outstanding() {
+            return false;
+        }
+        let Some(run) = self.current.as_mut() else {
+            return false;
+        };
+        let Some((line, _)) = run
+            .inflight
+            .back()
+            .filter(|(_, k)| *k == (Kind::Transfer { listing: false }))
+        else {
+            return false;
+        };
+        let Some(path) = line.strip_prefix("RETR ").map(str::to_string) else {
+            return false;
+        };
+        let asked = run
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Cmd(_, Kind::TrailingCksm | Kind::TrailingSize)));
+        if asked || run.abort_pending.is_some() || run.batch.is_some() {
+            return false;
+        }
+        let line = format!("CKSM {alg} 0 -1 {path}");
+        self.out.push_back(format!("{line}\r\n").into_bytes());
+        run.inflight.push_back((line, Kind::TrailingCksm));
+        // Once the transfer runs it has no reply deadline, and the CKSM is answered only after it: the deadline
+        // is armed when its 226 comes (answer.rs), as for a CKSM sent with the RETR.
+        if !run.started {
+            self.deadline = Some(now + self.cfg.reply_timeout);
+        }
+        true
+    }
+
+    /// Whether a trailing CKSM was left behind a transfer ended by [`ClientSession::abort_and_go_on`] and its
+    /// digest not yet taken: the server answers it, so the final check need not ask again.
+    pub fn late_checksum_pending(&self) -> bool {
+        self.late_cksm.is_some()
+    }
+
     /// The digest the trailing CKSM of a transfer ended by [`ClientSession::abort_and_go_on`] answered with,
     /// and that CKSM command (`CKSM <alg> 0 -1 <path>`): the whole file's checksum on the server, as the final
     /// check would ask for it. `None` if it has not come (yet), was refused, or was not asked.

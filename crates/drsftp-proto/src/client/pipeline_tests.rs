@@ -650,3 +650,116 @@ fn a_late_sbuf_refusal_comes_after_the_trailing_cksm() {
     );
     h.size_after("");
 }
+
+/// first22c: a `--transport auto` download asks for the final CKSM only once its rule said "stay on TCP", while
+/// the RETR already runs. It rides behind the transfer as if it had gone with RETR: no deadline while the data
+/// moves, the `226` does not end the operation, the `213` does and fills the report.
+#[test]
+fn a_cksm_asked_while_the_retr_runs_completes_the_report() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(true);
+    h.batch(&SETUP, "200 ok\n200 ok\n200 DRS Inband=1;\n200 ok\n");
+    h.listen();
+    assert_eq!(h.sent(), ["PORT 127,0,0,1,235,41", "RETR /data/f"]);
+    h.reply("200 PORT Command successful.\n125 Go.\n");
+    assert!(matches!(&h.events()[..], [Event::TransferStarted(_)]));
+    assert!(h.s.pipeline_trailing_checksum(h.now, "CRC32C"));
+    assert_eq!(h.sent(), ["CKSM CRC32C 0 -1 /data/f"]);
+    assert_eq!(
+        h.s.poll_timeout(),
+        None,
+        "the transfer still has no deadline"
+    );
+    assert!(
+        !h.s.pipeline_trailing_checksum(h.now, "CRC32C"),
+        "asked once"
+    );
+    assert_eq!(h.sent(), Vec::<String>::new());
+    h.reply("226 Transfer complete.\n");
+    let ev = h.events();
+    assert!(
+        !ev.iter().any(|e| matches!(e, Event::Done(_))),
+        "done only with the CKSM: {ev:?}"
+    );
+    assert!(h.deadline_armed(), "the CKSM has a reply deadline");
+    h.reply("213 0A1B2C3D\n");
+    let rep = h.report();
+    assert_eq!(rep.final_reply.unwrap().code, 226);
+    assert_eq!(rep.checksum, Some(Box::new(Ok("0a1b2c3d".into()))));
+    assert!(!h.s.is_busy());
+    assert!(
+        !h.s.pipeline_trailing_checksum(h.now, "CRC32C"),
+        "no transfer running"
+    );
+}
+
+/// A CKSM asked mid-transfer and then left behind a pipelined ABOR (the rule switched after all) is kept as the
+/// late checksum, like one sent with RETR.
+#[test]
+fn a_cksm_asked_mid_transfer_survives_a_pipelined_abort() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(true);
+    h.batch(&SETUP, "200 ok\n200 ok\n200 DRS Inband=1;\n200 ok\n");
+    h.listen();
+    h.sent();
+    h.reply("200 PORT Command successful.\n125 Go.\n");
+    h.events();
+    assert!(h.s.pipeline_trailing_checksum(h.now, "CRC32C"));
+    h.sent();
+    assert!(h.s.abort_and_go_on(h.now));
+    assert_eq!(h.sent(), ["ABOR"]);
+    assert_eq!(h.events(), vec![Event::Failed(ClientError::Aborted)]);
+    h.reply("426 Transfer aborted.\n226 Abort successful.\n213 0a1b2c3d\n");
+    assert_eq!(
+        h.s.take_late_checksum(),
+        Some(("CKSM CRC32C 0 -1 /data/f".into(), "0a1b2c3d".into()))
+    );
+}
+
+/// Servers that do not pipeline (Globus) get no CKSM sent into a running transfer.
+#[test]
+fn other_servers_get_no_cksm_mid_transfer() {
+    let mut h = H::login(GLOBUS_FEAT);
+    h.start_download(false);
+    assert!(!h.s.pipeline_trailing_checksum(h.now, "CRC32C"));
+}
+
+/// first22c: a blast download's final CKSM rides behind its RETR in the set-up batch (a drsftp server hashes the
+/// file while blast sends it); the `226` does not end the operation, the `213` does. A blast upload takes none.
+#[test]
+fn a_blast_download_carries_the_final_cksm_behind_retr() {
+    let mut h = H::login(BLAST_DRSFTP_FEAT);
+    h.s.set_trailing_checksum("CRC32C");
+    h.start(Op::Transfer(blast(Direction::Download, "/f")));
+    assert_eq!(h.events(), vec![Event::BlastBind]);
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40000".parse().unwrap());
+    assert_eq!(
+        h.sent(),
+        [
+            "TYPE I",
+            "OPTS BLAST MTU=1500;Rate=0;Start=180000000;",
+            "BPAS 127,0,0,1,156,64",
+            "RETR /f",
+            "CKSM CRC32C 0 -1 /f",
+        ]
+    );
+    h.reply(
+        "200 Type set to I.\n200 OPTS BLAST MTU=1500;Rate=0;Start=180000000;\n\
+         229 Entering Blast Passive Mode (127,0,0,1,156,65) Id=00000000000000ff\n\
+         150 Opening BLAST data channel for RETR /f (Size=5000;Packet=1436;).\n",
+    );
+    assert!(matches!(&h.events()[..], [Event::TransferStarted(_)]));
+    h.reply("226 Transfer complete.\n");
+    assert!(!h.events().iter().any(|e| matches!(e, Event::Done(_))));
+    h.reply("213 00aa11bb\n");
+    let rep = h.report();
+    assert_eq!(rep.checksum, Some(Box::new(Ok("00aa11bb".into()))));
+    assert!(rep.blast.is_some(), "the channel is still described");
+
+    h.s.set_trailing_checksum("CRC32C");
+    h.start(Op::Transfer(blast(Direction::Upload, "/in/f")));
+    h.events();
+    h.s.handle_blast_bound(h.now, "127.0.0.1:40002".parse().unwrap());
+    let sent = h.sent();
+    assert!(!sent.iter().any(|c| c.starts_with("CKSM")), "{sent:?}");
+}

@@ -327,9 +327,15 @@ impl ClientSession {
             }
             Op::Transfer(spec) => {
                 let resume = self.resume.take();
-                // Used by this transfer only: a blast transfer or a partial one takes none.
-                let whole_tcp = spec.partial.is_none() && spec.transport == Transport::Tcp;
-                let trailing = self.trailing_steps(Some(spec.path.clone()).filter(|_| whole_tcp));
+                // Used by this transfer only: a partial one takes none, nor a blast upload. A blast download's
+                // rides behind its RETR: a drsftp server hashes the file while blast sends it (server conn.rs,
+                // `Action::Prefetch`), so the final check does not wait for the hash after the data.
+                let blast_down = matches!(spec.transport, Transport::Blast(_))
+                    && spec.direction == Direction::Download
+                    && self.features.has("BLAST");
+                let whole =
+                    spec.partial.is_none() && (spec.transport == Transport::Tcp || blast_down);
+                let trailing = self.trailing_steps(Some(spec.path.clone()).filter(|_| whole));
                 streams = if spec.mode == TransferMode::Extended {
                     spec.streams.max(1)
                 } else {
@@ -338,7 +344,9 @@ impl ClientSession {
                 match spec.transport {
                     Transport::Blast(req) if self.features.has("BLAST") => {
                         blast = Some(BlastNeg::default());
-                        self.plan_blast(&spec, &req, resume.as_ref())
+                        let mut s = self.plan_blast(&spec, &req, resume.as_ref());
+                        s.extend(trailing);
+                        s
                     }
                     Transport::Blast(_) => {
                         report.notices.push(

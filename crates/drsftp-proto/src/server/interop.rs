@@ -203,7 +203,7 @@ impl Pair {
             Action::BlastBind { ip } => self
                 .s
                 .handle_blast_bound(self.now, Ok((SocketAddr::new(ip, 40100), 0xfeed_f00d))),
-            Action::Abort | Action::SetBuffer { .. } => {}
+            Action::Abort | Action::SetBuffer { .. } | Action::Prefetch(_) => {}
             Action::Close | Action::StartTls => {}
         }
     }

@@ -340,7 +340,10 @@ impl ServerSession {
                 }
                 match self.queue.front().map(busy_of) {
                     Some(Busy::Inline) => {}
-                    _ => return,
+                    _ => {
+                        self.consider_prefetch();
+                        return;
+                    }
                 }
             }
             let Some(line) = self.queue.pop_front() else {
@@ -350,6 +353,41 @@ impl ServerSession {
             if self.ctx.sec.upgrade_requested {
                 self.start_tls();
             }
+        }
+    }
+
+    /// A `CKSM` at the head of the queue behind a running transfer that will not yield its digest: tell the
+    /// driver it may start now ([`Action::Prefetch`]), once per transfer. Only the head: commands between it
+    /// and the transfer could change what its path names.
+    fn consider_prefetch(&mut self) {
+        let Some(Line::Text(t)) = self.queue.front() else {
+            return;
+        };
+        let (verb, arg) = split_command(t);
+        if !verb.eq_ignore_ascii_case("CKSM") {
+            return;
+        }
+        let req = verbs::cksm_request(&self.ctx, arg);
+        let Some(run) = self.ctx.xfer.running.as_mut() else {
+            return;
+        };
+        if std::mem::replace(&mut run.prefetch_seen, true) {
+            return;
+        }
+        let Some(req) = req else {
+            return;
+        };
+        let engine = matches!(
+            (&req, &run.engine_digest_of),
+            (crate::server::types::FsRequest::Checksum {
+                alg: drsftp_storage::ChecksumAlg::Crc32c,
+                path,
+                offset: 0,
+                length: None,
+            }, Some(p)) if p == path
+        );
+        if !engine {
+            self.ctx.action(Action::Prefetch(req));
         }
     }
 

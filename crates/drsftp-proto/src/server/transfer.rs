@@ -53,6 +53,11 @@ pub(crate) struct Running {
     last_move: Instant,
     /// The data timeout fired and [`Action::Abort`] went out: the end is reported as a timeout.
     timed_out: bool,
+    /// The file whose whole-file CRC32C the driver's engine computes as it sends it (a whole TCP send to EOF):
+    /// a CKSM of it behind the transfer needs no [`Action::Prefetch`].
+    pub(crate) engine_digest_of: Option<String>,
+    /// [`Action::Prefetch`] was considered for the command queued behind this transfer.
+    pub(crate) prefetch_seen: bool,
 }
 
 /// The command that starts a transfer, as the client sent it.
@@ -210,6 +215,21 @@ impl Ctx {
                 )
             }
         }
+        let engine_digest_of = match (&plan.payload, &plan.endpoint) {
+            (_, DataEndpoint::Blast(_)) => None,
+            (
+                Payload::SendFile {
+                    path,
+                    ranges,
+                    to_eof: true,
+                    ..
+                },
+                _,
+            ) if ranges.len() <= 1 && ranges.first().is_none_or(|r| r.start == 0) => {
+                Some(path.clone())
+            }
+            _ => None,
+        };
         self.action(Action::Transfer(plan));
         self.data.allo = None;
         let ext_recv = if mode == Mode::Extended && blast.is_none() {
@@ -233,6 +253,8 @@ impl Ctx {
             stream_recv: recv.is_some() && mode == Mode::Stream && blast.is_none(),
             last_move: now,
             timed_out: false,
+            engine_digest_of,
+            prefetch_seen: false,
         };
         if run.perf {
             // GFD.20: a start marker (0 bytes) per stripe, then one every interval.

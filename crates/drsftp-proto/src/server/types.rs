@@ -425,6 +425,12 @@ pub struct TransferPlan {
 pub enum Action {
     /// Run a filesystem request and call `handle_fs`.
     Fs(FsRequest),
+    /// A `CKSM` waits in the queue right behind the running transfer, which will not yield that digest itself
+    /// (it is a blast send, a partial one, or of another file): the driver may start computing this request
+    /// now, so the answer is ready when the transfer ends. No reply depends on it: the command still runs in
+    /// order, as an [`Action::Fs`] of the same request, which the driver may answer from what it computed if
+    /// the file is unchanged. Ignoring it is always correct.
+    Prefetch(FsRequest),
     /// Bind `count` passive data listeners (one for PASV/EPSV, one per stripe for SPAS) on `ip` (port 0) and
     /// call `handle_listening`. Any previous passive listeners are closed.
     Listen {

@@ -21,6 +21,23 @@ pub(super) const CKSM: Verb = Verb::cmd("CKSM", cksm).feat_from(130, |_| {
 
 /// `CKSM alg offset length path`.
 fn cksm(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
+    let req = request(ctx, arg)?;
+    ctx.fs(req, |ctx, _now, r| match r {
+        FsResult::Checksum(hex)
+            if !hex.is_empty()
+                && hex.len() <= 256
+                && hex.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            ctx.reply(213, &hex.to_ascii_lowercase())
+        }
+        other => ctx.fs_failed(other),
+    });
+    Ok(())
+}
+
+/// The filesystem request `CKSM <arg>` makes in the session's present state (also for
+/// [`Action::Prefetch`](crate::server::Action::Prefetch), before the command runs).
+pub(super) fn request(ctx: &Ctx, arg: &str) -> Result<FsRequest, CommandError> {
     let bad = || CommandError::syntax("Syntax: CKSM <algorithm> <offset> <length> <path>.");
     let mut it = arg.splitn(4, ' ');
     let (Some(alg), Some(off), Some(len), Some(path)) =
@@ -39,24 +56,12 @@ fn cksm(ctx: &mut Ctx, _now: Instant, arg: &str) -> CmdResult {
         "-1" => None,
         l => Some(super::parse_u64(l).ok_or_else(bad)?),
     };
-    let path = ctx.resolve(path);
-    let req = FsRequest::Checksum {
+    Ok(FsRequest::Checksum {
         alg,
-        path,
+        path: ctx.resolve(path),
         offset,
         length,
-    };
-    ctx.fs(req, |ctx, _now, r| match r {
-        FsResult::Checksum(hex)
-            if !hex.is_empty()
-                && hex.len() <= 256
-                && hex.bytes().all(|b| b.is_ascii_hexdigit()) =>
-        {
-            ctx.reply(213, &hex.to_ascii_lowercase())
-        }
-        other => ctx.fs_failed(other),
-    });
-    Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -110,5 +115,93 @@ mod tests {
         ] {
             assert!(h.cmd(bad).starts_with("501 "), "{bad}");
         }
+    }
+
+    fn crc(path: &str) -> FsRequest {
+        FsRequest::Checksum {
+            alg: ChecksumAlg::Crc32c,
+            path: path.into(),
+            offset: 0,
+            length: None,
+        }
+    }
+
+    /// first22c: a CKSM queued behind a whole-file RETR of the same file is answered from the data engine's CRC
+    /// later: no prefetch. It runs in order, as an `Fs` request, once the transfer has ended.
+    #[test]
+    fn a_cksm_behind_a_whole_retr_of_its_file_is_left_to_the_engine() {
+        let mut h = H::new();
+        h.login();
+        h.pasv();
+        let plan = h.retr_file("/f", 5000);
+        h.send("CKSM CRC32C 0 -1 /f");
+        assert_eq!(h.actions(), vec![], "no prefetch, no answer yet");
+        h.s.handle_transfer_done(
+            h.now,
+            plan.id,
+            crate::server::TransferResult::Ok {
+                bytes: 5000,
+                streams: 1,
+            },
+        );
+        assert!(h.out().starts_with("226 "));
+        assert_eq!(
+            h.fs(crc("/f"), FsResult::Checksum("0a1b2c3d".into())),
+            "213 0a1b2c3d\r\n"
+        );
+    }
+
+    /// first22c: behind a send that will not yield the file's digest (here a restarted RETR; a blast RETR is the
+    /// case that matters), the CKSM at the head of the queue is offered for prefetch once, and still runs in order
+    /// after the transfer.
+    #[test]
+    fn a_cksm_behind_a_partial_retr_is_prefetched_once_and_still_answered_in_order() {
+        let mut h = H::new();
+        h.login();
+        h.pasv();
+        assert!(h.cmd("REST 100").starts_with("350 "));
+        let plan = h.retr_file("/f", 5000);
+        h.send("CKSM CRC32C 0 -1 /f");
+        assert_eq!(
+            h.actions(),
+            vec![crate::server::Action::Prefetch(crc("/f"))]
+        );
+        assert_eq!(h.out(), "", "no reply before the transfer's");
+        h.send("NOOP");
+        assert_eq!(h.actions(), vec![], "offered once");
+        h.s.handle_transfer_done(
+            h.now,
+            plan.id,
+            crate::server::TransferResult::Ok {
+                bytes: 4900,
+                streams: 1,
+            },
+        );
+        assert!(h.out().starts_with("226 "));
+        let r = h.fs(crc("/f"), FsResult::Checksum("0a1b2c3d".into()));
+        assert!(r.starts_with("213 0a1b2c3d\r\n200 "), "{r}");
+    }
+
+    /// A CKSM of another file behind a whole RETR is offered too; one behind another queued command is not (that
+    /// command could change what the path names).
+    #[test]
+    fn only_the_head_of_the_queue_is_offered_for_prefetch() {
+        let mut h = H::new();
+        h.login();
+        h.pasv();
+        let _plan = h.retr_file("/f", 5000);
+        h.send("CKSM CRC32C 0 -1 other");
+        assert_eq!(
+            h.actions(),
+            vec![crate::server::Action::Prefetch(crc("/other"))]
+        );
+
+        let mut h = H::new();
+        h.login();
+        h.pasv();
+        let _plan = h.retr_file("/f", 5000);
+        h.send("CWD /d");
+        h.send("CKSM CRC32C 0 -1 other");
+        assert_eq!(h.actions(), vec![]);
     }
 }

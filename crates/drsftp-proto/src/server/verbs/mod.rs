@@ -257,6 +257,12 @@ pub(crate) fn lookup(name: &str) -> Option<(&'static Verb, Handler)> {
     row(name).and_then(|v| Some((v, v.run?)))
 }
 
+/// The checksum request of a `CKSM <arg>` line, as it would run in the session's present state; `None` if it
+/// would be refused.
+pub(crate) fn cksm_request(ctx: &Ctx, arg: &str) -> Option<crate::server::types::FsRequest> {
+    cksm::request(ctx, arg).ok()
+}
+
 /// The row named `name` (case-insensitive), command or feature-only.
 fn row(name: &str) -> Option<&'static Verb> {
     VERBS.iter().find(|v| v.name.eq_ignore_ascii_case(name))
