@@ -563,8 +563,8 @@ fn choose(chosen: &'static str, reason: &str) -> TransportChoice {
 fn auto_decider(opts: &ClientOptions, control: &Control) -> TransportDecider {
     let link = opts.auto_transport.as_ref().and_then(|a| a.link_bps);
     let d = TransportDecider::new(std::time::Instant::now(), TransportConfig::default(), link);
-    match control.rtt_samples().iter().min() {
-        Some(rtt) => d.with_path_rtt(*rtt),
+    match control.path_rtt() {
+        Some(rtt) => d.with_path_rtt(rtt),
         None => d,
     }
 }
