@@ -197,9 +197,15 @@ pub struct DrsReceiver {
     min_rtt: Option<(Duration, Instant)>,
     /// An expired minimum kept behind a standing queue (see [`DrsConfig::min_rtt_hold`]).
     hold: Option<MinRttHold>,
-    /// The largest buffer since the minimum RTT was last set: a window that halved from it before the minimum
-    /// expired ends a hold at once.
-    buf_peak: u64,
+    /// Buffers in force over the last `FALL_ROUNDS` intervals, since the later of the ramp's end and the minimum
+    /// RTT's last setting, and whether the window fell to half of one of them within that span: such a fall,
+    /// before the minimum expired or during a hold, ends the hold at once.
+    recent_bufs: VecDeque<(Instant, u64)>,
+    fell: bool,
+    /// Whether the window has shrunk since the ramp ended, and whether that first descent is over (`settle`).
+    descended: bool,
+    calm: usize,
+    settled: bool,
     /// TCP_INFO/echo RTT readings of the last `RECENT_RTTS` (what [`DrsConfig::min_rtt_hold_ratio`] judges).
     recent_rtts: VecDeque<(Instant, Duration)>,
     source: RttSource,
@@ -228,7 +234,11 @@ impl DrsReceiver {
             srtt: None,
             min_rtt: None,
             hold: None,
-            buf_peak: buf,
+            recent_bufs: VecDeque::new(),
+            fell: false,
+            descended: false,
+            calm: 0,
+            settled: false,
             recent_rtts: VecDeque::new(),
             source: RttSource::Assumed,
             last_rtt_at: None,
@@ -419,8 +429,7 @@ impl DrsReceiver {
             self.recent_rtts.pop_front();
         }
         self.recent_rtts.push_back((now, rtt));
-        let buf = self.buf;
-        self.buf_peak = self.buf_peak.max(buf);
+        self.note_buffer(now);
         let Some((m, at)) = self.min_rtt else {
             self.set_min_rtt(now, rtt);
             return;
@@ -451,14 +460,13 @@ impl DrsReceiver {
             self.set_min_rtt(now, rtt);
             return;
         }
-        let peak = self.buf_peak;
         let hold = self.hold.get_or_insert(MinRttHold {
             since: now,
             lowest: rtt,
         });
         hold.lowest = hold.lowest.min(rtt);
         let (since, lowest) = (hold.since, hold.lowest);
-        if buf <= peak / 2 {
+        if self.fell {
             // The window fell under the held minimum and the RTT did not: the path (or a queue not ours) is what
             // is read now. The lowest reading of the hold may predate the change.
             self.set_min_rtt(now, rtt);
@@ -470,7 +478,41 @@ impl DrsReceiver {
     fn set_min_rtt(&mut self, now: Instant, rtt: Duration) {
         self.min_rtt = Some((rtt, now));
         self.hold = None;
-        self.buf_peak = self.buf;
+        self.recent_bufs.clear();
+        self.fell = false;
+        self.note_buffer(now);
+    }
+
+    /// Keeps [`Self::recent_bufs`] and notes a fall to half within it. Only after the ramp, and only a quick fall
+    /// (`FALL_ROUNDS`): a minimum held under a path 1.6x longer takes a lone window-limited stream's window to half
+    /// in ~34 intervals (the share's target, ~0.94x per interval toward its fixed point; tests/drs_min_rtt.rs),
+    /// while a window that comes down from slow start's overshoot as a competitor takes its share falls slower: on
+    /// the lab (two default copies, 500 Mbit/s · 100 ms, cubic, 5421bb2) one copy's streams went 2.56 -> 1.35 MB
+    /// over 11 s and 2.19 -> 1.18 MB over 13 s (65-75 intervals). Counted from the largest window since the minimum
+    /// was set, as before, those falls ended the hold at the expiry and the minimum was re-read behind the copies'
+    /// own queue (170 ms): the windows grew to 4.5 and 7.0 MB, the 1-BDP queue overflowed, the copies split
+    /// 0.75 / 1.17 of half. The cost: a path only 1.5-1.6x longer, whose held window falls slower, keeps the
+    /// held minimum for up to `min_rtt_hold`.
+    fn note_buffer(&mut self, now: Instant) {
+        if !self.settled {
+            return;
+        }
+        let span = self.interval() * FALL_ROUNDS;
+        while self
+            .recent_bufs
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > span)
+        {
+            self.recent_bufs.pop_front();
+        }
+        let peak = self.recent_bufs.iter().map(|&(_, b)| b).max().unwrap_or(0);
+        if self.buf <= peak / 2 {
+            self.fell = true;
+        }
+        self.recent_bufs.push_back((now, self.buf));
+        if self.recent_bufs.len() > MAX_RECENT_BUFS {
+            self.recent_bufs.pop_front();
+        }
     }
 
     fn close_interval(&mut self, now: Instant) {
@@ -544,7 +586,28 @@ impl DrsReceiver {
             self.actions.push_back(DrsAction::SetRecvBuf(next));
             self.announce = self.cfg.probes;
         }
+        self.settle(cur);
         self.maybe_probe(now);
+    }
+
+    /// After the ramp the window comes down from slow start's overshoot (`gain` 2 -> `steady_gain` 1.5, and the
+    /// overshoot itself) in shrinks with pauses between them; `shrink_after` intervals in a row that do not shrink
+    /// it, after the first shrink, end that descent, and only from then on do windows count for the fall that ends
+    /// a min-RTT hold (`note_buffer`).
+    fn settle(&mut self, before: u64) {
+        if self.ramping || self.settled {
+            return;
+        }
+        if self.buf < before {
+            self.descended = true;
+            self.calm = 0;
+        } else if self.descended {
+            self.calm += 1;
+            if self.calm >= self.shrink().0 {
+                self.settled = true;
+                self.recent_bufs.clear();
+            }
+        }
     }
 
     /// The window of a stream that fills its window behind a standing queue after the ramp (see
@@ -604,6 +667,12 @@ impl DrsReceiver {
 
 /// How far back the readings go that [`DrsConfig::min_rtt_hold_ratio`] judges.
 const RECENT_RTTS: Duration = Duration::from_secs(1);
+
+/// How many sampling intervals back a fall of the window to half counts as quick (see `DrsReceiver::note_buffer`).
+const FALL_ROUNDS: u32 = 40;
+
+/// A bound on the buffers kept for it (one per RTT reading: normally one per interval).
+const MAX_RECENT_BUFS: usize = 4 * FALL_ROUNDS as usize;
 
 /// An expired minimum RTT kept while a standing queue lasts: when the hold began and the lowest reading since.
 #[derive(Debug, Clone, Copy)]
