@@ -32,6 +32,8 @@ pub(super) struct PathSums {
     queue: Vec<f64>,
     /// Each period's retransmitted fraction (periods that sent anything).
     loss: Vec<f64>,
+    /// Each period's queue ratio and bytes sent and retransmitted (periods with both an RTT reading and bytes).
+    periods: Vec<(f64, u64, u64)>,
 }
 
 impl PathSums {
@@ -47,6 +49,29 @@ impl PathSums {
         if s.sent > 0 {
             self.loss.push(s.retrans as f64 / s.sent as f64);
         }
+        if s.min_rtt_us > 0 && s.rtt_us > 0 && s.sent > 0 {
+            self.periods
+                .push((s.rtt_us as f64 / s.min_rtt_us as f64, s.sent, s.retrans));
+        }
+    }
+    /// Loss in the periods whose RTT was lowest too (those at or below the lower median ratio): random loss falls
+    /// on every period alike, while the loss of a full bottleneck comes when the queue peaks. A BBR competitor on
+    /// a full link keeps the queue under `queue_headroom` (1.25x) and still drops packets when it probes (its
+    /// pacing at 1.25x for a round), so the median ratio alone read its losses as random loss: one copy's `-p
+    /// auto` went 4 -> 13 -> 64 streams against another's 4 and took 0.64 of the link (docs/bench/auto-transport.md,
+    /// fair22).
+    /// True without per-period readings (nothing to tell them apart).
+    fn loss_when_lowest(&self, cfg: &AutoConfig) -> bool {
+        let ratios: Vec<f64> = self.periods.iter().map(|p| p.0).collect();
+        let Some(median) = lower_median(&ratios) else {
+            return true;
+        };
+        let (sent, retrans) = self
+            .periods
+            .iter()
+            .filter(|p| p.0 <= median)
+            .fold((0u64, 0u64), |(s, r), p| (s + p.1, r + p.2));
+        sent > 0 && retrans as f64 >= cfg.loss_floor * sent as f64
     }
     /// Loss in the (lower) median period too, not only summed over the measurement: random loss is spread over
     /// time, the loss of a slow start that overflowed the queue comes in one burst. The early first
@@ -68,6 +93,7 @@ impl PathSums {
             return false;
         }
         lower_median(&self.queue).is_some_and(|q| q <= cfg.queue_headroom)
+            && self.loss_when_lowest(cfg)
     }
     /// A standing queue: the (lower) median period's smoothed RTT above `queue_headroom` x the minimum, and at
     /// least [`MIN_STANDING_QUEUE`] above it on the path's RTT. The bottleneck is full, so more streams can only
