@@ -57,13 +57,15 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+mod path;
+#[cfg(test)]
+mod tests;
+
+pub use path::PathSample;
+use path::PathSums;
+
 /// How many extra measurement windows a x4 step that shows a queue gets before it is cut back (`handle_sample`).
 const MAX_RECHECKS: u8 = 3;
-
-/// The least queueing delay that counts as a standing queue for "the path is full" (`PathSums::queued`). On
-/// loopback a ratio says nothing: tens of microseconds of minimum RTT and a few hundred of smoothed RTT are socket
-/// buffers and scheduling, not a bottleneck's queue, and the CPU-bound transfer may still gain from more streams.
-const MIN_STANDING_QUEUE: Duration = Duration::from_millis(1);
 
 /// A cut-back after a x4 step that loses more than this fraction of the step's throughput is undone.
 const CUT_BACK_LOSS: f64 = 0.15;
@@ -205,98 +207,6 @@ impl AutoConfig {
         }
         self
     }
-}
-
-/// What the sending sockets' TCP_INFO reported over one sampling period, summed over streams.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct PathSample {
-    /// Bytes sent (TCP_INFO `bytes_sent`, retransmissions included) and retransmitted (`bytes_retrans`).
-    pub sent: u64,
-    pub retrans: u64,
-    /// Sums of smoothed and minimum RTT over the RTT readings taken (one per stream per block), microseconds.
-    pub rtt_us: u64,
-    pub min_rtt_us: u64,
-    /// The largest send MSS among the readings (not a sum; 0: unknown).
-    pub mss: u64,
-}
-
-/// The path signal over one measurement: sums for the loss fraction, and each period's queue ratio (smoothed /
-/// minimum RTT) for the median.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct PathSums {
-    sum: PathSample,
-    queue: Vec<f64>,
-    /// Each period's retransmitted fraction (periods that sent anything).
-    loss: Vec<f64>,
-}
-
-impl PathSums {
-    fn add(&mut self, s: PathSample) {
-        self.sum.sent += s.sent;
-        self.sum.retrans += s.retrans;
-        self.sum.rtt_us += s.rtt_us;
-        self.sum.min_rtt_us += s.min_rtt_us;
-        self.sum.mss = self.sum.mss.max(s.mss);
-        if s.min_rtt_us > 0 && s.rtt_us > 0 {
-            self.queue.push(s.rtt_us as f64 / s.min_rtt_us as f64);
-        }
-        if s.sent > 0 {
-            self.loss.push(s.retrans as f64 / s.sent as f64);
-        }
-    }
-    /// Loss in the (lower) median period too, not only summed over the measurement: random loss is spread over
-    /// time, the loss of a slow start that overflowed the queue comes in one burst. The early first
-    /// measurement ([`AutoConfig::loss_settle`]) needs it: on a loss-free 100 ms path it once caught the first
-    /// streams' overflow with the queue drained again in most periods, read random loss, and opened 64 streams
-    /// (1 run of 9; 740 Mbit/s against ~775).
-    fn spread_loss(&self, cfg: &AutoConfig) -> bool {
-        lower_median(&self.loss).is_some_and(|l| l >= cfg.loss_floor)
-    }
-    /// Loss present and no standing queue (module docs); false without readings. "Standing" is the (lower)
-    /// median period: new streams' slow start builds a queue for a few RTTs (the periods right after a step), a full
-    /// bottleneck keeps one in every period.
-    fn headroom(&self, cfg: &AutoConfig) -> bool {
-        let p = self.sum;
-        if p.sent == 0
-            || self.queue.is_empty()
-            || (p.retrans as f64) < cfg.loss_floor * p.sent as f64
-        {
-            return false;
-        }
-        lower_median(&self.queue).is_some_and(|q| q <= cfg.queue_headroom)
-    }
-    /// A standing queue: the (lower) median period's smoothed RTT above `queue_headroom` x the minimum, and at
-    /// least [`MIN_STANDING_QUEUE`] above it on the path's RTT. The bottleneck is full, so more streams can only
-    /// take a share from the streams already there (ours or a competitor's); false without readings or without
-    /// the path's RTT.
-    fn queued(&self, cfg: &AutoConfig) -> bool {
-        let Some(rtt) = cfg.path_rtt else {
-            return false;
-        };
-        lower_median(&self.queue)
-            .is_some_and(|q| q > cfg.queue_headroom && rtt.mul_f64(q - 1.0) >= MIN_STANDING_QUEUE)
-    }
-    /// What one loss-limited stream carries (bytes/s) at the retransmitted fraction measured here, over a path
-    /// of RTT `rtt`: Mathis et al.'s MSS / RTT x sqrt(3 / (2 b p)) with delayed ACKs (b = 2), the form that errs
-    /// toward more streams: at 20 ms and 0.1 % it gives 16 Mbit/s where 32 cubic streams carried 20 each. With
-    /// b = 1 (22 Mbit/s) cut-backs landed at 38-40 streams in two lab runs of three, short of the ~46 the path
-    /// needed, and held there at ~750 Mbit/s. Too few streams cost throughput; too many cost sockets, not memory
-    /// (DRS shares the transfer's window among them). `None` without an MSS or any loss.
-    fn loss_limited_rate(&self, rtt: Option<Duration>) -> Option<f64> {
-        let p = self.sum;
-        let rtt = rtt.filter(|r| !r.is_zero())?.as_secs_f64();
-        (p.mss > 0 && p.retrans > 0 && p.sent > 0).then(|| {
-            let loss = p.retrans as f64 / p.sent as f64;
-            p.mss as f64 / rtt * (0.75 / loss).sqrt()
-        })
-    }
-}
-
-/// The lower median of `v` (`None` if empty).
-fn lower_median(v: &[f64]) -> Option<f64> {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len().checked_sub(1)? / 2).copied()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -705,99 +615,5 @@ impl AutoStreams {
         self.settle_until = now + self.cfg.settle;
         self.acc.clear();
         self.path = PathSums::default();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The eager configuration of the integration tests ([`AutoConfig::eager`]: min_gain = min_marginal = -1, no back-off): every probe
-    /// is kept whatever the samples say, so the controller only ever adds streams up to `max_streams`.
-    #[test]
-    fn negative_min_marginal_never_reverts_a_probe() {
-        let cfg = AutoConfig {
-            headroom_growth: 4,
-            ..AutoConfig::eager(4)
-        };
-        let t0 = Instant::now();
-        let mut a = AutoStreams::new(t0, 1, cfg);
-        // High, then collapsing throughput (a starved host, or the tail of a transfer): 100, 100, 10, 0, 0 MB/s.
-        let mut actions = vec![];
-        for (i, tp) in [100e6, 100e6, 10e6, 0.0, 0.0, 0.0].into_iter().enumerate() {
-            a.handle_sample(t0 + Duration::from_millis(25 * (i as u64 + 1)), tp);
-            actions.extend(std::iter::from_fn(|| a.poll_action()));
-        }
-        assert_eq!(actions, vec![StreamAction::Add(1); 3], "{a:?}");
-        assert_eq!(a.streams(), 4);
-        assert!(a.is_steady());
-    }
-
-    /// With the rule on, the same drop after a probe reverts it.
-    #[test]
-    fn positive_min_marginal_reverts_a_probe_that_lost_throughput() {
-        let cfg = AutoConfig {
-            min_gain: -1.0,
-            samples: 1,
-            settle: Duration::from_millis(20),
-            ..AutoConfig::default()
-        };
-        let t0 = Instant::now();
-        let mut a = AutoStreams::new(t0, 1, cfg);
-        a.handle_sample(t0 + Duration::from_millis(25), 100e6);
-        assert_eq!(a.poll_action(), Some(StreamAction::Add(1)));
-        a.handle_sample(t0 + Duration::from_millis(50), 10e6);
-        assert_eq!(a.poll_action(), Some(StreamAction::Retire(1)));
-    }
-
-    #[test]
-    fn settle_and_window_follow_the_rtt_within_caps() {
-        let i = Duration::from_millis(250);
-        let d = AutoConfig::default();
-        // Loopback: unchanged but for the recorded RTT (the first settle keeps the 1 s floor).
-        let rtt = Duration::from_micros(50);
-        assert_eq!(
-            d.clone().scaled_to_rtt(rtt, i),
-            AutoConfig {
-                path_rtt: Some(rtt),
-                ..d.clone()
-            }
-        );
-        // 100 ms: settle 2 s (1 s after a headroom step, 2 s before the first measurement, 1 s if it shows
-        // random loss), window 1 s (4 samples).
-        let c = d.clone().scaled_to_rtt(Duration::from_millis(100), i);
-        assert_eq!(
-            (
-                c.settle,
-                c.headroom_settle,
-                c.first_settle,
-                c.loss_settle,
-                c.samples
-            ),
-            (
-                Duration::from_secs(2),
-                Duration::from_secs(1),
-                Duration::from_secs(2),
-                Duration::from_secs(1),
-                4
-            )
-        );
-        // 20 ms: 20 RTTs before the first measurement, without the 1 s floor of the others (10 if it shows
-        // random loss).
-        let c = d.clone().scaled_to_rtt(Duration::from_millis(20), i);
-        assert_eq!(
-            (c.settle, c.first_settle, c.loss_settle),
-            (
-                Duration::from_secs(1),
-                Duration::from_millis(400),
-                Duration::from_millis(200)
-            )
-        );
-        // A bogus 10 s RTT: capped.
-        let c = d.scaled_to_rtt(Duration::from_secs(10), i);
-        assert_eq!(
-            (c.settle, c.headroom_settle, c.samples),
-            (Duration::from_secs(5), Duration::from_millis(2500), 40)
-        );
     }
 }

@@ -140,6 +140,17 @@ pub struct DrsConfig {
     pub limited_fraction: f64,
     /// A standing queue: the RTT reading at least this multiple of the minimum RTT.
     pub queue_ratio: f64,
+    /// After the ramp, a window-limited stream behind a standing queue grows to the queue share's target from the
+    /// smaller of its last two BDP samples, and shrinks toward it from the larger (a band), instead of following
+    /// the larger both ways. The receiver reads in bursts and one interval's sample swings +-20 % around the
+    /// stream's rate (lab traces, two copies on 500 Mbit/s · 100 ms); growing at once on any high sample, while
+    /// intervals that read below `limited_fraction` (the low halves of the same swings) leave the window alone,
+    /// ratcheted window, queue and RTT up. In the fluid model with +-20 % read bursts one transfer alone peaked at
+    /// 6.6x the BDP with the RTT at 2.5x the minimum (1.7x and 1.66x without bursts); with the band 1.7x and 1.6x
+    /// (tests/drs_noise.rs). The same two-sample rule on the ordinary growth (not window-limited, or no queue)
+    /// changed nothing there and cost the fluid LANL-NY profile's in-band run 0.094 -> 0.140 of its rounds
+    /// receive-window-limited: that growth is the ramp's and a path's, which must stay quick (docs/drs.md).
+    pub grow_on_two: bool,
 }
 
 impl Default for DrsConfig {
@@ -172,6 +183,7 @@ impl Default for DrsConfig {
             queue_share: 128 * 1024,
             limited_fraction: 0.8,
             queue_ratio: 1.25,
+            grow_on_two: true,
         }
     }
 }
@@ -185,9 +197,15 @@ pub struct DrsReceiver {
     min_rtt: Option<(Duration, Instant)>,
     /// An expired minimum kept behind a standing queue (see [`DrsConfig::min_rtt_hold`]).
     hold: Option<MinRttHold>,
-    /// The largest buffer since the minimum RTT was last set: a window that halved from it before the minimum
-    /// expired ends a hold at once.
-    buf_peak: u64,
+    /// Buffers in force over the last `FALL_ROUNDS` intervals, since the later of the ramp's end and the minimum
+    /// RTT's last setting, and whether the window fell to half of one of them within that span: such a fall,
+    /// before the minimum expired or during a hold, ends the hold at once.
+    recent_bufs: VecDeque<(Instant, u64)>,
+    fell: bool,
+    /// Whether the window has shrunk since the ramp ended, and whether that first descent is over (`settle`).
+    descended: bool,
+    calm: usize,
+    settled: bool,
     /// TCP_INFO/echo RTT readings of the last `RECENT_RTTS` (what [`DrsConfig::min_rtt_hold_ratio`] judges).
     recent_rtts: VecDeque<(Instant, Duration)>,
     source: RttSource,
@@ -216,7 +234,11 @@ impl DrsReceiver {
             srtt: None,
             min_rtt: None,
             hold: None,
-            buf_peak: buf,
+            recent_bufs: VecDeque::new(),
+            fell: false,
+            descended: false,
+            calm: 0,
+            settled: false,
             recent_rtts: VecDeque::new(),
             source: RttSource::Assumed,
             last_rtt_at: None,
@@ -407,8 +429,7 @@ impl DrsReceiver {
             self.recent_rtts.pop_front();
         }
         self.recent_rtts.push_back((now, rtt));
-        let buf = self.buf;
-        self.buf_peak = self.buf_peak.max(buf);
+        self.note_buffer(now);
         let Some((m, at)) = self.min_rtt else {
             self.set_min_rtt(now, rtt);
             return;
@@ -439,14 +460,13 @@ impl DrsReceiver {
             self.set_min_rtt(now, rtt);
             return;
         }
-        let peak = self.buf_peak;
         let hold = self.hold.get_or_insert(MinRttHold {
             since: now,
             lowest: rtt,
         });
         hold.lowest = hold.lowest.min(rtt);
         let (since, lowest) = (hold.since, hold.lowest);
-        if buf <= peak / 2 {
+        if self.fell {
             // The window fell under the held minimum and the RTT did not: the path (or a queue not ours) is what
             // is read now. The lowest reading of the hold may predate the change.
             self.set_min_rtt(now, rtt);
@@ -458,7 +478,41 @@ impl DrsReceiver {
     fn set_min_rtt(&mut self, now: Instant, rtt: Duration) {
         self.min_rtt = Some((rtt, now));
         self.hold = None;
-        self.buf_peak = self.buf;
+        self.recent_bufs.clear();
+        self.fell = false;
+        self.note_buffer(now);
+    }
+
+    /// Keeps [`Self::recent_bufs`] and notes a fall to half within it. Only after the ramp, and only a quick fall
+    /// (`FALL_ROUNDS`): a minimum held under a path 1.6x longer takes a lone window-limited stream's window to half
+    /// in ~34 intervals (the share's target, ~0.94x per interval toward its fixed point; tests/drs_min_rtt.rs),
+    /// while a window that comes down from slow start's overshoot as a competitor takes its share falls slower: on
+    /// the lab (two default copies, 500 Mbit/s · 100 ms, cubic, 5421bb2) one copy's streams went 2.56 -> 1.35 MB
+    /// over 11 s and 2.19 -> 1.18 MB over 13 s (65-75 intervals). Counted from the largest window since the minimum
+    /// was set, as before, those falls ended the hold at the expiry and the minimum was re-read behind the copies'
+    /// own queue (170 ms): the windows grew to 4.5 and 7.0 MB, the 1-BDP queue overflowed, the copies split
+    /// 0.75 / 1.17 of half. The cost: a path only 1.5-1.6x longer, whose held window falls slower, keeps the
+    /// held minimum for up to `min_rtt_hold`.
+    fn note_buffer(&mut self, now: Instant) {
+        if !self.settled {
+            return;
+        }
+        let span = self.interval() * FALL_ROUNDS;
+        while self
+            .recent_bufs
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > span)
+        {
+            self.recent_bufs.pop_front();
+        }
+        let peak = self.recent_bufs.iter().map(|&(_, b)| b).max().unwrap_or(0);
+        if self.buf <= peak / 2 {
+            self.fell = true;
+        }
+        self.recent_bufs.push_back((now, self.buf));
+        if self.recent_bufs.len() > MAX_RECENT_BUFS {
+            self.recent_bufs.pop_front();
+        }
     }
 
     fn close_interval(&mut self, now: Instant) {
@@ -499,15 +553,17 @@ impl DrsReceiver {
         let gain = self.gain();
         let want = (bdp as f64 * gain) as u64;
         let mut step = cur as f64 * self.cfg.hysteresis;
-        if let Some(target) = self.queue_share_target(flight, cur) {
+        if let Some((up, down)) = self.queue_share_target(flight, cur) {
             // Window-limited behind a standing queue: follow the target both ways, shrinking by at most
             // `shrink_factor` per interval. The step threshold is a fraction of the queue share, not of the buffer:
             // the hysteresis (5 % of a 1.5x-BDP window, about a tenth of the queue) would otherwise leave a dead
             // band as wide as the imbalance being removed.
-            next = if target > cur {
-                target
+            next = if up > cur {
+                up
+            } else if down < cur {
+                down.max((cur as f64 * shrink_factor) as u64)
             } else {
-                target.max((cur as f64 * shrink_factor) as u64)
+                cur
             };
             step = step.min(self.cfg.queue_share as f64 / 8.0);
         } else if want > cur {
@@ -530,24 +586,56 @@ impl DrsReceiver {
             self.actions.push_back(DrsAction::SetRecvBuf(next));
             self.announce = self.cfg.probes;
         }
+        self.settle(cur);
         self.maybe_probe(now);
     }
 
+    /// After the ramp the window comes down from slow start's overshoot (`gain` 2 -> `steady_gain` 1.5, and the
+    /// overshoot itself) in shrinks with pauses between them; `shrink_after` intervals in a row that do not shrink
+    /// it, after the first shrink, end that descent, and only from then on do windows count for the fall that ends
+    /// a min-RTT hold (`note_buffer`).
+    fn settle(&mut self, before: u64) {
+        if self.ramping || self.settled {
+            return;
+        }
+        if self.buf < before {
+            self.descended = true;
+            self.calm = 0;
+        } else if self.descended {
+            self.calm += 1;
+            if self.calm >= self.shrink().0 {
+                self.settled = true;
+                self.recent_bufs.clear();
+            }
+        }
+    }
+
     /// The window of a stream that fills its window behind a standing queue after the ramp (see
-    /// [`DrsConfig::queue_share`]): `steady_gain` x the larger of the last two BDP samples (one low reading, a reader
-    /// held off the CPU, must not cut the window), plus the queue share. `None` where the usual rules apply.
-    fn queue_share_target(&self, flight: Option<u64>, cur: u64) -> Option<u64> {
+    /// [`DrsConfig::queue_share`]): `steady_gain` x a BDP sample plus the queue share, as the bounds (grow to, shrink
+    /// toward) of a band: grown to from the smaller of the last two samples, shrunk toward from the larger. One low
+    /// reading (a reader held off the CPU) must not cut the window, and one high one (a burst of reads) must not
+    /// grow it (`grow_on_two`). `None` where the usual rules apply.
+    fn queue_share_target(&self, flight: Option<u64>, cur: u64) -> Option<(u64, u64)> {
         if self.cfg.queue_share == 0 || self.ramping || !self.cfg.bdp_min_rtt {
             return None;
         }
-        let (srtt, min_rtt) = (self.srtt?, self.min_rtt()?);
-        let queue = srtt.as_secs_f64() >= min_rtt.as_secs_f64() * self.cfg.queue_ratio;
         let limited = flight? as f64 >= cur as f64 * self.cfg.limited_fraction;
-        if !queue || !limited {
+        if !self.standing_queue() || !limited {
             return None;
         }
-        let base = self.recent.iter().rev().take(2).copied().max()?;
-        Some((base as f64 * self.cfg.steady_gain) as u64 + self.cfg.queue_share)
+        let last = self.recent.iter().rev().take(2).copied();
+        let (lo, hi) = (last.clone().min()?, last.max()?);
+        let target = |b: u64| (b as f64 * self.cfg.steady_gain) as u64 + self.cfg.queue_share;
+        let up = if self.cfg.grow_on_two { lo } else { hi };
+        Some((target(up), target(hi)))
+    }
+
+    /// The RTT read stands at `queue_ratio` x the minimum or more.
+    fn standing_queue(&self) -> bool {
+        match (self.srtt, self.min_rtt()) {
+            (Some(s), Some(m)) => s.as_secs_f64() >= m.as_secs_f64() * self.cfg.queue_ratio,
+            _ => false,
+        }
     }
 
     fn maybe_probe(&mut self, now: Instant) {
@@ -579,6 +667,12 @@ impl DrsReceiver {
 
 /// How far back the readings go that [`DrsConfig::min_rtt_hold_ratio`] judges.
 const RECENT_RTTS: Duration = Duration::from_secs(1);
+
+/// How many sampling intervals back a fall of the window to half counts as quick (see `DrsReceiver::note_buffer`).
+const FALL_ROUNDS: u32 = 40;
+
+/// A bound on the buffers kept for it (one per RTT reading: normally one per interval).
+const MAX_RECENT_BUFS: usize = 4 * FALL_ROUNDS as usize;
 
 /// An expired minimum RTT kept while a standing queue lasts: when the hold began and the lowest reading since.
 #[derive(Debug, Clone, Copy)]

@@ -715,3 +715,58 @@ fn the_early_first_measurement_counts_only_with_random_loss() {
         "{seen:?}"
     );
 }
+
+/// Feeds `secs` of 250 ms samples whose path readings alternate between `a` and `b` (loss fraction, RTT ratio),
+/// the aggregate rate `rate(p)`.
+fn drive_alternating(
+    ctl: &mut AutoStreams,
+    now: &mut Instant,
+    secs: u64,
+    rate: impl Fn(u32) -> f64,
+    a: (f64, f64),
+    b: (f64, f64),
+) {
+    for i in 0..secs * 4 {
+        *now += Duration::from_millis(250);
+        let (loss, queue) = if i % 2 == 0 { a } else { b };
+        ctl.handle_path(
+            *now,
+            PathSample {
+                sent: 1_000_000,
+                retrans: (loss * 1e6) as u64,
+                rtt_us: (queue * 100_000.0) as u64,
+                min_rtt_us: 100_000,
+                mss: 0,
+            },
+        );
+        ctl.handle_sample(*now, rate(ctl.streams()));
+        while ctl.poll_action().is_some() {}
+    }
+}
+
+#[test]
+fn loss_only_when_the_queue_peaks_is_not_random_loss() {
+    // A full link shared with a BBR sender: the queue stays under 1.25x, and the losses come in the periods where
+    // it peaks (BBR probing at 1.25x its rate). Each doubling's streams only take a share (the marginal rate
+    // falls), so without headroom the fairness rule reverts it; read as random loss with headroom the steps are
+    // kept and the transfer goes to 64 streams.
+    let full = |p: u32| 1e6 * 4.0 * (p as f64 / (p as f64 + 4.0)) / (4.0 / 8.0);
+    let cfg = up_to_64();
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg.clone());
+    drive_alternating(&mut ctl, &mut now, 20, full, (3e-3, 1.2), (0.0, 1.02));
+    assert!(ctl.streams() <= 5, "congestion loss: {}", ctl.streams());
+    // The same loss spread over every period, whatever the queue: random loss, headroom, 64 streams.
+    let loss_limited = |p: u32| 1e6 * p as f64;
+    let mut now = Instant::now();
+    let mut ctl = AutoStreams::new(now, 4, cfg);
+    drive_alternating(
+        &mut ctl,
+        &mut now,
+        20,
+        loss_limited,
+        (1.5e-3, 1.2),
+        (1.5e-3, 1.02),
+    );
+    assert_eq!(ctl.streams(), 64, "random loss");
+}

@@ -99,9 +99,13 @@ proptest! {
 
     /// With the queue share (the default) a stream that fills its window behind a standing queue follows its
     /// target down at once, where a stream that does not fill it keeps its window for `shrink_after` intervals: the
-    /// extra bytes that make it window-limited can cost one shrink step (`shrink_factor`), and no more: the
-    /// target is `steady_gain` x the larger BDP plus the share, above anything fewer bytes would grow to, and
-    /// after that step both runs follow the same rules from windows within the step of each other.
+    /// extra bytes that make it window-limited can cost one shrink step (`shrink_factor`), and no more. Behind a
+    /// standing queue (RTT >= 1.25x the minimum) a stream that does not fill 0.8 of its window asks the ordinary
+    /// rule for at most 1.5 x 0.8 / 1.25 = 0.96 of it, so fewer bytes never grow the window there; when both runs
+    /// fill it, more bytes give a larger or equal sample, so both bounds of the share's band (grow to the
+    /// smaller of the last two samples' target, shrink toward the larger's: `grow_on_two`) are larger or equal
+    /// and the window is too. After that step both runs follow the same rules from windows within the step of
+    /// each other.
     #[test]
     fn more_bytes_cost_at_most_one_shrink_step(prefix in prop::collection::vec(ev(), 0..100),
                                                           a in 0u32..50_000_000, extra in 0u32..50_000_000,
