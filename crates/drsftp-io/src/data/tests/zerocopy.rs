@@ -5,40 +5,14 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use super::*;
 use crate::data::zerocopy::{send_file, Sent};
 use crate::data::{recv_stream, send_stream, ZeroCopy};
 
-/// A host file with its descriptor offered to the engine (as `FsFile` and the client's `LocalFile` do).
-#[derive(Debug)]
-struct HostFile(File);
-
-impl FileHandle for HostFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> SResult<usize> {
-        self.0
-            .read_at(buf, offset)
-            .map_err(|e| StorageError::from_io("test", e))
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> SResult<()> {
-        self.0
-            .write_all_at(buf, offset)
-            .map_err(|e| StorageError::from_io("test", e))
-    }
-    fn len(&self) -> SResult<u64> {
-        Ok(self.0.metadata().unwrap().len())
-    }
-    fn sync(&self) -> SResult<()> {
-        Ok(())
-    }
-    fn host_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.0.as_fd())
-    }
-}
-
-fn host_file(data: &[u8]) -> (tempfile::TempDir, Arc<HostFile>) {
+fn host_file(data: &[u8]) -> (tempfile::TempDir, Arc<DiskFile>) {
     let dir = tempfile::tempdir().unwrap();
     let mut f = File::options()
         .read(true)
@@ -48,10 +22,10 @@ fn host_file(data: &[u8]) -> (tempfile::TempDir, Arc<HostFile>) {
         .open(dir.path().join("f"))
         .unwrap();
     f.write_all(data).unwrap();
-    (dir, Arc::new(HostFile(f)))
+    (dir, Arc::new(DiskFile(f)))
 }
 
-fn read_all(f: &HostFile) -> Vec<u8> {
+fn read_all(f: &DiskFile) -> Vec<u8> {
     let mut v = vec![0u8; f.0.metadata().unwrap().len() as usize];
     f.0.read_exact_at(&mut v, 0).unwrap();
     v
@@ -60,7 +34,7 @@ fn read_all(f: &HostFile) -> Vec<u8> {
 /// Stream mode from `src[range]` into `dst` at `offset`, both ends with the kernel path `zero_copy`; returns
 /// both reports and both kernel-copied counts.
 async fn stream(
-    src: Arc<HostFile>,
+    src: Arc<DiskFile>,
     dst: Arc<dyn FileHandle>,
     range: std::ops::Range<u64>,
     offset: u64,
@@ -217,7 +191,7 @@ async fn a_destination_refusing_spliced_writes_falls_back_to_copying() {
         .create(true)
         .open(&path)
         .unwrap();
-    let dst = Arc::new(HostFile(f));
+    let dst = Arc::new(DiskFile(f));
     let (s, r, ks, kr) = stream(src, dst.clone(), 0..u64::MAX, 0, ZeroCopy::BOTH).await;
     assert_eq!((s.bytes, r.bytes), (data.len() as u64, data.len() as u64));
     assert_eq!(ks, s.bytes, "the sender still used sendfile");
