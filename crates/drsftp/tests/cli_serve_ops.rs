@@ -3,7 +3,8 @@
 //! sizes; SIGHUP to a real server process while a download is held open mid-transfer (it completes, and a user
 //! added to the users file meanwhile can log in); `--data-ports` keeping PASV, EPSV, SPAS and BPAS in range and
 //! answering 425 when the range is used up; IPv6 end to end on `[::1]` (skipped with a reason without IPv6
-//! loopback); and the transfer log naming the verb the client sent and its REST. The client's side of operations
+//! loopback); the transfer log naming the verb the client sent and its REST; and `DRSFTP_ZERO_COPY` reaching the
+//! server's data path. The client's side of operations
 //! is in `cli_client_ops.rs`, the Debian package in `package_install.rs`.
 
 mod common;
@@ -22,8 +23,22 @@ const PW: &str = "correct horse battery";
 /// A `drsftp serve` started with `args` (plus `--print-addr`), its control address and, with --metrics, the
 /// metrics address. Killed by PID on drop (`ServerProcess`).
 fn serve(dir: &Path, args: &[&str]) -> (ServerProcess, Option<SocketAddr>) {
+    serve_zero_copy(dir, None, args)
+}
+
+/// [`serve`] with `DRSFTP_ZERO_COPY` set to `zero_copy` (or unset).
+fn serve_zero_copy(
+    dir: &Path,
+    zero_copy: Option<&str>,
+    args: &[&str],
+) -> (ServerProcess, Option<SocketAddr>) {
     let log = dir.join("serve.log");
-    let mut child = Command::new(bin())
+    let mut cmd = Command::new(bin());
+    match zero_copy {
+        Some(v) => cmd.env("DRSFTP_ZERO_COPY", v),
+        None => cmd.env_remove("DRSFTP_ZERO_COPY"),
+    };
+    let mut child = cmd
         .args(["--log", "info", "serve", "--print-addr"])
         .args(args)
         .stdout(Stdio::piped())
@@ -269,6 +284,47 @@ fn raw_transfer(raw: &mut Raw, pre: &[&str], cmd: &str, upload: Option<&[u8]>) -
     let r = raw.final_reply();
     assert!(r.starts_with("226"), "{cmd}: {r}");
     got
+}
+
+/// `DRSFTP_ZERO_COPY=1` in `drsftp serve`'s environment puts its stream-mode RETR on `sendfile` and its STOR on
+/// `splice` (`drsftp_kernel_copied_bytes_total` counts both); unset, both copy through user space.
+#[test]
+fn the_zero_copy_variable_reaches_the_server() {
+    let len = (2 << 20) + 5;
+    for (value, want) in [(Some("1"), 2 * len as u64), (None, 0)] {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("srv");
+        std::fs::create_dir(&root).unwrap();
+        random_file(&root.join("f.bin"), len, 33);
+        let data = std::fs::read(root.join("f.bin")).unwrap();
+        let (srv, metrics) = serve_zero_copy(
+            d.path(),
+            value,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--root",
+                root.to_str().unwrap(),
+                "--anonymous",
+                "--anonymous-write",
+                "--metrics",
+                "127.0.0.1:0",
+            ],
+        );
+        let mut raw = Raw::connect(srv.addr);
+        raw.login();
+        assert!(raw.cmd("TYPE I").starts_with("200"));
+        let got = raw_transfer(&mut raw, &[], "RETR f.bin", None);
+        assert!(got == data, "{value:?}: the download differs");
+        raw_transfer(&mut raw, &[], "STOR up.bin", Some(&data));
+        assert!(std::fs::read(root.join("up.bin")).unwrap() == data);
+        let page = scrape(metrics.unwrap());
+        assert_eq!(
+            sample(&page, "drsftp_kernel_copied_bytes_total"),
+            want as f64,
+            "DRSFTP_ZERO_COPY={value:?}:\n{page}"
+        );
+    }
 }
 
 #[test]

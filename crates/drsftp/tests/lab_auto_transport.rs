@@ -14,22 +14,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use common::auto::*;
 use common::*;
-use drsftp_io::client::profile::{PathProfile, ProfileStore};
-use drsftp_lab::{Lab, LabConfig};
-use drsftp_netem::LossModel;
+use drsftp_io::client::profile::ProfileStore;
+use drsftp_lab::Lab;
 
 const T: Duration = Duration::from_secs(180);
-
-/// A 2-host lab named `auto<pid><suffix>` (this helper's prefix, unique per test process).
-fn lab(suffix: &str, rtt_ms: u64, rate: u64, loss: f64) -> Lab {
-    let name = format!("auto{}{suffix}", std::process::id() % 10_000);
-    let mut cfg = LabConfig::new(&name, 2, Duration::from_millis(rtt_ms), rate);
-    if loss > 0.0 {
-        cfg.link = cfg.link.with_loss(LossModel::Bernoulli { p: loss });
-    }
-    Lab::up(cfg).expect("lab up")
-}
 
 fn lab_server(lab: &Lab, root: &Path, extra: &[&str]) -> ServerProcess {
     let cmd = lab.exec(1, bin().to_str().expect("utf-8 binary path"));
@@ -48,11 +38,7 @@ fn lab_copy(lab: &Lab, config: &Path, extra: &[&str], src: &str, dst: &Path) -> 
 
 /// `root` (served), `config` (the client's XDG_CONFIG_HOME) and `out` (destinations), created in `dir`.
 fn dirs(dir: &Path) -> [PathBuf; 3] {
-    ["root", "config", "out"].map(|d| {
-        let p = dir.join(d);
-        std::fs::create_dir(&p).unwrap();
-        p
-    })
+    subdirs(dir, ["root", "config", "out"])
 }
 
 /// The summary says `--transport auto` chose `chosen`, for a reason that mentions `why`.
@@ -73,7 +59,7 @@ fn copied(mut cmd: Command, what: &str, logs: &dyn Fn() -> String) -> serde_json
 #[test]
 fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
     drsftp_testkit::require_lab!("auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly");
-    let lab = lab("l", 50, 100_000_000, 0.01);
+    let lab = two_host_lab("autol", 50, 100_000_000, 0.01);
     let dir = open_tempdir();
     let [root, cfg, out] = dirs(dir.path());
     let big = random_file(&root.join("big.bin"), (48 << 20) + 777, 22);
@@ -103,11 +89,7 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
 
     // Path memory: the copy recorded blast's loss beside the (absent) calibration, in a private file, and the
     // next default copy to the same server starts on blast from it, saying so.
-    let key = srv
-        .url("/")
-        .trim_start_matches("ftp://")
-        .trim_end_matches('/')
-        .to_string();
+    let key = profile_key(&srv);
     let store = ProfileStore::in_dir(&cfg.join("drsftp"));
     let mem = store.learned(&key).unwrap().expect("a learned reading");
     eprintln!("learned: {mem:?}");
@@ -166,20 +148,7 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
 
     // A lossy path profile starts on blast; with the server's UDP blackholed no datagram arrives, and the copy
     // falls back to TCP within about a second. (Without path memory, which is newer than this profile.)
-    store
-        .put(&PathProfile {
-            host_port: key.clone(),
-            rtt_ms: 50.0,
-            rate_bps: 100e6,
-            c1: None,
-            c2: None,
-            fit_mean_rel_err: None,
-            fit_max_rel_err: None,
-            points: 0,
-            timestamp: 0,
-            loss: Some(0.01),
-        })
-        .unwrap();
+    store.put(&lossy_profile(&key)).unwrap();
     let dst = out.join("started.bin");
     let j = copied(
         lab_copy(
@@ -194,28 +163,8 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
     );
     assert_choice(&j, "udp", "path profile");
     assert_eq!(sha256_file(&dst), small);
-    // Blast datagrams silently dropped on arrival at the client's host (an input rule ahead of the local table).
-    let ns = &lab.host(2).netns;
-    let ip = |args: &[&str]| {
-        let s = Command::new("ip")
-            .args(["netns", "exec", ns, "ip", "rule"])
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(s.success(), "ip rule {args:?}");
-    };
-    ip(&["add", "pref", "100", "lookup", "local"]);
-    ip(&["del", "pref", "0", "lookup", "local"]);
-    ip(&[
-        "add",
-        "pref",
-        "10",
-        "iif",
-        "tun0",
-        "ipproto",
-        "udp",
-        "blackhole",
-    ]);
+    // Blast datagrams silently dropped on arrival at the client's host.
+    blackhole_udp_into(&lab, 2);
     let dst = out.join("blocked.bin");
     let j = copied(
         lab_copy(
@@ -261,7 +210,7 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
 #[test]
 fn auto_stays_on_tcp_on_a_clean_shared_path() {
     drsftp_testkit::require_lab!("auto_stays_on_tcp_on_a_clean_shared_path");
-    let lab = lab("c", 20, 100_000_000, 0.0);
+    let lab = two_host_lab("autoc", 20, 100_000_000, 0.0);
     let dir = open_tempdir();
     let [root, cfg, out] = dirs(dir.path());
     let want = random_file(&root.join("f.bin"), (64 << 20) + 5, 24);
@@ -278,11 +227,7 @@ fn auto_stays_on_tcp_on_a_clean_shared_path() {
     assert_eq!(j["transport"], "tcp", "{j}");
     assert_eq!(sha256_file(&dst), want);
     // Path memory: "clean", so the next default copies start on TCP (watched) from it.
-    let key = srv
-        .url("/")
-        .trim_start_matches("ftp://")
-        .trim_end_matches('/')
-        .to_string();
+    let key = profile_key(&srv);
     let mem = ProfileStore::in_dir(&cfg.join("drsftp"))
         .learned(&key)
         .unwrap()

@@ -8,23 +8,15 @@ mod common;
 
 use std::time::Duration;
 
+use common::auto::*;
 use common::*;
-use drsftp_lab::{Lab, LabConfig};
-use drsftp_netem::LossModel;
 
 #[test]
 fn auto_tree_carries_the_lossy_verdict_to_later_large_files() {
     drsftp_testkit::require_lab!("auto_tree_carries_the_lossy_verdict_to_later_large_files");
-    let name = format!("atr{}", std::process::id() % 10_000);
-    let mut cfg = LabConfig::new(&name, 2, Duration::from_millis(50), 100_000_000);
-    cfg.link = cfg.link.with_loss(LossModel::Bernoulli { p: 0.01 });
-    let lab = Lab::up(cfg).expect("lab up");
+    let lab = two_host_lab("atr", 50, 100_000_000, 0.01);
     let dir = open_tempdir();
-    let [root, conf, out] = ["root", "config", "out"].map(|d| {
-        let p = dir.path().join(d);
-        std::fs::create_dir(&p).unwrap();
-        p
-    });
+    let [root, conf, out] = subdirs(dir.path(), ["root", "config", "out"]);
     let tree = root.join("t");
     std::fs::create_dir(&tree).unwrap();
     let files = [

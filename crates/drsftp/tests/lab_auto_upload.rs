@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use common::auto::*;
 use common::*;
-use drsftp_io::client::profile::{PathProfile, ProfileStore};
-use drsftp_lab::{Lab, LabConfig};
-use drsftp_netem::LossModel;
+use drsftp_io::client::profile::ProfileStore;
+use drsftp_lab::Lab;
 
 const T: Duration = Duration::from_secs(240);
 
@@ -36,11 +36,7 @@ fn upload(lab: &Lab, config: &Path, src: &Path, dst: &str) -> Command {
 /// upload), and a drsftp server on lab host 1 serving `root`.
 fn serving(lab: &Lab) -> (tempfile::TempDir, [PathBuf; 3], ServerProcess) {
     let dir = open_tempdir();
-    let dirs = ["root", "config", "src"].map(|d| {
-        let p = dir.path().join(d);
-        std::fs::create_dir(&p).unwrap();
-        p
-    });
+    let dirs = subdirs(dir.path(), ["root", "config", "src"]);
     let srv = drsftp_serve(
         lab.exec(1, bin().to_str().unwrap()),
         &format!("{}:0", lab.addr(1)),
@@ -53,10 +49,7 @@ fn serving(lab: &Lab) -> (tempfile::TempDir, [PathBuf; 3], ServerProcess) {
 #[test]
 fn auto_uploads_switch_on_a_lossy_path_and_fall_back_when_blocked() {
     drsftp_testkit::require_lab!("auto_uploads_switch_on_a_lossy_path_and_fall_back_when_blocked");
-    let name = format!("aup{}", std::process::id() % 10_000);
-    let mut cfg = LabConfig::new(&name, 2, Duration::from_millis(50), 100_000_000);
-    cfg.link = cfg.link.with_loss(LossModel::Bernoulli { p: 0.01 });
-    let lab = Lab::up(cfg).expect("lab up");
+    let lab = two_host_lab("aup", 50, 100_000_000, 0.01);
     let (_dir, [root, conf, src], srv) = serving(&lab);
     let big = random_file(&src.join("big.bin"), (48 << 20) + 777, 41);
     let small = random_file(&src.join("small.bin"), (2 << 20) + 5, 42);
@@ -89,46 +82,10 @@ fn auto_uploads_switch_on_a_lossy_path_and_fall_back_when_blocked() {
 
     // A lossy profile starts on blast; with every UDP datagram to the client dropped no ack comes back, and the
     // upload runs on TCP instead.
-    let key = srv
-        .url("/")
-        .trim_start_matches("ftp://")
-        .trim_end_matches('/')
-        .to_string();
     ProfileStore::in_dir(&conf.join("drsftp"))
-        .put(&PathProfile {
-            host_port: key,
-            rtt_ms: 50.0,
-            rate_bps: 100e6,
-            c1: None,
-            c2: None,
-            fit_mean_rel_err: None,
-            fit_max_rel_err: None,
-            points: 0,
-            timestamp: 0,
-            loss: Some(0.01),
-        })
+        .put(&lossy_profile(&profile_key(&srv)))
         .unwrap();
-    let ns = &lab.host(2).netns;
-    let ip = |args: &[&str]| {
-        let s = Command::new("ip")
-            .args(["netns", "exec", ns, "ip", "rule"])
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(s.success(), "ip rule {args:?}");
-    };
-    ip(&["add", "pref", "100", "lookup", "local"]);
-    ip(&["del", "pref", "0", "lookup", "local"]);
-    ip(&[
-        "add",
-        "pref",
-        "10",
-        "iif",
-        "tun0",
-        "ipproto",
-        "udp",
-        "blackhole",
-    ]);
+    blackhole_udp_into(&lab, 2);
     // The first upload left path memory (lossy, newer than this profile): the profile is tested without it.
     let (ok, o, e) = run(
         upload(&lab, &conf, &src.join("small.bin"), &srv.url("/small.bin"))
@@ -155,14 +112,7 @@ fn auto_uploads_switch_on_a_lossy_path_and_fall_back_when_blocked() {
 #[test]
 fn auto_uploads_stay_on_tcp_on_a_clean_shared_path() {
     drsftp_testkit::require_lab!("auto_uploads_stay_on_tcp_on_a_clean_shared_path");
-    let name = format!("aus{}", std::process::id() % 10_000);
-    let lab = Lab::up(LabConfig::new(
-        &name,
-        2,
-        Duration::from_millis(20),
-        100_000_000,
-    ))
-    .expect("lab up");
+    let lab = two_host_lab("aus", 20, 100_000_000, 0.0);
     let (_dir, [root, conf, src], srv) = serving(&lab);
     let want = random_file(&src.join("f.bin"), (64 << 20) + 5, 43);
     let logs = || format!("server log:\n{}", srv.log_text());

@@ -45,7 +45,7 @@ use drsftp_storage::ChecksumAlg;
 use drsftp_tune::BufferPolicy;
 
 use crate::blast::{BlastOpts, BlastReport};
-use crate::data::{AutoEvent, AutoSender, DataOpts, Progress};
+use crate::data::{AutoEvent, AutoSender, DataOpts, Progress, ZeroCopy};
 use crate::drs::TraceRow;
 use control::Control;
 
@@ -100,6 +100,9 @@ pub struct ClientOptions {
     /// or starts on blast when the path profile says the path is lossy, falling back to TCP when no datagram
     /// arrives. `None`: [`Self::blast`] alone decides (`--transport udp|tcp`).
     pub auto_transport: Option<AutoTransport>,
+    /// Which directions of a cleartext stream-mode transfer go through the kernel (`DataOpts::zero_copy`; the
+    /// binary takes it from `DRSFTP_ZERO_COPY`). Default: off.
+    pub zero_copy: ZeroCopy,
 }
 
 /// What `--transport auto` knows before the transfer (the path profile's readings).
@@ -216,6 +219,7 @@ impl Default for ClientOptions {
             resume: true,
             stripes: true,
             auto_transport: None,
+            zero_copy: ZeroCopy::OFF,
         }
     }
 }
@@ -235,6 +239,7 @@ impl ClientOptions {
             buffer: self.buffer,
             congestion: self.congestion.clone(),
             trace: self.trace,
+            zero_copy: self.zero_copy,
             ..DataOpts::default()
         }
     }

@@ -49,6 +49,7 @@ pub use mode_e_send::{send_mode_e, send_mode_e_dynamic, SendControl};
 pub use sockets::{connect, connect_each, listen};
 pub(crate) use stream::finish_send;
 pub use stream::{recv_stream, send_stream};
+pub use zerocopy::ZeroCopy;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -95,6 +96,9 @@ pub struct DataOpts {
     pub tls_server: Option<std::sync::Arc<rustls::ServerConfig>>,
     /// Client: TLS for `PROT P` data connections, sharing the control connection's config and resumption store.
     pub tls_client: Option<crate::tls::TlsClient>,
+    /// Which directions of a cleartext stream-mode transfer between host files go through the kernel
+    /// (`sendfile`/`splice`, see `zerocopy`). Off by default; the binary takes it from `DRSFTP_ZERO_COPY`.
+    pub zero_copy: ZeroCopy,
 }
 
 impl Default for DataOpts {
@@ -113,6 +117,7 @@ impl Default for DataOpts {
             tls_server: None,
             tls_client: None,
             peer_buffers: false,
+            zero_copy: ZeroCopy::OFF,
         }
     }
 }

@@ -89,7 +89,7 @@ pub async fn send_stream(
     // Cleartext from a host file: `sendfile` (see `zerocopy`).
     let kernel = file
         .host_fd()
-        .filter(|_| shape.is_none() && zerocopy::send_enabled());
+        .filter(|_| shape.is_none() && opts.zero_copy.send);
     let mut use_kernel = true;
     let mut pending = next_read(pos, &mut spare, &mut place);
     let mut sent = RangeSet::new();
@@ -224,8 +224,7 @@ pub async fn recv_stream(
         recv_opened(r, &file, offset, &progress, &mut reads, &mut got, &mut crc).await?;
     } else {
         let mut from = Some(offset);
-        if let (MaybeTls::Plain(tcp), Some(fd), true) =
-            (&sock, file.host_fd(), zerocopy::recv_enabled())
+        if let (MaybeTls::Plain(tcp), Some(fd), true) = (&sock, file.host_fd(), opts.zero_copy.recv)
         {
             from = recv_spliced(
                 tcp, &file, fd, offset, &progress, &mut reads, &mut got, &mut crc,

@@ -9,16 +9,15 @@
 //! descriptor; a file system without `splice`/`sendfile` support (EINVAL/ENOSYS) falls back to copying for the
 //! rest of the transfer.
 //!
-//! Off unless `DRSFTP_ZERO_COPY=1` (`send` / `recv`: one direction only): on the 2-core loopback benchmark
-//! (docs/bench/loopback.md) neither direction paid. `sendfile` saves the sender ~25 % of its CPU, but the
-//! receiver on the same host then copies out of the source's page-cache pages instead of the freshly written
+//! Off unless `DataOpts::zero_copy` asks for it; the binary (`drsftp serve`, `drsftp copy`) sets that from
+//! `DRSFTP_ZERO_COPY=1` (`send` / `recv`: one direction only). Off by default because on the 2-core loopback
+//! benchmark (docs/bench/loopback.md) neither direction paid. `sendfile` saves the sender ~25 % of its CPU, but
+//! the receiver on the same host then copies out of the source's page-cache pages instead of the freshly written
 //! socket buffers, which cost it 30-45 % more CPU, and the receiver is the end that limits the rate; `splice`
 //! into tmpfs still copies once, and the CRC's read-back costs what the socket read saved.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
 
 use drsftp_sys::zerocopy::{self as sys, SplicePipe};
 use tokio::io::Interest;
@@ -26,42 +25,49 @@ use tokio::net::TcpStream;
 
 use super::DataError;
 
-/// Test override: 0 = as configured, 1 = off, 2 = on both ways.
-pub(crate) static FORCE: AtomicU8 = AtomicU8::new(0);
+/// Which directions of the stream-mode data path go through the kernel (`DataOpts::zero_copy`). It travels in
+/// the options rather than living in a process-wide switch so that each transfer (and each test) picks its own
+/// path; the binary sets it once from `DRSFTP_ZERO_COPY` ([`ZeroCopy::from_env`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ZeroCopy {
+    /// Senders `sendfile` (see the module docs).
+    pub send: bool,
+    /// Receivers `splice` (see the module docs).
+    pub recv: bool,
+}
 
-/// Which directions use the kernel path, from `DRSFTP_ZERO_COPY` (unset: neither; see the module docs for why).
-fn configured() -> (bool, bool) {
-    static CONF: OnceLock<(bool, bool)> = OnceLock::new();
-    *CONF.get_or_init(|| {
-        match std::env::var("DRSFTP_ZERO_COPY")
-            .unwrap_or_default()
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "1" | "yes" | "on" | "true" => (true, true),
-            "send" => (true, false),
-            "recv" => (false, true),
-            _ => (false, false),
+impl ZeroCopy {
+    /// Both directions copy through user space (the default, see the module docs for why).
+    pub const OFF: ZeroCopy = ZeroCopy {
+        send: false,
+        recv: false,
+    };
+    /// Both directions go through the kernel.
+    pub const BOTH: ZeroCopy = ZeroCopy {
+        send: true,
+        recv: true,
+    };
+
+    /// A `DRSFTP_ZERO_COPY` value: `1`/`yes`/`on`/`true` both ways, `send` or `recv` one way, anything else off.
+    pub fn parse(value: &str) -> ZeroCopy {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "1" | "yes" | "on" | "true" => ZeroCopy::BOTH,
+            "send" => ZeroCopy {
+                send: true,
+                recv: false,
+            },
+            "recv" => ZeroCopy {
+                send: false,
+                recv: true,
+            },
+            _ => ZeroCopy::OFF,
         }
-    })
-}
-
-fn enabled(dir: fn((bool, bool)) -> bool) -> bool {
-    match FORCE.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => dir(configured()),
     }
-}
 
-/// Senders `sendfile` (see the module docs).
-pub(crate) fn send_enabled() -> bool {
-    enabled(|c| c.0)
-}
-
-/// Receivers `splice` (see the module docs).
-pub(crate) fn recv_enabled() -> bool {
-    enabled(|c| c.1)
+    /// What `DRSFTP_ZERO_COPY` asks for (unset: off).
+    pub fn from_env() -> ZeroCopy {
+        ZeroCopy::parse(&std::env::var("DRSFTP_ZERO_COPY").unwrap_or_default())
+    }
 }
 
 /// How a kernel-side send ended.

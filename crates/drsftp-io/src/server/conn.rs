@@ -500,6 +500,7 @@ fn transfer_done(
             progress_bytes: r.progress.bytes(),
             streams_seen: r.progress.streams(),
             crc32c,
+            kernel_copied: r.progress.kernel_copied(),
         });
     }
 }

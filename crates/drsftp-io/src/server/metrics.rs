@@ -1,7 +1,8 @@
 //! Server metrics in the Prometheus text format (`drsftp serve --metrics ADDR`, path `/metrics`): sessions,
 //! failed logins, transfers by direction and result, payload bytes in and out, a per-transfer throughput
 //! histogram, the socket-buffer bytes (DRS windows under `--buffer drs`) held by running transfers, and blast
-//! retransmissions (loss) and duplicates. Nothing here names a user, a path or an address, so the page exposes no
+//! retransmissions (loss) and duplicates, and the payload bytes the kernel moved between socket and file
+//! (`DRSFTP_ZERO_COPY`, which shows whether that path is in use). Nothing here names a user, a path or an address, so the page exposes no
 //! secrets; it is still best bound on loopback or a management network. The HTTP side is a few lines of tokio
 //! (one request per connection, GET only) rather than an HTTP stack: scrapes are rare and tiny.
 
@@ -41,6 +42,7 @@ pub struct Metrics {
     blast_resent: Counter,
     blast_duplicates: Counter,
     blast_drops: Counter,
+    kernel_copied: Counter,
     /// Running transfers' live counters, summed into `buffer_bytes` at each scrape.
     running: Mutex<Vec<Weak<Progress>>>,
 }
@@ -67,6 +69,7 @@ impl Metrics {
         let blast_resent = Counter::default();
         let blast_duplicates = Counter::default();
         let blast_drops = Counter::default();
+        let kernel_copied = Counter::default();
         let r = &mut registry;
         r.register(
             "sessions_active",
@@ -111,6 +114,11 @@ impl Metrics {
             "Blast datagrams the kernel dropped at this server's receive socket",
             blast_drops.clone(),
         );
+        r.register(
+            "kernel_copied_bytes",
+            "Payload bytes moved between socket and file by sendfile/splice instead of through user space (DRSFTP_ZERO_COPY)",
+            kernel_copied.clone(),
+        );
         Metrics {
             registry,
             sessions_active,
@@ -124,6 +132,7 @@ impl Metrics {
             blast_resent,
             blast_duplicates,
             blast_drops,
+            kernel_copied,
             running: Mutex::default(),
         }
     }
@@ -169,6 +178,11 @@ impl Metrics {
         self.blast_resent.inc_by(resent);
         self.blast_duplicates.inc_by(duplicates);
         self.blast_drops.inc_by(drops);
+    }
+
+    /// Payload bytes a transfer moved through the kernel (`Progress::kernel_copied`).
+    pub(crate) fn kernel_copied(&self, bytes: u64) {
+        self.kernel_copied.inc_by(bytes);
     }
 
     /// The text exposition (format 0.0.4 / OpenMetrics text).
@@ -256,6 +270,7 @@ mod tests {
         m.transfer(true, "ok", 1 << 20, 0.5);
         m.transfer(false, "failed", 10, 0.1);
         m.blast(3, 2, 1);
+        m.kernel_copied(4096);
         let t = m.render();
         for want in [
             "drsftp_sessions_active 1",
@@ -267,6 +282,7 @@ mod tests {
             "drsftp_received_bytes_total 10",
             "drsftp_transfer_throughput_bytes_per_second_count 1",
             "drsftp_blast_resent_datagrams_total 3",
+            "drsftp_kernel_copied_bytes_total 4096",
         ] {
             assert!(t.contains(want), "{want} missing in\n{t}");
         }

@@ -178,6 +178,7 @@ impl ServerOps {
         };
         if let Some(m) = &self.metrics {
             m.transfer(done.info.sending, result, bytes, seconds);
+            m.kernel_copied(done.kernel_copied);
         }
         if let Some(log) = &self.transfer_log {
             log.write(TransferRecord {
@@ -273,6 +274,8 @@ pub(crate) struct Done<'a> {
     pub(crate) streams_seen: u64,
     /// The CRC32C of a whole file sent, when the engine computed it.
     pub(crate) crc32c: Option<u32>,
+    /// Payload bytes the engine moved through the kernel (`sendfile`/`splice`).
+    pub(crate) kernel_copied: u64,
 }
 
 #[cfg(test)]

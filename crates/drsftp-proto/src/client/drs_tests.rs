@@ -10,21 +10,12 @@ use crate::server::{
     Action, FsRequest, FsResult, Mode, ServerConfig, ServerSession, TransferPlan, TransferResult,
 };
 
-use super::script_tests::{Scripted, DRSFTP_FEAT, GLOBUS_FEAT};
+use super::script_tests::{tcp_spec, Scripted, DRSFTP_FEAT, GLOBUS_FEAT};
 
 fn spec(direction: Direction, mode: TransferMode, streams: u32, drs: bool) -> TransferSpec {
     TransferSpec {
-        direction,
-        path: "/data/f".into(),
-        mode,
-        streams,
-        streams_range: None,
-        tcp_buffer: None,
-        partial: None,
-        alloc: None,
         drs,
-        transport: Default::default(),
-        stripes: false,
+        ..tcp_spec(direction, "/data/f", mode, streams)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::script_tests::{Scripted, DRSFTP_FEAT, GLOBUS_FEAT};
+use super::script_tests::{tcp_spec, Scripted, DRSFTP_FEAT, GLOBUS_FEAT};
 use super::*;
 
 const SETUP: [&str; 4] = [
@@ -23,17 +23,8 @@ impl Scripted {
     }
     fn start_download(&mut self, drs: bool) {
         let spec = TransferSpec {
-            direction: Direction::Download,
-            path: "/data/f".into(),
-            mode: TransferMode::Extended,
-            streams: 4,
-            streams_range: None,
-            tcp_buffer: None,
-            partial: None,
-            alloc: None,
             drs,
-            transport: Transport::Tcp,
-            stripes: false,
+            ..tcp_spec(Direction::Download, "/data/f", TransferMode::Extended, 4)
         };
         self.s.start(self.now, Op::Transfer(spec)).unwrap();
     }
@@ -200,17 +191,8 @@ fn globus_server_gets_one_command_at_a_time() {
     ));
     // A buffer size with its SBUF fallback: still one at a time.
     let mut sp = TransferSpec {
-        direction: Direction::Download,
-        path: "/data/f".into(),
-        mode: TransferMode::Stream,
-        streams: 1,
-        streams_range: None,
         tcp_buffer: Some(1 << 20),
-        partial: None,
-        alloc: None,
-        drs: false,
-        transport: Transport::Tcp,
-        stripes: false,
+        ..tcp_spec(Direction::Download, "/data/f", TransferMode::Stream, 1)
     };
     h.start(Op::Transfer(sp.clone()));
     h.batch(&["MODE S"], "200 ok\n");
@@ -262,17 +244,10 @@ fn refused_mode_swallows_the_pipelined_replies() {
 fn a_buffer_fallback_ends_a_batch() {
     let mut h = H::login(DRSFTP_FEAT);
     let spec = TransferSpec {
-        direction: Direction::Download,
-        path: "/data/f".into(),
-        mode: TransferMode::Extended,
-        streams: 2,
         streams_range: Some((1, 8)),
         tcp_buffer: Some(4194304),
-        partial: None,
-        alloc: None,
         drs: true,
-        transport: Transport::Tcp,
-        stripes: false,
+        ..tcp_spec(Direction::Download, "/data/f", TransferMode::Extended, 2)
     };
     h.start(Op::Transfer(spec));
     h.batch(
@@ -325,17 +300,9 @@ fn refused_port_swallows_the_retr_and_its_preliminaries() {
 fn upload_to_a_drsftp_server_over_pasv() {
     let mut h = H::login(DRSFTP_FEAT);
     let spec = TransferSpec {
-        direction: Direction::Upload,
-        path: "/in/f".into(),
-        mode: TransferMode::Extended,
-        streams: 4,
-        streams_range: None,
-        tcp_buffer: None,
-        partial: None,
         alloc: Some(5000),
         drs: true,
-        transport: Transport::Tcp,
-        stripes: false,
+        ..tcp_spec(Direction::Upload, "/in/f", TransferMode::Extended, 4)
     };
     h.start(Op::Transfer(spec));
     h.batch(
@@ -420,20 +387,12 @@ const BLAST_DRSFTP_FEAT: &str =
 
 fn blast(direction: Direction, path: &str) -> TransferSpec {
     TransferSpec {
-        direction,
-        path: path.into(),
-        mode: TransferMode::Stream,
-        streams: 1,
-        streams_range: None,
-        tcp_buffer: None,
-        partial: None,
         alloc: (direction == Direction::Upload).then_some(5000),
-        drs: false,
         transport: Transport::Blast(BlastRequest {
             start_rate: 180_000_000,
             ..BlastRequest::default()
         }),
-        stripes: false,
+        ..tcp_spec(direction, path, TransferMode::Stream, 1)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Test-only harness shared by the client session's scripted-server tests (`tests.rs`, `drs_tests.rs`,
-//! `pipeline_tests.rs`): a fresh or logged-in session, with helpers to read what it transmitted and feed it replies.
+//! `pipeline_tests.rs`, `stripe_tests.rs`, `switch_tests.rs`, ...): a fresh or logged-in session, with helpers to
+//! read what it transmitted and feed it replies, and the transfer spec they start from.
 
 use std::time::Instant;
 
@@ -10,6 +11,29 @@ pub(super) const GLOBUS_FEAT: &str =
                            PARALLEL\n SIZE\n ERET\n ESTO\n SBUF\n211 End.\n";
 pub(super) const DRSFTP_FEAT: &str =
     "211-Extensions supported:\n UTF8\n SIZE\n PARALLEL\n ERET\n ESTO\n SBUF\n DRS\n CKSM SHA256;\n211 End.\n";
+
+/// A TCP transfer of `path` in `mode` over `streams` connections with nothing else asked for (no buffer size,
+/// allocation, DRS or stripes): the spec the scripted tests start from, changing what each one is about.
+pub(super) fn tcp_spec(
+    direction: Direction,
+    path: &str,
+    mode: TransferMode,
+    streams: u32,
+) -> TransferSpec {
+    TransferSpec {
+        direction,
+        path: path.into(),
+        mode,
+        streams,
+        streams_range: None,
+        tcp_buffer: None,
+        partial: None,
+        alloc: None,
+        drs: false,
+        transport: Transport::Tcp,
+        stripes: false,
+    }
+}
 
 /// A client session talking to a scripted server.
 pub(super) struct Scripted {

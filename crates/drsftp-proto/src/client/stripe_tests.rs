@@ -2,7 +2,7 @@
 //! frontend with two data nodes answered (docs/striping.md "Client"), a one-stripe server that gets today's
 //! PORT/PASV, refusals that fall back, and replies that must not be trusted.
 
-use super::script_tests::{Scripted, DRSFTP_FEAT};
+use super::script_tests::{tcp_spec, Scripted, DRSFTP_FEAT};
 use super::*;
 
 /// A Globus frontend's FEAT (it lists SPAS and SPOR).
@@ -14,17 +14,8 @@ const TWO_STRIPES: &str =
 
 fn spec(direction: Direction, streams: u32) -> TransferSpec {
     TransferSpec {
-        direction,
-        path: "/d/f".into(),
-        mode: TransferMode::Extended,
-        streams,
-        streams_range: None,
-        tcp_buffer: None,
-        partial: None,
-        alloc: None,
-        drs: false,
-        transport: Transport::Tcp,
         stripes: true,
+        ..tcp_spec(direction, "/d/f", TransferMode::Extended, streams)
     }
 }
 

@@ -4,26 +4,14 @@
 //! after ABOR; a refused CKSM), the trailing CKSM's digest is kept, and a refused BPAS behind it fails only the
 //! blast operation.
 
-use super::script_tests::{Scripted, GLOBUS_FEAT};
+use super::script_tests::{tcp_spec, Scripted, GLOBUS_FEAT};
 use super::*;
 
 const FEAT: &str =
     "211-Extensions supported:\n SIZE\n PARALLEL\n DRS\n CKSM CRC32C;SHA256;\n BLAST BPRT\n211 End.\n";
 
 fn tcp_download() -> TransferSpec {
-    TransferSpec {
-        direction: Direction::Download,
-        path: "/f".into(),
-        mode: TransferMode::Extended,
-        streams: 4,
-        streams_range: None,
-        tcp_buffer: None,
-        partial: None,
-        alloc: None,
-        drs: false,
-        transport: Transport::Tcp,
-        stripes: false,
-    }
+    tcp_spec(Direction::Download, "/f", TransferMode::Extended, 4)
 }
 
 fn blast_download() -> TransferSpec {

@@ -4,7 +4,7 @@
 use super::*;
 use std::time::Duration;
 
-use super::script_tests::Scripted;
+use super::script_tests::{tcp_spec, Scripted};
 
 /// The next command line sent (without CRLF); panics if none.
 fn sent(h: &mut Scripted) -> String {
@@ -53,17 +53,8 @@ fn login_globus(h: &mut Scripted) {
 
 fn spec(direction: Direction, mode: TransferMode, streams: u32) -> TransferSpec {
     TransferSpec {
-        direction,
-        path: "/tmp/gftp/src/f200M".into(),
-        mode,
-        streams,
-        streams_range: None,
         tcp_buffer: Some(4194304),
-        partial: None,
-        alloc: None,
-        drs: false,
-        transport: Default::default(),
-        stripes: false,
+        ..tcp_spec(direction, "/tmp/gftp/src/f200M", mode, streams)
     }
 }
 
@@ -553,22 +544,15 @@ fn password_is_masked_in_errors() {
 
 fn blast_spec(direction: Direction, path: &str) -> TransferSpec {
     TransferSpec {
-        direction,
-        path: path.into(),
-        mode: TransferMode::Stream,
-        streams: 1,
-        streams_range: None,
         tcp_buffer: Some(4 << 20),
-        partial: None,
         alloc: (direction == Direction::Upload).then_some(5000),
-        drs: false,
         transport: Transport::Blast(BlastRequest {
             mtu: 1500,
             max_rate: 500_000_000,
             ack_every: None,
             start_rate: 0,
         }),
-        stripes: false,
+        ..tcp_spec(direction, path, TransferMode::Stream, 1)
     }
 }
 

@@ -17,7 +17,7 @@ use drsftp_io::client::profile::ProfileStore;
 use drsftp_io::client::{
     AutoChoice, AutoTransport, Client, ClientOptions, Partial, TransferMode, TransferSummary,
 };
-use drsftp_io::data::Progress;
+use drsftp_io::data::{Progress, ZeroCopy};
 use drsftp_tune::BufferPolicy;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -286,6 +286,7 @@ fn options(args: &Args) -> ClientOptions {
         resume: !args.no_resume,
         stripes: !args.no_stripes,
         auto_transport: None, // --transport auto: set after login, from the path profile
+        zero_copy: ZeroCopy::from_env(),
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use drsftp_io::data::DataOpts;
+use drsftp_io::data::{DataOpts, ZeroCopy};
 use drsftp_io::server::{
     self, DataPorts, Metrics, ServerLimits, ServerOps, ServerParams, TransferLog, Users, UsersFile,
 };
@@ -428,6 +428,7 @@ pub fn run(args: Args, cli: &clap::ArgMatches) -> Result<()> {
             block_size: args.block_size.clamp(4096, 64 << 20) as usize,
             congestion: args.congestion.clone(),
             tls_server,
+            zero_copy: ZeroCopy::from_env(),
             ..DataOpts::default()
         },
         storage: storage.clone(),

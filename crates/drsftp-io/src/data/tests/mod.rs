@@ -91,7 +91,8 @@ impl FileHandle for MemFile {
     }
 }
 
-/// A real file (page cache) with positioned I/O, for throughput.
+/// A real file (page cache) with positioned I/O, for throughput, and its descriptor offered to the engine (as
+/// `FsFile` and the client's `LocalFile` do) for the kernel path.
 #[derive(Debug)]
 pub(super) struct DiskFile(pub(super) File);
 
@@ -124,6 +125,10 @@ impl FileHandle for DiskFile {
     }
     fn sync(&self) -> SResult<()> {
         Ok(())
+    }
+    fn host_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Some(self.0.as_fd())
     }
 }
 

@@ -5,45 +5,14 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::Ordering;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use super::*;
-use crate::data::zerocopy::{self, send_file, Sent};
-use crate::data::{recv_stream, send_stream};
+use crate::data::zerocopy::{send_file, Sent};
+use crate::data::{recv_stream, send_stream, ZeroCopy};
 
-/// A host file with its descriptor offered to the engine (as `FsFile` and the client's `LocalFile` do).
-#[derive(Debug)]
-struct HostFile(File);
-
-impl FileHandle for HostFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> SResult<usize> {
-        self.0
-            .read_at(buf, offset)
-            .map_err(|e| StorageError::from_io("test", e))
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> SResult<()> {
-        self.0
-            .write_all_at(buf, offset)
-            .map_err(|e| StorageError::from_io("test", e))
-    }
-    fn len(&self) -> SResult<u64> {
-        Ok(self.0.metadata().unwrap().len())
-    }
-    fn sync(&self) -> SResult<()> {
-        Ok(())
-    }
-    fn host_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.0.as_fd())
-    }
-}
-
-fn on() {
-    zerocopy::FORCE.store(2, Ordering::Relaxed);
-}
-
-fn host_file(data: &[u8]) -> (tempfile::TempDir, Arc<HostFile>) {
+fn host_file(data: &[u8]) -> (tempfile::TempDir, Arc<DiskFile>) {
     let dir = tempfile::tempdir().unwrap();
     let mut f = File::options()
         .read(true)
@@ -53,24 +22,27 @@ fn host_file(data: &[u8]) -> (tempfile::TempDir, Arc<HostFile>) {
         .open(dir.path().join("f"))
         .unwrap();
     f.write_all(data).unwrap();
-    (dir, Arc::new(HostFile(f)))
+    (dir, Arc::new(DiskFile(f)))
 }
 
-fn read_all(f: &HostFile) -> Vec<u8> {
+fn read_all(f: &DiskFile) -> Vec<u8> {
     let mut v = vec![0u8; f.0.metadata().unwrap().len() as usize];
     f.0.read_exact_at(&mut v, 0).unwrap();
     v
 }
 
-/// Stream mode from `src[range]` into `dst` at `offset`; returns both reports and both kernel-copied counts.
+/// Stream mode from `src[range]` into `dst` at `offset`, both ends with the kernel path `zero_copy`; returns
+/// both reports and both kernel-copied counts.
 async fn stream(
-    src: Arc<HostFile>,
+    src: Arc<DiskFile>,
     dst: Arc<dyn FileHandle>,
     range: std::ops::Range<u64>,
     offset: u64,
+    zero_copy: ZeroCopy,
 ) -> (DataReport, DataReport, u64, u64) {
     let opts = DataOpts {
         crc32c: true,
+        zero_copy,
         ..DataOpts::default()
     };
     let (mut tx, mut rx) = pairs(1, &opts).await;
@@ -84,8 +56,59 @@ async fn stream(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn each_transfer_takes_the_path_its_options_ask_for() {
+    // The choice rides in `DataOpts`, so tests running at once in this process cannot switch each other's path.
+    let data = random(700_001, 30);
+    let n = data.len() as u64;
+    let send = ZeroCopy::parse("send");
+    let recv = ZeroCopy::parse("RECV");
+    for (zero_copy, want) in [
+        (ZeroCopy::OFF, (0, 0)),
+        (send, (n, 0)),
+        (recv, (0, n)),
+        (ZeroCopy::BOTH, (n, n)),
+    ] {
+        let (_d1, src) = host_file(&data);
+        let (_d2, dst) = host_file(&[]);
+        let (s, r, ks, kr) = stream(src, dst.clone(), 0..u64::MAX, 0, zero_copy).await;
+        assert_eq!((s.bytes, r.bytes), (n, n), "{zero_copy:?}");
+        assert_eq!((ks, kr), want, "{zero_copy:?}");
+        assert!(read_all(&dst) == data, "{zero_copy:?}");
+        assert_eq!(r.crc32c, Some(crc32c::crc32c(&data)), "{zero_copy:?}");
+    }
+}
+
+#[test]
+fn the_variable_reads_as_documented() {
+    for (v, want) in [
+        ("1", ZeroCopy::BOTH),
+        ("on", ZeroCopy::BOTH),
+        ("True", ZeroCopy::BOTH),
+        ("yes", ZeroCopy::BOTH),
+        ("", ZeroCopy::OFF),
+        ("0", ZeroCopy::OFF),
+        ("off", ZeroCopy::OFF),
+    ] {
+        assert_eq!(ZeroCopy::parse(v), want, "{v:?}");
+    }
+    assert_eq!(
+        ZeroCopy::parse("send"),
+        ZeroCopy {
+            send: true,
+            recv: false
+        }
+    );
+    assert_eq!(
+        ZeroCopy::parse("recv"),
+        ZeroCopy {
+            send: false,
+            recv: true
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn odd_sizes_ranges_and_offsets_go_through_the_kernel_intact() {
-    on();
     // Sizes around the page, the pipe and the 256 KiB chunk; ranges as REST/ERET ask for them.
     let cases: [(usize, std::ops::Range<u64>, u64); 6] = [
         (1, 0..u64::MAX, 0),
@@ -99,7 +122,7 @@ async fn odd_sizes_ranges_and_offsets_go_through_the_kernel_intact() {
         let data = random(size, 40 + i as u64);
         let (_d1, src) = host_file(&data);
         let (_d2, dst) = host_file(&[]);
-        let (s, r, ks, kr) = stream(src, dst.clone(), range.clone(), offset).await;
+        let (s, r, ks, kr) = stream(src, dst.clone(), range.clone(), offset, ZeroCopy::BOTH).await;
         let end = range.end.min(size as u64);
         let moved = &data[range.start as usize..end as usize];
         assert_eq!(s.bytes, moved.len() as u64, "case {i}");
@@ -156,7 +179,6 @@ async fn a_file_shorter_than_the_range_in_hand_is_an_error_not_a_short_block() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_destination_refusing_spliced_writes_falls_back_to_copying() {
-    on();
     // splice(2) refuses a file opened for appending (EINVAL): the receiver copies the pipe's bytes out and
     // carries on with the copying path.
     let data = random((2 << 20) + 3, 60);
@@ -169,8 +191,8 @@ async fn a_destination_refusing_spliced_writes_falls_back_to_copying() {
         .create(true)
         .open(&path)
         .unwrap();
-    let dst = Arc::new(HostFile(f));
-    let (s, r, ks, kr) = stream(src, dst.clone(), 0..u64::MAX, 0).await;
+    let dst = Arc::new(DiskFile(f));
+    let (s, r, ks, kr) = stream(src, dst.clone(), 0..u64::MAX, 0, ZeroCopy::BOTH).await;
     assert_eq!((s.bytes, r.bytes), (data.len() as u64, data.len() as u64));
     assert_eq!(ks, s.bytes, "the sender still used sendfile");
     assert_eq!(kr, 0, "nothing was spliced into the append-only file");
