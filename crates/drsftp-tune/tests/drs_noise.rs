@@ -5,7 +5,9 @@
 use std::time::{Duration, Instant};
 
 use drsftp_tune::fluid::{round, FluidFlow};
-use drsftp_tune::{DrsAction, DrsConfig, DrsReceiver, TcpSample};
+use drsftp_tune::{DrsConfig, DrsReceiver};
+
+mod common;
 
 const RATE: f64 = 500e6 / 8.0;
 const BASE_RTT: f64 = 0.1;
@@ -80,27 +82,9 @@ fn run(cfg: &DrsConfig, delay: f64, secs: f64, from: f64, transfers: usize, amp:
             backlog[i] += bytes;
             let read = (bytes * bursts[i].next(amp)).min(backlog[i]);
             backlog[i] -= read;
-            for k in 1..=8u32 {
-                let at = now + dt * k / 8;
-                while let Some(to) = drs[i].poll_timeout() {
-                    if to > at {
-                        break;
-                    }
-                    drs[i].handle_timeout(to);
-                }
-                drs[i].handle_bytes(at, (read / 8.0) as u64);
-                if k == 8 {
-                    let s = TcpSample {
-                        rcv_rtt: dt,
-                        ..TcpSample::default()
-                    };
-                    drs[i].handle_tcp_info(at, &s);
-                }
-                while let Some(a) = drs[i].poll_action() {
-                    if let DrsAction::SetRecvBuf(b) = a {
-                        flows[i].rwnd = b as f64;
-                    }
-                }
+            // The round's bytes in 8 reads, the RTT reading with the last, timers in between.
+            if let Some(b) = common::feed_round(&mut drs[i], now, dt, read) {
+                flows[i].rwnd = b as f64;
             }
         }
         for (k, peak) in out.peak_window.iter_mut().enumerate().take(transfers) {
