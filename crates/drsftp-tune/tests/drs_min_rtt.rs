@@ -14,6 +14,28 @@ struct Run {
     rounds: Vec<(f64, u64, f64, f64)>,
 }
 
+/// One round trip `dt` from `now`: the RTT reading first, then `flight` bytes in 10 reads with timers between.
+fn round(r: &mut DrsReceiver, now: Instant, dt: Duration, flight: f64) {
+    r.handle_tcp_info(
+        now,
+        &TcpSample {
+            rcv_rtt: dt,
+            ..TcpSample::default()
+        },
+    );
+    for k in 1..=10u32 {
+        let at = now + dt * k / 10;
+        while let Some(to) = r.poll_timeout() {
+            if to > at {
+                break;
+            }
+            r.handle_timeout(to);
+        }
+        r.handle_bytes(at, (flight / 10.0) as u64);
+    }
+    while r.poll_action().is_some() {}
+}
+
 /// `secs` of rounds; the base RTT is `base(t)` seconds at `t` s.
 fn run(cfg: DrsConfig, secs: f64, base: impl Fn(f64) -> f64) -> Run {
     let t0 = Instant::now();
@@ -28,24 +50,7 @@ fn run(cfg: DrsConfig, secs: f64, base: impl Fn(f64) -> f64) -> Run {
         let flight = r.buffer() as f64;
         let rtt = base(t).max(flight / RATE);
         let dt = Duration::from_secs_f64(rtt);
-        r.handle_tcp_info(
-            now,
-            &TcpSample {
-                rcv_rtt: dt,
-                ..TcpSample::default()
-            },
-        );
-        for k in 1..=10u32 {
-            let at = now + dt * k / 10;
-            while let Some(to) = r.poll_timeout() {
-                if to > at {
-                    break;
-                }
-                r.handle_timeout(to);
-            }
-            r.handle_bytes(at, (flight / 10.0) as u64);
-        }
-        while r.poll_action().is_some() {}
+        round(&mut r, now, dt, flight);
         now += dt;
         let min = r.min_rtt().map_or(0.0, |m| m.as_secs_f64() * 1e3);
         rounds.push((t, r.buffer(), flight / rtt / RATE, min));
@@ -179,24 +184,7 @@ fn a_window_giving_way_to_a_competitor_keeps_the_minimum() {
         let flight = (r.buffer() as f64).min(demand);
         let rtt = if t < 1.0 { 0.1 } else { 0.165 };
         let dt = Duration::from_secs_f64(rtt);
-        r.handle_tcp_info(
-            now,
-            &TcpSample {
-                rcv_rtt: dt,
-                ..TcpSample::default()
-            },
-        );
-        for k in 1..=10u32 {
-            let at = now + dt * k / 10;
-            while let Some(to) = r.poll_timeout() {
-                if to > at {
-                    break;
-                }
-                r.handle_timeout(to);
-            }
-            r.handle_bytes(at, (flight / 10.0) as u64);
-        }
-        while r.poll_action().is_some() {}
+        round(&mut r, now, dt, flight);
         now += dt;
         mins.push((t, r.buffer(), r.min_rtt().unwrap()));
     }
