@@ -137,3 +137,49 @@ fn bad_transport_arguments_are_refused() {
     let (ok, _, e) = udp_copy(&["--mtu", "100", "ftp://127.0.0.1:1/x", "/tmp/x"]);
     assert!(!ok && e.contains("100"), "{e}");
 }
+
+/// ABOR of a blast download is answered at once, and the server's sender stops: a blast sender cannot see the
+/// client leave (no connection breaks), so a grace period for it to end by itself would only keep it sending
+/// into a path the client left (`--transport auto`'s probe moves to TCP on that path) and delay the reply by it
+/// (1 s before the fix).
+#[test]
+fn abor_of_a_blast_download_is_answered_at_once_and_stops_the_sender() {
+    let (_dir, _root, srv, _) = served(64 << 20, &[]);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = udp.local_addr().unwrap().port();
+    let mut c = Raw::connect(srv.addr);
+    c.login();
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    let r = c.cmd(&format!("BPAS 127,0,0,1,{},{}", port >> 8, port & 255));
+    assert!(r.starts_with("229"), "{r}");
+    let r = c.cmd("RETR src.bin");
+    assert!(r.starts_with("150"), "{r}");
+    // Datagrams flow (no acks from us: the sender sends its unacknowledged budget, then waits and resends).
+    udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = vec![0u8; 65536];
+    assert!(udp.recv(&mut buf).is_ok(), "no blast datagram arrived");
+    let t = std::time::Instant::now();
+    c.send_raw(b"ABOR\r\n");
+    let mut replies = vec![c.reply()];
+    if replies[0].starts_with("426") {
+        replies.push(c.reply());
+    }
+    let took = t.elapsed();
+    assert!(replies.iter().any(|r| r.starts_with("226")), "{replies:?}");
+    assert!(
+        took < Duration::from_millis(500),
+        "ABOR answered after {took:?}: {replies:?}"
+    );
+    // Nothing more is sent: drain what was in flight, then silence.
+    udp.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    while udp.recv(&mut buf).is_ok() {}
+    udp.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    assert!(
+        udp.recv(&mut buf).is_err(),
+        "the server still sends blast datagrams after answering ABOR"
+    );
+    // The session goes on.
+    assert!(c.cmd("NOOP").starts_with("200"));
+}

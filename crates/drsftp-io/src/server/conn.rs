@@ -48,6 +48,8 @@ struct Running {
     progress: Arc<Progress>,
     /// What the transfer log and metrics say about it (none for listings).
     info: Option<TransferInfo>,
+    /// How long ABOR lets it end by itself ([`ABOR_GRACE`], or none for a blast send).
+    grace: Duration,
 }
 
 async fn flush(s: &mut ServerSession, wr: &mut WriteHalf<MaybeTls>) -> std::io::Result<()> {
@@ -269,9 +271,20 @@ pub(crate) async fn run(
                             task: AbortOnDrop::spawn(async move { (job.await, None, None) }),
                             progress,
                             info,
+                            grace: ABOR_GRACE,
                         });
                         continue;
                     }
+                    // A blast sender cannot see the client leave (no connection breaks), so it never ends on its own
+                    // after ABOR: waiting would only keep it sending into a path the client has left (for
+                    // `--transport auto`'s probe, the path its TCP leg is about to use) and delay the reply.
+                    let grace = if matches!(plan.endpoint, DataEndpoint::Blast(_))
+                        && !matches!(plan.payload, Payload::RecvFile { .. })
+                    {
+                        Duration::ZERO
+                    } else {
+                        ABOR_GRACE
+                    };
                     let blast = super::blast::take_socket(&plan, &mut blast_sock);
                     // PROT P blast: AEAD keys from this control connection's TLS session and the transfer's
                     // parameters. The exporter needs the whole stream, so the halves are joined for a moment.
@@ -303,6 +316,7 @@ pub(crate) async fn run(
                         task: AbortOnDrop::spawn(transfer::run(job)),
                         progress,
                         info,
+                        grace,
                     });
                 }
                 Action::Abort => {
@@ -314,7 +328,7 @@ pub(crate) async fn run(
                         // cleaned up. It gets ABOR_GRACE to end by itself; a healthy transfer is stopped then.
                         let mut result = TransferResult::Aborted;
                         if let Some(mut t) = r.task.0.take() {
-                            match tokio::time::timeout(ABOR_GRACE, &mut t).await {
+                            match tokio::time::timeout(r.grace, &mut t).await {
                                 Ok(Ok((res @ TransferResult::Failed { .. }, _, _))) => result = res,
                                 Ok(_) => {}
                                 Err(_) => {
