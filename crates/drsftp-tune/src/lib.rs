@@ -9,6 +9,7 @@ pub mod drs;
 pub mod fluid;
 pub mod model;
 pub mod policy;
+pub mod probe;
 pub mod sample;
 pub mod start;
 pub mod transport;
@@ -19,6 +20,7 @@ pub use drs::{
 };
 pub use model::{fit, saturation_point, Fit, FitPoint, Model, RecommendInput, Recommendation};
 pub use policy::{BufferPolicy, Limit, LimitClassifier, LimitReport, ParseError};
+pub use probe::{probe_first, BlastProbe, BlastReading, ProbeConfig, ProbeVerdict};
 pub use sample::TcpSample;
 pub use start::{auto_start, AutoStart, AutoStartInput, StartBuffer};
 pub use transport::{

@@ -1,6 +1,8 @@
 //! `drsftp copy` with no transport flag (`--transport auto`) on the WAN lab: on a lossy path (100 Mbit/s · 50 ms ·
-//! 1 %, the server on cubic) the download starts on TCP and moves the rest to UDP blast, saying why; on a clean
-//! path it stays on TCP, also with two default copies sharing the link (queue-building loss is congestion); a
+//! 1 %, the server on cubic) a first download below 64 MiB starts on TCP and moves the rest to UDP blast, saying
+//! why, and a larger one starts with the blast probe and keeps blast; on a clean path a first large download's
+//! probe moves the rest to TCP, and later copies stay on TCP, also with two default copies sharing the link
+//! (queue-building loss is congestion), as do two first copies that probe at once; a
 //! server without BLAST, and one whose blast datagrams are dropped (UDP blackholed by policy routing), give a
 //! clean TCP copy. Path memory: after a default copy the next one to the same server starts from what it learned
 //! (on blast on the lossy path, on TCP on the clean one, on TCP without trying blast where it was blocked), and a
@@ -119,8 +121,31 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
     );
     assert_eq!(sha256_file(&dst), big);
 
-    // A `-r` job records path memory too, from its largest file that taught something (here the one that
-    // switched), in its own fresh profile directory.
+    // A first copy of a larger file (64 MiB and up, on a path of 20 ms and more) starts with the blast probe:
+    // the random loss shows within a fraction of a second, so blast keeps the whole file, and memory records it.
+    let huge = random_file(&root.join("huge.bin"), (80 << 20) + 9, 25);
+    let cfg_probe = dir.path().join("config-probe");
+    std::fs::create_dir(&cfg_probe).unwrap();
+    let dst = out.join("huge.bin");
+    let j = copied(
+        lab_copy(&lab, &cfg_probe, &[], &srv.url("/huge.bin"), &dst),
+        "probed lossy copy",
+        &logs,
+    );
+    assert_choice(&j, "udp", "blast probe saw random loss");
+    assert_eq!(j["transport"], "udp", "{j}");
+    assert_eq!(sha256_file(&dst), huge);
+    let probe_mem = ProfileStore::in_dir(&cfg_probe.join("drsftp"))
+        .learned(&key)
+        .unwrap()
+        .unwrap_or_else(|| panic!("the probed copy recorded no path memory: {j}"));
+    assert!(
+        probe_mem.lossy && probe_mem.loss_from == "blast",
+        "{probe_mem:?}"
+    );
+
+    // A `-r` job records path memory too, from its largest file that taught something, in its own fresh profile
+    // directory.
     let cfg_job = dir.path().join("config-job");
     std::fs::create_dir(&cfg_job).unwrap();
     let j = copied(
@@ -210,21 +235,25 @@ fn auto_switches_to_blast_on_a_lossy_path_and_falls_back_cleanly() {
 #[test]
 fn auto_stays_on_tcp_on_a_clean_shared_path() {
     drsftp_testkit::require_lab!("auto_stays_on_tcp_on_a_clean_shared_path");
-    let lab = two_host_lab("autoc", 20, 100_000_000, 0.0);
+    let lab = two_host_lab("autoc", 30, 100_000_000, 0.0);
     let dir = open_tempdir();
     let [root, cfg, out] = dirs(dir.path());
     let want = random_file(&root.join("f.bin"), (64 << 20) + 5, 24);
     let srv = lab_server(&lab, &root, &["--congestion", "cubic"]);
     let logs = || format!("server log:\n{}", srv.log_text());
 
+    // A first copy probes with blast, finds the path clean, and moves the rest to TCP.
     let dst = out.join("one.bin");
     let j = copied(
         lab_copy(&lab, &cfg, &[], &srv.url("/f.bin"), &dst),
         "clean copy",
         &logs,
     );
-    assert_eq!(j["transport_choice"]["chosen"], "tcp", "{j}");
+    assert_choice(&j, "udp+tcp", "clean path");
     assert_eq!(j["transport"], "tcp", "{j}");
+    let over_tcp = j["transport_choice"]["tcp_bytes"].as_u64().unwrap();
+    assert!(over_tcp > 0 && over_tcp < (64 << 20), "{j}");
+    assert_eq!(j["bytes"].as_u64(), Some((64 << 20) + 5), "{j}");
     assert_eq!(sha256_file(&dst), want);
     // Path memory: "clean", so the next default copies start on TCP (watched) from it.
     let key = profile_key(&srv);
@@ -233,7 +262,7 @@ fn auto_stays_on_tcp_on_a_clean_shared_path() {
         .unwrap()
         .unwrap_or_else(|| panic!("no learned reading after {j}"));
     eprintln!("learned: {mem:?}");
-    assert!(!mem.lossy, "{mem:?}");
+    assert!(!mem.lossy && mem.loss_from == "blast probe", "{mem:?}");
 
     // Two default copies sharing the link: the loss they cause each other comes with a queue, so both stay.
     let (a, b) = (out.join("a.bin"), out.join("b.bin"));
@@ -254,6 +283,24 @@ fn auto_stays_on_tcp_on_a_clean_shared_path() {
                 .is_some(),
             "{j}"
         );
+        assert_eq!(sha256_file(dst), want);
+    }
+
+    // Two first copies (no memory) at once: each probe sees the other's queue or a clean path, never random
+    // loss, and both end on TCP.
+    let (a, b) = (out.join("pa.bin"), out.join("pb.bin"));
+    let [cfg_a, cfg_b] = subdirs(dir.path(), ["config-a", "config-b"]);
+    let mut ca = lab_copy(&lab, &cfg_a, &[], &srv.url("/f.bin"), &a);
+    let mut cb = lab_copy(&lab, &cfg_b, &[], &srv.url("/f.bin"), &b);
+    let other = std::thread::spawn(move || run(&mut cb, T));
+    let (ok, o, e) = run(&mut ca, T);
+    assert!(ok, "first probing copy: {o} {e}\n{}", logs());
+    let (ok2, o2, e2) = other.join().unwrap();
+    assert!(ok2, "second probing copy: {o2} {e2}\n{}", logs());
+    for (j, dst) in [(json_of(&o), &a), (json_of(&o2), &b)] {
+        eprintln!("probing copy: transport_choice {}", j["transport_choice"]);
+        assert_eq!(j["transport_choice"]["chosen"], "udp+tcp", "{j}");
+        assert_eq!(j["transport"], "tcp", "{j}");
         assert_eq!(sha256_file(dst), want);
     }
 

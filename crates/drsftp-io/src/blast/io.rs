@@ -107,6 +107,11 @@ pub(super) struct WriteBack {
 }
 
 impl WriteBack {
+    /// The progress counter the written runs are added to.
+    pub(super) fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
     pub(super) fn new(file: Arc<dyn FileHandle>, base: u64, progress: Arc<Progress>) -> WriteBack {
         WriteBack {
             file,

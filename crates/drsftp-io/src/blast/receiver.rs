@@ -78,6 +78,7 @@ impl Loop {
             Ok(_) => {
                 let clock = Clock::read();
                 now = clock.now;
+                let mut owd = (i64::MAX, i64::MIN);
                 for (from, at, d) in self.rb.datagrams_timed() {
                     if !same_host(from, self.peer) {
                         self.foreign += 1;
@@ -97,8 +98,19 @@ impl Loop {
                             self.phases.arrival(arrived, seq, false);
                             self.heard = now
                         }
-                        Err(_) => {}
+                        Err(_) => continue,
                     }
+                    if let Some(d) = self.rx.last_owd_us() {
+                        owd = (owd.0.min(d), owd.1.max(d));
+                    }
+                }
+                if owd.0 <= owd.1 {
+                    self.wb.progress().add_blast(
+                        self.rx.transmissions(),
+                        self.rx.stats().datagrams,
+                        self.rb.socket_drops(),
+                        owd,
+                    );
                 }
                 true
             }

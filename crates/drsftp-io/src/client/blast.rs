@@ -123,6 +123,60 @@ pub(crate) async fn run(
     stall: Duration,
     blocked_after: Option<Duration>,
 ) -> Result<Moved, ClientError> {
+    let r = run_probed(
+        control,
+        spec,
+        side,
+        expected,
+        opts,
+        progress,
+        stall,
+        blocked_after,
+        None,
+    );
+    match r.await? {
+        Ended::Moved(m) => Ok(*m),
+        Ended::ToTcp => Err(ClientError::Invalid(
+            "blast stopped for TCP without a probe".into(),
+        )),
+    }
+}
+
+/// `--transport auto`'s blast probe on a download (`drsftp_tune::BlastProbe`): sampled every [`PROBE_SAMPLE`]
+/// while blast runs; its verdict is kept here for the caller.
+pub(crate) struct Probing {
+    pub(crate) probe: drsftp_tune::BlastProbe,
+    pub(crate) verdict: Option<drsftp_tune::ProbeVerdict>,
+    /// The final check's CKSM, pipelined behind the blast RETR once the verdict keeps blast (before it, a move
+    /// to TCP would leave the server hashing the file ahead of the TCP set-up).
+    pub(crate) cksm: Option<String>,
+}
+
+/// How often the probe reads the receiver: a few readings per RTT on the paths it runs on (20 ms and up).
+const PROBE_SAMPLE: Duration = Duration::from_millis(50);
+
+/// How a probed blast transfer ended.
+pub(crate) enum Ended {
+    /// Every byte moved.
+    Moved(Box<Moved>),
+    /// The probe moved the rest to TCP: the blast transfer was aborted (not waited for); what it wrote is in
+    /// the progress ranges.
+    ToTcp,
+}
+
+/// [`run`], with an optional blast probe that may stop the transfer for TCP ([`Ended::ToTcp`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run_probed(
+    control: &mut Control,
+    spec: TransferSpec,
+    side: Side,
+    expected: Option<u64>,
+    opts: &BlastOpts,
+    progress: Arc<Progress>,
+    stall: Duration,
+    blocked_after: Option<Duration>,
+    mut probing: Option<&mut Probing>,
+) -> Result<Ended, ClientError> {
     let begin = Instant::now();
     let upload = matches!(side, Side::Send { .. });
     let (Side::Recv { base, .. } | Side::Send { base, .. }) = &side;
@@ -146,6 +200,7 @@ pub(crate) async fn run(
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut watch = Stall::new(progress.bytes());
     let mut grace: Option<Instant> = None;
+    let mut probe_tick = tokio::time::interval(PROBE_SAMPLE);
 
     let start = |control: &Control,
                  ch: Option<BlastChannel>,
@@ -231,6 +286,38 @@ pub(crate) async fn run(
                     Err(e) => return Err(abort_unless_replied(control, &report, e.into()).await),
                 }
             }
+            _ = probe_tick.tick(), if probing.as_ref().is_some_and(|p| p.verdict.is_none()) && data.is_none() => {
+                let Some(p) = probing.as_deref_mut() else { continue };
+                let now = Instant::now();
+                p.probe.handle_reading(now, progress.blast_reading());
+                let left = expected.unwrap_or(0).saturating_sub(progress.bytes());
+                match p.probe.poll_verdict(now, left) {
+                    Some(v @ drsftp_tune::ProbeVerdict::StayBlast(_)) => {
+                        tracing::info!("--transport auto: {}; blast for the rest", v.reason());
+                        if let Some(a) = p.cksm.take() {
+                            if let Ok(mut slot) = control.ask_cksm.lock() {
+                                *slot = Some(a);
+                            }
+                            if report.is_none() {
+                                control.send_asked_checksum();
+                            }
+                        }
+                        p.verdict = Some(v);
+                    }
+                    Some(v @ drsftp_tune::ProbeVerdict::ToTcp(_)) => {
+                        tracing::info!("--transport auto: {}; the rest goes over TCP", v.reason());
+                        p.verdict = Some(v);
+                        if let Some(t) = task.0.take() {
+                            t.abort();
+                        }
+                        if report.is_none() {
+                            super::transfer::abort_and_go_on(control).await;
+                        }
+                        return Ok(Ended::ToTcp);
+                    }
+                    None => {}
+                }
+            }
             _ = tick.tick() => {
                 if let (Some(g), Some(r)) = (grace, report.as_ref()) {
                     if Instant::now() >= g && data.is_none() {
@@ -277,7 +364,7 @@ pub(crate) async fn run(
     } else {
         blast.ranges.clone()
     };
-    Ok(Moved {
+    Ok(Ended::Moved(Box::new(Moved {
         data: DataReport {
             bytes: blast.bytes,
             streams: 1,
@@ -298,7 +385,7 @@ pub(crate) async fn run(
             (Some(d), Some(r)) if !upload => Some(r.saturating_duration_since(d).as_secs_f64()),
             _ => None,
         },
-    })
+    })))
 }
 
 /// The blast settings to use with this server (`None`: TCP), and a notice when blast was asked for but the

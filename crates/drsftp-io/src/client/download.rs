@@ -32,6 +32,9 @@ use super::{verify, ClientError, ClientOptions, TransferSummary, TransportChoice
 use crate::blast::BlastOpts;
 use crate::data::{DataOpts, Progress};
 
+/// Why a first download to an unknown path starts on blast (`drsftp_tune::probe`).
+const PROBE_START: &str = "a first copy to this path: blast probes it for random loss";
+
 /// `--transport auto` on blast: no byte this long after the server's `150` means UDP is blocked: fall back to TCP.
 const BLAST_BLOCKED_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -146,6 +149,20 @@ pub(crate) async fn run(
         (None, Some(sz)) => 0..sz,
         (None, None) => 0..u64::MAX,
     };
+    // `-p auto`: a drsftp server (FEAT lists DRS) refines the stream count itself when OPTS RETR gives it a
+    // range; that needs MODE E even from one stream. Other servers (Globus) get the fixed start as before.
+    let auto_range = opts
+        .auto_streams
+        .as_ref()
+        .filter(|_| control.session().features().drs())
+        .map(|a| {
+            let lo = a.config.min_streams.max(1);
+            (lo, a.config.max_streams.max(lo))
+        });
+    let mode = match auto_range {
+        Some(_) => drsftp_proto::client::TransferMode::Extended,
+        None => opts.mode(),
+    };
     let (udp, udp_notice) = blast::wanted(control, opts);
     // `--transport auto`: the start choice (the switch itself comes from the decider while TCP runs).
     let watchable = opts.partial.is_none() && size.is_some();
@@ -164,8 +181,21 @@ pub(crate) async fn run(
         _ => None,
     };
     let udp = remembered.as_ref().or(udp);
+    // A first copy to an unknown long path starts with the blast probe (`drsftp_tune::probe`): its verdict comes
+    // within ~0.5 s where TCP's takes ~1 s, and blast moves data at the link rate meanwhile. The rest can go over
+    // TCP by ranges only in MODE E.
+    let probe = match (&start, opts.auto_transport.as_ref(), size) {
+        (Some(StartChoice::TcpWatched), Some(a), Some(sz)) => {
+            udp.is_some()
+                && !a.knows_path()
+                && mode == drsftp_proto::client::TransferMode::Extended
+                && drsftp_tune::probe_first(control.path_rtt(), sz)
+        }
+        _ => false,
+    };
     let (udp, mut choice) = match &start {
         Some(StartChoice::Tcp(why)) => (None, Some(choose("tcp", why))),
+        Some(StartChoice::TcpWatched) if probe => (udp, Some(choose("udp", PROBE_START))),
         Some(StartChoice::TcpWatched) => (None, None),
         Some(StartChoice::Blast(why)) => (udp, Some(choose("udp", why))),
         None => (udp, None),
@@ -206,20 +236,6 @@ pub(crate) async fn run(
     };
     let handle = dest.handle();
     let file: Arc<dyn FileHandle> = handle.clone();
-    // `-p auto`: a drsftp server (FEAT lists DRS) refines the stream count itself when OPTS RETR gives it a
-    // range; that needs MODE E even from one stream. Other servers (Globus) get the fixed start as before.
-    let auto_range = opts
-        .auto_streams
-        .as_ref()
-        .filter(|_| control.session().features().drs())
-        .map(|a| {
-            let lo = a.config.min_streams.max(1);
-            (lo, a.config.max_streams.max(lo))
-        });
-    let mode = match auto_range {
-        Some(_) => drsftp_proto::client::TransferMode::Extended,
-        None => opts.mode(),
-    };
     let mut dopts = opts.data_opts();
     dopts.crc32c = verify::want_engine_crc(alg, opts.partial.is_none());
     if want.end != u64::MAX {
@@ -306,12 +322,21 @@ pub(crate) async fn run(
                 .map(|r| r.held().clone())
                 .unwrap_or_default();
             let blocked = start.as_ref().map(|_| BLAST_BLOCKED_AFTER);
-            let side = blast_leg(from);
-            // The final CKSM rides behind the blast RETR: the server hashes the file while blast sends it.
-            if let Some(a) = final_cksm {
+            let side = blast_leg(from.clone());
+            let mut probing = probe.then(|| blast::Probing {
+                probe: drsftp_tune::BlastProbe::new(
+                    drsftp_tune::ProbeConfig::default(),
+                    control.path_rtt().unwrap_or_default(),
+                ),
+                verdict: None,
+                cksm: final_cksm.map(|a| a.name().to_string()),
+            });
+            // The final CKSM rides behind the blast RETR: the server hashes the file while blast sends it (under
+            // the probe, only once it keeps blast).
+            if let Some(a) = final_cksm.filter(|_| !probe) {
                 control.session_mut().set_trailing_checksum(a.name());
             }
-            let r = blast::run(
+            let r = blast::run_probed(
                 control,
                 spec,
                 side,
@@ -320,12 +345,57 @@ pub(crate) async fn run(
                 progress.clone(),
                 opts.timeout,
                 blocked,
+                probing.as_mut(),
             )
             .await;
+            if let Some(v) = probing.as_ref().and_then(|p| p.verdict.clone()) {
+                let judged = probing.as_ref().and_then(|p| p.probe.judged());
+                choice = Some(TransportChoice {
+                    judged,
+                    ..choose(
+                        match v {
+                            drsftp_tune::ProbeVerdict::StayBlast(_) => "udp",
+                            drsftp_tune::ProbeVerdict::ToTcp(_) => "udp+tcp",
+                        },
+                        v.reason(),
+                    )
+                });
+            } else if probe && r.is_ok() {
+                choice = Some(choose(
+                    "udp",
+                    &format!("{PROBE_START}; it ended before a verdict"),
+                ));
+            }
             match r {
-                Ok(m) => {
+                Ok(blast::Ended::Moved(m)) => {
                     resumable.iter().for_each(|r| r.complete());
-                    (m, RangeSet::new())
+                    (*m, RangeSet::new())
+                }
+                // The probe found the path clean or shared: the ranges blast wrote are kept, the rest over TCP.
+                Ok(blast::Ended::ToTcp) => {
+                    let mut prior = from;
+                    prior.extend(&progress.ranges());
+                    let blast_bytes = progress.bytes();
+                    let leg = TcpLeg {
+                        spec: again_spec,
+                        job: DataJob::RecvModeE {
+                            file: file.clone(),
+                            wire_add: offset,
+                        },
+                        dopts: again_dopts,
+                        file: file.clone(),
+                        resumable: None,
+                        held: prior.clone(),
+                        len,
+                        final_cksm,
+                    };
+                    let mut m = leg.run(control, opts, progress, None).await?.done()?;
+                    resumable.iter().for_each(|r| r.complete());
+                    m.data.bytes += blast_bytes;
+                    if let Some(c) = choice.as_mut() {
+                        c.tcp_bytes = m.data.bytes - blast_bytes;
+                    }
+                    (m, prior)
                 }
                 // Blocked, or refused by the server's side of the path before a byte moved (e.g. a host
                 // firewall answering its sends with an error): under auto, TCP instead.
@@ -502,7 +572,10 @@ pub(crate) async fn run(
     } else {
         held.covered()
     };
-    if choice.as_ref().is_some_and(|c| c.chosen == "tcp+udp") {
+    if choice
+        .as_ref()
+        .is_some_and(|c| c.chosen == "tcp+udp" || c.chosen == "udp+tcp")
+    {
         summary.resumed = tcp_held_covered;
     }
     if let Some(c) = choice.as_mut() {
@@ -614,9 +687,11 @@ impl TcpLeg {
             .map(|_| StreamWatch::start(progress.clone()));
         if let Some(r) = &self.resumable {
             r.start_ranges(self.file.clone(), progress.clone());
-            if !self.held.is_empty() {
-                control.session_mut().set_resume(self.held.clone());
-            }
+        }
+        // What is already in the file (a checkpoint's, or what blast or TCP moved before a change of transport)
+        // is not asked for again.
+        if !self.held.is_empty() {
+            control.session_mut().set_resume(self.held.clone());
         }
         let total = self.len;
         // Watched by the rule, the final CKSM goes out only with its first stay verdict: queued behind a TCP RETR

@@ -127,6 +127,8 @@ pub enum CarriedVerdict {
     Blast(String),
     /// Stay on TCP, and why (blast was blocked, or the file is too small for its set-up to pay).
     Tcp(String),
+    /// Start on TCP, watched as usual: a blast probe found the path clean, so the next files need not probe.
+    Clean,
 }
 
 /// The words a [`TransportChoice::reason`] ends with when blast was chosen but UDP turned out blocked.
@@ -139,6 +141,7 @@ impl AutoTransport {
         match &self.carried {
             Some(CarriedVerdict::Blast(why)) if peer_blast => StartChoice::Blast(why.clone()),
             Some(CarriedVerdict::Tcp(why)) => StartChoice::Tcp(why.clone()),
+            Some(CarriedVerdict::Clean) => drsftp_tune::start_choice(peer_blast, None, watchable),
             _ if self.learned.is_some() => {
                 let l = self.learned.as_ref().expect("checked");
                 if l.blast_blocked && peer_blast {
@@ -168,6 +171,12 @@ impl AutoTransport {
 }
 
 impl AutoTransport {
+    /// Whether anything is known of the path's loss (a carried verdict, path memory, a profile): only a copy to
+    /// an unknown path starts with the blast probe (`drsftp_tune::probe`).
+    pub fn knows_path(&self) -> bool {
+        self.carried.is_some() || self.learned.is_some() || self.profile_loss.is_some()
+    }
+
     /// The age in seconds of the path memory the start came from, if it did (no carried verdict, a learned
     /// reading in force).
     pub fn memory_age(&self) -> Option<u64> {
@@ -190,11 +199,13 @@ fn age_words(secs: u64) -> String {
 /// Which transport `--transport auto` used and why, for `--json` and the summary.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransportChoice {
-    /// `"tcp"`, `"udp"`, or `"tcp+udp"` (started on TCP, the rest over blast).
+    /// `"tcp"`, `"udp"`, `"tcp+udp"` (started on TCP, the rest over blast) or `"udp+tcp"` (a blast probe found
+    /// the path clean or shared: the rest over TCP).
     pub chosen: &'static str,
     /// Why, in words.
     pub reason: String,
-    /// For `"tcp+udp"`: bytes that had arrived over TCP when it switched.
+    /// For `"tcp+udp"`: bytes that had arrived over TCP when it switched; for `"udp+tcp"`: bytes that came over
+    /// TCP after the probe.
     pub tcp_bytes: u64,
     /// What the TCP rule read of the path, when it judged (for path memory).
     pub judged: Option<drsftp_tune::Judged>,

@@ -51,7 +51,7 @@ pub(crate) use stream::finish_send;
 pub use stream::{recv_stream, send_stream};
 pub use zerocopy::ZeroCopy;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use drsftp_proto::mode_e::HeaderError;
@@ -158,6 +158,31 @@ pub struct Progress {
     /// Payload bytes that went through the kernel-side path (`sendfile`, `splice`) rather than a user-space
     /// buffer (see `zerocopy`).
     kernel_copied: AtomicU64,
+    /// A blast receiver's path readings, for `--transport auto`'s probe ([`Self::blast_reading`]).
+    blast: BlastWatch,
+}
+
+/// What a blast receiver publishes for `drsftp_tune::BlastProbe`: cumulative counts, and the lowest and highest
+/// one-way delay since the last reading (taken and reset by [`Progress::blast_reading`]).
+#[derive(Debug)]
+struct BlastWatch {
+    transmissions: AtomicU64,
+    datagrams: AtomicU64,
+    socket_drops: AtomicU64,
+    owd_lo: AtomicI64,
+    owd_hi: AtomicI64,
+}
+
+impl Default for BlastWatch {
+    fn default() -> Self {
+        BlastWatch {
+            transmissions: AtomicU64::new(0),
+            datagrams: AtomicU64::new(0),
+            socket_drops: AtomicU64::new(0),
+            owd_lo: AtomicI64::new(i64::MAX),
+            owd_hi: AtomicI64::new(i64::MIN),
+        }
+    }
 }
 
 impl Progress {
@@ -301,6 +326,35 @@ impl Progress {
             segments: self.tx_sent.load(Ordering::Relaxed) / mss,
             loss_marks: self.tx_retrans.load(Ordering::Relaxed) / mss,
             rtt: std::time::Duration::from_micros(self.tx_rtt_us.load(Ordering::Relaxed)),
+        }
+    }
+    /// A blast receiver's counts so far (cumulative) and one batch's lowest and highest one-way delay.
+    pub(crate) fn add_blast(
+        &self,
+        transmissions: u64,
+        datagrams: u64,
+        socket_drops: u64,
+        owd: (i64, i64),
+    ) {
+        let b = &self.blast;
+        b.transmissions.store(transmissions, Ordering::Relaxed);
+        b.datagrams.store(datagrams, Ordering::Relaxed);
+        b.socket_drops.store(socket_drops, Ordering::Relaxed);
+        b.owd_lo.fetch_min(owd.0, Ordering::Relaxed);
+        b.owd_hi.fetch_max(owd.1, Ordering::Relaxed);
+    }
+    /// What the blast receiver has seen, for `--transport auto`'s probe; the one-way delays are those since the
+    /// previous call.
+    pub fn blast_reading(&self) -> drsftp_tune::BlastReading {
+        let b = &self.blast;
+        let lo = b.owd_lo.swap(i64::MAX, Ordering::Relaxed);
+        let hi = b.owd_hi.swap(i64::MIN, Ordering::Relaxed);
+        drsftp_tune::BlastReading {
+            transmissions: b.transmissions.load(Ordering::Relaxed),
+            datagrams: b.datagrams.load(Ordering::Relaxed),
+            socket_drops: b.socket_drops.load(Ordering::Relaxed),
+            delivered: self.bytes(),
+            owd_us: (lo <= hi).then_some((lo, hi)),
         }
     }
     /// What the receiving streams have seen so far, for `--transport auto` (`drsftp_tune::TransportDecider`):

@@ -54,6 +54,12 @@ pub(super) fn learn(
             "an earlier file of this job ({}) found UDP blast blocked",
             task.src
         )),
+        // A blast probe's verdicts: each file need not probe again.
+        "udp" if c.judged.is_some_and(|j| j.random_loss) => CarriedVerdict::Blast(format!(
+            "an earlier file of this job ({}) showed random loss on blast",
+            task.src
+        )),
+        "udp+tcp" => CarriedVerdict::Clean,
         _ => return,
     };
     if let Ok(mut v) = verdict.lock() {
@@ -137,5 +143,38 @@ mod tests {
             matches!(&start, drsftp_tune::StartChoice::Tcp(w) if w.contains("blocked")),
             "{start:?}"
         );
+    }
+
+    #[test]
+    fn a_probe_verdict_spares_the_next_files_the_probe() {
+        // Clean: the next large file starts on TCP (watched), and knows the path, so it does not probe.
+        let v = Mutex::new(None);
+        let mut o = auto();
+        assert!(!o.auto_transport.as_ref().unwrap().knows_path());
+        learn(&v, &task(), Some(&choice("udp+tcp", "clean path: ...")));
+        for_file(&mut o, Some(1 << 30), &v);
+        let a = o.auto_transport.as_ref().unwrap();
+        assert_eq!(a.start(true, true), drsftp_tune::StartChoice::TcpWatched);
+        assert!(a.knows_path());
+        // Random loss seen by the probe: the next large file starts on blast.
+        let v = Mutex::new(None);
+        let mut lossy = choice("udp", "the blast probe saw random loss: ...");
+        lossy.judged = Some(drsftp_tune::Judged {
+            random_loss: true,
+            marks_share: 0.01,
+            min_rtt: std::time::Duration::from_millis(100),
+            rate_bps: 4e8,
+        });
+        learn(&v, &task(), Some(&lossy));
+        for_file(&mut o, Some(1 << 30), &v);
+        let start = o.auto_transport.as_ref().unwrap().start(true, true);
+        assert!(
+            matches!(&start, drsftp_tune::StartChoice::Blast(w) if w.contains("random loss")),
+            "{start:?}"
+        );
+        // A blast start for other reasons (profile, memory) teaches the job nothing new.
+        let v = Mutex::new(None);
+        learn(&v, &task(), Some(&choice("udp", "path memory: ...")));
+        assert_eq!(*v.lock().unwrap(), None);
     }
 }

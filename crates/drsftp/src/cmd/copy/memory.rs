@@ -100,7 +100,9 @@ pub(super) fn learned(
         }
         _ => {
             let j = c.judged?;
-            let from = if upload {
+            let from = if c.chosen == "udp+tcp" {
+                "blast probe"
+            } else if upload {
                 "tcp retransmitted"
             } else {
                 "tcp out-of-order"
