@@ -376,6 +376,11 @@ pub(crate) async fn run(
                     let mut prior = from;
                     prior.extend(&progress.ranges());
                     let blast_bytes = progress.bytes();
+                    let mut again_dopts = again_dopts;
+                    if again_dopts.crc32c {
+                        // The engine's CRC then covers the whole file: the final check reads nothing again.
+                        again_dopts.crc_held = held_crcs(file.clone(), &prior).await?;
+                    }
                     let leg = TcpLeg {
                         spec: again_spec,
                         job: DataJob::RecvModeE {
@@ -392,6 +397,8 @@ pub(crate) async fn run(
                     let mut m = leg.run(control, opts, progress, None).await?.done()?;
                     resumable.iter().for_each(|r| r.complete());
                     m.data.bytes += blast_bytes;
+                    // What the engine's CRC covers (with the held pieces) and the final check looks for.
+                    m.data.ranges.extend(&prior);
                     if let Some(c) = choice.as_mut() {
                         c.tcp_bytes = m.data.bytes - blast_bytes;
                     }
@@ -610,6 +617,34 @@ pub(crate) async fn run(
         .map_err(|e| ClientError::Invalid(format!("fsync task: {e}")))??;
     dest.commit()?;
     Ok(summary)
+}
+
+/// (offset, length, CRC32C) of each of `held`'s ranges as they are in `file`, read on a blocking thread.
+async fn held_crcs(
+    file: Arc<dyn FileHandle>,
+    held: &RangeSet,
+) -> Result<Vec<(u64, u64, u32)>, ClientError> {
+    let ranges = held.ranges().to_vec();
+    tokio::task::spawn_blocking(move || {
+        ranges
+            .into_iter()
+            .map(|r| {
+                let len = r.end - r.start;
+                let hex = drsftp_storage::checksum(
+                    file.as_ref(),
+                    ChecksumAlg::Crc32c,
+                    r.start,
+                    Some(len),
+                )
+                .map_err(|e| ClientError::Invalid(format!("CRC32C of what blast wrote: {e}")))?;
+                let crc = u32::from_str_radix(&hex, 16)
+                    .map_err(|e| ClientError::Invalid(format!("CRC32C {hex:?}: {e}")))?;
+                Ok((r.start, len, crc))
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| ClientError::Invalid(format!("CRC task: {e}")))?
 }
 
 /// `b` with blast's start rate raised to `share` of `shown_bps` (capped by `--max-rate`; never lowered).

@@ -33,6 +33,13 @@ impl CrcPieces {
         }
     }
 
+    /// Pieces recorded elsewhere (bytes already in the file, their CRC computed from it).
+    pub(crate) fn seeded(pieces: &[(u64, u64, u32)]) -> Self {
+        CrcPieces {
+            pieces: pieces.to_vec(),
+        }
+    }
+
     /// Take over another stream's pieces.
     pub(crate) fn extend(&mut self, other: CrcPieces) {
         self.pieces.extend(other.pieces);
@@ -161,6 +168,23 @@ mod tests {
             let expect = crc32c::crc32c_combine(0x1234_5678, 0, len as usize);
             assert_eq!(mul_mod_p(x8n_mod_p(len), 0x1234_5678), expect, "len {len}");
         }
+    }
+
+    /// Held ranges' CRCs seeded before the moved blocks: the whole file's CRC, or `None` if they overlap.
+    #[test]
+    fn seeded_pieces_complete_the_moved_ones() {
+        let d = data(50_000);
+        let held = [
+            (0u64, 12_000u64, crc32c::crc32c(&d[..12_000])),
+            (30_000, 5_000, crc32c::crc32c(&d[30_000..35_000])),
+        ];
+        let mut p = CrcPieces::seeded(&held);
+        p.add(35_000, &d[35_000..]);
+        p.add(12_000, &d[12_000..30_000]);
+        assert_eq!(p.whole(), Some(crc32c::crc32c(&d)));
+        let mut p = CrcPieces::seeded(&held);
+        p.add(11_000, &d[11_000..]);
+        assert_eq!(p.whole(), None, "a moved block over a held range");
     }
 
     #[test]

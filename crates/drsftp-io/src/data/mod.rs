@@ -88,6 +88,10 @@ pub struct DataOpts {
     pub trace: bool,
     /// CRC32C every block moved (received or sent) and combine them into `DataReport::crc32c`.
     pub crc32c: bool,
+    /// Receiving with [`Self::crc32c`] in MODE E: (offset, length, CRC32C) of file ranges already in place that
+    /// this transfer does not move (what blast wrote before `--transport auto` moved the rest to TCP), combined
+    /// with the moved blocks' so that `DataReport::crc32c` covers the whole file without reading it again.
+    pub crc_held: Vec<(u64, u64, u32)>,
     /// Sums what stream-mode control-channel DRS did on every transfer run with these options (`Progress::sbuf`
     /// per transfer; the server records each transfer's counts here when it ends).
     pub sbuf_observer: Option<std::sync::Arc<SbufObserver>>,
@@ -113,6 +117,7 @@ impl Default for DataOpts {
             congestion: None,
             trace: false,
             crc32c: false,
+            crc_held: Vec::new(),
             sbuf_observer: None,
             tls_server: None,
             tls_client: None,

@@ -170,7 +170,7 @@ async fn recv_tagged<T: Send + 'static>(
     let mut ranges = RangeSet::new();
     let mut reusable = vec![];
     let mut traces = vec![];
-    let mut crc = CrcPieces::default();
+    let mut crc = CrcPieces::seeded(&ctx.opts.crc_held);
     let done =
         |eof: &[Option<u64>], eods: &[u64]| eof.iter().zip(eods).all(|(e, d)| *e == Some(*d));
     while !done(&eof, &eods) {
