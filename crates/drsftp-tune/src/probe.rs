@@ -471,4 +471,53 @@ mod tests {
         assert!(!probe_first(None, 1 << 30));
         assert!(!probe_first(Some(RTT), 1 << 20));
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the readings (counters that jump or go backwards, any delays, readings with nothing new), the
+        /// probe never panics, gives exactly one verdict, and gives it by the deadline once datagrams flow.
+        #[test]
+        fn one_verdict_by_the_deadline_on_any_readings(
+            steps in proptest::collection::vec(
+                (0u64..5000, 0u64..5000, 0u64..50, -100_000i64..100_000, 0i64..200_000, any::<bool>()),
+                1..120,
+            ),
+            rtt_ms in 1u64..400,
+            remaining in 0u64..1 << 34,
+        ) {
+            let t0 = Instant::now();
+            let cfg = ProbeConfig::default();
+            let rtt = Duration::from_millis(rtt_ms);
+            let deadline = cfg.max_time.max(cfg.min_time).max(rtt * cfg.min_rtts);
+            let mut p = BlastProbe::new(cfg, rtt);
+            let mut r = BlastReading::default();
+            let (mut verdicts, mut first) = (0, None);
+            for (i, (sent, got, drops, lo, spread, back)) in steps.into_iter().enumerate() {
+                if back {
+                    r.transmissions = r.transmissions.saturating_sub(sent);
+                } else {
+                    r.transmissions += sent;
+                    r.datagrams += got.min(sent);
+                }
+                r.socket_drops += drops;
+                r.delivered += got * 1400;
+                r.owd_us = Some((lo, lo + spread));
+                let now = t0 + TICK * (i as u32 + 1);
+                p.handle_reading(now, r);
+                if p.first.is_some() {
+                    first = first.or(Some(now));
+                }
+                if p.poll_verdict(now, remaining).is_some() {
+                    verdicts += 1;
+                }
+                if let Some(f) = first {
+                    if now >= f + deadline {
+                        prop_assert_eq!(verdicts, 1, "no verdict {:?} after the first reading", now - f);
+                    }
+                }
+            }
+            prop_assert!(verdicts <= 1);
+        }
+    }
 }

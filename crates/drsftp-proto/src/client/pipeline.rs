@@ -74,7 +74,12 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
                 )
                 || (k == Kind::TypeI && matches!(next, Kind::OptsBlast | Kind::Size))
         }
-        Kind::Port => next == Kind::Transfer { listing: false },
+        // A download's REST ranges (what it holds already; a refusal is a notice, the server then sends all)
+        // ride with PORT and the RETR.
+        Kind::Port => matches!(
+            next,
+            Kind::Transfer { listing: false } | Kind::Rest { required: false }
+        ),
         // The server queues it behind the running transfer and answers once the transfer has ended.
         Kind::Transfer { listing: false } => {
             matches!(next, Kind::TrailingSize | Kind::TrailingCksm)
@@ -331,6 +336,11 @@ mod tests {
         assert!(may_follow(buf(None), Kind::OptsDrs(true)));
         assert!(may_follow(Kind::OptsDrs(true), Kind::OptsRetr));
         assert!(may_follow(Kind::Port, Kind::Transfer { listing: false }));
+        assert!(may_follow(Kind::Port, Kind::Rest { required: false }));
+        assert!(
+            !may_follow(Kind::Port, Kind::Rest { required: true }),
+            "an upload's REST must be answered first"
+        );
         assert!(
             may_follow(Kind::TypeI, Kind::Size),
             "SIZE rides with its TYPE I"
