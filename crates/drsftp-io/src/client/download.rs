@@ -299,6 +299,21 @@ pub(crate) async fn run(
         dopts.clone(),
     );
     let final_cksm = alg.filter(|_| opts.verify && opts.partial.is_none());
+    // After a change of transport (the probe found the path clean, or a switch was refused): a MODE E TCP leg
+    // for what `held` lacks.
+    let rest_over_tcp = |spec: TransferSpec, dopts: DataOpts, held: RangeSet| TcpLeg {
+        spec,
+        job: DataJob::RecvModeE {
+            file: file.clone(),
+            wire_add: offset,
+        },
+        dopts,
+        file: file.clone(),
+        resumable: None,
+        held,
+        len,
+        final_cksm,
+    };
     let tcp_leg = TcpLeg {
         spec: TransferSpec {
             transport: blast::transport(None),
@@ -381,19 +396,7 @@ pub(crate) async fn run(
                         // The engine's CRC then covers the whole file: the final check reads nothing again.
                         again_dopts.crc_held = held_crcs(file.clone(), &prior).await?;
                     }
-                    let leg = TcpLeg {
-                        spec: again_spec,
-                        job: DataJob::RecvModeE {
-                            file: file.clone(),
-                            wire_add: offset,
-                        },
-                        dopts: again_dopts,
-                        file: file.clone(),
-                        resumable: None,
-                        held: prior.clone(),
-                        len,
-                        final_cksm,
-                    };
+                    let leg = rest_over_tcp(again_spec, again_dopts, prior.clone());
                     let mut m = leg.run(control, opts, progress, None).await?.done()?;
                     resumable.iter().for_each(|r| r.complete());
                     m.data.bytes += blast_bytes;
@@ -505,19 +508,7 @@ pub(crate) async fn run(
                             tracing::info!(
                                 "--transport auto: the switch failed ({e}); the rest over TCP"
                             );
-                            let leg = TcpLeg {
-                                spec: again_spec,
-                                job: DataJob::RecvModeE {
-                                    file: file.clone(),
-                                    wire_add: offset,
-                                },
-                                dopts: again_dopts,
-                                file: file.clone(),
-                                resumable: None,
-                                held: prior.clone(),
-                                len,
-                                final_cksm,
-                            };
+                            let leg = rest_over_tcp(again_spec, again_dopts, prior.clone());
                             let m = leg.run(control, opts, progress, None).await?.done()?;
                             let reason = format!(
                                 "{why}; but blast {e}: the rest went over TCP, {}",
