@@ -104,7 +104,9 @@ pub struct Args {
     #[arg(long)]
     mode_e: bool,
     /// Data channel: `auto` (default: TCP, moving the rest of a download to UDP blast when the path shows random
-    /// loss, or blast from the start when the path profile says it is lossy; docs/auto-transport.md), `tcp`
+    /// loss, or blast from the start when the path profile or memory says it is lossy; a first download of 64 MiB
+    /// or more over 20 ms or more starts on blast and moves the rest to TCP if blast finds the path clean or
+    /// shared; docs/auto-transport.md), `tcp`
     /// (stream mode / MODE E) or `udp`, the rate-controlled UDP blast channel (docs/blast.md), used when the
     /// server lists BLAST in FEAT; with any other server the copy falls back to TCP and says so.
     #[arg(long, value_name = "auto|tcp|udp", default_value = "auto", value_parser = ["auto", "tcp", "udp"])]
