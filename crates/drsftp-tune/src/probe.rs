@@ -226,6 +226,17 @@ impl BlastProbe {
         Some(v)
     }
 
+    /// The verdict on random loss in the quiet intervals: keep blast.
+    fn random_loss(&mut self) -> Option<ProbeVerdict> {
+        let q = self.quiet;
+        let why = format!(
+            "the blast probe saw random loss: {:.2} % of {} datagrams lost with no queue",
+            q.share() * 100.0,
+            q.sent
+        );
+        self.verdict(true, q.share(), ProbeVerdict::StayBlast(why))
+    }
+
     /// The verdict, if there is one yet; `remaining` the bytes still to move.
     pub fn poll_verdict(&mut self, now: Instant, remaining: u64) -> Option<ProbeVerdict> {
         if self.decided {
@@ -236,11 +247,7 @@ impl BlastProbe {
         let q = self.quiet;
         let pct = q.share() * 100.0;
         if q.lost >= self.cfg.min_losses && q.share() >= self.cfg.lossy {
-            let why = format!(
-                "the blast probe saw random loss: {pct:.2} % of {} datagrams lost with no queue",
-                q.sent
-            );
-            return self.verdict(true, q.share(), ProbeVerdict::StayBlast(why));
+            return self.random_loss();
         }
         let settled = self.cfg.min_time.max(self.path_rtt * self.cfg.min_rtts);
         if ran < settled {
@@ -276,11 +283,7 @@ impl BlastProbe {
         }
         let few = self.cfg.min_losses.div_ceil(2);
         if q.lost >= few && q.share() >= self.cfg.lossy {
-            let why = format!(
-                "the blast probe saw random loss: {pct:.2} % of {} datagrams lost with no queue",
-                q.sent
-            );
-            return self.verdict(true, q.share(), ProbeVerdict::StayBlast(why));
+            return self.random_loss();
         }
         let why = format!(
             "no sign of random loss: the blast probe lost {pct:.3} % of {} datagrams with no queue",
