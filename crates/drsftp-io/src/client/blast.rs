@@ -294,13 +294,11 @@ pub(crate) async fn run_probed(
                 match p.probe.poll_verdict(now, left) {
                     Some(v @ drsftp_tune::ProbeVerdict::StayBlast(_)) => {
                         tracing::info!("--transport auto: {}; blast for the rest", v.reason());
-                        if let Some(a) = p.cksm.take() {
-                            if let Ok(mut slot) = control.ask_cksm.lock() {
-                                *slot = Some(a);
-                            }
-                            if report.is_none() {
-                                control.send_asked_checksum();
-                            }
+                        // Sent here directly: `Control::ask_cksm` is for drivers that cannot reach the session
+                        // while a transfer runs, and a request left in it would ride behind the next transfer.
+                        if let Some(a) = p.cksm.take().filter(|_| report.is_none()) {
+                            let sent = control.session_mut().pipeline_trailing_checksum(now, &a);
+                            tracing::debug!("CKSM {a} asked behind the blast RETR: sent {sent}");
                         }
                         p.verdict = Some(v);
                     }
