@@ -548,6 +548,11 @@ impl FileHandle for FsFile {
             .sync_all()
             .map_err(|e| StorageError::from_io(&self.vpath, e))
     }
+
+    fn start_writeback(&self) -> Result<()> {
+        drsftp_sys::fileio::start_writeback(self.file.as_fd())
+            .map_err(|e| StorageError::from_io(&self.vpath, e))
+    }
 }
 
 /// An upload on the filesystem: a hidden part file next to the destination (`Replace`) or the destination itself

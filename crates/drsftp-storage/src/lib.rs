@@ -88,6 +88,12 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     }
     /// Flush data to stable storage.
     fn sync(&self) -> Result<()>;
+    /// Start writing what was written so far back to stable storage without waiting for it, so that the final
+    /// [`sync`](FileHandle::sync) has little left to do. Best effort: the default (memory, test doubles) does
+    /// nothing.
+    fn start_writeback(&self) -> Result<()> {
+        Ok(())
+    }
     /// The host file's descriptor, for the data engine's kernel-side copies (`sendfile`, `splice`); `None` for
     /// handles that are not one host file (memory, test doubles), which take the copying path.
     fn host_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {

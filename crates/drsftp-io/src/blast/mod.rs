@@ -410,6 +410,7 @@ pub async fn recv_with(
 ) -> Result<(BlastReport, Linger), DataError> {
     let stop = resume.stop.take().unwrap_or_default();
     let guard = Cancel(stop.clone());
+    let _writeback = crate::data::Writeback::start(&file);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let job = Job {
         sock,

@@ -97,6 +97,12 @@ impl FileHandle for LocalFile {
             .sync_all()
             .map_err(|e| StorageError::from_io(&self.name, e))
     }
+
+    fn start_writeback(&self) -> drsftp_storage::Result<()> {
+        use std::os::fd::AsFd;
+        drsftp_sys::fileio::start_writeback(self.file.as_fd())
+            .map_err(|e| StorageError::from_io(&self.name, e))
+    }
 }
 
 /// An in-memory file for listings (MLSD/LIST bytes), refusing to grow past a limit.

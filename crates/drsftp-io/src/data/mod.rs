@@ -40,6 +40,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 mod trace;
+mod writeback;
 mod zerocopy;
 
 pub use auto::{AutoEvent, AutoReport, AutoSender, GrowthGate, AUTO_INTERVAL};
@@ -49,6 +50,7 @@ pub use mode_e_send::{send_mode_e, send_mode_e_dynamic, SendControl};
 pub use sockets::{connect, connect_each, listen};
 pub(crate) use stream::finish_send;
 pub use stream::{recv_stream, send_stream};
+pub(crate) use writeback::Writeback;
 pub use zerocopy::ZeroCopy;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

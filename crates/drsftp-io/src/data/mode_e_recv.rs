@@ -137,6 +137,7 @@ async fn recv_tagged<T: Send + 'static>(
     progress: Arc<Progress>,
 ) -> Result<(DataReport, Vec<u64>), DataError> {
     let stripes = stripes.max(1);
+    let _writeback = super::writeback::Writeback::start(&file);
     let ctx = Arc::new(Ctx {
         file,
         wire_add,

@@ -206,6 +206,7 @@ pub async fn recv_stream(
 ) -> Result<DataReport, DataError> {
     // A cleartext socket or a `PROT P` one: DRS, gauges and traces look at the TCP socket underneath.
     let mut sock: MaybeTls = sock.into();
+    let _writeback = super::writeback::Writeback::start(&file);
     let (gauges, gauge, trace) = one_stream(opts, &progress);
     // Stream mode has no in-band channel: probes go over the control channel, through the driver (only when it
     // enabled the link: the peer opted in).

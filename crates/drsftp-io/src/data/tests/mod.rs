@@ -13,6 +13,7 @@ mod peer_buffers;
 mod slow;
 mod stream;
 mod tls;
+mod writeback;
 mod zerocopy;
 
 use crate::tls::MaybeTls;
