@@ -1,7 +1,8 @@
 //! Round trips a `drsftp copy` spends before its data moves, on a 100 ms WAN lab (200 Mbit/s): the server opens
 //! a `-p auto` download's first streams at once (they reach the client together, one `add 4` in `--json`'s
 //! `auto_actions`, not four `add 1` a round trip apart), and an anonymous login goes out in one write (USER, PASS,
-//! FEAT behind the refused AUTH TLS: connect and greeting, AUTH, login = 4 round trips, not 5). A count of round
+//! FEAT behind the refused AUTH TLS: connect and greeting, AUTH, login = 4 round trips, not 5), and the file's
+//! SIZE and MDTM (the resume identity) go out in one write though the progress bar asks SIZE first. A count of round
 //! trips, not a speed: each costs 100 ms here, far above scheduling noise. Needs root and /dev/net/tun; otherwise
 //! prints `SKIPPED <test>: <reason>` and returns.
 
@@ -41,7 +42,9 @@ fn auto_streams_connect_together_and_an_anonymous_login_takes_one_round() {
     let dst = out.join("f.bin");
     let mut cmd = lab.exec(2, bin().to_str().unwrap());
     cmd.args(["copy", "--json", "--no-resume", &srv.url("/f.bin")])
-        .arg(&dst);
+        .arg(&dst)
+        .env("RUST_LOG", "drsftp_io::client::control=debug")
+        .env("NO_COLOR", "1");
     let (ok, o, e) = run(&mut cmd, T);
     assert!(ok, "{o} {e}\n{}", srv.log_text());
     assert_eq!(sha256_file(&dst), want);
@@ -54,4 +57,38 @@ fn auto_streams_connect_together_and_an_anonymous_login_takes_one_round() {
         login < 0.45,
         "login took {login} s: more than 4 round trips of 100 ms\n{j}"
     );
+    // The control log's send times: SIZE and MDTM leave together, well inside the 100 ms a reply takes.
+    let sent = |verb: &str| -> Vec<f64> {
+        e.lines()
+            .filter(|l| l.contains(&format!("-> {verb} ")))
+            .filter_map(|l| seconds_of_day(l.split_whitespace().next()?))
+            .collect()
+    };
+    let (size, mdtm) = (sent("SIZE"), sent("MDTM"));
+    assert_eq!(
+        (size.len(), mdtm.len()),
+        (1, 1),
+        "SIZE {size:?} MDTM {mdtm:?}\n{e}"
+    );
+    assert!(
+        (mdtm[0] - size[0]).abs() < 0.05,
+        "MDTM went out {} s after SIZE: a round trip of its own\n{e}",
+        mdtm[0] - size[0]
+    );
+}
+
+/// Seconds into the day of a log line's RFC 3339 timestamp (`2026-11-28T06:29:10.906675Z`); ANSI colour codes
+/// around it are skipped.
+fn seconds_of_day(stamp: &str) -> Option<f64> {
+    let t = stamp
+        .split('T')
+        .nth(1)?
+        .trim_end_matches(|c: char| !c.is_ascii_digit());
+    let mut f = t.split(':');
+    let (h, m, s): (f64, f64, f64) = (
+        f.next()?.parse().ok()?,
+        f.next()?.parse().ok()?,
+        f.next()?.parse().ok()?,
+    );
+    Some(h * 3600.0 + m * 60.0 + s)
 }

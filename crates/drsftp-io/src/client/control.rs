@@ -16,6 +16,15 @@ use tokio::net::TcpStream;
 use super::ClientError;
 use crate::tls::{MaybeTls, TlsClient};
 
+/// A `SIZE` answer kept for the next ask of the same path (`mod.rs::size`), with the MDTM asked beside it.
+#[derive(Debug, Clone)]
+pub(crate) struct LastSize {
+    pub(crate) path: String,
+    pub(crate) size: u64,
+    /// `Some` when MDTM went out with the SIZE (`Some(None)`: the server gave no time).
+    pub(crate) mtime: Option<Option<String>>,
+}
+
 /// A logged-in (or logging-in) control connection.
 #[derive(Debug)]
 pub(crate) struct Control {
@@ -37,7 +46,7 @@ pub(crate) struct Control {
     /// Command-to-first-reply times, at most [`RTT_SAMPLES`]: the login exchange gives the control RTT for free.
     rtt: Vec<Duration>,
     /// The last `SIZE` answer, valid until the next operation starts (`mod.rs::size`).
-    pub(crate) last_size: Option<(String, u64)>,
+    pub(crate) last_size: Option<LastSize>,
     /// The data channel the last batch download left open (`batch.rs`); dropped by any other data transfer.
     pub(crate) batch_channel: Option<super::batch::BatchChannel>,
     /// The data channel the last upload batch left open (`upbatch.rs`); dropped by any other data transfer.

@@ -50,7 +50,7 @@ pub(crate) async fn size_if_supported(
     control: &mut Control,
     path: &str,
 ) -> Result<Option<u64>, ClientError> {
-    match super::size(control, path).await {
+    match super::size_alone(control, path).await {
         Ok(n) => Ok(Some(n)),
         Err(e) if matches!(e.reply_code(), Some(500 | 502 | 504)) => {
             tracing::info!("server does not answer SIZE: {e}");
@@ -65,13 +65,16 @@ pub(crate) async fn size_if_supported(
 /// round trips one after the other. Any other server, a partial download or a size already known: SIZE alone
 /// (MDTM then follows in `resume::identity` when needed). The second value is `Some(mtime)` when MDTM was
 /// asked here (`None` inside: the server gave none).
-async fn size_and_mtime(
+pub(crate) async fn size_and_mtime(
     control: &mut Control,
     path: &str,
     whole: bool,
 ) -> Result<(Option<u64>, Option<Option<String>>), ClientError> {
-    let known = control.last_size.as_ref().is_some_and(|(p, _)| p == path);
-    if !whole || known || !control.session().features().drs() {
+    let known = control.last_size.as_ref().filter(|k| k.path == path);
+    if let Some(k) = known.filter(|k| whole && k.mtime.is_some()) {
+        return Ok((Some(k.size), k.mtime.clone()));
+    }
+    if !whole || known.is_some() || !control.session().features().drs() {
         return Ok((size_if_supported(control, path).await?, None));
     }
     let cmds = vec![
@@ -113,10 +116,14 @@ async fn size_and_mtime(
         }
         _ => return Err(refused(1)),
     };
-    if let Some(n) = size {
-        control.last_size = Some((path.to_string(), n));
-    }
     let mtime = (replies[2].code == 213).then(|| replies[2].text().trim().to_string());
+    if let Some(n) = size {
+        control.last_size = Some(super::control::LastSize {
+            path: path.to_string(),
+            size: n,
+            mtime: Some(mtime.clone()),
+        });
+    }
     Ok((size, Some(mtime)))
 }
 

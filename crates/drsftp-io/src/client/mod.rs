@@ -384,16 +384,32 @@ fn host_of(host_port: &str) -> &str {
 }
 
 /// `SIZE path`. A second ask for the same path with no other operation in between (the progress bar's, then the
-/// download's) is answered from the first: one control round trip less.
+/// download's) is answered from the first: one control round trip less. A drsftp server is asked MDTM in the
+/// same write (`download::size_and_mtime`), so that the download's resume identity costs no round trip either.
 async fn size(control: &mut Control, path: &str) -> Result<u64, ClientError> {
-    if let Some((p, n)) = &control.last_size {
-        if p == path {
-            return Ok(*n);
+    if let Some(k) = control.last_size.as_ref().filter(|k| k.path == path) {
+        return Ok(k.size);
+    }
+    if control.session().features().drs() {
+        if let (Some(n), _) = download::size_and_mtime(control, path, true).await? {
+            return Ok(n);
         }
+    }
+    size_alone(control, path).await
+}
+
+/// `SIZE path` on its own (TYPE I ahead of it), or the answer kept from the last ask.
+async fn size_alone(control: &mut Control, path: &str) -> Result<u64, ClientError> {
+    if let Some(k) = control.last_size.as_ref().filter(|k| k.path == path) {
+        return Ok(k.size);
     }
     match control.run(Op::Size(path.to_string())).await? {
         Outcome::Size(n) => {
-            control.last_size = Some((path.to_string(), n));
+            control.last_size = Some(control::LastSize {
+                path: path.to_string(),
+                size: n,
+                mtime: None,
+            });
             Ok(n)
         }
         other => Err(ClientError::Invalid(format!(
