@@ -1,7 +1,8 @@
 //! File access for the blast threads. [`FileSource`] gives the sender's core its payloads from a read-ahead
 //! window (first transmissions move forward through the file, so one large positioned read serves thousands of
 //! packets; resends behind the window are read directly). [`WriteBack`] coalesces the receiver's new packets into
-//! contiguous runs and writes each run with one positioned write, reporting it to the shared [`Progress`].
+//! contiguous runs and writes each run with one positioned write, reporting it to the shared [`Progress`] and
+//! CRC'ing it while it is hot in cache (the download's check then needs no re-read of the file).
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -10,12 +11,15 @@ use std::sync::Arc;
 use drsftp_blast::DataSource;
 use drsftp_storage::{FileHandle, StorageError};
 
-use crate::data::Progress;
+use crate::data::{CrcPieces, Progress};
 
 /// Read-ahead window size.
 const WINDOW: usize = 4 << 20;
 /// Largest run written at once.
 const RUN: usize = 4 << 20;
+/// Most CRC pieces a receiver keeps (24 bytes each): a piece per run, and a run ends at every loss, so 1 GiB at
+/// 1 % loss makes ~15 000. Past this the CRC is dropped and the check reads the file back instead.
+const MAX_CRC_PIECES: usize = 1 << 18;
 
 /// Fills `buf` from `offset`, failing on a short file.
 fn read_full(file: &dyn FileHandle, buf: &mut [u8], mut offset: u64) -> Result<(), StorageError> {
@@ -104,6 +108,8 @@ pub(super) struct WriteBack {
     pub(super) writes: u64,
     /// A write failed: queued packets may not be on disk, so no further checkpoint may be taken.
     pub(super) failed: bool,
+    /// The CRC32C of every run written, by file offset; `None` once past [`MAX_CRC_PIECES`].
+    crc: Option<CrcPieces>,
 }
 
 impl WriteBack {
@@ -122,6 +128,7 @@ impl WriteBack {
             written: 0,
             writes: 0,
             failed: false,
+            crc: Some(CrcPieces::default()),
         }
     }
 
@@ -149,12 +156,24 @@ impl WriteBack {
             self.failed = true;
             return Err(e);
         }
+        if let Some(c) = &mut self.crc {
+            c.add(at, &self.buf);
+            if c.len() > MAX_CRC_PIECES {
+                self.crc = None;
+            }
+        }
         let r: Range<u64> = at..at + self.buf.len() as u64;
         self.progress.add(r);
         self.written += self.buf.len() as u64;
         self.writes += 1;
         self.buf.clear();
         Ok(())
+    }
+
+    /// The CRC32C of the file's bytes `0..end` from the runs written, if they tile exactly that range (a
+    /// section not starting at 0, a resumed transfer or too many pieces give `None`).
+    pub(super) fn whole_crc(&mut self) -> Option<u32> {
+        self.crc.take().and_then(CrcPieces::whole)
     }
 
     /// Bytes queued, not yet written.
@@ -208,5 +227,54 @@ mod tests {
         assert_eq!(&out[10..], b"abcdefghixyz");
         assert_eq!(progress.bytes(), 12);
         assert_eq!(progress.ranges().ranges(), &[10..22]);
+        // Its runs start at file offset 10: no CRC of the file from 0.
+        assert_eq!(wb.whole_crc(), None);
+    }
+
+    #[test]
+    fn writeback_crc_covers_runs_written_out_of_order() {
+        let data = drsftp_testkit::data::random_bytes(100_000, 5);
+        let file = Arc::new(BytesFile::new(vec![]));
+        let mut wb = WriteBack::new(file.clone(), 0, Arc::new(Progress::new()));
+        // A first pass with losses, then the holes filled by resends (one packet each), as a lossy path gives.
+        let pkt = 1436;
+        let holes = [3usize, 4, 17, 40, 69];
+        let chunks: Vec<std::ops::Range<usize>> = (0..data.len())
+            .step_by(pkt)
+            .map(|o| o..(o + pkt).min(data.len()))
+            .collect();
+        for (i, r) in chunks.iter().enumerate() {
+            if !holes.contains(&i) {
+                wb.push(r.start as u64, &data[r.clone()]).unwrap();
+            }
+        }
+        for &i in holes.iter().rev() {
+            wb.push(chunks[i].start as u64, &data[chunks[i].clone()])
+                .unwrap();
+        }
+        wb.flush().unwrap();
+        assert_eq!(wb.whole_crc(), Some(crc32c::crc32c(&data)));
+        // A hole never filled: no CRC (the check reads the file instead).
+        let mut wb = WriteBack::new(file, 0, Arc::new(Progress::new()));
+        wb.push(0, &data[..pkt]).unwrap();
+        wb.push(2 * pkt as u64, &data[2 * pkt..3 * pkt]).unwrap();
+        wb.flush().unwrap();
+        assert_eq!(wb.whole_crc(), None);
+    }
+
+    #[test]
+    fn writeback_drops_its_crc_past_the_piece_limit() {
+        let file = Arc::new(BytesFile::new(vec![]));
+        let mut wb = WriteBack::new(file, 0, Arc::new(Progress::new()));
+        // Every other byte: each write a piece of its own, the gaps filled afterwards.
+        for o in (0..=2 * MAX_CRC_PIECES as u64).step_by(2) {
+            wb.push(o, b"a").unwrap();
+            wb.flush().unwrap();
+        }
+        for o in (1..2 * MAX_CRC_PIECES as u64).step_by(2) {
+            wb.push(o, b"a").unwrap();
+            wb.flush().unwrap();
+        }
+        assert_eq!(wb.whole_crc(), None);
     }
 }

@@ -302,6 +302,7 @@ fn receive(job: Job) -> Result<(BlastReport, Loop), DataError> {
         resumed,
         seconds: first.map_or(0.0, |f| f.elapsed().as_secs_f64()),
         phases: l.phases.report(),
+        crc32c: l.wb.whole_crc(),
     };
     Ok((report, l))
 }

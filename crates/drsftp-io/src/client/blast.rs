@@ -371,7 +371,7 @@ pub(crate) async fn run_probed(
             peak_buffer: 0,
             peak_window: 0,
             traces: vec![],
-            crc32c: None,
+            crc32c: blast.crc32c,
         },
         report,
         stripes: vec![],

@@ -40,6 +40,11 @@ impl CrcPieces {
         }
     }
 
+    /// How many pieces are recorded.
+    pub(crate) fn len(&self) -> usize {
+        self.pieces.len()
+    }
+
     /// Take over another stream's pieces.
     pub(crate) fn extend(&mut self, other: CrcPieces) {
         self.pieces.extend(other.pieces);
@@ -57,19 +62,13 @@ pub(crate) fn combine(pieces: &mut [(u64, u64, u32)]) -> Option<(u64, u32)> {
     pieces.sort_unstable_by_key(|p| p.0);
     let mut end = 0u64;
     let mut crc = 0u32;
-    let mut shift: Option<(u64, u32)> = None;
+    // Operators by piece length: MODE E blocks share one length, a blast receiver's resent packets another.
+    let mut shifts: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
     for &(off, len, c) in pieces.iter() {
         if off != end {
             return None;
         }
-        let op = match shift {
-            Some((l, op)) if l == len => op,
-            _ => {
-                let op = x8n_mod_p(len);
-                shift = Some((len, op));
-                op
-            }
-        };
+        let op = *shifts.entry(len).or_insert_with(|| x8n_mod_p(len));
         crc = mul_mod_p(op, crc) ^ c;
         end = end.checked_add(len)?;
     }

@@ -44,6 +44,7 @@ mod writeback;
 mod zerocopy;
 
 pub use auto::{AutoEvent, AutoReport, AutoSender, GrowthGate, AUTO_INTERVAL};
+pub(crate) use crc::CrcPieces;
 pub use ctrl_sbuf::{SbufCounts, SbufLink, SbufObserver};
 pub use mode_e_recv::{recv_mode_e, recv_mode_e_striped};
 pub use mode_e_send::{send_mode_e, send_mode_e_dynamic, SendControl};

@@ -155,7 +155,7 @@ pub(crate) async fn recv(
         traces: vec![],
         peak_buffer: 0,
         peak_window: 0,
-        crc32c: None,
+        crc32c: r.crc32c,
     })
 }
 
