@@ -2,6 +2,7 @@
 //! helpers that produce the same lower-case hex.
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::Digest;
 
@@ -151,6 +152,19 @@ pub fn checksum(
     offset: u64,
     length: Option<u64>,
 ) -> Result<String, StorageError> {
+    checksum_until(file, alg, offset, length, &AtomicBool::new(false))
+}
+
+/// [`checksum`] that gives up between two chunks once `stop` is set ([`StorageError::Invalid`]): a server stops
+/// hashing for a session that has ended, so a client that asks for a digest of a huge file and hangs up leaves
+/// no disk and CPU work behind.
+pub fn checksum_until(
+    file: &dyn FileHandle,
+    alg: ChecksumAlg,
+    offset: u64,
+    length: Option<u64>,
+    stop: &AtomicBool,
+) -> Result<String, StorageError> {
     let size = file.len()?;
     if offset > size {
         return Err(StorageError::Invalid(format!(
@@ -170,6 +184,9 @@ pub fn checksum(
     ];
     let mut pos = offset;
     while pos < end {
+        if stop.load(Ordering::Relaxed) {
+            return Err(StorageError::Invalid("checksum abandoned".into()));
+        }
         let want = usize::try_from(end - pos).map_or(buf.len(), |r| r.min(buf.len()));
         let n = file.read_at(&mut buf[..want], pos)?;
         if n == 0 {

@@ -15,7 +15,7 @@ mod kept;
 mod mem;
 mod path;
 
-pub use checksum::{checksum, checksum_bytes, ChecksumAlg, Checksummer};
+pub use checksum::{checksum, checksum_bytes, checksum_until, ChecksumAlg, Checksummer};
 pub use error::StorageError;
 pub use fs::{FsStorage, ResolveStrategy};
 pub use kept::{KeptId, KeptLimits, KEPT_DIR};

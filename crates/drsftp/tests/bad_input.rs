@@ -252,3 +252,59 @@ fn an_upload_to_a_full_disk_reports_the_servers_reason() {
         assert!(!o.contains(&format!("f{p}.bin")), "-p {p}: {o}");
     }
 }
+
+/// CPU seconds `pid` has used (user + system; /proc reports them in 1/100 s on Linux).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+}
+
+/// A client that asks for the digest of a huge file and hangs up leaves no hashing behind, whether its CKSM ran
+/// as a command or was started early behind a transfer (the prefetch): otherwise a few such clients, each gone in
+/// a moment, keep every core and the disk busy for minutes.
+#[test]
+fn a_checksum_stops_when_its_client_hangs_up() {
+    let (_d, root, srv) = served();
+    // Sparse: its 64 GiB read as zeros from memory, and SHA-256 of them takes minutes.
+    std::fs::File::create(root.join("huge"))
+        .unwrap()
+        .set_len(64 << 30)
+        .unwrap();
+    let started = |c: &mut Raw| {
+        // Let the server take the command and start reading before the client goes.
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = c.w.shutdown(std::net::Shutdown::Both);
+    };
+    for _ in 0..2 {
+        let mut c = Raw::connect(srv.addr);
+        c.login();
+        c.send_raw(b"CKSM SHA256 0 -1 /huge\r\n");
+        started(&mut c);
+    }
+    for _ in 0..2 {
+        // A transfer waiting for its data connection, the CKSM of another file queued behind it: the server
+        // starts that digest at once.
+        let mut c = Raw::connect(srv.addr);
+        c.login();
+        assert_eq!(code(&c.cmd("TYPE I")), 200);
+        assert_eq!(code(&c.cmd("PASV")), 227);
+        c.send_raw(b"RETR ok.txt\r\nCKSM SHA256 0 -1 /huge\r\n");
+        started(&mut c);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = srv.child.id();
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds(pid) - before;
+    assert!(
+        used < 0.4,
+        "the server used {used:.2} CPU-s in 2 s after its clients hung up: still hashing for them"
+    );
+    // And it still serves.
+    let mut c = Raw::connect(srv.addr);
+    c.login();
+    assert_eq!(code(&c.cmd("CKSM CRC32C 0 -1 ok.txt")), 213);
+}

@@ -94,7 +94,12 @@ pub(crate) async fn run(
     // The CRC32C of the last whole file sent, for a following CKSM; dropped by anything that may change files.
     let mut sent_crc: Option<fs::SentCrc> = None;
     // A CKSM's digest being computed while the transfer ahead of it runs (`Action::Prefetch`), with its request.
-    let mut prefetch: Option<(FsRequest, tokio::task::JoinHandle<Option<fs::Prefetched>>)> = None;
+    // Dropping it (the session ends, a command changes files) stops that work.
+    let mut prefetch: Option<(
+        FsRequest,
+        tokio::task::JoinHandle<Option<fs::Prefetched>>,
+        fs::StopOnDrop,
+    )> = None;
     // A STOR's part file opened before its 150 (`FsRequest::OpenWrite`), for the transfer that follows.
     let opened = fs::OpenSlot::default();
     let mut blast_sock: Option<std::net::UdpSocket> = None;
@@ -140,7 +145,7 @@ pub(crate) async fn run(
                     }
                     // The CKSM whose digest was started early: its answer waits for that work, not a new read.
                     let pre = match prefetch.take() {
-                        Some((r, h)) if r == req => Some(h),
+                        Some((r, h, stop)) if r == req => Some((h, stop)),
                         other => {
                             prefetch = other;
                             None
@@ -159,7 +164,7 @@ pub(crate) async fn run(
                             }
                             None => {
                                 let pre = match pre {
-                                    Some(h) => h.await.ok().flatten(),
+                                    Some((h, _stop)) => h.await.ok().flatten(),
                                     None => None,
                                 };
                                 fs::execute_prefetched(st, req, sent, pre).await
@@ -176,8 +181,10 @@ pub(crate) async fn run(
                     // final check, or the blast set-up after an auto switch) does not wait for a whole read.
                     let st = storage.clone();
                     let r = req.clone();
-                    let h = tokio::task::spawn_blocking(move || fs::Prefetched::compute(&st, r));
-                    prefetch = Some((req, h));
+                    let (stop, flag) = fs::StopOnDrop::new();
+                    let h =
+                        tokio::task::spawn_blocking(move || fs::Prefetched::compute(&st, r, &flag));
+                    prefetch = Some((req, h, stop));
                 }
                 // A striped frontend's movers compute CKSM on their shares when asked.
                 Action::Prefetch(_) => {}

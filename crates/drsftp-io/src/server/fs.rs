@@ -4,11 +4,31 @@
 //! ([`Prefetched`]). A STOR's part file opened before its `150`
 //! (`FsRequest::OpenWrite`) waits in an [`OpenSlot`] for the transfer that follows.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use drsftp_proto::server::{FsRequest, FsResult, Payload, STAT_LIST_LIMIT};
-use drsftp_storage::{checksum, ChecksumAlg, PartFile, Storage, StorageError, WriteMode};
+use drsftp_storage::{checksum_until, ChecksumAlg, PartFile, Storage, StorageError, WriteMode};
+
+/// Tells blocking work to stop (a CKSM's read, [`checksum_until`]) when dropped: held by the async task that
+/// awaits the work, it goes when the session ends and drops that task, where a `spawn_blocking` would run on.
+#[derive(Debug)]
+pub(crate) struct StopOnDrop(Arc<AtomicBool>);
+
+impl StopOnDrop {
+    /// The guard and the flag it sets, for the blocking closure.
+    pub(crate) fn new() -> (StopOnDrop, Arc<AtomicBool>) {
+        let flag = Arc::new(AtomicBool::new(false));
+        (StopOnDrop(flag.clone()), flag)
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
 
 /// The part file a STOR opened before its preliminary reply, with the path and mode it was opened for: the
 /// session's next transfer takes it if it receives that path that way; anything else drops it (which removes it).
@@ -137,7 +157,11 @@ pub(crate) struct Prefetched {
 impl Prefetched {
     /// Computes `req` (a `Checksum`) now (blocking; call from `spawn_blocking`); `None` for any other request,
     /// a file not settled, or a failure (the CKSM then runs as usual and reports it).
-    pub(crate) fn compute(storage: &Arc<dyn Storage>, req: FsRequest) -> Option<Prefetched> {
+    pub(crate) fn compute(
+        storage: &Arc<dyn Storage>,
+        req: FsRequest,
+        stop: &AtomicBool,
+    ) -> Option<Prefetched> {
         let FsRequest::Checksum {
             alg,
             path,
@@ -153,7 +177,7 @@ impl Prefetched {
             return None;
         }
         let f = storage.open_read(path).ok()?;
-        let hex = checksum(f.as_ref(), *alg, *offset, *length).ok()?;
+        let hex = checksum_until(f.as_ref(), *alg, *offset, *length, stop).ok()?;
         Some(Prefetched {
             size: before.size,
             modified: before.modified,
@@ -178,8 +202,8 @@ impl Prefetched {
     }
 }
 
-/// Run `req` against `storage` (blocking; call from `spawn_blocking`).
-pub(crate) fn execute(storage: &Arc<dyn Storage>, req: FsRequest) -> FsResult {
+/// Run `req` against `storage` (blocking; call from `spawn_blocking`); a checksum stops once `stop` is set.
+pub(crate) fn execute(storage: &Arc<dyn Storage>, req: FsRequest, stop: &AtomicBool) -> FsResult {
     let r: Result<FsResult, StorageError> = match req {
         FsRequest::Stat(p) => storage.stat(&p).map(FsResult::Stat),
         FsRequest::List(p) => {
@@ -205,7 +229,7 @@ pub(crate) fn execute(storage: &Arc<dyn Storage>, req: FsRequest) -> FsResult {
             length,
         } => storage
             .open_read(&path)
-            .and_then(|f| checksum(f.as_ref(), alg, offset, length))
+            .and_then(|f| checksum_until(f.as_ref(), alg, offset, length, stop))
             .map(FsResult::Checksum),
         FsRequest::KeptHeld(k) => storage.kept_held(&k.id, &k.limits).map(FsResult::Kept),
         // Only whether it can be opened: the driver keeps the part with `open_upload`.
@@ -232,13 +256,15 @@ pub(crate) async fn execute_prefetched(
     sent: Option<SentCrc>,
     pre: Option<Prefetched>,
 ) -> FsResult {
+    // Dropped with this future (the session ended): a checksum still reading stops at its next chunk.
+    let (_stop, flag) = StopOnDrop::new();
     let run = move || {
         let early = sent
             .and_then(|s| s.answer(&storage, &req))
             .or_else(|| pre.and_then(|p| p.answer(&storage, &req)));
         match early {
             Some(c) => FsResult::Checksum(c),
-            None => execute(&storage, req),
+            None => execute(&storage, req, &flag),
         }
     };
     tokio::task::spawn_blocking(run)
