@@ -1,6 +1,6 @@
 //! File access for the blast threads. [`FileSource`] gives the sender's core its payloads from a read-ahead
 //! window (first transmissions move forward through the file, so one large positioned read serves thousands of
-//! packets; resends behind the window are read directly). [`WriteBack`] coalesces the receiver's new packets into
+//! packets; resends behind the window are read directly), CRC'ing each window as it fills. [`WriteBack`] coalesces the receiver's new packets into
 //! contiguous runs and writes each run with one positioned write, reporting it to the shared [`Progress`] and
 //! CRC'ing it while it is hot in cache (the download's check then needs no re-read of the file).
 
@@ -50,6 +50,9 @@ pub(super) struct FileSource {
     window: RefCell<Window>,
     /// Positioned reads issued (window fills and direct reads).
     pub(super) reads: std::cell::Cell<u64>,
+    /// The CRC32C of transfer bytes `0..end` the windows have covered, as (end, crc); `None` after a window that
+    /// started past `end` (the bytes in between were never read in order).
+    crc: std::cell::Cell<Option<(u64, u32)>>,
 }
 
 impl FileSource {
@@ -63,7 +66,32 @@ impl FileSource {
                 data: Vec::new(),
             }),
             reads: std::cell::Cell::new(0),
+            crc: std::cell::Cell::new(Some((0, 0))),
         }
+    }
+
+    /// The CRC32C of the file's bytes `0..len`, when the transfer starts at file offset 0 and the windows read
+    /// all of it in order (they do for a whole transfer: first transmissions move forward): the sender's end
+    /// of the check then reads nothing back.
+    pub(super) fn whole_crc(&self) -> Option<u32> {
+        match self.crc.get() {
+            Some((end, crc)) if end == self.len && self.base == 0 => Some(crc),
+            _ => None,
+        }
+    }
+
+    /// Extends the running CRC with a window just read at transfer offset `at`.
+    fn crc_window(&self, at: u64, data: &[u8]) {
+        let next = self.crc.get().and_then(|(end, crc)| {
+            let skip = usize::try_from(end.checked_sub(at)?).ok()?;
+            Some(match data.get(skip..) {
+                Some(new) if !new.is_empty() => {
+                    (end + new.len() as u64, crc32c::crc32c_append(crc, new))
+                }
+                _ => (end, crc),
+            })
+        });
+        self.crc.set(next);
     }
 }
 
@@ -87,6 +115,7 @@ impl DataSource for FileSource {
             let n = ((self.len - offset) as usize).clamp(buf.len(), WINDOW.max(buf.len()));
             w.data.resize(n, 0);
             read_full(&*self.file, &mut w.data, self.base + offset).map_err(to_io)?;
+            self.crc_window(offset, &w.data);
             w.start = offset;
             buf.copy_from_slice(&w.data[..buf.len()]);
             return Ok(());
@@ -207,6 +236,43 @@ mod tests {
         let mut tail = vec![0u8; 100];
         src.read_at(9_000_000 - 100, &mut tail).unwrap();
         assert!(src.read_at(9_000_000 - 99, &mut tail).is_err());
+        // All of it read in order, but from file offset 1000: not a CRC of the file from 0.
+        assert_eq!(src.whole_crc(), None);
+    }
+
+    #[test]
+    fn source_crc_covers_the_file_read_in_order() {
+        let data = drsftp_testkit::data::pattern(9_000_000, 2);
+        let len = data.len() as u64;
+        let file: Arc<dyn FileHandle> = Arc::new(BytesFile::new(data.clone()));
+        let src = FileSource::new(file.clone(), 0, len);
+        // Packets forward, one straddling each window's end (the next window overlaps the last), a resend behind.
+        let mut off = 0u64;
+        while off < len {
+            let n = (1436u64).min(len - off) as usize;
+            src.read_at(off, &mut vec![0u8; n]).unwrap();
+            off += n as u64;
+            if off == 1436 * 4000 {
+                src.read_at(1436 * 10, &mut [0u8; 1436]).unwrap();
+            }
+        }
+        assert_eq!(src.whole_crc(), Some(crc32c::crc32c(&data)));
+        // Not read to the end: no CRC.
+        let part = FileSource::new(file.clone(), 0, len);
+        part.read_at(0, &mut [0u8; 1436]).unwrap();
+        assert_eq!(part.whole_crc(), None);
+        // A window that starts past what was read: the bytes between were never CRC'd.
+        let skip = FileSource::new(file, 0, len);
+        skip.read_at(0, &mut [0u8; 1436]).unwrap();
+        skip.read_at(WINDOW as u64 + 1436, &mut [0u8; 1436])
+            .unwrap();
+        let mut off = WINDOW as u64 + 2 * 1436;
+        while off < len {
+            let n = (1436u64).min(len - off) as usize;
+            skip.read_at(off, &mut vec![0u8; n]).unwrap();
+            off += n as u64;
+        }
+        assert_eq!(skip.whole_crc(), None);
     }
 
     #[test]

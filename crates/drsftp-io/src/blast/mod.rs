@@ -172,8 +172,9 @@ pub struct BlastReport {
     /// Receiver: where the time went (first datagram, rate ramp, first pass, retransmission tail); empty at a
     /// sender.
     pub phases: drsftp_blast::PhaseReport,
-    /// Receiver: the CRC32C of the file's bytes `0..end` from the runs it wrote, when they tile exactly that
-    /// range (the end-to-end check then reads nothing back); `None` at a sender.
+    /// The CRC32C of the file's bytes `0..end`, when known without reading the file again: the receiver's from
+    /// the runs it wrote (when they tile exactly that range), the sender's from its read-ahead windows (a whole
+    /// transfer from offset 0).
     pub crc32c: Option<u32>,
 }
 

@@ -230,6 +230,6 @@ pub(super) fn run(job: Job) -> Result<BlastReport, DataError> {
         resumed,
         seconds: start.elapsed().as_secs_f64(),
         phases: drsftp_blast::PhaseReport::default(),
-        crc32c: None,
+        crc32c: src.whole_crc(),
     })
 }
