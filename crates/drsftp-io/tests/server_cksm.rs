@@ -1,18 +1,20 @@
 //! The server answers `CKSM CRC32C 0 -1` of a whole file it has just sent from the data engine's CRC, and only
 //! while the file is provably the one it sent: same size and mtime as before it was read, and that mtime settled
-//! (older than the timestamp granularity) at the time. A rewritten file must get a freshly computed checksum.
+//! (older than the timestamp granularity) at the time. A rewritten file must get a freshly computed checksum. The
+//! same holds after a blast (UDP) download, whose sender CRCs what it reads.
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use drsftp_io::blast::BlastOpts;
 use drsftp_io::client::{Client, ClientOptions, TransferMode};
 use drsftp_io::data::Progress;
 use drsftp_storage::{checksum_bytes, ChecksumAlg};
 
 use drsftp_testkit::data::random_bytes;
-use drsftp_testkit::server::TestServer;
+use drsftp_testkit::server::{fs_params, TestServer};
 
 fn crc(b: &[u8]) -> String {
     checksum_bytes(ChecksumAlg::Crc32c, b)
@@ -38,9 +40,22 @@ fn write_settled(p: &Path, data: &[u8], mtime: SystemTime) {
         .unwrap();
 }
 
-async fn download(c: &mut Client, dst: &Path, mode: TransferMode) -> Option<(String, String)> {
+/// How the file is fetched: over TCP in a mode, or over blast.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    Tcp(TransferMode),
+    Blast,
+}
+
+async fn download(c: &mut Client, dst: &Path, via: Via) -> Option<(String, String)> {
     let opts = ClientOptions {
-        streams: if mode == TransferMode::Extended { 3 } else { 1 },
+        streams: if matches!(via, Via::Tcp(TransferMode::Extended)) {
+            3
+        } else {
+            1
+        },
+        blast: matches!(via, Via::Blast).then(BlastOpts::default),
+        timeout: Duration::from_secs(60),
         ..ClientOptions::default()
     };
     let s = c
@@ -55,7 +70,9 @@ async fn download(c: &mut Client, dst: &Path, mode: TransferMode) -> Option<(Str
 async fn cksm_after_retr_is_from_the_engine_only_while_the_file_is_unchanged() {
     let root = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let srv = TestServer::serve(root.path()).await;
+    let mut params = fs_params(root.path());
+    params.session.blast = true;
+    let srv = TestServer::start(params).await;
     let mut c = srv.login().await;
     let src = root.path().join("f.bin");
     let dst = out.path().join("f.bin");
@@ -65,7 +82,11 @@ async fn cksm_after_retr_is_from_the_engine_only_while_the_file_is_unchanged() {
         random_bytes(3 << 20, 2),
         random_bytes(3 << 20, 3),
     );
-    for mode in [TransferMode::Stream, TransferMode::Extended] {
+    for mode in [
+        Via::Tcp(TransferMode::Stream),
+        Via::Tcp(TransferMode::Extended),
+        Via::Blast,
+    ] {
         write_settled(&src, &a, old);
         let sum = download(&mut c, &dst, mode).await;
         assert_eq!(sum, Some(("CRC32C".into(), crc(&a))));

@@ -83,7 +83,8 @@ fn params(ep: &BlastEndpoint, size: u64) -> Result<TransferParams, DataError> {
 }
 
 /// Sends `file[range]` (the plan's one range) to the client; `held` (relative to `range`, from `REST` ranges:
-/// a resumed download) marks the packets the client has already, which are not sent.
+/// a resumed download) marks the packets the client has already, which are not sent. Returns the bytes, the
+/// streams (1) and, for a send of `0..range.end` read in order, the CRC32C of those bytes (`BlastReport::crc32c`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn send(
     ep: &BlastEndpoint,
@@ -94,7 +95,7 @@ pub(crate) async fn send(
     progress: Arc<Progress>,
     protection: &Protection,
     metrics: Option<&super::metrics::Metrics>,
-) -> Result<(u64, usize), DataError> {
+) -> Result<(u64, usize, Option<u32>), DataError> {
     let len = file.len().map_err(DataError::Storage)?;
     if len < range.end {
         return Err(DataError::Incomplete(format!(
@@ -121,7 +122,7 @@ pub(crate) async fn send(
     if let Some(m) = metrics {
         m.blast(r.resent, r.duplicates, 0);
     }
-    Ok((r.bytes, 1))
+    Ok((r.bytes, 1, r.crc32c))
 }
 
 /// Receives the upload into `file` at `offset`, `size` bytes; the report feeds the usual completeness check.

@@ -137,6 +137,7 @@ async fn run_inner(
             progress,
             &protection,
             metrics.as_deref(),
+            sent_crc,
         )
         .await;
     }
@@ -312,15 +313,35 @@ async fn run_blast(
     progress: Arc<Progress>,
     protection: &drsftp_blast::Protection,
     metrics: Option<&super::metrics::Metrics>,
+    sent_crc: &mut Option<SentCrc>,
 ) -> Result<(u64, usize, Option<DataCache>), DataError> {
     match payload {
         // The session announced the size from its stat: send exactly that (no `to_eof` re-reading).
         Payload::SendFile { path, ranges, .. } => {
-            let file = blocking(move || storage.open_read(&path)).await?;
+            // Stat before the file is opened and read, as for TCP (`fs::SentCrc`): a whole file sent in order
+            // yields its CRC32C from the sender's reads, and the CKSM behind it reads nothing again.
+            let looked = SystemTime::now();
+            let (st, p) = (storage.clone(), path.clone());
+            let before = blocking(move || st.stat(&p)).await.ok();
+            let (st, p) = (storage.clone(), path.clone());
+            let file = blocking(move || st.open_read(&p)).await?;
             let range = super::blast::section(&ranges);
-            let (bytes, streams) =
+            let whole = before.filter(|m| {
+                resume.is_empty() && range == (0..m.size) && fs::settled(m.modified, looked)
+            });
+            let (bytes, streams, crc) =
                 super::blast::send(ep, sock, file, range, resume, progress, protection, metrics)
                     .await?;
+            if let (Some(m), Some(crc)) = (whole, crc) {
+                if bytes == m.size {
+                    *sent_crc = Some(SentCrc {
+                        path,
+                        size: m.size,
+                        modified: m.modified,
+                        crc,
+                    });
+                }
+            }
             Ok((bytes, streams, None))
         }
         Payload::RecvFile {

@@ -215,8 +215,9 @@ impl Ctx {
                 )
             }
         }
+        // A blast sender CRCs what it reads in order too, unless it skips what a resuming client holds.
         let engine_digest_of = match (&plan.payload, &plan.endpoint) {
-            (_, DataEndpoint::Blast(_)) => None,
+            (_, DataEndpoint::Blast(_)) if !plan.resume.is_empty() => None,
             (
                 Payload::SendFile {
                     path,
