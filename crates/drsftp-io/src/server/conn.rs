@@ -50,6 +50,8 @@ struct Running {
     info: Option<TransferInfo>,
     /// How long ABOR lets it end by itself ([`ABOR_GRACE`], or none for a blast send).
     grace: Duration,
+    /// The transfer's engine will answer a CKSM of its file (`transfer::Job::engine_crc`).
+    engine_crc: Arc<std::sync::atomic::AtomicBool>,
 }
 
 async fn flush(s: &mut ServerSession, wr: &mut WriteHalf<MaybeTls>) -> std::io::Result<()> {
@@ -176,6 +178,12 @@ pub(crate) async fn run(
                         let _ = tx.send(r).await;
                     }));
                 }
+                // A whole blast send of a settled file: its sender's CRC will answer, no second read. (Decided when
+                // the send has looked at the file; a CKSM offered before that is prefetched anyway.)
+                Action::Prefetch(_)
+                    if running.as_ref().is_some_and(|r| {
+                        r.engine_crc.load(std::sync::atomic::Ordering::Relaxed)
+                    }) => {}
                 Action::Prefetch(req) if frontend.is_none() => {
                     // The CKSM behind a blast (or partial) send: hash while the data moves, so its answer (the
                     // final check, or the blast set-up after an auto switch) does not wait for a whole read.
@@ -279,6 +287,7 @@ pub(crate) async fn run(
                             progress,
                             info,
                             grace: ABOR_GRACE,
+                            engine_crc: Arc::default(),
                         });
                         continue;
                     }
@@ -304,6 +313,7 @@ pub(crate) async fn run(
                         }
                         _ => None,
                     };
+                    let engine_crc = Arc::new(std::sync::atomic::AtomicBool::new(false));
                     let job = Job {
                         plan,
                         storage: storage.clone(),
@@ -316,6 +326,7 @@ pub(crate) async fn run(
                         opened: part,
                         accept_timeout: params.session.data_timeout,
                         metrics: params.ops.metrics.clone(),
+                        engine_crc: engine_crc.clone(),
                     };
                     running = Some(Running {
                         id,
@@ -324,6 +335,7 @@ pub(crate) async fn run(
                         progress,
                         info,
                         grace,
+                        engine_crc,
                     });
                 }
                 Action::Abort => {

@@ -58,6 +58,9 @@ pub(crate) struct Job {
     pub(crate) accept_timeout: Duration,
     /// Where blast transfers count their loss and duplicates.
     pub(crate) metrics: Option<Arc<super::metrics::Metrics>>,
+    /// Set once a blast send has found its file whole and settled: its sender's CRC will answer a CKSM of it
+    /// (`fs::SentCrc`), so the session need not prefetch that digest (a second read of the file).
+    pub(crate) engine_crc: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Who may connect to the transfer's passive listeners, and for how long we wait.
@@ -112,6 +115,7 @@ async fn run_inner(
         opened,
         accept_timeout,
         metrics,
+        engine_crc,
     } = job;
     let accept = Accept {
         peer: plan.data_peer,
@@ -137,7 +141,7 @@ async fn run_inner(
             progress,
             &protection,
             metrics.as_deref(),
-            sent_crc,
+            (sent_crc, &engine_crc),
         )
         .await;
     }
@@ -313,7 +317,7 @@ async fn run_blast(
     progress: Arc<Progress>,
     protection: &drsftp_blast::Protection,
     metrics: Option<&super::metrics::Metrics>,
-    sent_crc: &mut Option<SentCrc>,
+    (sent_crc, engine_crc): (&mut Option<SentCrc>, &std::sync::atomic::AtomicBool),
 ) -> Result<(u64, usize, Option<DataCache>), DataError> {
     match payload {
         // The session announced the size from its stat: send exactly that (no `to_eof` re-reading).
@@ -329,6 +333,7 @@ async fn run_blast(
             let whole = before.filter(|m| {
                 resume.is_empty() && range == (0..m.size) && fs::settled(m.modified, looked)
             });
+            engine_crc.store(whole.is_some(), std::sync::atomic::Ordering::Relaxed);
             let (bytes, streams, crc) =
                 super::blast::send(ep, sock, file, range, resume, progress, protection, metrics)
                     .await?;

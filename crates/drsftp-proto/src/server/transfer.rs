@@ -215,9 +215,10 @@ impl Ctx {
                 )
             }
         }
-        // A blast sender CRCs what it reads in order too, unless it skips what a resuming client holds.
+        // A blast send is offered the prefetch: whether its sender's CRC can answer (a whole file, settled when
+        // the send began) only the driver learns, once the send has looked at the file.
         let engine_digest_of = match (&plan.payload, &plan.endpoint) {
-            (_, DataEndpoint::Blast(_)) if !plan.resume.is_empty() => None,
+            (_, DataEndpoint::Blast(_)) => None,
             (
                 Payload::SendFile {
                     path,

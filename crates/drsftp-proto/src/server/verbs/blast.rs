@@ -464,47 +464,4 @@ mod tests {
         assert!(h.cmd("OPTS BLAST MTU=1500;").starts_with("502 "));
         assert!(h.cmd("BPAS 127,0,0,1,156,64").starts_with("502 "));
     }
-
-    /// A CKSM behind a whole blast RETR of its file is left to the sender's CRC (no prefetch, answered in order
-    /// after the transfer); behind a resumed one (REST ranges: the sender skips what the client holds, so it reads
-    /// the file out of order) the digest is prefetched as for a partial TCP send.
-    #[test]
-    fn a_cksm_behind_a_whole_blast_retr_is_left_to_the_sender() {
-        let crc = || FsRequest::Checksum {
-            alg: drsftp_storage::ChecksumAlg::Crc32c,
-            path: "/f".into(),
-            offset: 0,
-            length: None,
-        };
-        for rest in [None, Some("REST 0-1436")] {
-            let mut h = H::new();
-            h.login();
-            h.cmd("TYPE I");
-            h.send("BPAS 127,0,0,1,156,64");
-            bound(&mut h, 9);
-            if let Some(r) = rest {
-                assert!(h.cmd(r).starts_with("350 "), "{r}");
-            }
-            h.send("RETR /f");
-            let r = h.fs(
-                FsRequest::Stat("/f".into()),
-                FsResult::Stat(file("f", 1 << 20)),
-            );
-            assert!(r.starts_with("150 "), "{r}");
-            let plan = h.transfer();
-            assert!(matches!(plan.endpoint, DataEndpoint::Blast(_)));
-            h.send("CKSM CRC32C 0 -1 /f");
-            let want = if rest.is_some() {
-                vec![Action::Prefetch(crc())]
-            } else {
-                vec![]
-            };
-            assert_eq!(h.actions(), want, "{rest:?}");
-            assert!(h.done_ok(plan.id).starts_with("226 "));
-            assert_eq!(
-                h.fs(crc(), FsResult::Checksum("0a1b2c3d".into())),
-                "213 0a1b2c3d\r\n"
-            );
-        }
-    }
 }
