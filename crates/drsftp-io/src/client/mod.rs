@@ -387,9 +387,7 @@ fn host_of(host_port: &str) -> &str {
 /// download's) is answered from the first: one control round trip less. A drsftp server is asked MDTM in the
 /// same write (`download::size_and_mtime`), so that the download's resume identity costs no round trip either.
 async fn size(control: &mut Control, path: &str) -> Result<u64, ClientError> {
-    if let Some(k) = control.last_size.as_ref().filter(|k| k.path == path) {
-        return Ok(k.size);
-    }
+    // Both answer from the kept SIZE when it is this path's.
     if control.session().features().drs() {
         if let (Some(n), _) = download::size_and_mtime(control, path, true).await? {
             return Ok(n);

@@ -118,6 +118,23 @@ pub(crate) struct SentCrc {
 }
 
 impl SentCrc {
+    /// The CRC a send of `path` leaves for a following CKSM: `crc` from the engine, kept only when the file was
+    /// whole and settled before it was read (`whole`: its stat then) and all of it was sent.
+    pub(crate) fn of_send(
+        path: String,
+        whole: Option<drsftp_storage::Metadata>,
+        bytes: u64,
+        crc: Option<u32>,
+    ) -> Option<SentCrc> {
+        let (m, crc) = (whole?, crc?);
+        (bytes == m.size).then_some(SentCrc {
+            path,
+            size: m.size,
+            modified: m.modified,
+            crc,
+        })
+    }
+
     /// The answer to `req` if it is `CKSM CRC32C 0 -1` (or `0 <size>`) of this file and the file is unchanged.
     fn answer(&self, storage: &Arc<dyn Storage>, req: &FsRequest) -> Option<String> {
         let FsRequest::Checksum {

@@ -99,6 +99,27 @@ async fn blocking<T: Send + 'static>(
         .map_err(DataError::Storage)
 }
 
+/// `path`'s stat (`None` if it fails), the moment it was taken and the file opened after it: a stat taken
+/// before the read is what makes an engine CRC safe to reuse (`fs::SentCrc`).
+async fn stat_then_open(
+    storage: &Arc<dyn Storage>,
+    path: &str,
+) -> Result<
+    (
+        Option<drsftp_storage::Metadata>,
+        SystemTime,
+        Arc<dyn FileHandle>,
+    ),
+    DataError,
+> {
+    let looked = SystemTime::now();
+    let (st, p) = (storage.clone(), path.to_string());
+    let before = blocking(move || st.stat(&p)).await.ok();
+    let (st, p) = (storage.clone(), path.to_string());
+    let file = blocking(move || st.open_read(&p)).await?;
+    Ok((before, looked, file))
+}
+
 async fn run_inner(
     job: Job,
     sent_crc: &mut Option<SentCrc>,
@@ -176,14 +197,7 @@ async fn run_inner(
             to_eof,
             wire_sub,
         } => {
-            // Stat before the file is opened and read: see `fs::SentCrc` for why this makes the CRC safe to reuse.
-            let looked = SystemTime::now();
-            let st = storage.clone();
-            let p = path.clone();
-            let before = blocking(move || st.stat(&p)).await.ok();
-            let st = storage.clone();
-            let p = path.clone();
-            let file = blocking(move || st.open_read(&p)).await?;
+            let (before, looked, file) = stat_then_open(&storage, &path).await?;
             let mut whole = None;
             if to_eof {
                 let len = file.len().map_err(DataError::Storage)?;
@@ -199,15 +213,8 @@ async fn run_inner(
                 &plan, file, ranges, wire_sub, &opts, passive, accept, cache, progress,
             )
             .await?;
-            if let (Some(m), Some(crc)) = (whole, crc) {
-                if bytes == m.size {
-                    *sent_crc = Some(SentCrc {
-                        path,
-                        size: m.size,
-                        modified: m.modified,
-                        crc,
-                    });
-                }
+            if let Some(c) = SentCrc::of_send(path, whole, bytes, crc) {
+                *sent_crc = Some(c);
             }
             Ok((bytes, streams, cache))
         }
@@ -322,13 +329,9 @@ async fn run_blast(
     match payload {
         // The session announced the size from its stat: send exactly that (no `to_eof` re-reading).
         Payload::SendFile { path, ranges, .. } => {
-            // Stat before the file is opened and read, as for TCP (`fs::SentCrc`): a whole file sent in order
-            // yields its CRC32C from the sender's reads, and the CKSM behind it reads nothing again.
-            let looked = SystemTime::now();
-            let (st, p) = (storage.clone(), path.clone());
-            let before = blocking(move || st.stat(&p)).await.ok();
-            let (st, p) = (storage.clone(), path.clone());
-            let file = blocking(move || st.open_read(&p)).await?;
+            // As for TCP: a whole file sent in order yields its CRC32C from the sender's reads, and the CKSM
+            // behind it reads nothing again.
+            let (before, looked, file) = stat_then_open(&storage, &path).await?;
             let range = super::blast::section(&ranges);
             let whole = before.filter(|m| {
                 resume.is_empty() && range == (0..m.size) && fs::settled(m.modified, looked)
@@ -337,15 +340,8 @@ async fn run_blast(
             let (bytes, streams, crc) =
                 super::blast::send(ep, sock, file, range, resume, progress, protection, metrics)
                     .await?;
-            if let (Some(m), Some(crc)) = (whole, crc) {
-                if bytes == m.size {
-                    *sent_crc = Some(SentCrc {
-                        path,
-                        size: m.size,
-                        modified: m.modified,
-                        crc,
-                    });
-                }
+            if let Some(c) = SentCrc::of_send(path, whole, bytes, crc) {
+                *sent_crc = Some(c);
             }
             Ok((bytes, streams, None))
         }
