@@ -3,14 +3,18 @@
 //! socket bound for `BPAS`. Uploads land in the part file and are committed only when every packet was written;
 //! the receiver then lingers on its own for a few seconds in case the client missed the final "complete".
 //! Under `PROT P` the datagrams are sealed with keys from the control connection's TLS exporter ([`plan_params`]
-//! gives the parameters both ends feed it; the session driver derives the keys, `conn.rs`).
+//! gives the parameters both ends feed it; the session driver derives the keys, `conn.rs`). [`run`] is the
+//! transfer task's entry for a plan on this channel; a whole file sent yields its CRC32C (`fs::SentCrc`).
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use drsftp_blast::{DataDirection, Protection, TransferParams};
 use drsftp_proto::server::{BlastEndpoint, DataEndpoint, Payload, TransferPlan};
-use drsftp_storage::FileHandle;
+use drsftp_storage::{FileHandle, PartFile, Storage};
+
+use super::fs::{self, SentCrc};
+use super::transfer::DataCache;
 
 use crate::blast::{self, BlastOpts};
 use crate::data::{DataError, DataReport, Progress};
@@ -174,5 +178,64 @@ pub(crate) fn take_socket(
             *held = other;
             None
         }
+    }
+}
+
+/// A plan on a blast channel: a file section sent, or an upload received into its part file.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run(
+    ep: &drsftp_proto::server::BlastEndpoint,
+    sock: std::net::UdpSocket,
+    payload: Payload,
+    resume: &drsftp_proto::ranges::RangeSet,
+    (storage, opened): (Arc<dyn Storage>, Option<Box<dyn PartFile>>),
+    progress: Arc<Progress>,
+    protection: &drsftp_blast::Protection,
+    metrics: Option<&super::metrics::Metrics>,
+    (sent_crc, engine_crc): (&mut Option<SentCrc>, &std::sync::atomic::AtomicBool),
+) -> Result<(u64, usize, Option<DataCache>), DataError> {
+    match payload {
+        // The session announced the size from its stat: send exactly that (no `to_eof` re-reading).
+        Payload::SendFile { path, ranges, .. } => {
+            // As for TCP: a whole file sent in order yields its CRC32C from the sender's reads, and the CKSM
+            // behind it reads nothing again.
+            let (before, looked, file) = super::transfer::stat_then_open(&storage, &path).await?;
+            let range = section(&ranges);
+            let whole = before.filter(|m| {
+                resume.is_empty() && range == (0..m.size) && fs::settled(m.modified, looked)
+            });
+            engine_crc.store(whole.is_some(), std::sync::atomic::Ordering::Relaxed);
+            let (bytes, streams, crc) =
+                send(ep, sock, file, range, resume, progress, protection, metrics).await?;
+            if let Some(c) = SentCrc::of_send(path, whole, bytes, crc) {
+                *sent_crc = Some(c);
+            }
+            Ok((bytes, streams, None))
+        }
+        Payload::RecvFile {
+            path,
+            write_mode,
+            offset,
+            expected,
+            ..
+        } => {
+            let size = expected.unwrap_or(0);
+            let part = fs::part_for(opened, storage, path, write_mode).await?;
+            let r = recv(
+                ep,
+                sock,
+                part.handle(),
+                offset,
+                size,
+                progress,
+                protection,
+                metrics,
+            )
+            .await;
+            super::transfer::finish_upload(part, r, write_mode, offset, expected, vec![]).await
+        }
+        Payload::SendBytes(_) | Payload::SendListing { .. } => Err(DataError::Incomplete(
+            "listings do not go over BLAST".into(),
+        )),
     }
 }

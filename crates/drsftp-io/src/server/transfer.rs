@@ -101,7 +101,7 @@ async fn blocking<T: Send + 'static>(
 
 /// `path`'s stat (`None` if it fails), the moment it was taken and the file opened after it: a stat taken
 /// before the read is what makes an engine CRC safe to reuse (`fs::SentCrc`).
-async fn stat_then_open(
+pub(super) async fn stat_then_open(
     storage: &Arc<dyn Storage>,
     path: &str,
 ) -> Result<
@@ -153,7 +153,7 @@ async fn run_inner(
         } else {
             drsftp_blast::Protection::None
         };
-        return run_blast(
+        return super::blast::run(
             ep,
             sock,
             plan.payload.clone(),
@@ -313,68 +313,8 @@ async fn run_inner(
     }
 }
 
-/// A plan on a blast channel (see `blast.rs`).
-#[allow(clippy::too_many_arguments)]
-async fn run_blast(
-    ep: &drsftp_proto::server::BlastEndpoint,
-    sock: std::net::UdpSocket,
-    payload: Payload,
-    resume: &drsftp_proto::ranges::RangeSet,
-    (storage, opened): (Arc<dyn Storage>, Option<Box<dyn PartFile>>),
-    progress: Arc<Progress>,
-    protection: &drsftp_blast::Protection,
-    metrics: Option<&super::metrics::Metrics>,
-    (sent_crc, engine_crc): (&mut Option<SentCrc>, &std::sync::atomic::AtomicBool),
-) -> Result<(u64, usize, Option<DataCache>), DataError> {
-    match payload {
-        // The session announced the size from its stat: send exactly that (no `to_eof` re-reading).
-        Payload::SendFile { path, ranges, .. } => {
-            // As for TCP: a whole file sent in order yields its CRC32C from the sender's reads, and the CKSM
-            // behind it reads nothing again.
-            let (before, looked, file) = stat_then_open(&storage, &path).await?;
-            let range = super::blast::section(&ranges);
-            let whole = before.filter(|m| {
-                resume.is_empty() && range == (0..m.size) && fs::settled(m.modified, looked)
-            });
-            engine_crc.store(whole.is_some(), std::sync::atomic::Ordering::Relaxed);
-            let (bytes, streams, crc) =
-                super::blast::send(ep, sock, file, range, resume, progress, protection, metrics)
-                    .await?;
-            if let Some(c) = SentCrc::of_send(path, whole, bytes, crc) {
-                *sent_crc = Some(c);
-            }
-            Ok((bytes, streams, None))
-        }
-        Payload::RecvFile {
-            path,
-            write_mode,
-            offset,
-            expected,
-            ..
-        } => {
-            let size = expected.unwrap_or(0);
-            let part = fs::part_for(opened, storage, path, write_mode).await?;
-            let r = super::blast::recv(
-                ep,
-                sock,
-                part.handle(),
-                offset,
-                size,
-                progress,
-                protection,
-                metrics,
-            )
-            .await;
-            finish_upload(part, r, write_mode, offset, expected, vec![]).await
-        }
-        Payload::SendBytes(_) | Payload::SendListing { .. } => Err(DataError::Incomplete(
-            "listings do not go over BLAST".into(),
-        )),
-    }
-}
-
 /// Check an upload is complete, then commit it; otherwise the part file is discarded.
-async fn finish_upload(
+pub(super) async fn finish_upload(
     part: Box<dyn PartFile>,
     r: Result<DataReport, DataError>,
     write_mode: drsftp_storage::WriteMode,
