@@ -17,7 +17,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use drsftp_proto::client::{Direction, Op, Outcome, TransferSpec};
+use drsftp_proto::client::{Direction, TransferSpec};
 use drsftp_proto::ranges::RangeSet;
 use drsftp_storage::{ChecksumAlg, FileHandle};
 use drsftp_tune::{BufferPolicy, Decision, StartChoice, TransportConfig, TransportDecider};
@@ -44,89 +44,6 @@ const AUTO_SAMPLE: std::time::Duration = std::time::Duration::from_millis(250);
 /// Smaller TCP downloads start afresh: the MDTM round trip and checkpoint thread cost more than sending again.
 pub(crate) const TCP_RESUME_MIN: u64 = 4 << 20;
 
-/// `SIZE path`, where "the server does not do SIZE" (500/502/504) is `None` and everything else (550 no such
-/// file, a dead connection) is an error.
-pub(crate) async fn size_if_supported(
-    control: &mut Control,
-    path: &str,
-) -> Result<Option<u64>, ClientError> {
-    match super::size_alone(control, path).await {
-        Ok(n) => Ok(Some(n)),
-        Err(e) if matches!(e.reply_code(), Some(500 | 502 | 504)) => {
-            tracing::info!("server does not answer SIZE: {e}");
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// SIZE, and for a whole-file download also MDTM (the resume identity's modification time), in one round trip
-/// with a drsftp server: TYPE I, SIZE and MDTM go out in one write ([`Op::Commands`]), where they took two
-/// round trips one after the other. Any other server, a partial download or a size already known: SIZE alone
-/// (MDTM then follows in `resume::identity` when needed). The second value is `Some(mtime)` when MDTM was
-/// asked here (`None` inside: the server gave none).
-pub(crate) async fn size_and_mtime(
-    control: &mut Control,
-    path: &str,
-    whole: bool,
-) -> Result<(Option<u64>, Option<Option<String>>), ClientError> {
-    let known = control.last_size.as_ref().filter(|k| k.path == path);
-    if let Some(k) = known.filter(|k| whole && k.mtime.is_some()) {
-        return Ok((Some(k.size), k.mtime.clone()));
-    }
-    if !whole || known.is_some() || !control.session().features().drs() {
-        return Ok((size_if_supported(control, path).await?, None));
-    }
-    let cmds = vec![
-        "TYPE I".to_string(),
-        format!("SIZE {path}"),
-        format!("MDTM {path}"),
-    ];
-    let replies = match control.run(Op::Commands(cmds.clone())).await? {
-        Outcome::Replies(r) if r.len() == 3 => r,
-        other => {
-            return Err(ClientError::Invalid(format!(
-                "unexpected outcome of TYPE I, SIZE and MDTM: {other:?}"
-            )))
-        }
-    };
-    let refused = |i: usize| -> ClientError {
-        drsftp_proto::client::ClientError::Refused {
-            command: cmds[i].clone(),
-            reply: replies[i].clone(),
-        }
-        .into()
-    };
-    if !replies[0].is_ok() {
-        return Err(refused(0));
-    }
-    let size = match replies[1].code {
-        213 => match replies[1].text().trim().parse::<u64>() {
-            Ok(n) => Some(n),
-            Err(_) => {
-                return Err(ClientError::Invalid(format!(
-                    "SIZE {path}: not a size: {}",
-                    replies[1]
-                )))
-            }
-        },
-        500 | 502 | 504 => {
-            tracing::info!("server does not answer SIZE: {}", replies[1]);
-            None
-        }
-        _ => return Err(refused(1)),
-    };
-    let mtime = (replies[2].code == 213).then(|| replies[2].text().trim().to_string());
-    if let Some(n) = size {
-        control.last_size = Some(super::control::LastSize {
-            path: path.to_string(),
-            size: n,
-            mtime: Some(mtime.clone()),
-        });
-    }
-    Ok((size, Some(mtime)))
-}
-
 /// Downloads `remote` to `local`. See the module docs.
 pub(crate) async fn run(
     control: &mut Control,
@@ -135,7 +52,8 @@ pub(crate) async fn run(
     opts: &ClientOptions,
     progress: Arc<Progress>,
 ) -> Result<TransferSummary, ClientError> {
-    let (size, mtime) = size_and_mtime(control, remote, opts.partial.is_none()).await?;
+    let (size, mtime) =
+        super::stat::size_and_mtime(control, remote, opts.partial.is_none()).await?;
     let identity = |control: &Control, sz: u64| {
         mtime
             .clone()

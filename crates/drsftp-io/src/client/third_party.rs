@@ -38,7 +38,7 @@ use drsftp_proto::client::{
 use super::control::Control;
 use super::third_party_run::{run, Failed};
 use super::third_party_verify::{common_alg, compare, verify};
-use super::{download, third_party_resume, Client, ClientError, ClientOptions, TransferSummary};
+use super::{third_party_resume, Client, ClientError, ClientOptions, TransferSummary};
 use crate::data::Progress;
 
 /// Which end, for messages.
@@ -174,7 +174,7 @@ async fn copy_once(
     }
     let started = Instant::now();
     let (s, d) = (&mut src.control, &mut dst.control);
-    let size = download::size_if_supported(s, src_path)
+    let size = super::stat::size_if_supported(s, src_path)
         .await
         .map_err(|e| at(End::Source, s, e))?;
     let mut notices = Vec::new();
@@ -284,7 +284,7 @@ async fn copy_once(
     // The outcome: sizes, then checksums; any disagreement removes the destination.
     let dst_size = match ran.dst.size.as_deref() {
         Some(Ok(n)) => Some(*n),
-        _ => download::size_if_supported(d, dst_path)
+        _ => super::stat::size_if_supported(d, dst_path)
             .await
             .map_err(|e| at(End::Destination, d, e))?,
     };

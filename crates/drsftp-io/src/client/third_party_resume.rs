@@ -119,7 +119,7 @@ async fn tail_between(
     held: &RangeSet,
     size: u64,
 ) -> Result<RangeSet, ClientError> {
-    let Some(there) = super::size_if_any(d, dst_path).await? else {
+    let Some(there) = super::stat::size_if_any(d, dst_path).await? else {
         return Ok(RangeSet::new());
     };
     // The algorithm rides in the state: each comparison's future borrows only from there.

@@ -19,8 +19,9 @@ use drsftp_tune::BufferPolicy;
 
 use super::blast;
 use super::control::Control;
-use super::download::{size_if_supported, TCP_RESUME_MIN};
+use super::download::TCP_RESUME_MIN;
 use super::local::LocalFile;
+use super::stat::size_if_supported;
 use super::transfer::{self, DataJob};
 use super::upload_auto;
 use super::upload_resume::{self, MarkerCheckpoint};

@@ -203,7 +203,7 @@ pub(crate) async fn verify_tail(
     size: u64,
 ) -> Result<RangeSet, ClientError> {
     // No file there (550), or no SIZE: nothing to check.
-    let Some(there) = super::size_if_any(control, remote).await? else {
+    let Some(there) = super::stat::size_if_any(control, remote).await? else {
         return Ok(RangeSet::new());
     };
     let mut state = (control, remote, local);

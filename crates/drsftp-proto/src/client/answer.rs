@@ -45,7 +45,19 @@ impl ClientSession {
             Kind::Feat => {
                 let f = Features::parse(&reply);
                 self.features = f.clone();
-                return Some(Ok(Outcome::LoggedIn(f)));
+                // Commands meant to ride behind FEAT that did not (not a pipelined login) are not sent now.
+                run.steps
+                    .retain(|s| !matches!(s, Step::Cmd(_, Kind::AfterLogin)));
+                if !run.inflight.iter().any(|(_, k)| *k == Kind::AfterLogin) {
+                    return Some(Ok(Outcome::LoggedIn(f)));
+                }
+            }
+            Kind::AfterLogin => {
+                run.replies.push(reply);
+                if run.inflight.is_empty() && run.steps.is_empty() {
+                    self.after_login_replies = std::mem::take(&mut run.replies);
+                    return Some(Ok(Outcome::LoggedIn(self.features.clone())));
+                }
             }
             Kind::TypeI => {
                 if !reply.is_ok() {

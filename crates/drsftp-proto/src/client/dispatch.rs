@@ -20,7 +20,12 @@ impl ClientSession {
                 220 => {
                     self.banner = Some(reply);
                     self.phase = Phase::Ready;
-                    self.deadline = None;
+                    // An AUTH TLS sent before the greeting still waits for its reply.
+                    let waiting = self
+                        .current
+                        .as_ref()
+                        .is_some_and(|r| !r.inflight.is_empty());
+                    self.deadline = waiting.then(|| now + self.cfg.reply_timeout);
                     self.advance(now);
                 }
                 _ => self.die(ClientError::Refused {

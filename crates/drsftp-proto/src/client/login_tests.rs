@@ -162,3 +162,95 @@ fn other_greetings_get_the_login_one_command_at_a_time() {
     h.reply("230 Logged in.\n");
     assert_eq!(h.sent(), ["FEAT"]);
 }
+
+const STAT: [&str; 3] = ["TYPE I", "SIZE /d/f", "MDTM /d/f"];
+
+fn after_login(h: &mut H) {
+    h.s.set_after_login(STAT.iter().map(|c| c.to_string()).collect());
+}
+
+/// What a copy asks first (TYPE I, SIZE, MDTM) rides behind a pipelined login's FEAT: the login ends when their
+/// replies are in, one round trip for all of it, and they are kept for the caller, refusals included.
+#[test]
+fn commands_set_for_after_login_ride_behind_feat_and_their_replies_are_kept() {
+    let mut h = H::new();
+    h.reply("220 drsftp GridFTP server ready.\n");
+    after_login(&mut h);
+    h.start(Op::Login {
+        user: "anonymous".into(),
+        pass: ANONYMOUS_PASSWORD.into(),
+    });
+    let mut want = vec!["USER anonymous", "PASS drsftp@", "FEAT"];
+    want.extend(STAT);
+    assert_eq!(h.sent(), want, "one write");
+    h.reply("331 Guest login ok.\n230 Logged in.\n");
+    h.reply(DRSFTP_FEAT);
+    assert_eq!(
+        h.events(),
+        vec![],
+        "the login waits for the commands behind FEAT"
+    );
+    h.reply("200 Type set to I.\n213 1048576\n550 /d/f: no modification time.\n");
+    assert!(matches!(&h.events()[..], [Event::Done(Outcome::LoggedIn(f))] if f.drs()));
+    let r = h.s.take_after_login();
+    assert_eq!(
+        r.iter().map(|r| r.code).collect::<Vec<_>>(),
+        [200, 213, 550]
+    );
+    assert_eq!(r[1].text(), "1048576");
+    assert!(h.s.take_after_login().is_empty(), "taken once");
+    assert!(!h.s.is_busy());
+    // A password that must wait for 331: the commands still go with PASS and FEAT.
+    let mut h = H::new();
+    h.reply("220 drsftp GridFTP server ready.\n");
+    after_login(&mut h);
+    h.start(Op::Login {
+        user: "alice".into(),
+        pass: "pw".into(),
+    });
+    h.expect("USER alice", "331 Password required for alice.\n");
+    let mut want = vec!["PASS pw", "FEAT"];
+    want.extend(STAT);
+    assert_eq!(h.sent(), want);
+}
+
+/// A refused login ends at once, its commands' replies are swallowed (they answer nothing the caller asks
+/// next) and none are kept; with a server that is not drsftp they never go out at all.
+#[test]
+fn after_login_commands_are_dropped_with_a_refused_login_or_another_server() {
+    let mut h = H::new();
+    h.reply("220 drsftp GridFTP server ready.\n");
+    after_login(&mut h);
+    h.start(Op::Login {
+        user: "anonymous".into(),
+        pass: ANONYMOUS_PASSWORD.into(),
+    });
+    assert_eq!(h.sent().len(), 6);
+    h.reply("530 Anonymous logins are off.\n");
+    assert!(matches!(&h.events()[..], [Event::Failed(_)]));
+    assert!(h.s.take_after_login().is_empty());
+    // PASS, FEAT and the three commands answer later and must not answer the next operation.
+    h.start(Op::Size("/other".into()));
+    assert_eq!(h.sent(), ["TYPE I", "SIZE /other"]);
+    h.reply("530 Not logged in.\n211 End.\n530 Not logged in.\n530 Not logged in.\n530 Not logged in.\n");
+    assert_eq!(h.events(), vec![], "all swallowed");
+    h.reply("200 Type set to I.\n213 7\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Size(7))]);
+    // Another server: one command at a time, and nothing behind FEAT.
+    let mut h = H::new();
+    h.reply("220 vm GridFTP Server 13.24 [Grid Community Toolkit 6.2] ready.\n");
+    after_login(&mut h);
+    h.start(Op::Login {
+        user: "alice".into(),
+        pass: "pw".into(),
+    });
+    h.expect("USER alice", "331 Password required.\n");
+    h.expect("PASS pw", "230 Logged in.\n");
+    h.expect("FEAT", "211 End.\n");
+    assert!(matches!(
+        &h.events()[..],
+        [Event::Done(Outcome::LoggedIn(_))]
+    ));
+    assert!(h.sent().is_empty(), "nothing behind FEAT");
+    assert!(h.s.take_after_login().is_empty());
+}

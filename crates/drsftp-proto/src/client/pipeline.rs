@@ -10,8 +10,9 @@
 //! BLAST`, `BPAS` (the UDP socket is bound before the batch), `REST <ranges>` or ALLO, and the transfer command,
 //! so a short blast transfer starts one round trip after the client begins (issue 22). ALLO and a non-required
 //! REST may carry the transfer command behind them. SIZE rides right behind its TYPE I (one round trip, which
-//! the check after a third-party copy pays on the far end). Login is one batch too (USER, PASS, FEAT), when the
-//! greeting says `drsftp`, since FEAT has not been asked yet. Everything else (PASV/EPSV after anything but
+//! the check after a third-party copy pays on the far end). Login is one batch too (USER, PASS, FEAT, and what the
+//! caller set to ride behind FEAT: a copy's TYPE I, SIZE and MDTM), when the greeting says `drsftp`, since FEAT has
+//! not been asked yet. `AUTH TLS` does not even wait for the greeting (`session.rs`). Everything else (PASV/EPSV after anything but
 //! set-up, a stream-mode REST, CKSM, AUTH, raw commands, listings, QUIT) and every non-command step (Listen,
 //! BlastBind, DataReady) waits until nothing is in flight. Against any other server (Globus) the session sends
 //! one command at a time, as before.
@@ -100,6 +101,8 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
         // holds FEAT until it has checked the password.
         Kind::User => next == Kind::Pass,
         Kind::Pass => next == Kind::Feat,
+        // What the caller asks first after a login rides behind FEAT (`set_after_login`).
+        Kind::Feat | Kind::AfterLogin => next == Kind::AfterLogin,
         _ => false,
     }
 }

@@ -73,6 +73,9 @@ pub(super) enum Kind {
     Raw,
     /// One of [`Op::Commands`](super::Op::Commands): its final reply, refusals included, is collected.
     Piped,
+    /// A command pipelined behind a login's FEAT ([`ClientSession::set_after_login`]): its final reply,
+    /// refusals included, is kept for the caller; the login ends with the last of them.
+    AfterLogin,
     Quit,
     /// `AUTH TLS` for [`Op::Secure`](super::Op::Secure): `234` expected.
     Auth {

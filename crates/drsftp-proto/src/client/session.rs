@@ -116,6 +116,10 @@ pub struct ClientSession {
     /// [`ClientSession::abort_and_go_on`]: where among the swallowed replies the answer to a trailing CKSM may
     /// come, and what arrived (`pipeline.rs`).
     pub(super) late_cksm: Option<super::pipeline::LateCksm>,
+    /// [`ClientSession::set_after_login`]: commands for the next login to pipeline behind its FEAT.
+    pub(super) after_login: Vec<String>,
+    /// Their final replies, once the login that sent them has ended ([`ClientSession::take_after_login`]).
+    pub(super) after_login_replies: Vec<Reply>,
 }
 
 pub(super) fn mask(line: &str) -> String {
@@ -153,6 +157,8 @@ impl ClientSession {
             swallow: 0,
             resume: None,
             late_cksm: None,
+            after_login: Vec::new(),
+            after_login_replies: Vec::new(),
         }
     }
 
@@ -185,6 +191,23 @@ impl ClientSession {
     /// The session must already be in TYPE I (SIZE is defined in binary mode only).
     pub fn set_trailing_size(&mut self) {
         self.trailing_size = true;
+    }
+
+    /// Commands for the next [`Op::Login`] to send right behind its FEAT, in the same write, when the login is
+    /// pipelined (a drsftp greeting, and a password that may go early: see [`Op::Login`]); their replies come in
+    /// the login's round trip ([`ClientSession::take_after_login`]). With any other server, or a login that
+    /// fails, they are not sent (or their replies are swallowed): the caller then asks again on its own. Meant
+    /// for what a session asks first anyway (TYPE I, SIZE and MDTM of the file it will fetch): one round trip
+    /// less per session. They run before the login is known to have succeeded, so they must not change
+    /// anything on the server.
+    pub fn set_after_login(&mut self, commands: Vec<String>) {
+        self.after_login = commands;
+    }
+
+    /// The final replies to the commands [`ClientSession::set_after_login`] gave, in order, if the last login
+    /// sent them and succeeded; empty otherwise. Taken once.
+    pub fn take_after_login(&mut self) -> Vec<Reply> {
+        std::mem::take(&mut self.after_login_replies)
     }
 
     /// The 220 greeting, once received.
@@ -256,12 +279,18 @@ impl ClientSession {
                 self.anonymous_login = (user.eq_ignore_ascii_case("anonymous")
                     || user.eq_ignore_ascii_case("ftp"))
                     && pass == super::ANONYMOUS_PASSWORD;
+                self.after_login_replies.clear();
+                let after = std::mem::take(&mut self.after_login)
+                    .into_iter()
+                    .map(|c| Step::Cmd(c, Kind::AfterLogin));
                 [
                     Step::Cmd(format!("USER {user}"), Kind::User),
                     Step::Cmd(format!("PASS {pass}"), Kind::Pass),
                     Step::Cmd("FEAT".into(), Kind::Feat),
                 ]
-                .into()
+                .into_iter()
+                .chain(after)
+                .collect()
             }
             // SIZE is only defined in binary mode: RFC 3659 §4 lets a server refuse it under TYPE A (the
             // default), and pyftpdlib and ProFTPD do.
@@ -580,9 +609,36 @@ impl ClientSession {
         });
     }
 
+    /// `AUTH TLS` leaves as soon as the connection is up, without waiting for the greeting: the reply to it
+    /// then comes right behind the `220`, one round trip sooner (RFC 959 lets a client send before the server
+    /// reads; servers buffer it). Only AUTH: the greeting still decides everything that depends on the server
+    /// (pipelined login), and a refused or failed AUTH costs nothing a waited one would not. A greeting other
+    /// than `220` still ends the session.
+    fn auth_before_greeting(&mut self, now: Instant) {
+        let Some(run) = self.current.as_mut() else {
+            return;
+        };
+        if !run.inflight.is_empty()
+            || run.parked.is_some()
+            || !matches!(run.steps.front(), Some(Step::Cmd(_, Kind::Auth { .. })))
+        {
+            return;
+        }
+        if let Some(Step::Cmd(line, kind)) = run.steps.pop_front() {
+            self.out.push_back(format!("{line}\r\n").into_bytes());
+            run.inflight.push_back((line, kind));
+            // The greeting's deadline covers the greeting; this one covers the reply behind it.
+            self.deadline = Some(now + self.cfg.reply_timeout);
+        }
+    }
+
     /// Sends the next step if nothing is outstanding, and with a drsftp server every following command that
     /// may be pipelined behind the ones in flight ([`may_follow`]).
     pub(super) fn advance(&mut self, now: Instant) {
+        if self.phase == Phase::AwaitGreeting {
+            self.auth_before_greeting(now);
+            return;
+        }
         if self.phase != Phase::Ready {
             return;
         }

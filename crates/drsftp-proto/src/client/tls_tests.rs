@@ -87,3 +87,54 @@ fn bytes_behind_the_234_fail_the_session() {
     assert_eq!(h.events(), vec![Event::Failed(ClientError::TlsInjected)]);
     assert!(h.sent().is_empty());
 }
+
+/// AUTH TLS does not wait for the greeting: it leaves with the connection, and its reply comes behind the `220`
+/// (one round trip less for every TLS-capable session). The greeting is still read first and still decides:
+/// a `421` ends the session before anything else happens, and only AUTH goes early, never a login.
+#[test]
+fn auth_tls_leaves_before_the_greeting_and_its_reply_comes_behind_it() {
+    let mut h = Scripted::new();
+    h.start(Op::Secure {
+        require: false,
+        protect_data: true,
+    });
+    assert_eq!(h.sent(), ["AUTH TLS"], "sent before any greeting");
+    // Both replies in one read (the server answers AUTH as soon as its greeting is out).
+    h.reply("220 ready.\n504 Unknown security mechanism.\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(false))]);
+    assert!(h.s.banner().is_some_and(|b| b.code == 220));
+    // In two reads as well, with the reply deadline kept for the AUTH after the greeting.
+    let mut h = Scripted::new();
+    h.start(Op::Secure {
+        require: true,
+        protect_data: true,
+    });
+    assert_eq!(h.sent(), ["AUTH TLS"]);
+    h.reply("220 ready.\n");
+    assert!(h.events().is_empty());
+    assert!(
+        h.s.poll_timeout().is_some(),
+        "the AUTH reply has a deadline"
+    );
+    h.reply("234 AUTH TLS successful.\n");
+    assert_eq!(h.events(), vec![Event::StartTls]);
+    // A busy server's greeting ends it: the AUTH's reply never counts.
+    let mut h = Scripted::new();
+    h.start(Op::Secure {
+        require: true,
+        protect_data: true,
+    });
+    assert_eq!(h.sent(), ["AUTH TLS"]);
+    h.reply("421 Too many sessions.\n");
+    assert!(matches!(&h.events()[..], [Event::Failed(_)]));
+    assert!(h.s.is_dead());
+    // Nothing but AUTH goes before the greeting.
+    let mut h = Scripted::new();
+    h.start(Op::Login {
+        user: "anonymous".into(),
+        pass: ANONYMOUS_PASSWORD.into(),
+    });
+    assert!(h.sent().is_empty(), "a login waits for the greeting");
+    h.reply("220 ready.\n");
+    assert_eq!(h.sent(), ["USER anonymous"]);
+}
