@@ -3,7 +3,8 @@
 //! `auto_actions`, not four `add 1` a round trip apart); AUTH TLS leaves with the connection, before the greeting,
 //! and an anonymous login goes out in one write with the file's TYPE I, SIZE and MDTM (the progress bar's size and
 //! the resume identity) behind its FEAT: connect, greeting and refused AUTH, login = 3 round trips (it was 5). A
-//! count of round trips, not a speed: each costs 100 ms here, far above scheduling noise. Needs root and /dev/net/tun; otherwise
+//! count of round trips, not a speed: each costs 100 ms here, far above scheduling noise. The MODE E download's
+//! set-up goes out with its PORT and RETR (no SPAS: the server announces `STRIPES 1`). Needs root and /dev/net/tun; otherwise
 //! prints `SKIPPED <test>: <reason>` and returns.
 
 mod common;
@@ -78,6 +79,18 @@ fn auto_streams_connect_together_and_an_anonymous_login_takes_one_round() {
             t - user[0]
         );
     }
+    // The download's set-up and its PORT/RETR leave in one write too: the server announces one stripe
+    // (`STRIPES 1`), so no SPAS reply is awaited before the client listens.
+    let (opts, port) = (sent("OPTS RETR"), sent("PORT"));
+    assert!(
+        !opts.is_empty() && !port.is_empty() && !e.contains("-> SPAS"),
+        "OPTS RETR {opts:?} PORT {port:?}\n{e}"
+    );
+    assert!(
+        (port[0] - opts[0]).abs() < 0.05,
+        "PORT went out {} s after OPTS RETR: a round trip of its own\n{e}",
+        port[0] - opts[0]
+    );
     let gap = user[0] - auth[0];
     assert!(
         (0.08..0.15).contains(&gap),

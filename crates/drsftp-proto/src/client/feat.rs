@@ -84,6 +84,17 @@ impl Features {
         self.has("DRS")
     }
 
+    /// The stripe count a drsftp server announces (`STRIPES n`: the data movers a SPAS would answer with, 1 for a
+    /// server that moves its own data). GFD.20's FEAT has no way to say "one stripe", so without this line a
+    /// client can only learn it by asking SPAS, a round trip before any MODE E download can listen.
+    pub fn stripes(&self) -> Option<u32> {
+        self.params("STRIPES")?
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n| n >= 1)
+    }
+
     /// The CKSM algorithms listed, upper-cased: Globus sends `CKSM MD5:10;ADLER32:10;SHA256:11;`, others a
     /// comma-separated list. Weights after ':' are dropped.
     pub fn checksum_algorithms(&self) -> Vec<String> {

@@ -13,8 +13,10 @@
 //! the check after a third-party copy pays on the far end). Login is one batch too (USER, PASS, FEAT, and what the
 //! caller set to ride behind FEAT: a copy's TYPE I, SIZE and MDTM), when the greeting says `drsftp`, since FEAT has
 //! not been asked yet. `AUTH TLS` does not even wait for the greeting (`session.rs`). Everything else (PASV/EPSV after anything but
-//! set-up, a stream-mode REST, CKSM, AUTH, raw commands, listings, QUIT) and every non-command step (Listen,
-//! BlastBind, DataReady) waits until nothing is in flight. Against any other server (Globus) the session sends
+//! set-up, a stream-mode REST, CKSM, AUTH, raw commands, listings, QUIT) and every non-command step (BlastBind,
+//! DataReady, and Listen behind anything but set-up) waits until nothing is in flight. A MODE E download's Listen
+//! may follow set-up commands ([`listen_may_follow`]), so its set-up, PORT, REST and RETR leave in one write, when
+//! no SPAS is asked (a server announcing `STRIPES 1`). Against any other server (Globus) the session sends
 //! one command at a time, as before.
 //!
 //! ABOR can be pipelined too ([`ClientSession::abort_and_go_on`], a `--transport auto` switch): the aborted
@@ -46,32 +48,48 @@ pub(super) struct LateCksm {
     digest: Option<String>,
 }
 
+/// The transfer set-up commands that cannot change the plan: a refusal fails the operation or is a notice.
+fn setup(k: Kind) -> bool {
+    matches!(
+        k,
+        Kind::TypeI
+            | Kind::Mode(_)
+            | Kind::Buffer {
+                sbuf_fallback: None
+            }
+            | Kind::OptsRetr
+            | Kind::OptsDrs(_)
+    )
+}
+
+/// May a MODE E download open its listener (and then send PORT and the RETR) while `inflight` still waits for
+/// its reply? Yes when it is set-up only: nothing in those replies changes how many listeners there are or where
+/// they are (a SPAS, whose reply does, is not set-up), so the whole download goes out in one write. A refused
+/// set-up command fails the operation, and the PORT and RETR behind it are swallowed like any command left in
+/// flight (`swallow_rest`). Only consulted for drsftp servers.
+pub(super) fn listen_may_follow(inflight: Kind) -> bool {
+    setup(inflight)
+}
+
 /// May a command of kind `next` be sent while `last` (the newest command in flight) still waits for its reply?
 /// Only consulted for drsftp servers.
 pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
-    let setup = |k: Kind| {
-        matches!(
-            k,
-            Kind::TypeI
-                | Kind::Mode(_)
-                | Kind::Buffer {
-                    sbuf_fallback: None
-                }
-                | Kind::OptsRetr
-                | Kind::OptsDrs(_)
-        )
-    };
     match last {
         // Nothing goes past a buffer size with an SBUF fallback: its refusal inserts the next step.
         // A download's SPAS only tells how many listeners to open: it may end the set-up batch (the Listen step
         // after it waits for every reply anyway).
         // PASV/EPSV may end it as well: the data connection waits for its reply anyway, and a refused PASV
         // puts EPSV right behind it (nothing else is in flight by then).
+        // PORT comes only from a download's Listen step, which follows set-up only (`listen_may_follow`).
         k if setup(k) => {
             setup(next)
                 || matches!(
                     next,
-                    Kind::Buffer { .. } | Kind::Spas { upload: false } | Kind::Pasv | Kind::Epsv
+                    Kind::Buffer { .. }
+                        | Kind::Spas { upload: false }
+                        | Kind::Pasv
+                        | Kind::Epsv
+                        | Kind::Port
                 )
                 || (k == Kind::TypeI && matches!(next, Kind::OptsBlast | Kind::Size))
         }
@@ -353,13 +371,21 @@ mod tests {
             Kind::Allo,
             Kind::Rest { required: false },
             Kind::OptsBlast,
-            Kind::Port,
             Kind::Size,
             Kind::Transfer { listing: false },
             Kind::Transfer { listing: true },
         ] {
             assert!(!may_follow(Kind::OptsRetr, next), "{next:?}");
         }
+        // A download's listener, and so its PORT, may follow set-up, never a SPAS or a buffer size whose
+        // refusal inserts SBUF.
+        assert!(may_follow(Kind::OptsRetr, Kind::Port) && listen_may_follow(Kind::OptsRetr));
+        assert!(listen_may_follow(Kind::Mode(TransferMode::Extended)));
+        assert!(!listen_may_follow(Kind::Spas { upload: false }));
+        assert!(!listen_may_follow(Kind::Buffer {
+            sbuf_fallback: Some(1 << 20)
+        }));
+        assert!(!listen_may_follow(Kind::Pasv) && !listen_may_follow(Kind::Feat));
         assert!(may_follow(Kind::User, Kind::Pass) && may_follow(Kind::Pass, Kind::Feat));
         for last in [
             Kind::Transfer { listing: false },

@@ -56,12 +56,22 @@ fn drsftp_download_pipelines_setup_then_port_with_retr() {
     let mut h = H::login(DRSFTP_FEAT);
     h.start_download(true);
     assert_eq!(h.sent(), SETUP, "the whole set-up in one round");
-    assert!(h.deadline_armed());
-    // Replies one by one: nothing more goes out (Listen is not pipelined), the deadline stays armed.
+    // The listener does not wait for the set-up replies (nothing in them changes it: no SPAS), so PORT and
+    // RETR leave in the same round.
+    assert_eq!(h.events(), vec![Event::Listen]);
+    assert!(
+        h.deadline_armed(),
+        "the set-up replies keep their deadline while the driver listens"
+    );
+    h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
+    assert_eq!(h.sent(), ["PORT 127,0,0,1,235,41", "RETR /data/f"]);
+    // Replies one by one: nothing more goes out, the deadline stays armed.
     for r in [
         "200 Type set to I.\n",
         "200 Mode set to E.\n",
         "200 DRS Inband=1;\n",
+        "200 OPTS Command Successful.\n",
+        "200 PORT Command successful.\n",
     ] {
         h.now += Duration::from_millis(100);
         h.reply(r);
@@ -69,14 +79,7 @@ fn drsftp_download_pipelines_setup_then_port_with_retr() {
         assert_eq!(h.events(), vec![]);
         assert!(h.deadline_armed(), "re-armed for the next reply in flight");
     }
-    h.reply("200 OPTS Command Successful.\n");
-    h.listen();
     assert!(h.s.drs_negotiated());
-    assert_eq!(h.sent(), ["PORT 127,0,0,1,235,41", "RETR /data/f"]);
-    assert!(h.deadline_armed());
-    h.reply("200 PORT Command successful.\n");
-    assert!(h.events().is_empty());
-    assert!(h.deadline_armed(), "RETR still waits for its 150");
     h.reply("125 Beginning MODE E transfer of RETR /data/f.\n");
     assert!(matches!(&h.events()[..], [Event::TransferStarted(r)] if r.code == 125));
     assert_eq!(
@@ -127,7 +130,7 @@ fn replies_in_one_read_are_matched_in_order() {
     );
     let ev = h.events();
     assert!(
-        matches!(&ev[..], [Event::Notice(n), Event::Listen] if n.contains("OPTS RETR")),
+        matches!(&ev[..], [Event::Listen, Event::Notice(n)] if n.contains("OPTS RETR")),
         "{ev:?}"
     );
     h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
@@ -222,10 +225,13 @@ fn refused_mode_swallows_the_pipelined_replies() {
         "200 Type set to I.\n504 Command not implemented for that parameter.\n",
     );
     let ev = h.events();
-    let [Event::Failed(ClientError::Refused { command, reply })] = &ev[..] else {
+    let [Event::Listen, Event::Failed(ClientError::Refused { command, reply })] = &ev[..] else {
         panic!("{ev:?}")
     };
     assert_eq!((command.as_str(), reply.code), ("MODE E", 504));
+    // The listener the driver opens now finds the operation gone: nothing more goes out.
+    h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
+    assert!(h.sent().is_empty());
     assert_eq!(h.s.poll_timeout(), None);
     assert!(!h.s.is_busy() && !h.s.is_dead());
     // OPTS DRS and OPTS RETR were answered too; those replies are not the SIZE's.
@@ -359,7 +365,10 @@ fn abort_during_the_setup_batch_fails_at_once() {
     h.start_download(true);
     h.batch(&SETUP, "200 Type set to I.\n");
     h.s.abort(h.now);
-    assert_eq!(h.events(), vec![Event::Failed(ClientError::Aborted)]);
+    assert_eq!(
+        h.events(),
+        vec![Event::Listen, Event::Failed(ClientError::Aborted)]
+    );
     assert_eq!(
         h.sent(),
         Vec::<String>::new(),
@@ -377,7 +386,10 @@ fn a_timeout_names_the_oldest_command_in_flight() {
     h.s.handle_timeout(d);
     assert_eq!(
         h.events(),
-        vec![Event::Failed(ClientError::Timeout("MODE E".into()))]
+        vec![
+            Event::Listen,
+            Event::Failed(ClientError::Timeout("MODE E".into()))
+        ]
     );
     assert!(h.s.is_dead());
 }
@@ -721,4 +733,26 @@ fn a_blast_download_carries_the_final_cksm_behind_retr() {
     h.s.handle_blast_bound(h.now, "127.0.0.1:40002".parse().unwrap());
     let sent = h.sent();
     assert!(!sent.iter().any(|c| c.starts_with("CKSM")), "{sent:?}");
+}
+
+/// PORT and RETR left with the set-up (the driver listened at once); then MODE E is refused: the operation fails
+/// on that reply, and the replies still due to OPTS, PORT and RETR (a RETR the server may even start, and fail
+/// for want of a data connection) are swallowed, never taken for the next operation's.
+#[test]
+fn a_refused_mode_swallows_the_port_and_retr_sent_with_the_set_up() {
+    let mut h = H::login(DRSFTP_FEAT);
+    h.start_download(true);
+    assert_eq!(h.sent(), SETUP);
+    assert_eq!(h.events(), vec![Event::Listen]);
+    h.s.handle_listening(h.now, "127.0.0.1:60201".parse().unwrap());
+    assert_eq!(h.sent(), ["PORT 127,0,0,1,235,41", "RETR /data/f"]);
+    h.reply("200 Type set to I.\n504 Command not implemented for that parameter.\n");
+    assert!(
+        matches!(&h.events()[..], [Event::Failed(e)] if e.reply_code() == Some(504)),
+        "fails on the refusal, not later"
+    );
+    h.size_after(
+        "200 DRS Inband=1;\n200 OPTS Command Successful.\n200 PORT Command successful.\n\
+         150 Opening.\n425 Can't open data connection.\n",
+    );
 }

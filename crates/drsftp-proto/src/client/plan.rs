@@ -160,11 +160,13 @@ impl ClientSession {
         if let Some((line, on)) = self.drs_opts(spec.drs) {
             s.push_back(Step::Cmd(line.to_string(), Kind::OptsDrs(on)));
         }
-        // Striping needs SPAS (and for a download SPOR to answer it); blast and stream mode never stripe.
+        // Striping needs SPAS (and for a download SPOR to answer it); blast and stream mode never stripe. A
+        // server that says it has one stripe (`STRIPES 1`) is not asked: a download then listens at once.
         let stripe = ext
             && spec.stripes
             && self.features.has("SPAS")
-            && (!down || self.features.has("SPOR"));
+            && (!down || self.features.has("SPOR"))
+            && self.features.stripes().is_none_or(|n| n > 1);
         if down && ext {
             let n = spec.streams.max(1);
             let (lo, hi) = match spec.streams_range {

@@ -23,7 +23,7 @@ use super::batch;
 use super::blast::{self, BlastNeg};
 use super::drs::Drs;
 use super::feat::Features;
-use super::pipeline::may_follow;
+use super::pipeline::{listen_may_follow, may_follow};
 use super::plan::{Kind, Step};
 use super::reply::{Reply, ReplyReader};
 use super::types::*;
@@ -667,6 +667,9 @@ impl ClientSession {
                             && may_follow(*last, *next)
                             && (*next != Kind::Pass || pass_early)
                     }
+                    (Some(Step::Listen), None) => {
+                        pipelining && run.inflight.iter().all(|(_, k)| listen_may_follow(*k))
+                    }
                     _ => false,
                 };
                 if !more {
@@ -684,7 +687,10 @@ impl ClientSession {
                 }
                 Some(Step::Listen) => {
                     run.parked = Some(Step::Listen);
-                    self.deadline = None;
+                    // Set-up commands may still be in flight (`listen_may_follow`): their replies keep theirs.
+                    if run.inflight.is_empty() {
+                        self.deadline = None;
+                    }
                     self.events.push_back(Event::Listen);
                     return;
                 }

@@ -208,3 +208,33 @@ fn a_striped_download_asks_for_its_final_cksm_afterwards() {
     assert_eq!(h.report().checksum, None);
     assert_eq!(h.sent(), Vec::<String>::new());
 }
+
+/// A drsftp server lists SPAS and SPOR and says how many stripes it has (`STRIPES n`). Told 1, the client does
+/// not ask SPAS: the download listens at once and its set-up, PORT and RETR leave in one write (one round trip
+/// less). Told more, or not told (an older drsftp server), it asks SPAS first, as GFD.20 has it.
+#[test]
+fn a_drsftp_server_with_one_stripe_is_not_asked_spas() {
+    let feat =
+        |stripes: &str| DRSFTP_FEAT.replace(" DRS\n", &format!(" DRS\n SPAS\n SPOR\n{stripes}"));
+    let setup = ["TYPE I", "MODE E", "OPTS RETR Parallelism=2,2,2;"];
+    let mut h = Scripted::login(&feat(" STRIPES 1\n"));
+    assert_eq!(h.s.features().stripes(), Some(1));
+    h.start(Op::Transfer(spec(Direction::Download, 2)));
+    assert_eq!(h.sent(), setup);
+    assert_eq!(h.events(), vec![Event::Listen]);
+    h.s.handle_listening(h.now, "127.0.0.1:1025".parse().unwrap());
+    assert_eq!(h.sent(), ["PORT 127,0,0,1,4,1", "RETR /d/f"], "same round");
+    h.reply("200 ok\n200 ok\n200 ok\n200 PORT ok\n150 go\n226 done\n");
+    assert!(matches!(
+        h.events().last(),
+        Some(Event::Done(Outcome::Transferred(_)))
+    ));
+    for stripes in [" STRIPES 2\n", ""] {
+        let mut h = Scripted::login(&feat(stripes));
+        h.start(Op::Transfer(spec(Direction::Download, 2)));
+        let mut want = setup.to_vec();
+        want.push("SPAS");
+        assert_eq!(h.sent(), want, "{stripes:?}");
+        assert_eq!(h.events(), vec![], "the listeners wait for SPAS's reply");
+    }
+}

@@ -63,7 +63,8 @@ mod tests {
             feat,
             "211-Extensions supported:\r\n UTF8\r\n MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n \
              MDTM\r\n MFMT\r\n REST STREAM\r\n PARALLEL\r\n ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
-             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n PEER\r\n BLAST BPRT\r\n211 End.\r\n"
+             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n PEER\r\n BLAST BPRT\r\n STRIPES 1\r\n\
+             211 End.\r\n"
         );
         // Our own client reads it as a GridFTP server with checksums.
         let mut rd = ReplyReader::new();
@@ -71,18 +72,26 @@ mod tests {
         let f = Features::parse(&rd.next_reply().unwrap().unwrap());
         assert!(f.parallel() && f.has("ERET") && f.has("SPAS") && f.drs());
         assert_eq!(f.verify_algorithm(), Some("CRC32C"));
+        // One stripe: this server moves its own data. A frontend says how many movers SPAS would name.
+        assert_eq!(f.stripes(), Some(1));
+        let mut h = H::with_cfg(ServerConfig {
+            data_nodes: 3,
+            ..ServerConfig::default()
+        });
+        assert!(h.cmd("FEAT").contains("\r\n STRIPES 3\r\n211 End."));
     }
 
     /// The whole FEAT reply and the OPTS replies, byte for byte, as they were before FEAT and OPTS were
-    /// assembled from the verb registry (plus MFMT since): globus-url-copy, curl and lftp read these bytes.
+    /// assembled from the verb registry (plus MFMT and the last line, STRIPES, since): globus-url-copy, curl and
+    /// lftp read these bytes (the interop tests run them against it).
     #[test]
     fn feat_and_opts_bytes_are_pinned() {
         const WITHOUT_BLAST: &str = "211-Extensions supported:\r\n UTF8\r\n \
              MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;\r\n SIZE\r\n MDTM\r\n MFMT\r\n REST STREAM\r\n \
              PARALLEL\r\n \
              ERET\r\n ESTO\r\n SPAS\r\n SPOR\r\n SBUF\r\n DRS\r\n \
-             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n PEER\r\n211 End.\r\n";
-        let with_blast = WITHOUT_BLAST.replace("211 End.", " BLAST BPRT\r\n211 End.");
+             CKSM SHA256;SHA1;MD5;ADLER32;CRC32C;\r\n EPSV\r\n EPRT\r\n PEER\r\n STRIPES 1\r\n211 End.\r\n";
+        let with_blast = WITHOUT_BLAST.replace(" STRIPES 1", " BLAST BPRT\r\n STRIPES 1");
         assert_eq!(H::new().cmd("FEAT"), with_blast);
         let mut h = H::with_cfg(ServerConfig {
             blast: false,

@@ -228,6 +228,7 @@ pub(crate) static VERBS: &[Verb] = &[
     pasv::PASV,
     pasv::EPSV,
     pasv::SPAS,
+    pasv::STRIPES,
     port::PORT,
     port::EPRT,
     port::SPOR,

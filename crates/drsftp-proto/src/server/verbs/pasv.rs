@@ -18,6 +18,13 @@ use crate::server::types::DataEndpoint;
 pub(super) const PASV: Verb = Verb::cmd("PASV", pasv);
 pub(super) const EPSV: Verb = Verb::cmd("EPSV", epsv).feat(140, &["EPSV"]);
 pub(super) const SPAS: Verb = Verb::cmd("SPAS", spas).feat(90, &["SPAS"]);
+/// ` STRIPES n` (a drsftp line, last in FEAT): how many stripes SPAS would answer with. GFD.20's FEAT cannot say
+/// "one stripe", so without it a client asks SPAS before every MODE E download, and that reply decides how many
+/// listeners it opens: a round trip before it can send PORT. Told 1, our client skips SPAS and sends its whole
+/// download set-up, PORT and RETR in one write.
+pub(super) const STRIPES: Verb = Verb::feature("STRIPES").feat_from(170, |ctx| {
+    vec![format!("STRIPES {}", ctx.cfg.data_nodes.max(1))]
+});
 
 /// The ports of the driver's listeners, or why there are none.
 fn ports(r: Result<Vec<SocketAddr>, String>) -> Result<Vec<u16>, String> {
