@@ -41,6 +41,10 @@ const BLAST_BLOCKED_AFTER: std::time::Duration = std::time::Duration::from_secs(
 /// How often `--transport auto` feeds the decider a reading of the TCP streams.
 const AUTO_SAMPLE: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How fast a drsftp server hashes a file for CKSM (CRC32C from the page cache: ~0.2 s per GiB measured), for
+/// the cost of a CKSM queued behind a RETR that a switch aborts.
+const SERVER_HASH_BPS: f64 = 5.0 * (1u64 << 30) as f64;
+
 /// Smaller TCP downloads start afresh: the MDTM round trip and checkpoint thread cost more than sending again.
 pub(crate) const TCP_RESUME_MIN: u64 = 4 << 20;
 
@@ -649,9 +653,14 @@ impl TcpLeg {
         // that a switch then aborts, it would be hashed on the server ahead of the blast set-up (~0.2 s per GiB,
         // first22c). A transfer that ends before any verdict asks for it afterwards (one round trip, answered
         // from the server's sent-file CRC).
+        // A file the server hashes in under a quarter of a round trip is the exception: a switch would wait that
+        // little for its hash, and a copy that ends on TCP (any file this small on a clean path) saves the round
+        // trip of asking afterwards.
+        let rtt = control.path_rtt().unwrap_or_default().as_secs_f64();
+        let cheap = total.is_some_and(|n| n as f64 / SERVER_HASH_BPS < rtt / 4.0);
         let ask = control.ask_cksm.clone();
-        let mut ask_alg = self.final_cksm.filter(|_| decider.is_some());
-        if let Some(a) = self.final_cksm.filter(|_| decider.is_none()) {
+        let mut ask_alg = self.final_cksm.filter(|_| decider.is_some() && !cheap);
+        if let Some(a) = self.final_cksm.filter(|_| decider.is_none() || cheap) {
             control.session_mut().set_trailing_checksum(a.name());
         }
         let fut = transfer::run(
