@@ -19,6 +19,7 @@ impl ClientSession {
         kind: Kind,
         reply: Reply,
     ) -> Option<Result<Outcome, ClientError>> {
+        let drsftp = self.greeted_by_drsftp();
         let run = self.current.as_mut()?;
         let refused = |reply: Reply| ClientError::Refused {
             command: mask(&cmd),
@@ -334,7 +335,12 @@ impl ClientSession {
                     return None;
                 }
                 run.steps.push_back(Step::StartTls);
-                if protect_data {
+                if protect_data && drsftp {
+                    // PBSZ and PROT ride with the next operation (the login) in its first write: the operation
+                    // ends with the handshake (`handle_tls_started`), two round trips less. Data connections are
+                    // TLS from now on; a refused PROT fails that operation before any data moves.
+                    self.prot_pending = true;
+                } else if protect_data {
                     run.steps.push_back(Step::Cmd("PBSZ 0".into(), Kind::Pbsz));
                     run.steps.push_back(Step::Cmd("PROT P".into(), Kind::Prot));
                 } else {
@@ -351,7 +357,10 @@ impl ClientSession {
                 if !reply.is_ok() {
                     return Some(Err(refused(reply)));
                 }
-                return Some(Ok(Outcome::Secured(true)));
+                // It ends `Op::Secure`; at the head of another operation (`prot_pending`) that one goes on.
+                if run.steps.is_empty() && run.inflight.is_empty() {
+                    return Some(Ok(Outcome::Secured(true)));
+                }
             }
         }
         None

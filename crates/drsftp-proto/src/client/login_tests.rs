@@ -7,8 +7,9 @@ use super::*;
 
 type H = Scripted;
 
-/// A drsftp greeting and TLS on the control channel (`AUTH TLS` accepted): USER, PASS and FEAT go out in one
-/// write; the replies then come one by one.
+/// A drsftp greeting and TLS on the control channel (`AUTH TLS` accepted): the secure operation ends with the
+/// handshake, and PBSZ, PROT, USER, PASS and FEAT go out in the login's one write; their replies are answered
+/// here up to PROT's.
 fn drsftp_login(h: &mut H) {
     h.reply("220 drsftp GridFTP server ready.\n");
     h.start(Op::Secure {
@@ -18,14 +19,19 @@ fn drsftp_login(h: &mut H) {
     h.expect("AUTH TLS", "234 AUTH TLS successful.\n");
     assert_eq!(h.events(), vec![Event::StartTls]);
     h.s.handle_tls_started(h.now);
-    h.expect("PBSZ 0", "200 PBSZ=0\n");
-    h.expect("PROT P", "200 Protection level set to Private.\n");
+    assert!(h.sent().is_empty(), "PBSZ and PROT wait for the login");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(true))]);
     h.start(Op::Login {
         user: "alice".into(),
         pass: "pw".into(),
     });
-    assert_eq!(h.sent(), ["USER alice", "PASS pw", "FEAT"], "one round");
+    assert_eq!(
+        h.sent(),
+        ["PBSZ 0", "PROT P", "USER alice", "PASS pw", "FEAT"],
+        "one round"
+    );
+    h.reply("200 PBSZ=0\n200 Protection level set to Private.\n");
+    assert!(h.events().is_empty(), "PROT does not end the login");
 }
 
 #[test]
@@ -253,4 +259,55 @@ fn after_login_commands_are_dropped_with_a_refused_login_or_another_server() {
     ));
     assert!(h.sent().is_empty(), "nothing behind FEAT");
     assert!(h.s.take_after_login().is_empty());
+}
+
+/// PBSZ and PROT lead the login's write under TLS: a refused PROT fails the login there (nothing was moved, and
+/// no data connection may go out unprotected), and the replies to the USER, PASS and FEAT behind it are swallowed.
+/// A server that is not drsftp gets PBSZ and PROT inside `Op::Secure`, one at a time, as before.
+#[test]
+fn a_refused_prot_fails_the_login_it_leads() {
+    let mut h = H::new();
+    h.reply("220 drsftp GridFTP server ready.\n");
+    h.start(Op::Secure {
+        require: true,
+        protect_data: true,
+    });
+    h.expect("AUTH TLS", "234 AUTH TLS successful.\n");
+    assert_eq!(h.events(), vec![Event::StartTls]);
+    h.s.handle_tls_started(h.now);
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(true))]);
+    h.start(Op::Login {
+        user: "alice".into(),
+        pass: "pw".into(),
+    });
+    assert_eq!(h.sent().len(), 5);
+    h.reply("200 PBSZ=0\n534 PROT P refused.\n");
+    assert!(matches!(
+        &h.events()[..],
+        [Event::Failed(ClientError::Refused { reply, .. })] if reply.code == 534
+    ));
+    h.start(Op::Size("/f".into()));
+    assert_eq!(h.sent(), ["TYPE I", "SIZE /f"]);
+    h.reply("331 Password required.\n230 Logged in.\n211 End.\n");
+    assert!(h.events().is_empty(), "the login's replies are swallowed");
+    h.reply("200 Type set to I.\n213 5\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Size(5))]);
+    // Another server: PBSZ, then PROT, inside the secure operation.
+    let mut h = H::new();
+    h.reply("220 vm GridFTP Server 13.24 ready.\n");
+    h.start(Op::Secure {
+        require: true,
+        protect_data: true,
+    });
+    h.expect("AUTH TLS", "234 AUTH TLS successful.\n");
+    assert_eq!(h.events(), vec![Event::StartTls]);
+    h.s.handle_tls_started(h.now);
+    h.expect("PBSZ 0", "200 PBSZ=0\n");
+    h.expect("PROT P", "200 Protection level set to Private.\n");
+    assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(true))]);
+    h.start(Op::Login {
+        user: "alice".into(),
+        pass: "pw".into(),
+    });
+    assert_eq!(h.sent(), ["USER alice"]);
 }

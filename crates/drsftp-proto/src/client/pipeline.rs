@@ -119,6 +119,9 @@ pub(super) fn may_follow(last: Kind, next: Kind) -> bool {
         // holds FEAT until it has checked the password.
         Kind::User => next == Kind::Pass,
         Kind::Pass => next == Kind::Feat,
+        // Under TLS, PBSZ and PROT lead the login's write (`prot_pending`); a refusal of either ends it.
+        Kind::Pbsz => next == Kind::Prot,
+        Kind::Prot => next == Kind::User,
         // What the caller asks first after a login rides behind FEAT (`set_after_login`).
         Kind::Feat | Kind::AfterLogin => next == Kind::AfterLogin,
         _ => false,

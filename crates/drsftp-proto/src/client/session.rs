@@ -120,6 +120,9 @@ pub struct ClientSession {
     pub(super) after_login: Vec<String>,
     /// Their final replies, once the login that sent them has ended ([`ClientSession::take_after_login`]).
     pub(super) after_login_replies: Vec<Reply>,
+    /// `Op::Secure` with a drsftp server ended at the handshake: PBSZ 0 and PROT P go first in the next
+    /// operation, in the same write as its own commands.
+    pub(super) prot_pending: bool,
 }
 
 pub(super) fn mask(line: &str) -> String {
@@ -159,6 +162,7 @@ impl ClientSession {
             late_cksm: None,
             after_login: Vec::new(),
             after_login_replies: Vec::new(),
+            prot_pending: false,
         }
     }
 
@@ -169,7 +173,7 @@ impl ClientSession {
 
     /// The greeting is a drsftp server's (`220 drsftp ...`): login may then be pipelined (`pipeline.rs`). A
     /// server that only claims to be one gets USER, PASS and FEAT in one write, which is all it can make of it.
-    fn greeted_by_drsftp(&self) -> bool {
+    pub(super) fn greeted_by_drsftp(&self) -> bool {
         self.banner
             .as_ref()
             .is_some_and(|b| b.text().starts_with("drsftp "))
@@ -391,6 +395,16 @@ impl ClientSession {
                 }
             }
         };
+        let steps = if std::mem::take(&mut self.prot_pending) {
+            let mut s = VecDeque::from([
+                Step::Cmd("PBSZ 0".into(), Kind::Pbsz),
+                Step::Cmd("PROT P".into(), Kind::Prot),
+            ]);
+            s.extend(steps);
+            s
+        } else {
+            steps
+        };
         self.current = Some(Running {
             steps,
             inflight: VecDeque::new(),
@@ -474,6 +488,11 @@ impl ClientSession {
         if let Some(run) = self.current.as_mut() {
             if run.parked == Some(Step::StartTls) {
                 run.parked = None;
+                if run.steps.is_empty() && run.inflight.is_empty() {
+                    // PBSZ/PROT wait for the next operation (`prot_pending`).
+                    self.finish(Ok(Outcome::Secured(true)));
+                    return;
+                }
                 self.advance(now);
             }
         }
