@@ -5,7 +5,7 @@
 //! the resume identity) behind its FEAT: connect, greeting and refused AUTH, login = 3 round trips (it was 5). A
 //! count of round trips, not a speed: each costs 100 ms here, far above scheduling noise. The MODE E download's
 //! set-up goes out with its PORT and RETR (no SPAS: the server announces `STRIPES 1`), and its final CKSM right
-//! behind them. Needs root and /dev/net/tun; otherwise
+//! behind them. An upload's SIZE check rides behind its STOR. Needs root and /dev/net/tun; otherwise
 //! prints `SKIPPED <test>: <reason>` and returns.
 
 mod common;
@@ -108,6 +108,27 @@ fn auto_streams_connect_together_and_an_anonymous_login_takes_one_round() {
     assert!(
         (0.08..0.15).contains(&gap),
         "USER {gap} s after AUTH TLS: not the one round trip of the refusal\n{e}"
+    );
+    // An upload's size check rides behind its STOR with the CKSM: no SIZE round trip after the 226.
+    let mut cmd = lab.exec(2, bin().to_str().unwrap());
+    cmd.args(["copy", "--json", "--no-resume"])
+        .arg(&dst)
+        .arg(srv.url("/back.bin"))
+        .env("RUST_LOG", "drsftp_io::client::control=debug")
+        .env("NO_COLOR", "1");
+    let (ok, o, e) = run(&mut cmd, T);
+    assert!(ok, "{o} {e}\n{}", srv.log_text());
+    assert_eq!(sha256_file(&root.join("back.bin")), want);
+    let sent = |verb: &str| -> Vec<f64> {
+        e.lines()
+            .filter(|l| l.contains(&format!("-> {verb} ")))
+            .filter_map(|l| seconds_of_day(l.split_whitespace().next()?))
+            .collect()
+    };
+    let (stor, size) = (sent("STOR"), sent("SIZE"));
+    assert!(
+        stor.len() == 1 && size.len() == 1 && (size[0] - stor[0]).abs() < 0.05,
+        "STOR {stor:?} SIZE {size:?}: the size check waited for the transfer\n{e}"
     );
 }
 

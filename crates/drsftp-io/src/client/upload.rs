@@ -225,6 +225,10 @@ pub(crate) async fn run(
                 // Verified with no round trip of its own: the server answers it once the STOR is done.
                 control.session_mut().set_trailing_checksum(a.name());
             }
+            if opts.partial.is_none() {
+                // The size check below, answered the same way (a drsftp server; others ignore the request).
+                control.session_mut().set_trailing_size();
+            }
             let decider = watch.map(|b| (b, upload_auto::decider(opts, control)));
             let t0 = std::time::Instant::now();
             let fut = transfer::run(control, spec, job, dopts, progress.clone(), opts.timeout);
@@ -305,7 +309,16 @@ pub(crate) async fn run(
         m.complete();
     }
     if opts.partial.is_none() {
-        if let Some(got) = size_if_supported(control, remote).await? {
+        // The SIZE that rode behind the STOR, else (another server, a refusal, a switch to blast) asked now.
+        let behind = match moved.report.size.as_deref() {
+            Some(Ok(n)) => Some(*n),
+            _ => None,
+        };
+        let there = match behind {
+            Some(n) => Some(n),
+            None => size_if_supported(control, remote).await?,
+        };
+        if let Some(got) = there {
             if got != len {
                 return Err(ClientError::SizeMismatch {
                     what: remote.to_string(),
