@@ -7,11 +7,10 @@ use super::*;
 
 type H = Scripted;
 
-/// A drsftp greeting and TLS on the control channel (`AUTH TLS` accepted): the secure operation ends with the
-/// handshake, and PBSZ, PROT, USER, PASS and FEAT go out in the login's one write; their replies are answered
-/// here up to PROT's.
-fn drsftp_login(h: &mut H) {
-    h.reply("220 drsftp GridFTP server ready.\n");
+/// `greeting`, then `Op::Secure` (TLS required, data protected) up to the finished handshake.
+fn handshaken(greeting: &str) -> H {
+    let mut h = H::new();
+    h.reply(greeting);
     h.start(Op::Secure {
         require: true,
         protect_data: true,
@@ -19,6 +18,14 @@ fn drsftp_login(h: &mut H) {
     h.expect("AUTH TLS", "234 AUTH TLS successful.\n");
     assert_eq!(h.events(), vec![Event::StartTls]);
     h.s.handle_tls_started(h.now);
+    h
+}
+
+/// A drsftp greeting and TLS on the control channel (`AUTH TLS` accepted): the secure operation ends with the
+/// handshake, and PBSZ, PROT, USER, PASS and FEAT go out in the login's one write; their replies are answered
+/// here up to PROT's.
+fn drsftp_login() -> H {
+    let mut h = handshaken("220 drsftp GridFTP server ready.\n");
     assert!(h.sent().is_empty(), "PBSZ and PROT wait for the login");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(true))]);
     h.start(Op::Login {
@@ -32,12 +39,12 @@ fn drsftp_login(h: &mut H) {
     );
     h.reply("200 PBSZ=0\n200 Protection level set to Private.\n");
     assert!(h.events().is_empty(), "PROT does not end the login");
+    h
 }
 
 #[test]
 fn a_drsftp_greeting_gets_the_login_in_one_round_under_tls() {
-    let mut h = H::new();
-    drsftp_login(&mut h);
+    let mut h = drsftp_login();
     h.reply("331 Password required for alice.\n");
     assert_eq!(h.events(), vec![]);
     h.reply("230 User alice logged in.\n");
@@ -121,8 +128,7 @@ fn an_anonymous_login_goes_in_one_round_in_cleartext() {
 
 #[test]
 fn a_refused_pipelined_login_fails_and_its_feat_is_swallowed() {
-    let mut h = H::new();
-    drsftp_login(&mut h);
+    let mut h = drsftp_login();
     h.reply("331 Password required for alice.\n530 Login incorrect.\n");
     assert!(matches!(
         &h.events()[..],
@@ -143,8 +149,7 @@ fn a_refused_pipelined_login_fails_and_its_feat_is_swallowed() {
 
 #[test]
 fn a_user_accepted_without_password_makes_the_pipelined_pass_moot() {
-    let mut h = H::new();
-    drsftp_login(&mut h);
+    let mut h = drsftp_login();
     h.reply("230 User alice logged in.\n503 Already logged in.\n");
     assert_eq!(h.events(), vec![], "PASS's 503 is not a failure");
     h.reply(DRSFTP_FEAT);
@@ -266,15 +271,7 @@ fn after_login_commands_are_dropped_with_a_refused_login_or_another_server() {
 /// A server that is not drsftp gets PBSZ and PROT inside `Op::Secure`, one at a time, as before.
 #[test]
 fn a_refused_prot_fails_the_login_it_leads() {
-    let mut h = H::new();
-    h.reply("220 drsftp GridFTP server ready.\n");
-    h.start(Op::Secure {
-        require: true,
-        protect_data: true,
-    });
-    h.expect("AUTH TLS", "234 AUTH TLS successful.\n");
-    assert_eq!(h.events(), vec![Event::StartTls]);
-    h.s.handle_tls_started(h.now);
+    let mut h = handshaken("220 drsftp GridFTP server ready.\n");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(true))]);
     h.start(Op::Login {
         user: "alice".into(),
@@ -293,15 +290,7 @@ fn a_refused_prot_fails_the_login_it_leads() {
     h.reply("200 Type set to I.\n213 5\n");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Size(5))]);
     // Another server: PBSZ, then PROT, inside the secure operation.
-    let mut h = H::new();
-    h.reply("220 vm GridFTP Server 13.24 ready.\n");
-    h.start(Op::Secure {
-        require: true,
-        protect_data: true,
-    });
-    h.expect("AUTH TLS", "234 AUTH TLS successful.\n");
-    assert_eq!(h.events(), vec![Event::StartTls]);
-    h.s.handle_tls_started(h.now);
+    let mut h = handshaken("220 vm GridFTP Server 13.24 ready.\n");
     h.expect("PBSZ 0", "200 PBSZ=0\n");
     h.expect("PROT P", "200 Protection level set to Private.\n");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Secured(true))]);
