@@ -5,7 +5,8 @@
 //! the resume identity) behind its FEAT: connect, greeting and refused AUTH, login = 3 round trips (it was 5). A
 //! count of round trips, not a speed: each costs 100 ms here, far above scheduling noise. The MODE E download's
 //! set-up goes out with its PORT and RETR (no SPAS: the server announces `STRIPES 1`), and its final CKSM right
-//! behind them. An upload's SIZE check rides behind its STOR. Needs root and /dev/net/tun; otherwise
+//! behind them. An upload's STOR leaves as soon as PASV is answered (the data connection is made meanwhile), with
+//! its SIZE check behind it. Needs root and /dev/net/tun; otherwise
 //! prints `SKIPPED <test>: <reason>` and returns.
 
 mod common;
@@ -129,6 +130,16 @@ fn auto_streams_connect_together_and_an_anonymous_login_takes_one_round() {
     assert!(
         stor.len() == 1 && size.len() == 1 && (size[0] - stor[0]).abs() < 0.05,
         "STOR {stor:?} SIZE {size:?}: the size check waited for the transfer\n{e}"
+    );
+    // And the STOR leaves as soon as PASV is answered, not a connect's round trip later.
+    let pasv_reply: Vec<f64> = e
+        .lines()
+        .filter(|l| l.contains("<- 227 "))
+        .filter_map(|l| seconds_of_day(l.split_whitespace().next()?))
+        .collect();
+    assert!(
+        pasv_reply.len() == 1 && stor[0] - pasv_reply[0] < 0.05,
+        "227 at {pasv_reply:?}, STOR at {stor:?}: the STOR waited for the data connection\n{e}"
     );
 }
 

@@ -310,7 +310,7 @@ impl Control {
     }
 
     /// Writes pending command bytes. Cancel-safe: the cursor moves only after a completed `write`.
-    async fn flush(&mut self) -> Result<(), ClientError> {
+    pub(crate) async fn flush(&mut self) -> Result<(), ClientError> {
         self.collect_output();
         while self.out_pos < self.out.len() {
             let pos = self.out_pos;

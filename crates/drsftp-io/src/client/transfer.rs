@@ -162,6 +162,9 @@ pub(crate) async fn run_started(
                 }
                 Event::Connect { addr, streams } => {
                     let addr = or_peer(addr, peer_ip);
+                    // With a drsftp server the transfer command is already queued behind the PASV reply: it
+                    // leaves before the connection is made, so both take the same round trip.
+                    control.flush().await?;
                     chan.socks = vec![connect_all(addr, streams, &opts, stall).await?];
                     chan.data_addr = Some(addr);
                     control.session_mut().handle_data_ready(Instant::now());
