@@ -62,12 +62,7 @@ fn auto_streams_connect_together_and_an_anonymous_login_takes_one_round() {
     );
     // The control log's send times: USER, SIZE and MDTM leave together, well inside the 100 ms a reply takes,
     // and AUTH TLS a round trip before them (it did not wait for the greeting).
-    let sent = |verb: &str| -> Vec<f64> {
-        e.lines()
-            .filter(|l| l.contains(&format!("-> {verb} ")))
-            .filter_map(|l| seconds_of_day(l.split_whitespace().next()?))
-            .collect()
-    };
+    let sent = |verb: &str| stamps(&e, &format!("-> {verb} "));
     let (auth, user, size, mdtm) = (sent("AUTH"), sent("USER"), sent("SIZE"), sent("MDTM"));
     assert_eq!(
         (auth.len(), user.len(), size.len(), mdtm.len()),
@@ -120,27 +115,26 @@ fn auto_streams_connect_together_and_an_anonymous_login_takes_one_round() {
     let (ok, o, e) = run(&mut cmd, T);
     assert!(ok, "{o} {e}\n{}", srv.log_text());
     assert_eq!(sha256_file(&root.join("back.bin")), want);
-    let sent = |verb: &str| -> Vec<f64> {
-        e.lines()
-            .filter(|l| l.contains(&format!("-> {verb} ")))
-            .filter_map(|l| seconds_of_day(l.split_whitespace().next()?))
-            .collect()
-    };
+    let sent = |verb: &str| stamps(&e, &format!("-> {verb} "));
     let (stor, size) = (sent("STOR"), sent("SIZE"));
     assert!(
         stor.len() == 1 && size.len() == 1 && (size[0] - stor[0]).abs() < 0.05,
         "STOR {stor:?} SIZE {size:?}: the size check waited for the transfer\n{e}"
     );
     // And the STOR leaves as soon as PASV is answered, not a connect's round trip later.
-    let pasv_reply: Vec<f64> = e
-        .lines()
-        .filter(|l| l.contains("<- 227 "))
-        .filter_map(|l| seconds_of_day(l.split_whitespace().next()?))
-        .collect();
+    let pasv_reply = stamps(&e, "<- 227 ");
     assert!(
         pasv_reply.len() == 1 && stor[0] - pasv_reply[0] < 0.05,
         "227 at {pasv_reply:?}, STOR at {stor:?}: the STOR waited for the data connection\n{e}"
     );
+}
+
+/// When the control log `log` shows `needle` (`-> VERB ` sent, `<- 227 ` received): seconds into the day of each.
+fn stamps(log: &str, needle: &str) -> Vec<f64> {
+    log.lines()
+        .filter(|l| l.contains(needle))
+        .filter_map(|l| seconds_of_day(l.split_whitespace().next()?))
+        .collect()
 }
 
 /// Seconds into the day of a log line's RFC 3339 timestamp (`2026-11-28T06:29:10.906675Z`); ANSI colour codes

@@ -411,7 +411,7 @@ impl Client {
         timeout: Duration,
         tls: &crate::tls::TlsSettings,
     ) -> Result<Client, ClientError> {
-        Self::login(host_port, (user, pass), timeout, tls, None).await
+        Self::login(host_port, user, pass, timeout, tls, None).await
     }
 
     /// [`Client::connect_tls`] for a session that will fetch `path` first: from a drsftp server whose login is
@@ -420,17 +420,19 @@ impl Client {
     /// other server this is [`Client::connect_tls`].
     pub async fn connect_to_fetch(
         host_port: &str,
-        (user, pass): (&str, &str),
+        user: &str,
+        pass: &str,
         timeout: Duration,
         tls: &crate::tls::TlsSettings,
         path: &str,
     ) -> Result<Client, ClientError> {
-        Self::login(host_port, (user, pass), timeout, tls, Some(path)).await
+        Self::login(host_port, user, pass, timeout, tls, Some(path)).await
     }
 
     async fn login(
         host_port: &str,
-        (user, pass): (&str, &str),
+        user: &str,
+        pass: &str,
         timeout: Duration,
         tls: &crate::tls::TlsSettings,
         fetch: Option<&str>,

@@ -310,13 +310,9 @@ pub(crate) async fn run(
     }
     if opts.partial.is_none() {
         // The SIZE that rode behind the STOR, else (another server, a refusal, a switch to blast) asked now.
-        let behind = match moved.report.size.as_deref() {
+        let there = match moved.report.size.as_deref() {
             Some(Ok(n)) => Some(*n),
-            _ => None,
-        };
-        let there = match behind {
-            Some(n) => Some(n),
-            None => size_if_supported(control, remote).await?,
+            _ => size_if_supported(control, remote).await?,
         };
         if let Some(got) = there {
             if got != len {

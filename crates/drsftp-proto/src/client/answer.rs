@@ -20,7 +20,6 @@ impl ClientSession {
         reply: Reply,
     ) -> Option<Result<Outcome, ClientError>> {
         let drsftp = self.greeted_by_drsftp();
-        let drs = self.features.drs();
         let run = self.current.as_mut()?;
         let refused = |reply: Reply| ClientError::Refused {
             command: mask(&cmd),
@@ -220,7 +219,7 @@ impl ClientSession {
                         // made (it accepts on its listener until the data timeout): the command goes out now,
                         // and the driver connects once it has sent it, one round trip less per upload, stream
                         // transfer and listing. Other servers, and batches (their own gates), wait for it.
-                        if !(drs && run.batch.is_none()) {
+                        if !(self.features.drs() && run.batch.is_none()) {
                             run.parked = Some(Step::DataReady);
                             self.deadline = None;
                         }

@@ -176,21 +176,27 @@ fn other_greetings_get_the_login_one_command_at_a_time() {
 
 const STAT: [&str; 3] = ["TYPE I", "SIZE /d/f", "MDTM /d/f"];
 
-fn after_login(h: &mut H) {
+/// `greeting`, the copy's TYPE I/SIZE/MDTM set to ride behind the login, and the login as `user` started.
+fn login_with_stat(greeting: &str, user: &str, pass: &str) -> H {
+    let mut h = H::new();
+    h.reply(greeting);
     h.s.set_after_login(STAT.iter().map(|c| c.to_string()).collect());
+    h.start(Op::Login {
+        user: user.into(),
+        pass: pass.into(),
+    });
+    h
 }
 
 /// What a copy asks first (TYPE I, SIZE, MDTM) rides behind a pipelined login's FEAT: the login ends when their
 /// replies are in, one round trip for all of it, and they are kept for the caller, refusals included.
 #[test]
 fn commands_set_for_after_login_ride_behind_feat_and_their_replies_are_kept() {
-    let mut h = H::new();
-    h.reply("220 drsftp GridFTP server ready.\n");
-    after_login(&mut h);
-    h.start(Op::Login {
-        user: "anonymous".into(),
-        pass: ANONYMOUS_PASSWORD.into(),
-    });
+    let mut h = login_with_stat(
+        "220 drsftp GridFTP server ready.\n",
+        "anonymous",
+        ANONYMOUS_PASSWORD,
+    );
     let mut want = vec!["USER anonymous", "PASS drsftp@", "FEAT"];
     want.extend(STAT);
     assert_eq!(h.sent(), want, "one write");
@@ -212,13 +218,7 @@ fn commands_set_for_after_login_ride_behind_feat_and_their_replies_are_kept() {
     assert!(h.s.take_after_login().is_empty(), "taken once");
     assert!(!h.s.is_busy());
     // A password that must wait for 331: the commands still go with PASS and FEAT.
-    let mut h = H::new();
-    h.reply("220 drsftp GridFTP server ready.\n");
-    after_login(&mut h);
-    h.start(Op::Login {
-        user: "alice".into(),
-        pass: "pw".into(),
-    });
+    let mut h = login_with_stat("220 drsftp GridFTP server ready.\n", "alice", "pw");
     h.expect("USER alice", "331 Password required for alice.\n");
     let mut want = vec!["PASS pw", "FEAT"];
     want.extend(STAT);
@@ -229,13 +229,11 @@ fn commands_set_for_after_login_ride_behind_feat_and_their_replies_are_kept() {
 /// next) and none are kept; with a server that is not drsftp they never go out at all.
 #[test]
 fn after_login_commands_are_dropped_with_a_refused_login_or_another_server() {
-    let mut h = H::new();
-    h.reply("220 drsftp GridFTP server ready.\n");
-    after_login(&mut h);
-    h.start(Op::Login {
-        user: "anonymous".into(),
-        pass: ANONYMOUS_PASSWORD.into(),
-    });
+    let mut h = login_with_stat(
+        "220 drsftp GridFTP server ready.\n",
+        "anonymous",
+        ANONYMOUS_PASSWORD,
+    );
     assert_eq!(h.sent().len(), 6);
     h.reply("530 Anonymous logins are off.\n");
     assert!(matches!(&h.events()[..], [Event::Failed(_)]));
@@ -248,13 +246,11 @@ fn after_login_commands_are_dropped_with_a_refused_login_or_another_server() {
     h.reply("200 Type set to I.\n213 7\n");
     assert_eq!(h.events(), vec![Event::Done(Outcome::Size(7))]);
     // Another server: one command at a time, and nothing behind FEAT.
-    let mut h = H::new();
-    h.reply("220 vm GridFTP Server 13.24 [Grid Community Toolkit 6.2] ready.\n");
-    after_login(&mut h);
-    h.start(Op::Login {
-        user: "alice".into(),
-        pass: "pw".into(),
-    });
+    let mut h = login_with_stat(
+        "220 vm GridFTP Server 13.24 [Grid Community Toolkit 6.2] ready.\n",
+        "alice",
+        "pw",
+    );
     h.expect("USER alice", "331 Password required.\n");
     h.expect("PASS pw", "230 Logged in.\n");
     h.expect("FEAT", "211 End.\n");

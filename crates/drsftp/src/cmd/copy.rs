@@ -427,14 +427,13 @@ async fn copy(
     let url = plan.remote();
     let tls = args.tls.settings()?;
     let t0 = std::time::Instant::now();
-    let creds = (url.user.as_str(), url.pass.as_str());
+    let (host, user, pass) = (&url.authority(), &url.user, &url.pass);
     let login = match plan {
         // The download's SIZE and MDTM ride behind the login (a drsftp server).
         Plan::Download { remote, .. } => {
-            Client::connect_to_fetch(&url.authority(), creds, opts.timeout, &tls, &remote.path)
-                .await
+            Client::connect_to_fetch(host, user, pass, opts.timeout, &tls, &remote.path).await
         }
-        _ => Client::connect_tls(&url.authority(), creds.0, creds.1, opts.timeout, &tls).await,
+        _ => Client::connect_tls(host, user, pass, opts.timeout, &tls).await,
     };
     let mut client = login.with_context(|| format!("logging in to {}", url.authority()))?;
     timing.login = Some(t0.elapsed().as_secs_f64());
